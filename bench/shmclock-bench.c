@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclock-bench: measure shmclock against its baselines in the same run.
+ *
+ *   shmclock-bench read [--quick] [--json FILE] [--samples N] [--batch N]
+ *
+ * `read` times one read of each contender: bare clock_gettime(MONOTONIC)
+ * (the floor) and shmclock_now(). Reads are timed in batches so that the
+ * timer does not dominate, and the contenders take turns batch by batch so
+ * that the noise of a shared machine falls on all of them alike.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+#include <shmclock/static/shmclock.h>
+#include <shmclock/writer.h>
+
+struct contender {
+	const char *name;
+	/* Performs `n` reads; returns a value the compiler cannot drop. */
+	int64_t (*batch)(void *ctx, int n);
+	void *ctx;
+	double *samples; /* ns per read, one per batch */
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t batch_clock_gettime(void *ctx, int n)
+{
+	struct timespec ts;
+	int64_t acc = 0;
+
+	(void)ctx;
+	for (int i = 0; i < n; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		acc += ts.tv_nsec;
+	}
+	return acc;
+}
+
+static int64_t batch_shmclock_now(void *ctx, int n)
+{
+	shmclock_t *clk = ctx;
+	int64_t acc = 0, t;
+
+	for (int i = 0; i < n; i++) {
+		shmclock_now(clk, &t);
+		acc += t;
+	}
+	return acc;
+}
+
+/* The opt-in inline fast path, compiled into this file. */
+static int64_t batch_shmclock_now_inline(void *ctx, int n)
+{
+	shmclock_t *clk = ctx;
+	int64_t acc = 0, t;
+
+	for (int i = 0; i < n; i++) {
+		shmclock_static_now(clk, &t);
+		acc += t;
+	}
+	return acc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const double *sorted, int n, double p)
+{
+	int i = (int)(p / 100.0 * (n - 1) + 0.5);
+
+	return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shmclock-bench read [--quick] [--json FILE] [--samples N] [--batch N]\n"
+		"\n"
+		"  read        cost of one read: clock_gettime(CLOCK_MONOTONIC) vs shmclock_now()\n"
+		"  --quick     a few seconds' run, for CI\n"
+		"  --json FILE also write the figures as JSON to FILE ('-' for stdout)\n"
+		"  --samples N batches per contender (default 200000, quick 20000)\n"
+		"  --batch N   reads per timed batch (default 50)\n");
+}
+
+volatile int64_t bench_sink; /* keeps the reads alive */
+
+static int cmd_read(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "quick", no_argument, NULL, 'q' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "samples", required_argument, NULL, 's' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *json = NULL;
+	int samples = 200000, batch = 50, quick = 0, c, r;
+	char name[64];
+	shmclock_writer_t *w;
+	shmclock_t *clk;
+	FILE *jf = NULL;
+
+	while ((c = getopt_long(argc, argv, "qj:s:b:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+			quick = 1;
+			samples = 20000;
+			break;
+		case 'j':
+			json = optarg;
+			break;
+		case 's':
+			samples = atoi(optarg);
+			break;
+		case 'b':
+			batch = atoi(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (samples < 100 || batch < 1) {
+		fprintf(stderr, "shmclock-bench: --samples must be >= 100 and --batch >= 1\n");
+		return 2;
+	}
+	snprintf(name, sizeof(name), "bench-%d", (int)getpid());
+	r = shmclock_writer_open(name, &w);
+	if (r == 0)
+		r = shmclock_writer_set_time(w, 0);
+	if (r == 0)
+		r = shmclock_open(name, &clk);
+	if (r) {
+		fprintf(stderr, "shmclock-bench: clock %s: %s\n", name, shmclock_strerror(r));
+		return 1;
+	}
+
+	struct contender cs[] = {
+		{ "clock_gettime(MONOTONIC)", batch_clock_gettime, NULL, NULL },
+		{ "shmclock_now", batch_shmclock_now, clk, NULL },
+		{ "shmclock_now (inline)", batch_shmclock_now_inline, clk, NULL },
+	};
+	int nc = (int)(sizeof(cs) / sizeof(cs[0]));
+
+	for (int k = 0; k < nc; k++) {
+		cs[k].samples = calloc((size_t)samples, sizeof(double));
+		if (!cs[k].samples) {
+			fprintf(stderr, "shmclock-bench: out of memory\n");
+			return 1;
+		}
+		bench_sink += cs[k].batch(cs[k].ctx, 10000); /* warm up */
+	}
+	for (int i = 0; i < samples; i++) {
+		for (int k = 0; k < nc; k++) {
+			int64_t t0 = mono_ns();
+
+			bench_sink += cs[k].batch(cs[k].ctx, batch);
+			cs[k].samples[i] = (double)(mono_ns() - t0) / batch;
+		}
+	}
+
+	if (json)
+		jf = strcmp(json, "-") ? fopen(json, "w") : stdout;
+	if (json && !jf) {
+		fprintf(stderr, "shmclock-bench: %s: %s\n", json, strerror(errno));
+		return 1;
+	}
+	printf("read: ns per read, %d batches of %d reads each%s\n", samples, batch,
+	       quick ? " (quick)" : "");
+	printf("%-28s %8s %8s %8s %8s %10s\n", "contender", "p50", "p99", "p99.9", "max",
+	       "p50 ratio");
+	if (jf)
+		fprintf(jf, "{\"bench\":\"read\",\"samples\":%d,\"batch\":%d,\"results\":[", samples,
+			batch);
+	double base = 0;
+	for (int k = 0; k < nc; k++) {
+		qsort(cs[k].samples, (size_t)samples, sizeof(double), cmp_double);
+		double p50 = pct(cs[k].samples, samples, 50), p99 = pct(cs[k].samples, samples, 99);
+		double p999 = pct(cs[k].samples, samples, 99.9), mx = cs[k].samples[samples - 1];
+
+		if (k == 0)
+			base = p50;
+		printf("%-28s %8.2f %8.2f %8.2f %8.2f %9.3fx\n", cs[k].name, p50, p99, p999, mx,
+		       p50 / base);
+		if (jf)
+			fprintf(jf,
+				"%s{\"name\":\"%s\",\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
+				"\"max\":%.3f,\"ratio_p50\":%.4f}",
+				k ? "," : "", cs[k].name, p50, p99, p999, mx, p50 / base);
+		free(cs[k].samples);
+	}
+	if (jf) {
+		fprintf(jf, "]}\n");
+		if (jf != stdout)
+			fclose(jf);
+	}
+	shmclock_close(clk);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "read"))
+		return cmd_read(argc - 1, argv + 1);
+	fprintf(stderr, "shmclock-bench: unknown command '%s' (try --help)\n", argv[1]);
+	return 2;
+}

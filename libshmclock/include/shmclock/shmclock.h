@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * <shmclock/shmclock.h> — read a shared simulation clock.
+ *
+ * A writer (shmclockd, or a simulator using <shmclock/writer.h>) publishes a
+ * piecewise-linear time function in /dev/shm/shmclock.<name>. Readers map it
+ * read-only and compute the current simulation time themselves: lock-free,
+ * with no system call when the vDSO serves clock_gettime(CLOCK_MONOTONIC).
+ *
+ * Every call returns 0 or a negative errno; errno itself is never set on
+ * purpose. shmclock_strerror() turns a code into a message. The errors:
+ *   -ENOENT   no such clock
+ *   -EINVAL   bad name or argument
+ *   -EPROTO   not a shmclock segment (bad magic, version, size or layout)
+ *   -ENODATA  the clock was never initialized (no time to report)
+ *   -ESTALE   no writer is alive; the value is still filled in, computed
+ *             from the last committed state (time keeps its last rate)
+ *   -EAGAIN   the writer is alive but stuck in the middle of an update for
+ *             longer than SHMCLOCK_STUCK_NS (stopped by a debugger, say)
+ *   -EBUSY    (writers) another live writer holds the clock
+ *
+ * Handles are not shared-state objects: one shmclock_t may be used from many
+ * threads at once (the read path writes nothing), but close it only once no
+ * thread uses it.
+ */
+#ifndef SHMCLOCK_SHMCLOCK_H
+#define SHMCLOCK_SHMCLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shmclock/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct shmclock shmclock_t;
+
+/* Where the writer's time comes from (DESIGN.md "Time sources"). */
+enum shmclock_source {
+	SHMCLOCK_SOURCE_NONE = 0,
+	SHMCLOCK_SOURCE_SIMULATION = 1,
+	SHMCLOCK_SOURCE_SYSTEM = 2,
+	SHMCLOCK_SOURCE_EXTERNAL = 3,
+	SHMCLOCK_SOURCE_FIXED = 4,
+	SHMCLOCK_SOURCE_ROS2 = 5,
+};
+
+/* A reader waits at most this long for a live writer stuck mid-update. */
+#define SHMCLOCK_STUCK_NS 1000000000LL
+
+/**
+ * shmclock_open() - map the clock /dev/shm/shmclock.<name> read-only.
+ * @name: [A-Za-z0-9_.-], 1 to 64 characters.
+ * @out:  receives the handle on success.
+ *
+ * Return: 0; -EINVAL bad name; -ENOENT no such clock; -EPROTO the file is not
+ * a shmclock segment of this ABI version (wrong size, magic, version or
+ * layout, or not a regular file); -EACCES; -ENOMEM.
+ */
+int shmclock_open(const char *name, shmclock_t **out);
+
+/** shmclock_close() - unmap and free. NULL is accepted. */
+void shmclock_close(shmclock_t *clk);
+
+/**
+ * shmclock_now() - the current simulation time, in ns.
+ *
+ * Lock-free, no system call, touches one cache line of the segment.
+ * Return: 0 and *sim_ns set; -ESTALE and *sim_ns set (no writer alive);
+ * -ENODATA the clock has not been initialized (*sim_ns untouched);
+ * -EAGAIN the writer is stuck mid-update (*sim_ns untouched).
+ */
+int shmclock_now(shmclock_t *clk, int64_t *sim_ns);
+
+/* A consistent snapshot of everything the segment says. */
+typedef struct shmclock_info {
+	int64_t sim_ns;            /* simulation time at the snapshot */
+	int64_t mono_ns;           /* CLOCK_MONOTONIC at the snapshot */
+	double scale;              /* nominal rate (kept while paused/stepped) */
+	int source;                /* enum shmclock_source */
+	bool initialized;          /* false: sim_ns means nothing */
+	bool paused;
+	bool stepped;              /* stepped source: no extrapolation */
+	bool has_unix_at_zero;
+	int64_t unix_at_zero_ns;   /* UNIX time of simulation zero (OSI) */
+	uint64_t jump_epoch;       /* explicit jumps so far */
+	int64_t last_jump_ns;      /* signed size of the last jump */
+	bool writer_alive;
+	int32_t writer_pid;        /* in the writer's pid namespace */
+	uint32_t writer_generation;/* how many writers have opened the clock */
+	int64_t writer_start_unix_ns;
+	int64_t heartbeat_age_ns;  /* since the writer's last heartbeat; -1 never */
+	uint64_t commits;          /* changes published so far */
+} shmclock_info_t;
+
+/**
+ * shmclock_info() - fill *info with a consistent snapshot.
+ * Return: 0 (also for an uninitialized clock or a dead writer: see the
+ * fields); -EAGAIN the writer is stuck mid-update.
+ */
+int shmclock_info(shmclock_t *clk, shmclock_info_t *info);
+
+/** shmclock_name() - the clock's name, as given to shmclock_open(). */
+const char *shmclock_name(const shmclock_t *clk);
+
+/**
+ * shmclock_unlink() - remove /dev/shm/shmclock.<name>. Readers and a writer
+ * that have it mapped keep working on the removed segment.
+ * Return: 0; -EINVAL bad name; -ENOENT; -EACCES / -EPERM.
+ */
+int shmclock_unlink(const char *name);
+
+/** shmclock_check_name() - 0 if @name is a valid clock name, else -EINVAL. */
+int shmclock_check_name(const char *name);
+
+/**
+ * shmclock_strerror() - a message for 0 or a negative errno from this library.
+ * Never NULL; the string is static.
+ */
+const char *shmclock_strerror(int err);
+
+/** shmclock_source_name() - "simulation", "system", ...; "none" for 0. */
+const char *shmclock_source_name(int source);
+
+/** shmclock_version() - the library's version string, e.g. "0.1.0". */
+const char *shmclock_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Opt-in inline fast path (frozen ABI; see <shmclock/static/shmclock.h>). */
+#if defined(SHMCLOCK_INLINE_FASTPATH) && !defined(__cplusplus)
+#include <shmclock/static/shmclock.h>
+#define shmclock_now(clk, sim_ns) shmclock_static_now((clk), (sim_ns))
+#endif
+
+#endif

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * <shmclock/static/shmclock.h> — the inline read fast path (C only).
+ *
+ * Opt in by defining SHMCLOCK_INLINE_FASTPATH before including
+ * <shmclock/shmclock.h>: shmclock_now() calls then compile to this inline
+ * function, saving a call and a stack frame (see bench/README.md for what
+ * that buys). Anything unusual (the writer mid-update, an uninitialized
+ * clock, a dead writer) falls back to the exported shmclock_now().
+ *
+ * FROZEN ABI. Everything here is compiled into callers, so it can never
+ * change within segment ABI version 1:
+ *   - a shmclock_t begins with the address of its read-only mapping;
+ *   - the record line of the segment is struct shmclock_record below, at
+ *     offset SHMCLOCK_RECORD_OFFSET (the full layout is in the library's
+ *     src/segment.h, which static_asserts that the two agree);
+ *   - the time function is shmclock_static_eval().
+ */
+#ifndef SHMCLOCK_STATIC_SHMCLOCK_H
+#define SHMCLOCK_STATIC_SHMCLOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define SHMCLOCK_RECORD_OFFSET 0x40
+#define SHMCLOCK_FLAG_INIT 0x1u
+#define SHMCLOCK_LOCK_TID_MASK 0x3fffffffu
+#define SHMCLOCK_LOCK_OWNER_DIED 0x40000000u
+
+/* The 64-byte cache line a read touches. */
+struct shmclock_record {
+	_Atomic uint32_t seq;            /* odd while the writer updates */
+	_Atomic uint32_t flags;          /* SHMCLOCK_FLAG_INIT, ... */
+	_Atomic int64_t mono_base;       /* CLOCK_MONOTONIC ns of the anchor */
+	_Atomic int64_t sim_base;        /* simulation ns at the anchor */
+	_Atomic uint64_t mult;           /* rate, 32.32 fixed point; 0 paused */
+	_Atomic uint64_t jump_epoch;
+	_Atomic int64_t last_jump_ns;
+	_Atomic int64_t unix_at_zero_ns;
+	_Atomic uint32_t writer_lock;    /* robust futex word of the writer */
+	uint32_t lock_rest;
+};
+
+/*
+ * The time function: sim_base + (mono - mono_base) * mult / 2^32, never
+ * below sim_base, saturating at INT64_MAX. Monotonic in mono.
+ */
+static inline int64_t shmclock_static_eval(int64_t mono_base, int64_t sim_base, uint64_t mult,
+					   int64_t mono)
+{
+	__extension__ typedef unsigned __int128 u128;
+	u128 p;
+	int64_t d;
+
+	if (mono <= mono_base || mult == 0)
+		return sim_base;
+	p = ((u128)(uint64_t)(mono - mono_base) * mult) >> 32;
+	if (p > (u128)INT64_MAX)
+		return INT64_MAX;
+	d = (int64_t)p;
+	if (sim_base > 0 && d > INT64_MAX - sim_base)
+		return INT64_MAX;
+	return sim_base + d;
+}
+
+int shmclock_now(struct shmclock *clk, int64_t *sim_ns);
+
+/* The protocol and its ordering argument: the library's src/reader.c. */
+static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
+{
+	const struct shmclock_record *r = (const struct shmclock_record *)
+		(*(const unsigned char *const *)(const void *)clk + SHMCLOCK_RECORD_OFFSET);
+	struct timespec ts;
+	uint32_t s1, flags, lock;
+	int64_t mono_base, sim_base;
+	uint64_t mult;
+
+	/* Pairs with the release store of the even seq in the writer's commit. */
+	s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
+	flags = atomic_load_explicit(&r->flags, memory_order_relaxed);
+	mono_base = atomic_load_explicit(&r->mono_base, memory_order_relaxed);
+	sim_base = atomic_load_explicit(&r->sim_base, memory_order_relaxed);
+	mult = atomic_load_explicit(&r->mult, memory_order_relaxed);
+	lock = atomic_load_explicit(&r->writer_lock, memory_order_relaxed);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* Pairs with the writer's full fence after its odd store. */
+	atomic_thread_fence(memory_order_acquire);
+	if (__builtin_expect((s1 & 1) | (atomic_load_explicit(&r->seq, memory_order_relaxed) ^ s1) |
+			     !(flags & SHMCLOCK_FLAG_INIT) | !(lock & SHMCLOCK_LOCK_TID_MASK) |
+			     (lock & SHMCLOCK_LOCK_OWNER_DIED), 0))
+		return shmclock_now(clk, sim_ns);
+	*sim_ns = shmclock_static_eval(mono_base, sim_base, mult,
+				       (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * <shmclock/writer.h> — own and publish a shared simulation clock.
+ *
+ * One writer per clock: an exclusive lock is held for the writer's lifetime,
+ * and a second writer gets -EBUSY. Every change is committed atomically:
+ * readers in every process see either the old or the new time function,
+ * re-anchored at the instant of the change so that pause, resume and scale
+ * changes never move time backwards. Only shmclock_writer_set_time() and a
+ * backward shmclock_writer_advance() jump (and bump the jump epoch).
+ *
+ * A writer handle is not thread-safe: call it from one thread at a time. The
+ * thread that opens it holds the lock readers use to tell that the writer is
+ * alive; if that thread exits before the writer is closed, readers see a
+ * dead writer until the next change, which re-takes the lock.
+ *
+ * Every call returns 0 or a negative errno (see <shmclock/shmclock.h>).
+ */
+#ifndef SHMCLOCK_WRITER_H
+#define SHMCLOCK_WRITER_H
+
+#include <stdint.h>
+
+#include <shmclock/shmclock.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct shmclock_writer shmclock_writer_t;
+
+/**
+ * shmclock_writer_open() - create the clock, or take over an existing one.
+ *
+ * A new segment is created with mode 0644 (readable by everyone, writable
+ * by its owner only), fully initialized before it appears under its name.
+ * An existing segment whose writer died (even mid-update) is recovered: the
+ * new writer continues the last committed time function, so time does not
+ * jump. The new clock is uninitialized until the first set_time() or
+ * advance(): readers get -ENODATA.
+ *
+ * Return: 0; -EINVAL bad name; -EBUSY another live writer holds it;
+ * -EPROTO the existing file is not a shmclock segment (it is left alone);
+ * -EACCES; -ENOMEM.
+ */
+int shmclock_writer_open(const char *name, shmclock_writer_t **out);
+
+/** shmclock_writer_open_mode() - as shmclock_writer_open(), with the file
+ * mode for a newly created segment (e.g. 0640); 0 means 0644. */
+int shmclock_writer_open_mode(const char *name, unsigned mode, shmclock_writer_t **out);
+
+/**
+ * shmclock_writer_close() - release the clock. The segment stays, with its
+ * time function; readers get -ESTALE until a later writer recovers it.
+ * NULL is accepted.
+ */
+void shmclock_writer_close(shmclock_writer_t *w);
+
+/**
+ * shmclock_writer_set_time() - jump to @sim_ns (forwards or backwards).
+ * The first call initializes the clock, running at the nominal scale
+ * (1 unless set) or paused if pause() came first. Later calls keep the
+ * clock's state (running, paused or stepped), bump the jump epoch and record
+ * the signed jump size.
+ * Return: 0.
+ */
+int shmclock_writer_set_time(shmclock_writer_t *w, int64_t sim_ns);
+
+/**
+ * shmclock_writer_set_scale() - change the rate continuously.
+ * Return: 0; -EINVAL @scale is not finite or not > 0; -ERANGE @scale is
+ * too small or too large for the 32.32 fixed-point rate (below about
+ * 2.4e-10 or at least 2^31).
+ */
+int shmclock_writer_set_scale(shmclock_writer_t *w, double scale);
+
+/** shmclock_writer_pause() - freeze time (continuous). Return: 0. */
+int shmclock_writer_pause(shmclock_writer_t *w);
+
+/** shmclock_writer_resume() - let time run again from where it stopped. */
+int shmclock_writer_resume(shmclock_writer_t *w);
+
+/**
+ * shmclock_writer_advance() - publish the next value of a stepped source.
+ * The clock becomes stepped (no extrapolation between values). A value
+ * before the current time is a jump (epoch bump, signed size recorded);
+ * a later one is not. The first call initializes the clock.
+ * Return: 0.
+ */
+int shmclock_writer_advance(shmclock_writer_t *w, int64_t sim_ns);
+
+/**
+ * shmclock_writer_step() - move time forward by @delta_ns without changing
+ * the clock's mode (running, paused or stepped). Not a jump.
+ * Return: 0; -EINVAL @delta_ns < 0; -ENODATA the clock is uninitialized.
+ */
+int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns);
+
+/** shmclock_writer_set_source() - record the time source (enum shmclock_source). */
+int shmclock_writer_set_source(shmclock_writer_t *w, int source);
+
+/**
+ * shmclock_writer_set_unix_at_zero() - the UNIX time of simulation zero,
+ * for OSI-style stamping; NULL forgets it.
+ */
+int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const int64_t *unix_ns);
+
+/** shmclock_writer_heartbeat() - refresh the heartbeat (its own cache line). */
+int shmclock_writer_heartbeat(shmclock_writer_t *w);
+
+/**
+ * shmclock_writer_now() - the writer's own view of the time it publishes.
+ * Return: 0; -ENODATA uninitialized.
+ */
+int shmclock_writer_now(shmclock_writer_t *w, int64_t *sim_ns);
+
+/** shmclock_writer_info() - as shmclock_info(), from the writer's side. */
+int shmclock_writer_info(shmclock_writer_t *w, shmclock_info_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

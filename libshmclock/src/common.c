@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/* Names, header validation, futex helpers and messages. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+
+#include "internal.h"
+
+shmclock__gettime_fn shmclock__gettime = clock_gettime;
+
+/*
+ * Runs when the library is loaded, before any handle exists, so the hot
+ * path reads a plain pointer that never changes afterwards. glibc registers
+ * the vDSO as the loaded object "linux-vdso.so.1"; RTLD_NOLOAD only looks
+ * it up. Without it (another libc, an old kernel) libc's call is used.
+ */
+__attribute__((constructor)) static void resolve_vdso(void)
+{
+	void *h = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	void *f;
+
+	if (!h)
+		return;
+	f = dlsym(h, "__vdso_clock_gettime");
+	if (f) {
+		struct timespec ts;
+		shmclock__gettime_fn fn;
+
+		/* POSIX allows the object-to-function pointer conversion dlsym needs. */
+		memcpy(&fn, &f, sizeof(fn));
+		if (fn(CLOCK_MONOTONIC, &ts) == 0)
+			shmclock__gettime = fn;
+	}
+	dlclose(h);
+}
+
+SHMCLOCK_EXPORT int shmclock_check_name(const char *name)
+{
+	return shmclock__check_name(name);
+}
+
+int shmclock__check_name(const char *name)
+{
+	size_t n;
+
+	if (!name)
+		return -EINVAL;
+	for (n = 0; name[n]; n++) {
+		char c = name[n];
+
+		if (n >= SHMCLOCK_NAME_MAX)
+			return -EINVAL;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+			return -EINVAL;
+	}
+	return n ? 0 : -EINVAL;
+}
+
+void shmclock__shm_name(char out[SHMCLOCK_PATH_MAX], const char *name)
+{
+	snprintf(out, SHMCLOCK_PATH_MAX, "%s%s", SHMCLOCK_SHM_PREFIX, name);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	while (n--)
+		if (*p++)
+			return false;
+	return true;
+}
+
+/*
+ * Validate in the order chrony's cmdmon validates a request: the length
+ * first (the file size, checked before mapping by the caller and again
+ * here), then the identity (magic, version), then the layout and the
+ * reserved bytes. Only the header and the tail are immutable after creation,
+ * so only they are checked for zero.
+ */
+int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size)
+{
+	if (file_size != SHMCLOCK_SEG_SIZE)
+		return -EPROTO;
+	if (seg->magic != SHMCLOCK_MAGIC)
+		return -EPROTO;
+	if (seg->abi_version != SHMCLOCK_ABI_VERSION)
+		return -EPROTO;
+	if (seg->size != SHMCLOCK_SEG_SIZE)
+		return -EPROTO;
+	if (seg->record_off != offsetof(struct shmclock_seg, seq) ||
+	    seg->backup_off != offsetof(struct shmclock_seg, b_flags))
+		return -EPROTO;
+	if (!all_zero(seg->reserved0, sizeof(seg->reserved0)) ||
+	    !all_zero(seg->tail, sizeof(seg->tail)))
+		return -EPROTO;
+	return 0;
+}
+
+void shmclock__load_record(const struct shmclock_seg *s, struct shmclock_params *p)
+{
+	p->flags = atomic_load_explicit(&s->flags, memory_order_relaxed);
+	p->mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
+	p->sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
+	p->mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
+	p->jump_epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
+	p->last_jump_ns = atomic_load_explicit(&s->last_jump_ns, memory_order_relaxed);
+	p->unix_at_zero_ns = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
+	p->nominal_mult = atomic_load_explicit(&s->nominal_mult, memory_order_relaxed);
+}
+
+void shmclock__load_backup(const struct shmclock_seg *s, struct shmclock_params *p)
+{
+	p->flags = atomic_load_explicit(&s->b_flags, memory_order_relaxed);
+	p->mono_base = atomic_load_explicit(&s->b_mono_base, memory_order_relaxed);
+	p->sim_base = atomic_load_explicit(&s->b_sim_base, memory_order_relaxed);
+	p->mult = atomic_load_explicit(&s->b_mult, memory_order_relaxed);
+	p->jump_epoch = atomic_load_explicit(&s->b_jump_epoch, memory_order_relaxed);
+	p->last_jump_ns = atomic_load_explicit(&s->b_last_jump_ns, memory_order_relaxed);
+	p->unix_at_zero_ns = atomic_load_explicit(&s->b_unix_at_zero_ns, memory_order_relaxed);
+	p->nominal_mult = atomic_load_explicit(&s->b_nominal_mult, memory_order_relaxed);
+}
+
+int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns)
+{
+	struct timespec ts, *tsp = NULL;
+	long r;
+
+	if (timeout_ns >= 0) {
+		ts.tv_sec = (time_t)(timeout_ns / 1000000000);
+		ts.tv_nsec = (long)(timeout_ns % 1000000000);
+		tsp = &ts;
+	}
+	/* Shared (not FUTEX_PRIVATE): the word is in a mapping other processes
+	 * share. FUTEX_WAIT only reads the word, so a PROT_READ mapping works. */
+	r = syscall(SYS_futex, word, FUTEX_WAIT, val, tsp, NULL, 0);
+	return r == 0 ? 0 : -errno;
+}
+
+void shmclock__futex_wake_all(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+SHMCLOCK_EXPORT const char *shmclock_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -ENOENT:
+		return "no such clock";
+	case -EINVAL:
+		return "invalid argument (a clock name is 1 to 64 of [A-Za-z0-9_.-])";
+	case -EPROTO:
+		return "not a shmclock segment of this version (bad size, magic, version or layout)";
+	case -ENODATA:
+		return "the clock has not been initialized";
+	case -ESTALE:
+		return "no writer is alive: time is extrapolated from the last committed state";
+	case -EAGAIN:
+		return "the writer is stuck in the middle of an update";
+	case -EBUSY:
+		return "another live writer holds the clock";
+	case -ERANGE:
+		return "value out of range";
+	case -EACCES:
+	case -EPERM:
+		return "permission denied";
+	case -ENOMEM:
+		return "out of memory";
+	case -ETIMEDOUT:
+		return "timed out";
+	case -ECANCELED:
+		return "cancelled";
+	default:
+		return err < 0 ? strerror(-err) : "unknown status";
+	}
+}
+
+SHMCLOCK_EXPORT const char *shmclock_source_name(int source)
+{
+	switch (source) {
+	case SHMCLOCK_SOURCE_SIMULATION:
+		return "simulation";
+	case SHMCLOCK_SOURCE_SYSTEM:
+		return "system";
+	case SHMCLOCK_SOURCE_EXTERNAL:
+		return "external";
+	case SHMCLOCK_SOURCE_FIXED:
+		return "fixed";
+	case SHMCLOCK_SOURCE_ROS2:
+		return "ros2";
+	case SHMCLOCK_SOURCE_NONE:
+		return "none";
+	default:
+		return "unknown";
+	}
+}
+
+SHMCLOCK_EXPORT const char *shmclock_version(void)
+{
+	return SHMCLOCK_VERSION_STRING;
+}

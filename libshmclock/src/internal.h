@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the reader and the writer side of libshmclock. */
+#ifndef SHMCLOCK_INTERNAL_H
+#define SHMCLOCK_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "segment.h"
+
+#define SHMCLOCK_EXPORT __attribute__((visibility("default")))
+
+/* "/shmclock." + 64 name chars + NUL, and room for a temporary suffix. */
+#define SHMCLOCK_NAME_MAX 64
+#define SHMCLOCK_SHM_PREFIX "/shmclock."
+#define SHMCLOCK_SHM_DIR "/dev/shm"
+#define SHMCLOCK_PATH_MAX 128
+
+/* 0 if `name` is a valid clock name, -EINVAL otherwise. */
+int shmclock__check_name(const char *name);
+/* Writes "/shmclock.<name>" (the shm_open name). Name must be valid. */
+void shmclock__shm_name(char out[SHMCLOCK_PATH_MAX], const char *name);
+/* Validates the header of a mapped segment of `file_size` bytes. */
+int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size);
+
+static inline int64_t shmclock__ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+typedef int (*shmclock__gettime_fn)(clockid_t clock, struct timespec *ts);
+
+/*
+ * The vDSO's own __vdso_clock_gettime when the kernel provides one, else
+ * libc's clock_gettime. Calling the vDSO directly skips libc's wrapper on
+ * the hot path, and it keeps our reads correct inside the LD_PRELOAD shim,
+ * which interposes clock_gettime itself.
+ */
+extern shmclock__gettime_fn shmclock__gettime;
+
+static inline int64_t shmclock__mono_ns(void)
+{
+	struct timespec ts;
+
+	/* The vDSO serves this without a system call on the usual clock sources. */
+	shmclock__gettime(CLOCK_MONOTONIC, &ts);
+	return shmclock__ts_ns(&ts);
+}
+
+static inline int64_t shmclock__realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return shmclock__ts_ns(&ts);
+}
+
+/*
+ * The time function, the one formula readers and writers share (it lives in
+ * the static header because the inline fast path compiles it into callers).
+ * Writers re-anchor with this very function so the new mapping equals the
+ * old one at the anchor, to the nanosecond. It is monotonic in `mono`
+ * (floor of a product with a non-negative factor), which the monotonicity
+ * argument in writer.c relies on. A clock reading before mono_base yields
+ * sim_base, never a value from before the anchor.
+ */
+#define shmclock__eval shmclock_static_eval
+
+static inline bool shmclock__writer_alive(uint32_t lock_word)
+{
+	return (lock_word & SHMCLOCK_LOCK_TID_MASK) != 0 &&
+	       !(lock_word & SHMCLOCK_LOCK_OWNER_DIED);
+}
+
+/* Relaxed loads of a whole parameter copy; callers bracket them with seq. */
+void shmclock__load_record(const struct shmclock_seg *seg, struct shmclock_params *p);
+void shmclock__load_backup(const struct shmclock_seg *seg, struct shmclock_params *p);
+
+struct shmclock_info;
+/* Fill a public info struct from one parameter copy and a clock reading. */
+void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,
+			 int64_t mono, uint32_t lock, struct shmclock_info *info);
+
+/* FUTEX_WAIT on a shared word, with a relative timeout in ns (< 0: none). */
+int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns);
+void shmclock__futex_wake_all(_Atomic uint32_t *word);
+
+static inline void shmclock__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+#endif

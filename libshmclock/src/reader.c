@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reader side: map read-only, read lock-free.
+ *
+ * Read protocol (a seqlock with a backup copy for a writer that died):
+ *
+ *   s1 = seq (acquire)                 odd: the writer is mid-update -> slow path
+ *   params, writer_lock (relaxed)      all on the record cache line
+ *   mono = clock_gettime(MONOTONIC)    vDSO, no system call
+ *   fence (acquire)
+ *   s2 = seq (relaxed)                 s1 != s2: retry
+ *   value = eval(params, mono)
+ *
+ * Why time cannot go backwards across readers: the writer makes seq odd,
+ * executes a full fence and only then reads the clock to anchor the new
+ * mapping (writer.c). A reader that returns a value computed with the old
+ * mapping read seq2 before the odd store was visible, and it read its clock
+ * before seq2, so its clock reading is earlier than the writer's anchor:
+ *
+ *   reader:  mono_r ........ seq2 (still even)
+ *   writer:                          seq odd | fence | mono_w = clock
+ *   => mono_r < mono_w => old(mono_r) <= old(mono_w) == new(mono_w) <= new(later)
+ *
+ * A reader that uses the new mapping read seq1 after the even store, so its
+ * clock reading is after mono_w. Both halves need the clock to agree with
+ * real-time order across CPUs, which CLOCK_MONOTONIC guarantees.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+
+#include "internal.h"
+
+struct shmclock {
+	const struct shmclock_seg *seg; /* first: frozen ABI, the inline fast path reads it */
+	char name[SHMCLOCK_NAME_MAX + 1];
+};
+static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
+
+/* Spin this many times on an odd seq, then yield, then sleep on the futex. */
+#define SPIN_LIMIT 128
+#define YIELD_NS 200000        /* 200 us of sched_yield() */
+#define SLEEP_SLICE_NS 100000  /* then futex waits of 100 us at most */
+
+SHMCLOCK_EXPORT int shmclock_open(const char *name, shmclock_t **out)
+{
+	char shm[SHMCLOCK_PATH_MAX];
+	struct shmclock *clk;
+	struct stat st;
+	void *map;
+	int fd, r;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	r = shmclock__check_name(name);
+	if (r)
+		return r;
+	shmclock__shm_name(shm, name);
+	/* O_RDONLY and PROT_READ: nothing a reader does can change time. */
+	fd = shm_open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return errno == ELOOP ? -EPROTO : -errno;
+	/* Size before mapping: a short file would SIGBUS on access. */
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size != SHMCLOCK_SEG_SIZE) {
+		close(fd);
+		return -EPROTO;
+	}
+	map = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	r = map == MAP_FAILED ? -errno : 0;
+	close(fd);
+	if (r)
+		return r;
+	r = shmclock__check_header(map, st.st_size);
+	if (r) {
+		munmap(map, SHMCLOCK_SEG_SIZE);
+		return r;
+	}
+	clk = calloc(1, sizeof(*clk));
+	if (!clk) {
+		munmap(map, SHMCLOCK_SEG_SIZE);
+		return -ENOMEM;
+	}
+	clk->seg = map;
+	memcpy(clk->name, name, strlen(name) + 1);
+	*out = clk;
+	return 0;
+}
+
+SHMCLOCK_EXPORT void shmclock_close(shmclock_t *clk)
+{
+	if (!clk)
+		return;
+	munmap((void *)clk->seg, SHMCLOCK_SEG_SIZE);
+	free(clk);
+}
+
+SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
+{
+	return clk->name;
+}
+
+/*
+ * seq is odd: wait for the writer, but never forever. A dead writer is seen
+ * through its robust lock word (the kernel marks it when the writer exits
+ * for any reason); its last committed state is in the backup line. A live
+ * writer that was descheduled mid-update needs the CPU we would burn, so
+ * after a short spin we yield, then sleep on the change futex.
+ *
+ * Returns 0 when seq has moved on (the caller retries the fast path), 1 with
+ * *p filled from the backup (the writer is dead), or -EAGAIN.
+ */
+static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclock_params *p)
+{
+	int64_t start = 0, now;
+	int spins = 0;
+
+	for (;;) {
+		uint32_t lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
+		uint32_t cur, change;
+
+		if (!shmclock__writer_alive(lock)) {
+			shmclock__load_backup(s, p);
+			/* Pairs with the release fence before the writer's odd store
+			 * (writer.c, commit_begin): the backup we loaded is the one
+			 * completed before seq became `odd`, if seq is still `odd`. */
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&s->seq, memory_order_relaxed) == odd)
+				return 1;
+			return 0;
+		}
+		if (spins < SPIN_LIMIT) {
+			spins++;
+			shmclock__cpu_relax();
+		} else {
+			now = shmclock__mono_ns();
+			if (!start)
+				start = now;
+			if (now - start > SHMCLOCK_STUCK_NS)
+				return -EAGAIN;
+			if (now - start < YIELD_NS) {
+				sched_yield();
+			} else {
+				/* Read the futex word before re-checking seq: a commit
+				 * between the two changes the word, and the wait returns
+				 * at once (pairs with the increment after the even store). */
+				change = atomic_load_explicit(&s->change_futex, memory_order_acquire);
+				if (atomic_load_explicit(&s->seq, memory_order_acquire) != odd)
+					return 0;
+				shmclock__futex_wait(&s->change_futex, change, SLEEP_SLICE_NS);
+			}
+		}
+		cur = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (cur != odd)
+			return 0;
+	}
+}
+
+/*
+ * One consistent read of the whole parameter set (record, or the backup of
+ * a dead writer) and a clock reading inside it. The slower, complete
+ * version of shmclock_now(), for info and the callers that need it all.
+ * Returns 0, -ESTALE (the values come from a dead writer), or -EAGAIN.
+ */
+static int snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
+		    uint32_t *lock)
+{
+	for (;;) {
+		uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+		int r;
+
+		if (s1 & 1) {
+			r = wait_writer(s, s1, p);
+			if (r < 0)
+				return r;
+			if (r == 1) {
+				*mono = shmclock__mono_ns();
+				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
+				return -ESTALE;
+			}
+			continue;
+		}
+		shmclock__load_record(s, p);
+		*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
+		*mono = shmclock__mono_ns();
+		/* Pairs with the writer's fence after its odd store (commit_begin):
+		 * if any load above saw a new value, the re-read sees seq moved. */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
+			continue;
+		return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
+	}
+}
+
+/*
+ * The general case of shmclock_now(): the writer is mid-update, or it
+ * committed while we read. Kept out of line so that the fast path below
+ * stays a leaf-sized function with a small frame.
+ */
+static __attribute__((noinline)) int now_slow(const struct shmclock_seg *s, int64_t *sim_ns)
+{
+	struct shmclock_params p;
+	int64_t mono;
+	uint32_t lock;
+	int r = snapshot(s, &p, &mono, &lock);
+
+	if (r == -EAGAIN)
+		return r;
+	if (!(p.flags & SHMCLOCK_F_INIT))
+		return -ENODATA;
+	*sim_ns = shmclock__eval(p.mono_base, p.sim_base, p.mult, mono);
+	return r;
+}
+
+SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
+{
+	const struct shmclock_seg *s = clk->seg;
+	uint32_t s1, flags, lock;
+	int64_t mono_base, sim_base, mono;
+	uint64_t mult;
+
+	/* Pairs with the release store of the even seq in commit_end. */
+	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+	if (__builtin_expect(s1 & 1, 0))
+		return now_slow(s, sim_ns);
+	flags = atomic_load_explicit(&s->flags, memory_order_relaxed);
+	mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
+	sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
+	mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
+	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
+	mono = shmclock__mono_ns();
+	/* Pairs with the writer's full fence after its odd store
+	 * (commit_begin). Orders the loads above and the clock reading before
+	 * the re-read of seq; see the diagram at the top. */
+	atomic_thread_fence(memory_order_acquire);
+	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
+		return now_slow(s, sim_ns);
+	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
+		return -ENODATA;
+	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono);
+	return __builtin_expect(shmclock__writer_alive(lock), 1) ? 0 : -ESTALE;
+}
+
+void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,
+			 int64_t mono, uint32_t lock, shmclock_info_t *info)
+{
+	int64_t hb = atomic_load_explicit(&s->heartbeat_mono_ns, memory_order_relaxed);
+
+	memset(info, 0, sizeof(*info));
+	info->mono_ns = mono;
+	info->initialized = p->flags & SHMCLOCK_F_INIT;
+	info->sim_ns = info->initialized ? shmclock__eval(p->mono_base, p->sim_base, p->mult, mono) : 0;
+	info->scale = (double)p->nominal_mult / 4294967296.0;
+	info->source = (int)((p->flags & SHMCLOCK_F_SOURCE_MASK) >> SHMCLOCK_F_SOURCE_SHIFT);
+	info->paused = p->flags & SHMCLOCK_F_PAUSED;
+	info->stepped = p->flags & SHMCLOCK_F_STEPPED;
+	info->has_unix_at_zero = p->flags & SHMCLOCK_F_UNIX_ZERO;
+	info->unix_at_zero_ns = info->has_unix_at_zero ? p->unix_at_zero_ns : 0;
+	info->jump_epoch = p->jump_epoch;
+	info->last_jump_ns = p->last_jump_ns;
+	info->writer_alive = shmclock__writer_alive(lock);
+	info->writer_pid = atomic_load_explicit(&s->writer_pid, memory_order_relaxed);
+	info->writer_generation = atomic_load_explicit(&s->writer_generation, memory_order_relaxed);
+	info->writer_start_unix_ns = atomic_load_explicit(&s->writer_start_unix_ns, memory_order_relaxed);
+	info->heartbeat_age_ns = hb ? mono - hb : -1;
+	info->commits = atomic_load_explicit(&s->commits, memory_order_relaxed);
+}
+
+SHMCLOCK_EXPORT int shmclock_info(shmclock_t *clk, shmclock_info_t *info)
+{
+	struct shmclock_params p;
+	int64_t mono = 0;
+	uint32_t lock = 0;
+	int r = snapshot(clk->seg, &p, &mono, &lock);
+
+	if (r == -EAGAIN)
+		return r;
+	shmclock__fill_info(clk->seg, &p, mono, lock, info);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_unlink(const char *name)
+{
+	char shm[SHMCLOCK_PATH_MAX];
+	int r = shmclock__check_name(name);
+
+	if (r)
+		return r;
+	shmclock__shm_name(shm, name);
+	return shm_unlink(shm) < 0 ? -errno : 0;
+}

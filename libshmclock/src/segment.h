@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shmclock segment: a wire format, not a struct we happen to share.
+ *
+ * One 4096-byte page at /dev/shm/shmclock.<name>. All integers are native
+ * endian (the segment never leaves the host), fixed width, naturally aligned.
+ * Every byte not named below is reserved and must be zero; readers refuse a
+ * segment whose header says otherwise (-EPROTO).
+ *
+ * ABI version 1. Byte by byte:
+ *
+ *  off   size  field                 meaning
+ *  ---- header line (written once, at creation) ----------------------------
+ *  0x000  8    magic                 SHMCLOCK_MAGIC ("SHMCLK01" as a u64)
+ *  0x008  4    abi_version           SHMCLOCK_ABI_VERSION
+ *  0x00c  4    size                  4096, must equal the file size
+ *  0x010  4    record_off            0x040
+ *  0x014  4    backup_off            0x180
+ *  0x018  8    created_unix_ns       CLOCK_REALTIME at creation (information)
+ *  0x020 32    reserved, zero
+ *  ---- record line: the reader's hot path touches only these 64 bytes -----
+ *  0x040  4    seq                   sequence: odd while the writer updates
+ *  0x044  4    flags                 SHMCLOCK_F_* below, and the source id in
+ *                                    bits 8..15
+ *  0x048  8    mono_base             CLOCK_MONOTONIC ns of the anchor
+ *  0x050  8    sim_base              simulation ns at mono_base
+ *  0x058  8    mult                  effective rate, 32.32 fixed point:
+ *                                    sim = sim_base + ((mono - mono_base) * mult >> 32),
+ *                                    0 while paused or stepped
+ *  0x060  8    jump_epoch            number of explicit jumps so far
+ *  0x068  8    last_jump_ns          signed size of the last jump
+ *  0x070  8    unix_at_zero_ns       UNIX ns of simulation zero (valid when
+ *                                    SHMCLOCK_F_UNIX_ZERO is set)
+ *  0x078  4    writer_lock           futex word of the writer's robust lock:
+ *                                    0 = no writer; bits 0..29 = the owner's
+ *                                    TID; bit 30 (0x40000000) = the owner died
+ *                                    (set by the kernel's robust-futex exit
+ *                                    handling, so readers learn of a SIGKILLed
+ *                                    writer without a system call)
+ *  0x07c  4    (rest of the lock)
+ *  ---- lock line (rarely written: lock / unlock only) --------------------
+ *  0x078 72    the writer's process-shared robust pthread_mutex_t, starting
+ *              at writer_lock; only a writer touches it, readers read only
+ *              the first 4 bytes
+ *  ---- info line (written under seq, read by shmclock_info) --------------
+ *  0x0c0  8    nominal_mult          the rate set by the user, 32.32 fixed
+ *                                    point, kept while paused or stepped
+ *  0x0c8 56    reserved, zero
+ *  ---- writer line (written when a writer takes the clock) ---------------
+ *  0x100  4    writer_pid            process id of the writer (in its pid
+ *                                    namespace; information only)
+ *  0x104  4    writer_generation     how many writers have opened the clock
+ *  0x108  8    writer_start_unix_ns  CLOCK_REALTIME when it opened the clock
+ *  0x110 48    reserved, zero
+ *  ---- live line (written often, never read on the hot path) -------------
+ *  0x140  4    change_futex          incremented after every commit; sleepers
+ *                                    FUTEX_WAIT on it
+ *  0x144  4    reserved, zero
+ *  0x148  8    heartbeat_mono_ns     the writer's last sign of life
+ *  0x150  8    commits               number of commits so far
+ *  0x158 40    reserved, zero
+ *  ---- backup line: the last committed state, read only when the writer
+ *       died mid-update (seq odd and writer_lock dead) ---------------------
+ *  0x180  4    flags
+ *  0x184  4    reserved, zero
+ *  0x188  8    mono_base
+ *  0x190  8    sim_base
+ *  0x198  8    mult
+ *  0x1a0  8    jump_epoch
+ *  0x1a8  8    last_jump_ns
+ *  0x1b0  8    unix_at_zero_ns
+ *  0x1b8  8    nominal_mult
+ *  0x1c0 ...   reserved, zero, to the end of the page
+ *
+ * Fields that race (everything after the header) are accessed only through
+ * C11 atomics. The protocol is described in writer.c (commit) and reader.c
+ * (read); the ordering argument lives next to each fence.
+ */
+#ifndef SHMCLOCK_SEGMENT_H
+#define SHMCLOCK_SEGMENT_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shmclock/static/shmclock.h>
+
+#define SHMCLOCK_MAGIC UINT64_C(0x31304b4c434d4853) /* "SHMCLK01" little endian */
+#define SHMCLOCK_ABI_VERSION 1u
+#define SHMCLOCK_SEG_SIZE 4096u
+#define SHMCLOCK_CACHELINE 64u
+
+/* record flags */
+#define SHMCLOCK_F_INIT SHMCLOCK_FLAG_INIT /* the clock has been set: time is valid */
+#define SHMCLOCK_F_PAUSED 0x2u    /* paused: mult is 0 */
+#define SHMCLOCK_F_STEPPED 0x4u   /* stepped source: mult is 0 between steps */
+#define SHMCLOCK_F_UNIX_ZERO 0x8u /* unix_at_zero_ns is valid */
+#define SHMCLOCK_F_KNOWN 0xffu
+#define SHMCLOCK_F_SOURCE_SHIFT 8
+#define SHMCLOCK_F_SOURCE_MASK 0xff00u
+
+/* writer_lock bits (SHMCLOCK_LOCK_*, in the static header) are the kernel's
+ * robust futex ABI (linux/futex.h: FUTEX_TID_MASK, FUTEX_OWNER_DIED). */
+
+/* One copy of the time function and what travels with it. */
+struct shmclock_params {
+	uint32_t flags;
+	int64_t mono_base;
+	int64_t sim_base;
+	uint64_t mult;
+	uint64_t jump_epoch;
+	int64_t last_jump_ns;
+	int64_t unix_at_zero_ns;
+	uint64_t nominal_mult;
+};
+
+struct shmclock_seg {
+	/* header line */
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t size;
+	uint32_t record_off;
+	uint32_t backup_off;
+	int64_t created_unix_ns;
+	uint8_t reserved0[32];
+
+	/* record line */
+	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t seq;
+	_Atomic uint32_t flags;
+	_Atomic int64_t mono_base;
+	_Atomic int64_t sim_base;
+	_Atomic uint64_t mult;
+	_Atomic uint64_t jump_epoch;
+	_Atomic int64_t last_jump_ns;
+	_Atomic int64_t unix_at_zero_ns;
+	/* writer_lock is the first word of this mutex (glibc: __lock). */
+	union {
+		pthread_mutex_t mutex;
+		_Atomic uint32_t word;
+		uint8_t pad[72];
+	} writer_lock;
+
+	/* info line */
+	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint64_t nominal_mult;
+	uint8_t reserved1[56];
+
+	/* writer line */
+	_Alignas(SHMCLOCK_CACHELINE) _Atomic int32_t writer_pid;
+	_Atomic uint32_t writer_generation;
+	_Atomic int64_t writer_start_unix_ns;
+	uint8_t reserved2[48];
+
+	/* live line */
+	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t change_futex;
+	uint32_t reserved3;
+	_Atomic int64_t heartbeat_mono_ns;
+	_Atomic uint64_t commits;
+	uint8_t reserved4[40];
+
+	/* backup line */
+	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t b_flags;
+	uint32_t reserved5;
+	_Atomic int64_t b_mono_base;
+	_Atomic int64_t b_sim_base;
+	_Atomic uint64_t b_mult;
+	_Atomic uint64_t b_jump_epoch;
+	_Atomic int64_t b_last_jump_ns;
+	_Atomic int64_t b_unix_at_zero_ns;
+	_Atomic uint64_t b_nominal_mult;
+
+	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x1c0];
+};
+
+static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
+	      "atomics must have the size of the wire fields");
+static_assert(sizeof(pthread_mutex_t) <= 72, "the writer lock must fit its slot");
+static_assert(sizeof(struct shmclock_seg) == SHMCLOCK_SEG_SIZE, "one page");
+static_assert(offsetof(struct shmclock_seg, created_unix_ns) == 0x018, "layout");
+static_assert(offsetof(struct shmclock_seg, seq) == 0x040, "layout");
+static_assert(offsetof(struct shmclock_seg, flags) == 0x044, "layout");
+static_assert(offsetof(struct shmclock_seg, mono_base) == 0x048, "layout");
+static_assert(offsetof(struct shmclock_seg, sim_base) == 0x050, "layout");
+static_assert(offsetof(struct shmclock_seg, mult) == 0x058, "layout");
+static_assert(offsetof(struct shmclock_seg, jump_epoch) == 0x060, "layout");
+static_assert(offsetof(struct shmclock_seg, last_jump_ns) == 0x068, "layout");
+static_assert(offsetof(struct shmclock_seg, unix_at_zero_ns) == 0x070, "layout");
+static_assert(offsetof(struct shmclock_seg, writer_lock) == 0x078, "layout");
+static_assert(offsetof(struct shmclock_seg, nominal_mult) == 0x0c0, "layout");
+static_assert(offsetof(struct shmclock_seg, writer_pid) == 0x100, "layout");
+static_assert(offsetof(struct shmclock_seg, writer_start_unix_ns) == 0x108, "layout");
+static_assert(offsetof(struct shmclock_seg, change_futex) == 0x140, "layout");
+static_assert(offsetof(struct shmclock_seg, heartbeat_mono_ns) == 0x148, "layout");
+static_assert(offsetof(struct shmclock_seg, commits) == 0x150, "layout");
+static_assert(offsetof(struct shmclock_seg, b_flags) == 0x180, "layout");
+static_assert(offsetof(struct shmclock_seg, b_nominal_mult) == 0x1b8, "layout");
+static_assert(offsetof(struct shmclock_seg, tail) == 0x1c0, "layout");
+
+/* The inline fast path's view of the record line must be this one. */
+#define SHMCLOCK_SAME_FIELD(f, g) \
+	static_assert(offsetof(struct shmclock_seg, f) - SHMCLOCK_RECORD_OFFSET == \
+			      offsetof(struct shmclock_record, g), "frozen record layout")
+SHMCLOCK_SAME_FIELD(seq, seq);
+SHMCLOCK_SAME_FIELD(flags, flags);
+SHMCLOCK_SAME_FIELD(mono_base, mono_base);
+SHMCLOCK_SAME_FIELD(sim_base, sim_base);
+SHMCLOCK_SAME_FIELD(mult, mult);
+SHMCLOCK_SAME_FIELD(jump_epoch, jump_epoch);
+SHMCLOCK_SAME_FIELD(last_jump_ns, last_jump_ns);
+SHMCLOCK_SAME_FIELD(unix_at_zero_ns, unix_at_zero_ns);
+SHMCLOCK_SAME_FIELD(writer_lock, writer_lock);
+static_assert(sizeof(struct shmclock_record) == SHMCLOCK_CACHELINE, "one cache line");
+
+#endif

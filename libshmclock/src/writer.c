@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The writer side: create or recover the segment, commit changes.
+ *
+ * Exclusivity: flock(LOCK_EX) on the segment for the process (released by
+ * the kernel when the process dies, however it dies) plus a process-shared
+ * robust mutex in the segment for the thread. The mutex's futex word is what
+ * readers look at: the kernel sets its OWNER_DIED bit when the owner exits,
+ * so readers learn that the writer is gone without a system call.
+ *
+ * Commit protocol (see reader.c for the read side and the argument why time
+ * cannot go backwards across readers):
+ *
+ *   commit_begin:  fence (release)          backup complete before seq odd
+ *                  seq = odd (relaxed)
+ *                  fence (seq_cst)          seq odd before the clock reading
+ *                  mono = clock             the anchor
+ *                  cur = eval(old, mono)    the time every reader agrees on
+ *   (caller)       new params anchored at (mono, cur)
+ *   commit_end:    record stores (relaxed)
+ *                  seq = even (release)
+ *                  fence (release)          seq even before backup stores
+ *                  backup stores (relaxed)
+ *                  change_futex++ ; FUTEX_WAKE
+ *
+ * A writer killed at any instruction leaves either seq even with a good
+ * record, or seq odd with a good backup (written completely before seq went
+ * odd). The next writer restores the record from the backup in the second
+ * case, so it continues the last committed time function.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <shmclock/writer.h>
+
+#include "internal.h"
+
+struct shmclock_writer {
+	struct shmclock_seg *seg;
+	int fd;
+	uint32_t seq;                /* our copy of seg->seq: we are the only writer */
+	struct shmclock_params p;    /* the committed state */
+	int64_t anchor_mono;         /* set by commit_begin */
+	int64_t anchor_sim;
+};
+
+#define SCALE_ONE (UINT64_C(1) << 32)
+
+static void init_segment(struct shmclock_seg *s)
+{
+	pthread_mutexattr_t a;
+
+	/* The file is fresh from ftruncate: all zero, so reserved bytes are. */
+	s->magic = SHMCLOCK_MAGIC;
+	s->abi_version = SHMCLOCK_ABI_VERSION;
+	s->size = SHMCLOCK_SEG_SIZE;
+	s->record_off = offsetof(struct shmclock_seg, seq);
+	s->backup_off = offsetof(struct shmclock_seg, b_flags);
+	s->created_unix_ns = shmclock__realtime_ns();
+	atomic_store_explicit(&s->nominal_mult, SCALE_ONE, memory_order_relaxed);
+	atomic_store_explicit(&s->b_nominal_mult, SCALE_ONE, memory_order_relaxed);
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->writer_lock.mutex, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/* Take the robust mutex for the calling thread. We hold the flock, so a
+ * holder that is not us is dead or a leftover: recover it. */
+static int take_mutex(struct shmclock_seg *s)
+{
+	int r = pthread_mutex_trylock(&s->writer_lock.mutex);
+
+	if (r == EOWNERDEAD)
+		r = pthread_mutex_consistent(&s->writer_lock.mutex);
+	if (r == ENOTRECOVERABLE) {
+		/* Released while inconsistent; nobody can hold it, re-create it. */
+		pthread_mutexattr_t a;
+
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+		pthread_mutex_init(&s->writer_lock.mutex, &a);
+		pthread_mutexattr_destroy(&a);
+		r = pthread_mutex_trylock(&s->writer_lock.mutex);
+	}
+	/* EBUSY: a live thread holds it but its process let the flock go
+	 * (it forked, or misuses the API). Treat it as a live writer. */
+	return -r;
+}
+
+static void store_backup(struct shmclock_seg *s, const struct shmclock_params *p)
+{
+	atomic_store_explicit(&s->b_flags, p->flags, memory_order_relaxed);
+	atomic_store_explicit(&s->b_mono_base, p->mono_base, memory_order_relaxed);
+	atomic_store_explicit(&s->b_sim_base, p->sim_base, memory_order_relaxed);
+	atomic_store_explicit(&s->b_mult, p->mult, memory_order_relaxed);
+	atomic_store_explicit(&s->b_jump_epoch, p->jump_epoch, memory_order_relaxed);
+	atomic_store_explicit(&s->b_last_jump_ns, p->last_jump_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->b_unix_at_zero_ns, p->unix_at_zero_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->b_nominal_mult, p->nominal_mult, memory_order_relaxed);
+}
+
+static void store_record(struct shmclock_seg *s, const struct shmclock_params *p)
+{
+	atomic_store_explicit(&s->flags, p->flags, memory_order_relaxed);
+	atomic_store_explicit(&s->mono_base, p->mono_base, memory_order_relaxed);
+	atomic_store_explicit(&s->sim_base, p->sim_base, memory_order_relaxed);
+	atomic_store_explicit(&s->mult, p->mult, memory_order_relaxed);
+	atomic_store_explicit(&s->jump_epoch, p->jump_epoch, memory_order_relaxed);
+	atomic_store_explicit(&s->last_jump_ns, p->last_jump_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->unix_at_zero_ns, p->unix_at_zero_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->nominal_mult, p->nominal_mult, memory_order_relaxed);
+}
+
+/*
+ * Bring a segment left by an earlier writer into a committed state. We hold
+ * the flock and the mutex, so nobody else writes. seq odd: the writer died
+ * mid-update and the backup is the last committed state; seq even: the
+ * record is, and the backup may be half-written.
+ */
+static void recover(struct shmclock_writer *w)
+{
+	struct shmclock_seg *s = w->seg;
+	uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+
+	if (seq & 1) {
+		shmclock__load_backup(s, &w->p);
+		store_record(s, &w->p);
+		seq++;
+		/* Pairs with the readers' acquire load of seq (as in commit_end). */
+		atomic_store_explicit(&s->seq, seq, memory_order_release);
+	} else {
+		shmclock__load_record(s, &w->p);
+	}
+	/* Pairs with the readers' acquire fence after loading the backup. */
+	atomic_thread_fence(memory_order_release);
+	store_backup(s, &w->p);
+	w->seq = seq;
+}
+
+/* Create a fully initialized segment under a temporary name, lock it, then
+ * link it into place: readers never see a half-made segment. -EEXIST if
+ * somebody else created the name first. */
+static int create_segment(const char *name, unsigned mode, struct shmclock_writer *w)
+{
+	char tmp[SHMCLOCK_PATH_MAX], tmp_path[SHMCLOCK_PATH_MAX + 16];
+	char final_path[SHMCLOCK_PATH_MAX + 16];
+	struct shmclock_seg *s;
+	int fd, r;
+
+	snprintf(tmp, sizeof(tmp), "/shmclock-tmp.%d.%s", (int)getpid(), name);
+	snprintf(tmp_path, sizeof(tmp_path), "%s%s", SHMCLOCK_SHM_DIR, tmp);
+	snprintf(final_path, sizeof(final_path), "%s%s%s", SHMCLOCK_SHM_DIR,
+		 SHMCLOCK_SHM_PREFIX, name);
+	shm_unlink(tmp); /* a leftover of ours from an earlier crash */
+	fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* fchmod, not the open mode: the umask must not narrow what we promise. */
+	if (fchmod(fd, mode) < 0 || ftruncate(fd, SHMCLOCK_SEG_SIZE) < 0 ||
+	    flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s == MAP_FAILED) {
+		r = -errno;
+		goto fail;
+	}
+	init_segment(s);
+	r = take_mutex(s);
+	if (r == 0 && link(tmp_path, final_path) < 0)
+		r = -errno;
+	if (r) {
+		munmap(s, SHMCLOCK_SEG_SIZE);
+		goto fail;
+	}
+	shm_unlink(tmp);
+	w->seg = s;
+	w->fd = fd;
+	return 0;
+fail:
+	close(fd);
+	shm_unlink(tmp);
+	return r;
+}
+
+static int attach_segment(int fd, struct shmclock_writer *w)
+{
+	struct shmclock_seg *s;
+	struct stat st;
+	int r;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size != SHMCLOCK_SEG_SIZE)
+		return -EPROTO;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s == MAP_FAILED)
+		return -errno;
+	r = shmclock__check_header(s, st.st_size);
+	if (!r)
+		r = take_mutex(s);
+	if (r) {
+		munmap(s, SHMCLOCK_SEG_SIZE);
+		return r;
+	}
+	w->seg = s;
+	w->fd = fd;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_open_mode(const char *name, unsigned mode,
+					      shmclock_writer_t **out)
+{
+	char shm[SHMCLOCK_PATH_MAX];
+	struct shmclock_writer *w;
+	struct shmclock_seg *s;
+	int r, tries;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	r = shmclock__check_name(name);
+	if (r)
+		return r;
+	if (mode == 0)
+		mode = 0644;
+	if (mode & ~0777u)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	shmclock__shm_name(shm, name);
+	/* Open or create, retrying the race with a concurrent creator. */
+	for (tries = 0; tries < 8; tries++) {
+		int fd = shm_open(shm, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+
+		if (fd >= 0) {
+			r = attach_segment(fd, w);
+			if (r)
+				close(fd);
+			break;
+		}
+		if (errno != ENOENT) {
+			r = errno == ELOOP ? -EPROTO : -errno;
+			break;
+		}
+		r = create_segment(name, mode, w);
+		if (r != -EEXIST)
+			break;
+	}
+	if (r) {
+		free(w);
+		return r;
+	}
+	s = w->seg;
+	recover(w);
+	atomic_store_explicit(&s->writer_pid, (int32_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&s->writer_start_unix_ns, shmclock__realtime_ns(),
+			      memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->writer_generation, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->heartbeat_mono_ns, shmclock__mono_ns(), memory_order_relaxed);
+	*out = w;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_open(const char *name, shmclock_writer_t **out)
+{
+	return shmclock_writer_open_mode(name, 0644, out);
+}
+
+SHMCLOCK_EXPORT void shmclock_writer_close(shmclock_writer_t *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_unlock(&w->seg->writer_lock.mutex);
+	munmap(w->seg, SHMCLOCK_SEG_SIZE);
+	close(w->fd); /* drops the flock */
+	free(w);
+}
+
+/* See the protocol at the top. Sets w->anchor_mono and w->anchor_sim. */
+static void commit_begin(struct shmclock_writer *w)
+{
+	struct shmclock_seg *s = w->seg;
+
+	/* The thread that took the lock has exited: take it for this one, so
+	 * readers see a live writer again. */
+	if (atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed) &
+	    SHMCLOCK_LOCK_OWNER_DIED)
+		take_mutex(s);
+	/* Pairs with the reader's acquire fence after loading the backup
+	 * (reader.c, wait_writer): the backup is complete before seq is odd. */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&s->seq, ++w->seq, memory_order_relaxed);
+	/* Pairs with the reader's acquire fence before its seq re-read
+	 * (reader.c, shmclock_now). Full fence: the odd store must be visible
+	 * before we read the clock for the anchor (store -> clock ordering, so
+	 * release is not enough), and before any record store. */
+	atomic_thread_fence(memory_order_seq_cst);
+	w->anchor_mono = shmclock__mono_ns();
+	w->anchor_sim = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, w->anchor_mono);
+}
+
+static void commit_end(struct shmclock_writer *w)
+{
+	struct shmclock_seg *s = w->seg;
+
+	store_record(s, &w->p);
+	/* Pairs with the reader's acquire load of seq (shmclock_now). */
+	atomic_store_explicit(&s->seq, ++w->seq, memory_order_release);
+	/* Pairs with the reader's acquire fence in wait_writer: a reader that
+	 * sees any new backup value also sees seq past the odd value. */
+	atomic_thread_fence(memory_order_release);
+	store_backup(s, &w->p);
+	atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);
+	/* Pairs with the sleepers' acquire load of change_futex before they
+	 * re-check the time and wait. */
+	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
+	shmclock__futex_wake_all(&s->change_futex);
+}
+
+/* Re-anchor at the commit instant with the current value and mode. */
+static void reanchor(struct shmclock_writer *w)
+{
+	struct shmclock_params *p = &w->p;
+
+	p->mono_base = w->anchor_mono;
+	p->sim_base = w->anchor_sim;
+	p->mult = (p->flags & (SHMCLOCK_F_PAUSED | SHMCLOCK_F_STEPPED)) ? 0 : p->nominal_mult;
+}
+
+static void jump_to(struct shmclock_writer *w, int64_t sim_ns, bool only_backwards)
+{
+	struct shmclock_params *p = &w->p;
+	bool was_init = p->flags & SHMCLOCK_F_INIT;
+	int64_t delta = sim_ns - w->anchor_sim;
+
+	if (was_init && !(only_backwards && delta >= 0)) {
+		p->jump_epoch++;
+		p->last_jump_ns = delta;
+	}
+	p->flags |= SHMCLOCK_F_INIT;
+	w->anchor_sim = sim_ns;
+	reanchor(w);
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_time(shmclock_writer_t *w, int64_t sim_ns)
+{
+	commit_begin(w);
+	jump_to(w, sim_ns, false);
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_advance(shmclock_writer_t *w, int64_t sim_ns)
+{
+	commit_begin(w);
+	w->p.flags |= SHMCLOCK_F_STEPPED;
+	jump_to(w, sim_ns, true);
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns)
+{
+	if (delta_ns < 0)
+		return -EINVAL;
+	if (!(w->p.flags & SHMCLOCK_F_INIT))
+		return -ENODATA;
+	commit_begin(w);
+	w->anchor_sim = w->anchor_sim > INT64_MAX - delta_ns ? INT64_MAX : w->anchor_sim + delta_ns;
+	reanchor(w);
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale)
+{
+	double m;
+
+	if (!isfinite(scale) || !(scale > 0))
+		return -EINVAL;
+	m = nearbyint(scale * 4294967296.0);
+	if (m < 1.0 || m >= 9223372036854775808.0) /* [2^-32, 2^31) */
+		return -ERANGE;
+	commit_begin(w);
+	w->p.nominal_mult = (uint64_t)m;
+	reanchor(w);
+	commit_end(w);
+	return 0;
+}
+
+static int set_flag(struct shmclock_writer *w, uint32_t flag, bool on)
+{
+	commit_begin(w);
+	if (on)
+		w->p.flags |= flag;
+	else
+		w->p.flags &= ~flag;
+	reanchor(w);
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_pause(shmclock_writer_t *w)
+{
+	return set_flag(w, SHMCLOCK_F_PAUSED, true);
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_resume(shmclock_writer_t *w)
+{
+	return set_flag(w, SHMCLOCK_F_PAUSED, false);
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_source(shmclock_writer_t *w, int source)
+{
+	if (source < 0 || source > 255)
+		return -EINVAL;
+	commit_begin(w);
+	w->p.flags = (w->p.flags & ~SHMCLOCK_F_SOURCE_MASK) |
+		     ((uint32_t)source << SHMCLOCK_F_SOURCE_SHIFT);
+	/* A continuous clock that was stepped becomes continuous again only
+	 * through set_time(); a source change alone keeps the mode. */
+	reanchor(w);
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const int64_t *unix_ns)
+{
+	commit_begin(w);
+	if (unix_ns) {
+		w->p.flags |= SHMCLOCK_F_UNIX_ZERO;
+		w->p.unix_at_zero_ns = *unix_ns;
+	} else {
+		w->p.flags &= ~SHMCLOCK_F_UNIX_ZERO;
+		w->p.unix_at_zero_ns = 0;
+	}
+	reanchor(w);
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_heartbeat(shmclock_writer_t *w)
+{
+	atomic_store_explicit(&w->seg->heartbeat_mono_ns, shmclock__mono_ns(), memory_order_relaxed);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_now(shmclock_writer_t *w, int64_t *sim_ns)
+{
+	if (!(w->p.flags & SHMCLOCK_F_INIT))
+		return -ENODATA;
+	*sim_ns = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, shmclock__mono_ns());
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_info(shmclock_writer_t *w, shmclock_info_t *info)
+{
+	shmclock__fill_info(w->seg, &w->p, shmclock__mono_ns(),
+			    atomic_load_explicit(&w->seg->writer_lock.word, memory_order_relaxed),
+			    info);
+	return 0;
+}
