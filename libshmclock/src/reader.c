@@ -45,10 +45,13 @@ struct shmclock {
 };
 static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
 
-/* Spin this many times on an odd seq, then yield, then sleep on the futex. */
+/* Spin this many times on an odd seq, then yield, then sleep on the futex
+ * in slices that double up to a cap (a commit wakes us at once anyway; the
+ * slices only bound how long a lost wake-up could cost). */
 #define SPIN_LIMIT 128
-#define YIELD_NS 200000        /* 200 us of sched_yield() */
-#define SLEEP_SLICE_NS 100000  /* then futex waits of 100 us at most */
+#define YIELD_NS 200000            /* 200 us of sched_yield() */
+#define SLEEP_SLICE_MIN_NS 50000
+#define SLEEP_SLICE_MAX_NS 2000000
 
 SHMCLOCK_EXPORT int shmclock_open(const char *name, shmclock_t **out)
 {
@@ -125,7 +128,7 @@ SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
  */
 static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclock_params *p)
 {
-	int64_t start = 0, now;
+	int64_t start = 0, now, slice = SLEEP_SLICE_MIN_NS;
 	int spins = 0;
 
 	for (;;) {
@@ -160,7 +163,9 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 				change = atomic_load_explicit(&s->change_futex, memory_order_acquire);
 				if (atomic_load_explicit(&s->seq, memory_order_acquire) != odd)
 					return 0;
-				shmclock__futex_wait(&s->change_futex, change, SLEEP_SLICE_NS);
+				shmclock__futex_wait(&s->change_futex, change, slice);
+				if (slice < SLEEP_SLICE_MAX_NS)
+					slice *= 2;
 			}
 		}
 		cur = atomic_load_explicit(&s->seq, memory_order_acquire);

@@ -51,6 +51,7 @@ struct shmclock_writer {
 	struct shmclock_params p;    /* the committed state */
 	int64_t anchor_mono;         /* set by commit_begin */
 	int64_t anchor_sim;
+	bool no_wake;                /* shmclock_writer_set_wake(w, false) */
 };
 
 #define SCALE_ONE (UINT64_C(1) << 32)
@@ -331,7 +332,8 @@ static void commit_end(struct shmclock_writer *w)
 	/* Pairs with the sleepers' acquire load of change_futex before they
 	 * re-check the time and wait. */
 	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
-	shmclock__futex_wake_all(&s->change_futex);
+	if (!w->no_wake)
+		shmclock__futex_wake_all(&s->change_futex);
 }
 
 /* Re-anchor at the commit instant with the current value and mode. */
@@ -459,6 +461,16 @@ SHMCLOCK_EXPORT int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const
 SHMCLOCK_EXPORT int shmclock_writer_heartbeat(shmclock_writer_t *w)
 {
 	atomic_store_explicit(&w->seg->heartbeat_mono_ns, shmclock__mono_ns(), memory_order_relaxed);
+	if (w->no_wake)
+		shmclock__futex_wake_all(&w->seg->change_futex);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_wake(shmclock_writer_t *w, bool wake)
+{
+	w->no_wake = !wake;
+	if (wake)
+		shmclock__futex_wake_all(&w->seg->change_futex); /* what we held back */
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #ifndef SHMCLOCK_WRITER_H
 #define SHMCLOCK_WRITER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <shmclock/shmclock.h>
@@ -105,7 +106,18 @@ int shmclock_writer_set_source(shmclock_writer_t *w, int source);
  */
 int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const int64_t *unix_ns);
 
-/** shmclock_writer_heartbeat() - refresh the heartbeat (its own cache line). */
+/**
+ * shmclock_writer_set_wake() - whether each commit wakes sleepers (default
+ * true). A wake is a FUTEX_WAKE system call, about a microsecond on a VM:
+ * it caps a writer near a million commits per second. A writer that commits
+ * far faster than anyone sleeps may turn it off; sleepers are then woken
+ * only by shmclock_writer_heartbeat() and by turning wakes back on, so they
+ * wake late by up to the heartbeat period. Return: 0.
+ */
+int shmclock_writer_set_wake(shmclock_writer_t *w, bool wake);
+
+/** shmclock_writer_heartbeat() - refresh the heartbeat (its own cache line);
+ * with wakes off, also wakes sleepers. */
 int shmclock_writer_heartbeat(shmclock_writer_t *w);
 
 /**

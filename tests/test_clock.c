@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/* The writer/reader contract, one process at a time. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+#include <shmclock/static/shmclock.h>
+
+TestSuite(clock, .fini = test_cleanup, .timeout = 30);
+
+struct pair {
+	const char *name;
+	shmclock_writer_t *w;
+	shmclock_t *r;
+};
+
+static struct pair open_pair(void)
+{
+	struct pair p = { test_clock_name(), NULL, NULL };
+
+	cr_assert_eq(shmclock_writer_open(p.name, &p.w), 0);
+	cr_assert_eq(shmclock_open(p.name, &p.r), 0);
+	return p;
+}
+
+static void close_pair(struct pair *p)
+{
+	shmclock_close(p->r);
+	shmclock_writer_close(p->w);
+	shmclock_unlink(p->name);
+}
+
+static shmclock_info_t info_of(shmclock_t *r)
+{
+	shmclock_info_t i;
+
+	cr_assert_eq(shmclock_info(r, &i), 0);
+	return i;
+}
+
+Test(clock, opening_a_missing_clock_is_ENOENT)
+{
+	shmclock_t *r = (shmclock_t *)&r;
+
+	cr_expect_eq(shmclock_open(test_clock_name(), &r), -ENOENT);
+	cr_expect_null(r, "the handle is cleared on failure");
+}
+
+Test(clock, bad_names_are_EINVAL_for_readers_writers_and_unlink)
+{
+	char longname[80];
+	const char *bad[] = { "", "../x", "a/b", "x y", "caf\xc3\xa9", "semi;colon", longname };
+	shmclock_writer_t *w;
+	shmclock_t *r;
+
+	memset(longname, 'a', 65);
+	longname[65] = 0;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(shmclock_open(bad[i], &r), -EINVAL, "reader, name '%s'", bad[i]);
+		cr_expect_eq(shmclock_writer_open(bad[i], &w), -EINVAL, "writer, name '%s'", bad[i]);
+		cr_expect_eq(shmclock_unlink(bad[i]), -EINVAL, "unlink, name '%s'", bad[i]);
+	}
+	cr_expect_eq(shmclock_open(NULL, &r), -EINVAL);
+	longname[64] = 0; /* exactly 64 is allowed */
+	cr_expect_eq(shmclock_check_name(longname), 0);
+	cr_expect_eq(shmclock_check_name("a.B-9_z"), 0);
+}
+
+Test(clock, a_new_clock_is_uninitialized_until_set)
+{
+	struct pair p = open_pair();
+	int64_t t = 12345;
+
+	cr_expect_eq(shmclock_now(p.r, &t), -ENODATA);
+	cr_expect_eq(t, 12345, "no value is written for an uninitialized clock");
+	cr_expect_not(info_of(p.r).initialized);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	cr_expect_eq(shmclock_now(p.r, &t), 0, "time zero is a time once initialized");
+	cr_expect_geq(t, 0);
+	close_pair(&p);
+}
+
+Test(clock, set_time_runs_at_scale_one_from_the_value_set)
+{
+	struct pair p = open_pair();
+	shmclock_info_t a, b;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 5000000000), 0);
+	a = info_of(p.r);
+	sleep_ns(20000000);
+	b = info_of(p.r);
+	cr_expect(a.initialized && !a.paused && !a.stepped);
+	cr_expect_eq(a.scale, 1.0);
+	cr_expect_geq(a.sim_ns, 5000000000);
+	/* Exactly the monotonic time elapsed between the two snapshots. */
+	cr_expect_eq(b.sim_ns - a.sim_ns, b.mono_ns - a.mono_ns);
+	close_pair(&p);
+}
+
+Test(clock, scale_two_doubles_the_rate_exactly)
+{
+	struct pair p = open_pair();
+	shmclock_info_t a, b;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	cr_assert_eq(shmclock_writer_set_scale(p.w, 2.0), 0);
+	a = info_of(p.r);
+	sleep_ns(20000000);
+	b = info_of(p.r);
+	cr_expect_eq(a.scale, 2.0);
+	/* floor() per reading: the difference is within 1 ns of 2x. */
+	cr_expect_leq(llabs((b.sim_ns - a.sim_ns) - 2 * (b.mono_ns - a.mono_ns)), 1);
+	cr_assert_eq(shmclock_writer_set_scale(p.w, 0.25), 0);
+	a = info_of(p.r);
+	sleep_ns(20000000);
+	b = info_of(p.r);
+	cr_expect_leq(llabs((b.sim_ns - a.sim_ns) - (b.mono_ns - a.mono_ns) / 4), 1);
+	close_pair(&p);
+}
+
+Test(clock, pause_freezes_time_and_resume_continues_from_there)
+{
+	struct pair p = open_pair();
+	int64_t t1, t2, t3;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 1000), 0);
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_now(p.r, &t1), 0);
+	sleep_ns(10000000);
+	cr_assert_eq(shmclock_now(p.r, &t2), 0);
+	cr_expect_eq(t1, t2, "paused time does not move");
+	cr_expect(info_of(p.r).paused);
+	cr_assert_eq(shmclock_writer_resume(p.w), 0);
+	cr_assert_eq(shmclock_now(p.r, &t3), 0);
+	cr_expect_geq(t3, t2);
+	cr_expect_lt(t3 - t2, 5000000, "resume does not jump (%lld ns)", (long long)(t3 - t2));
+	cr_expect_eq(info_of(p.r).jump_epoch, 0, "pause and resume are not jumps");
+	close_pair(&p);
+}
+
+Test(clock, set_time_is_a_jump_with_epoch_and_signed_size)
+{
+	struct pair p = open_pair();
+	shmclock_info_t i;
+	int64_t t;
+
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 10000000000), 0);
+	cr_expect(info_of(p.r).paused, "pause before the first set_time holds");
+	cr_expect_eq(info_of(p.r).jump_epoch, 0, "initialization is not a jump");
+	cr_assert_eq(shmclock_writer_set_time(p.w, 4000000000), 0);
+	i = info_of(p.r);
+	cr_expect_eq(i.jump_epoch, 1);
+	cr_expect_eq(i.last_jump_ns, -6000000000);
+	cr_expect(i.paused, "a jump keeps the clock paused");
+	cr_assert_eq(shmclock_now(p.r, &t), 0);
+	cr_expect_eq(t, 4000000000);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 4500000000), 0);
+	i = info_of(p.r);
+	cr_expect_eq(i.jump_epoch, 2);
+	cr_expect_eq(i.last_jump_ns, 500000000);
+	close_pair(&p);
+}
+
+Test(clock, advance_steps_without_extrapolation_and_backwards_is_a_jump)
+{
+	struct pair p = open_pair();
+	shmclock_info_t i;
+	int64_t t;
+
+	cr_assert_eq(shmclock_writer_advance(p.w, 100), 0);
+	sleep_ns(5000000);
+	cr_assert_eq(shmclock_now(p.r, &t), 0);
+	cr_expect_eq(t, 100, "a stepped clock holds its value");
+	cr_assert_eq(shmclock_writer_advance(p.w, 200), 0);
+	i = info_of(p.r);
+	cr_expect(i.stepped);
+	cr_expect_eq(i.sim_ns, 200);
+	cr_expect_eq(i.jump_epoch, 0, "forward steps are not jumps");
+	cr_assert_eq(shmclock_writer_advance(p.w, 150), 0);
+	i = info_of(p.r);
+	cr_expect_eq(i.jump_epoch, 1);
+	cr_expect_eq(i.last_jump_ns, -50);
+	close_pair(&p);
+}
+
+Test(clock, step_moves_a_paused_clock_forward_exactly)
+{
+	struct pair p = open_pair();
+	int64_t t1, t2;
+
+	cr_expect_eq(shmclock_writer_step(p.w, 10), -ENODATA);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_now(p.r, &t1), 0);
+	cr_assert_eq(shmclock_writer_step(p.w, 16666667), 0);
+	cr_assert_eq(shmclock_now(p.r, &t2), 0);
+	cr_expect_eq(t2 - t1, 16666667);
+	cr_expect(info_of(p.r).paused);
+	cr_expect_eq(info_of(p.r).jump_epoch, 0);
+	cr_expect_eq(shmclock_writer_step(p.w, -1), -EINVAL);
+	close_pair(&p);
+}
+
+Test(clock, bad_scales_are_refused_and_leave_the_clock_alone)
+{
+	struct pair p = open_pair();
+	double bad[] = { 0.0, -1.0, NAN, INFINITY, -INFINITY };
+	uint64_t commits;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	cr_assert_eq(shmclock_writer_set_scale(p.w, 3.0), 0);
+	commits = info_of(p.r).commits;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(shmclock_writer_set_scale(p.w, bad[i]), -EINVAL, "scale %g", bad[i]);
+	cr_expect_eq(shmclock_writer_set_scale(p.w, 1e-12), -ERANGE);
+	cr_expect_eq(shmclock_writer_set_scale(p.w, 1e12), -ERANGE);
+	cr_expect_eq(info_of(p.r).scale, 3.0);
+	cr_expect_eq(info_of(p.r).commits, commits, "nothing was published");
+	close_pair(&p);
+}
+
+Test(clock, a_second_writer_is_EBUSY)
+{
+	struct pair p = open_pair();
+	shmclock_writer_t *w2 = NULL;
+
+	cr_expect_eq(shmclock_writer_open(p.name, &w2), -EBUSY);
+	cr_expect_null(w2);
+	close_pair(&p);
+}
+
+Test(clock, a_closed_writer_leaves_time_running_stale_and_the_next_one_continues)
+{
+	struct pair p = open_pair();
+	shmclock_info_t a, b;
+	int64_t t;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	cr_assert_eq(shmclock_writer_set_scale(p.w, 2.0), 0);
+	a = info_of(p.r);
+	cr_expect(a.writer_alive);
+	shmclock_writer_close(p.w);
+	cr_expect_eq(shmclock_now(p.r, &t), -ESTALE);
+	cr_expect_geq(t, a.sim_ns, "the stale value is still filled in");
+	cr_expect_not(info_of(p.r).writer_alive);
+	cr_assert_eq(shmclock_writer_open(p.name, &p.w), 0);
+	b = info_of(p.r);
+	cr_expect(b.writer_alive);
+	cr_expect_eq(b.writer_generation, a.writer_generation + 1);
+	cr_expect_eq(b.scale, 2.0, "the new writer keeps the time function");
+	cr_expect_leq(llabs((b.sim_ns - a.sim_ns) - 2 * (b.mono_ns - a.mono_ns)), 1,
+		      "no jump across the change of writer");
+	cr_expect_eq(b.jump_epoch, 0);
+	close_pair(&p);
+}
+
+Test(clock, info_reports_source_unix_zero_and_writer)
+{
+	struct pair p = open_pair();
+	int64_t zero = 1700000000000000000;
+	shmclock_info_t i;
+
+	cr_assert_eq(shmclock_writer_set_source(p.w, SHMCLOCK_SOURCE_FIXED), 0);
+	cr_assert_eq(shmclock_writer_set_unix_at_zero(p.w, &zero), 0);
+	cr_assert_eq(shmclock_writer_heartbeat(p.w), 0);
+	i = info_of(p.r);
+	cr_expect_eq(i.source, SHMCLOCK_SOURCE_FIXED);
+	cr_expect_str_eq(shmclock_source_name(i.source), "fixed");
+	cr_expect(i.has_unix_at_zero);
+	cr_expect_eq(i.unix_at_zero_ns, zero);
+	cr_expect_eq(i.writer_pid, getpid());
+	cr_expect_geq(i.heartbeat_age_ns, 0);
+	cr_assert_eq(shmclock_writer_set_unix_at_zero(p.w, NULL), 0);
+	cr_expect_not(info_of(p.r).has_unix_at_zero);
+	cr_expect_eq(shmclock_writer_set_source(p.w, 256), -EINVAL);
+	close_pair(&p);
+}
+
+Test(clock, the_segment_is_created_0644_whatever_the_umask)
+{
+	const char *name = test_clock_name();
+	char path[128];
+	shmclock_writer_t *w;
+	struct stat st;
+	mode_t old = umask(0077);
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	umask(old);
+	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 0777, 0644);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+}
+
+Test(clock, the_inline_fast_path_agrees_with_the_library)
+{
+	struct pair p = open_pair();
+	int64_t a, b, c;
+
+	cr_expect_eq(shmclock_static_now(p.r, &a), -ENODATA, "falls back when uninitialized");
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 777), 0);
+	cr_assert_eq(shmclock_static_now(p.r, &a), 0);
+	cr_assert_eq(shmclock_now(p.r, &b), 0);
+	cr_expect_eq(a, 777);
+	cr_expect_eq(a, b);
+	shmclock_writer_close(p.w);
+	cr_expect_eq(shmclock_static_now(p.r, &c), -ESTALE, "falls back for a dead writer");
+	cr_expect_eq(c, 777);
+	shmclock_close(p.r);
+	shmclock_unlink(p.name);
+}
+
+Test(clock, every_error_has_a_message)
+{
+	int codes[] = { 0, -ENOENT, -EINVAL, -EPROTO, -ENODATA, -ESTALE, -EAGAIN, -EBUSY, -EIO, 5 };
+
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		const char *m = shmclock_strerror(codes[i]);
+
+		cr_expect(m && *m, "code %d", codes[i]);
+	}
+	cr_expect_str_eq(shmclock_version(), SHMCLOCK_VERSION_STRING);
+}

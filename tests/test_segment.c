@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* Readers and writers refuse anything that is not a valid segment. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <sys/stat.h>
+
+#include "helpers.h"
+#include "segment.h"
+
+TestSuite(segment, .fini = test_cleanup, .timeout = 30);
+
+static void path_of(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "/dev/shm/shmclock.%s", name);
+}
+
+/* A valid segment's bytes, made by the real writer and copied out. */
+static void valid_bytes(uint8_t *buf)
+{
+	const char *name = test_clock_name();
+	shmclock_writer_t *w;
+	char path[128];
+	int fd;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, 42), 0);
+	shmclock_writer_close(w); /* a copy must not claim a live owner */
+	path_of(path, sizeof(path), name);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(read(fd, buf, SHMCLOCK_SEG_SIZE), SHMCLOCK_SEG_SIZE);
+	close(fd);
+	shmclock_unlink(name);
+}
+
+static const char *plant(const void *bytes, size_t n)
+{
+	const char *name = test_clock_name();
+	char path[128];
+	int fd;
+
+	path_of(path, sizeof(path), name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, bytes, n), (ssize_t)n);
+	close(fd);
+	return name;
+}
+
+static void expect_refused(const void *bytes, size_t n, const char *what)
+{
+	const char *name = plant(bytes, n);
+	uint8_t after[SHMCLOCK_SEG_SIZE + 8];
+	shmclock_writer_t *w = NULL;
+	shmclock_t *r = NULL;
+	char path[128];
+	int fd;
+
+	cr_expect_eq(shmclock_open(name, &r), -EPROTO, "reader, %s", what);
+	cr_expect_null(r);
+	cr_expect_eq(shmclock_writer_open(name, &w), -EPROTO, "writer, %s", what);
+	cr_expect_null(w);
+	/* The writer must not have "fixed" a file that is not its own. */
+	path_of(path, sizeof(path), name);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_expect_eq(read(fd, after, sizeof(after)), (ssize_t)n, "%s: size unchanged", what);
+	cr_expect_eq(memcmp(after, bytes, n), 0, "%s: bytes unchanged", what);
+	close(fd);
+	shmclock_unlink(name);
+}
+
+Test(segment, a_copy_of_a_valid_segment_is_accepted)
+{
+	uint8_t buf[SHMCLOCK_SEG_SIZE];
+	shmclock_t *r;
+	int64_t t;
+
+	valid_bytes(buf);
+	const char *name = plant(buf, sizeof(buf));
+	cr_assert_eq(shmclock_open(name, &r), 0, "the control case must pass");
+	cr_expect_eq(shmclock_now(r, &t), -ESTALE, "no writer holds the copy");
+	shmclock_close(r);
+}
+
+Test(segment, empty_truncated_and_oversized_files_are_EPROTO)
+{
+	uint8_t buf[SHMCLOCK_SEG_SIZE + 1];
+
+	valid_bytes(buf);
+	buf[SHMCLOCK_SEG_SIZE] = 0;
+	expect_refused(buf, 0, "empty");
+	expect_refused(buf, 8, "8 bytes");
+	expect_refused(buf, SHMCLOCK_SEG_SIZE - 1, "one byte short");
+	expect_refused(buf, SHMCLOCK_SEG_SIZE + 1, "one byte long");
+}
+
+Test(segment, wrong_magic_version_size_field_layout_or_reserved_bytes_are_EPROTO)
+{
+	uint8_t good[SHMCLOCK_SEG_SIZE], buf[SHMCLOCK_SEG_SIZE];
+	struct {
+		size_t off;
+		const char *what;
+	} pokes[] = {
+		{ offsetof(struct shmclock_seg, magic), "magic" },
+		{ offsetof(struct shmclock_seg, abi_version), "abi version" },
+		{ offsetof(struct shmclock_seg, size), "size field" },
+		{ offsetof(struct shmclock_seg, record_off), "record offset" },
+		{ offsetof(struct shmclock_seg, backup_off), "backup offset" },
+		{ offsetof(struct shmclock_seg, reserved0) + 5, "header reserved" },
+		{ SHMCLOCK_SEG_SIZE - 1, "tail reserved" },
+	};
+
+	valid_bytes(good);
+	for (size_t i = 0; i < sizeof(pokes) / sizeof(pokes[0]); i++) {
+		memcpy(buf, good, sizeof(buf));
+		buf[pokes[i].off] ^= 0x5a;
+		expect_refused(buf, sizeof(buf), pokes[i].what);
+	}
+}
+
+Test(segment, random_bytes_are_EPROTO_and_never_crash)
+{
+	uint8_t buf[SHMCLOCK_SEG_SIZE];
+	unsigned seed = 12345;
+
+	for (int round = 0; round < 20; round++) {
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (uint8_t)rand_r(&seed);
+		expect_refused(buf, sizeof(buf), "random bytes");
+	}
+}
+
+Test(segment, symlinks_and_directories_are_refused_not_followed)
+{
+	const char *name = test_clock_name(), *target = test_clock_name();
+	char path[128], tpath[128];
+	shmclock_writer_t *w = NULL;
+	shmclock_t *r = NULL;
+	struct stat st;
+
+	path_of(path, sizeof(path), name);
+	path_of(tpath, sizeof(tpath), target);
+	cr_assert_eq(symlink(tpath, path), 0);
+	cr_expect_eq(shmclock_open(name, &r), -EPROTO);
+	cr_expect_eq(shmclock_writer_open(name, &w), -EPROTO);
+	cr_expect_neq(stat(tpath, &st), 0, "the writer created nothing through the link");
+	unlink(path);
+	cr_assert_eq(mkdir(path, 0755), 0);
+	cr_expect_eq(shmclock_open(name, &r), -EPROTO);
+	cr_expect_neq(shmclock_writer_open(name, &w), 0);
+	rmdir(path);
+}
+
+static sigjmp_buf fault_jmp;
+
+static void on_fault(int sig)
+{
+	(void)sig;
+	siglongjmp(fault_jmp, 1);
+}
+
+Test(segment, a_reader_cannot_write_the_segment)
+{
+	const char *name = test_clock_name();
+	shmclock_writer_t *w;
+	shmclock_t *r;
+	char path[128];
+	volatile int faulted = 0;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	/* The mapping: the handle's first word (frozen ABI). */
+	uint8_t *map = *(uint8_t **)(void *)r;
+	signal(SIGSEGV, on_fault);
+	if (sigsetjmp(fault_jmp, 1) == 0)
+		map[0x40] = 1;
+	else
+		faulted = 1;
+	signal(SIGSEGV, SIG_DFL);
+	cr_expect(faulted, "a store through the reader's mapping must fault");
+	/* Nor can it reopen the file for writing through the library: the
+	 * reader side has no call that does. The file is 0644, so another
+	 * user could not open it for writing either. */
+	path_of(path, sizeof(path), name);
+	cr_expect_eq(mprotect(map, 4096, PROT_READ | PROT_WRITE), -1,
+		     "the mapping cannot be made writable (opened O_RDONLY)");
+	cr_expect_eq(errno, EACCES);
+	shmclock_close(r);
+	shmclock_writer_close(w);
+}
