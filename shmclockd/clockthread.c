@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clockthread.h"
+#include "log.h"
+#include "source.h"
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Sleep until `deadline` (CLOCK_MONOTONIC, absolute) or until *word moves
+ * from `val`. FUTEX_WAIT_BITSET takes an absolute deadline, so ticks are
+ * scheduled exactly like clock_nanosleep(TIMER_ABSTIME) and do not drift,
+ * yet a queued command wakes the thread at once. */
+static void wait_until(_Atomic uint32_t *word, uint32_t val, int64_t deadline)
+{
+	struct timespec ts = { (time_t)(deadline / 1000000000), (long)(deadline % 1000000000) };
+
+	syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, val, &ts, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+}
+
+static void wake(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+}
+
+static int64_t tick_period(const struct clockthread *ct)
+{
+	shmclock_info_t in;
+
+	if (!ct->cfg.source->period)
+		return 1000000000 / ct->cfg.hz;
+	shmclock_writer_info(ct->w, &in);
+	return ct->cfg.source->period(&ct->cfg, in.scale);
+}
+
+static int fail(struct cmd *c, int rc, const char *msg)
+{
+	snprintf(c->err, sizeof(c->err), "%s", msg);
+	return rc;
+}
+
+static int apply_reload(struct clockthread *ct, const struct shmclockd_config *n)
+{
+	shmclock_writer_t *w = ct->w;
+	int r = 0;
+
+	if (ct->cfg.source->scalable && n->scale != ct->cfg.scale)
+		r = shmclock_writer_set_scale(w, n->scale);
+	if (!r && (n->has_unix_zero != ct->cfg.has_unix_zero || n->unix_zero_ns != ct->cfg.unix_zero_ns))
+		r = shmclock_writer_set_unix_at_zero(w, n->has_unix_zero ? &n->unix_zero_ns : NULL);
+	if (r)
+		return r;
+	ct->cfg.scale = n->scale;
+	ct->cfg.hz = n->hz;
+	ct->cfg.step_ns = n->step_ns;
+	ct->cfg.has_unix_zero = n->has_unix_zero;
+	ct->cfg.unix_zero_ns = n->unix_zero_ns;
+	return 0;
+}
+
+/* Applies one command; on the clock thread only. */
+static int apply(struct clockthread *ct, struct cmd *c)
+{
+	const struct source_ops *src = ct->cfg.source;
+	shmclock_writer_t *w = ct->w;
+	shmclock_info_t in;
+	int r = 0;
+
+	shmclock_writer_info(w, &in);
+	switch (c->kind) {
+	case CMD_STATUS:
+	case CMD_STOP:
+		break;
+	case CMD_PAUSE:
+		r = shmclock_writer_pause(w);
+		break;
+	case CMD_RESUME:
+		r = shmclock_writer_resume(w);
+		break;
+	case CMD_SCALE:
+		if (!src->scalable)
+			return fail(c, -EINVAL, "the time scale does not apply to this source (it is stepped from outside)");
+		r = shmclock_writer_set_scale(w, c->arg_scale);
+		if (r == -EINVAL || r == -ERANGE)
+			return fail(c, r, "scale must be a finite number > 0 (and between ~2.4e-10 and 2^31)");
+		if (!r)
+			ct->cfg.scale = c->arg_scale;
+		break;
+	case CMD_SET:
+		/* A stepped clock stays stepped: its first value initializes it. */
+		r = src->stepped && !in.initialized ? shmclock_writer_advance(w, c->arg_ns)
+						    : shmclock_writer_set_time(w, c->arg_ns);
+		break;
+	case CMD_STEP:
+		if (!src->stepped && !in.paused)
+			return fail(c, -EINVAL, "step needs a paused clock or a stepped source (pause first)");
+		if (c->arg_ns < 0)
+			return fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
+		r = shmclock_writer_step(w, c->arg_ns);
+		if (r == -ENODATA)
+			return fail(c, r, "the clock has no time yet (set or advance it first)");
+		break;
+	case CMD_ADVANCE:
+		if (src != &source_external)
+			return fail(c, -EINVAL, "advance is for the external source (use set or step)");
+		r = shmclock_writer_advance(w, c->arg_ns);
+		break;
+	case CMD_RELOAD:
+		r = apply_reload(ct, c->arg_config);
+		break;
+	}
+	if (r && !c->err[0])
+		fail(c, r, shmclock_strerror(r));
+	return r;
+}
+
+static void *clock_main(void *arg)
+{
+	struct clockthread *ct = arg;
+	int64_t next = mono_now(), period = tick_period(ct);
+	int stop = 0;
+
+	log_msg(LOG_DEBUG, "clock thread: %s source, period %lld ns", ct->cfg.source->name,
+		(long long)period);
+	while (!stop) {
+		/* Read kick before draining: an enqueue after the drain changes
+		 * it and the wait below returns at once (pairs with the
+		 * increment in clockthread_submit). */
+		uint32_t k = atomic_load_explicit(&ct->kick, memory_order_acquire);
+		struct cds_wfcq_node *n;
+		int64_t now;
+
+		while ((n = __cds_wfcq_dequeue_blocking(&ct->head, &ct->tail))) {
+			struct cmd *c = caa_container_of(n, struct cmd, node);
+
+			c->rc = apply(ct, c);
+			shmclock_writer_info(ct->w, &c->info);
+			if (c->kind == CMD_STOP)
+				stop = 1;
+			if (c->kind == CMD_SCALE || c->kind == CMD_RELOAD)
+				period = tick_period(ct);
+			/* Pairs with the acquire load in clockthread_submit: the
+			 * results above are visible once done is. */
+			atomic_store_explicit(&c->done, 1, memory_order_release);
+			wake(&c->done);
+		}
+		now = mono_now();
+		if (now >= next) {
+			int64_t late = now - next;
+
+			if (late > atomic_load_explicit(&ct->worst_lateness_ns, memory_order_relaxed))
+				atomic_store_explicit(&ct->worst_lateness_ns, late, memory_order_relaxed);
+			if (ct->cfg.source->tick)
+				ct->cfg.source->tick(ct->w, &ct->cfg, now);
+			shmclock_writer_heartbeat(ct->w);
+			atomic_fetch_add_explicit(&ct->ticks, 1, memory_order_relaxed);
+			next += period;
+			if (next <= now) {
+				/* Fell behind by whole periods: skip them rather than
+				 * burst (a fixed source would otherwise race ahead). */
+				int64_t missed = (now - next) / period + 1;
+
+				atomic_fetch_add_explicit(&ct->late_ticks, (uint64_t)missed,
+							  memory_order_relaxed);
+				next += missed * period;
+			}
+			continue;
+		}
+		if (!stop)
+			wait_until(&ct->kick, k, next);
+	}
+	return NULL;
+}
+
+int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
+		      const struct shmclockd_config *cfg)
+{
+	int r;
+
+	ct->w = w;
+	ct->cfg = *cfg;
+	__cds_wfcq_init(&ct->head, &ct->tail);
+	atomic_store(&ct->kick, 0);
+	r = pthread_create(&ct->thread, NULL, clock_main, ct);
+	return -r;
+}
+
+int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
+{
+	cds_wfcq_node_init(&cmd->node);
+	atomic_store_explicit(&cmd->done, 0, memory_order_relaxed);
+	cmd->err[0] = 0;
+	cds_wfcq_enqueue(&ct->head, &ct->tail, &cmd->node);
+	/* Pairs with the acquire load of kick at the top of the clock loop. */
+	atomic_fetch_add_explicit(&ct->kick, 1, memory_order_release);
+	wake(&ct->kick);
+	while (!atomic_load_explicit(&cmd->done, memory_order_acquire)) {
+		struct timespec ts = { 1, 0 };
+
+		syscall(SYS_futex, &cmd->done, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, 0, &ts, NULL, 0);
+	}
+	return cmd->rc;
+}
+
+void clockthread_stop(struct clockthread *ct)
+{
+	struct cmd c = { .kind = CMD_STOP };
+
+	clockthread_submit(ct, &c);
+	pthread_join(ct->thread, NULL);
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The clock thread: the only thread that writes the segment. Other threads
+ * hand it commands through a wait-free queue (liburcu wfcqueue) and wait
+ * for the result; a reply is only sent after the change is committed.
+ */
+#ifndef SHMCLOCKD_CLOCKTHREAD_H
+#define SHMCLOCKD_CLOCKTHREAD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <urcu/wfcqueue.h>
+
+#include <shmclock/writer.h>
+
+#include "config.h"
+
+enum cmd_kind {
+	CMD_STATUS,
+	CMD_PAUSE,
+	CMD_RESUME,
+	CMD_SCALE,   /* arg_scale */
+	CMD_SET,     /* arg_ns: a jump */
+	CMD_STEP,    /* arg_ns: forward by a duration */
+	CMD_ADVANCE, /* arg_ns: next value of an external source */
+	CMD_RELOAD,  /* arg_config */
+	CMD_STOP,
+};
+
+struct cmd {
+	struct cds_wfcq_node node;
+	enum cmd_kind kind;
+	double arg_scale;
+	int64_t arg_ns;
+	const struct shmclockd_config *arg_config;
+	/* results, valid once done != 0 */
+	int rc;
+	char err[256];
+	shmclock_info_t info;
+	_Atomic uint32_t done;
+};
+
+struct clockthread {
+	shmclock_writer_t *w;
+	struct shmclockd_config cfg;     /* owned by the clock thread once started */
+	struct __cds_wfcq_head head;
+	struct cds_wfcq_tail tail;
+	_Atomic uint32_t kick;           /* futex: bumped after each enqueue */
+	pthread_t thread;
+	_Atomic uint64_t ticks, late_ticks;
+	_Atomic int64_t worst_lateness_ns;
+};
+
+/* Starts the thread. The writer must be open and the clock initialized. */
+int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
+		      const struct shmclockd_config *cfg);
+
+/* Queues cmd and waits until the clock thread has applied it. Returns cmd->rc. */
+int clockthread_submit(struct clockthread *ct, struct cmd *cmd);
+
+/* Stops and joins the thread. */
+void clockthread_stop(struct clockthread *ct);
+
+#endif

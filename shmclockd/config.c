@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The JSON config, read with cJSON. cJSON keeps no positions, so a key's
+ * line is found again in the text; a syntax error's line comes from the
+ * offset cJSON stopped at.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+
+#include "config.h"
+#include "duration.h"
+#include "source.h"
+
+#define CONFIG_MAX_BYTES (1 << 20)
+
+void config_defaults(struct shmclockd_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->name, "default");
+	c->source = &source_simulation;
+	c->scale = 1.0;
+	c->hz = 100;
+	c->segment_mode = 0644;
+}
+
+struct ctx {
+	const char *what;
+	const char *text;
+	size_t len;
+	char *err;
+	size_t errlen;
+};
+
+static int line_at(const struct ctx *x, size_t off)
+{
+	int line = 1;
+
+	for (size_t i = 0; i < off && i < x->len; i++)
+		line += x->text[i] == '\n';
+	return line;
+}
+
+/* The line of "key": in the text (the first occurrence used as a key). */
+static int line_of_key(const struct ctx *x, const char *key)
+{
+	size_t k = strlen(key);
+
+	for (size_t i = 0; i + k + 2 <= x->len; i++) {
+		if (x->text[i] == '"' && !strncmp(x->text + i + 1, key, k) && x->text[i + 1 + k] == '"') {
+			size_t j = i + k + 2;
+
+			while (j < x->len && (x->text[j] == ' ' || x->text[j] == '\t' ||
+					      x->text[j] == '\n' || x->text[j] == '\r'))
+				j++;
+			if (j < x->len && x->text[j] == ':')
+				return line_at(x, i);
+		}
+	}
+	return 0;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int key_error(const struct ctx *x, const char *key, const char *fmt, ...)
+{
+	char msg[CONFIG_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(x->err, x->errlen, "%s:%d: %s: %s", x->what, line_of_key(x, key), key, msg);
+	return -EINVAL;
+}
+
+/* A short rendering of a bad value for messages. */
+static const char *shown(const cJSON *v, char *buf, size_t n)
+{
+	char *s = cJSON_PrintUnformatted(v);
+
+	snprintf(buf, n, "%s", s ? s : "?");
+	if (strlen(buf) > 40)
+		strcpy(buf + 37, "...");
+	free(s);
+	return buf;
+}
+
+static int get_time(const struct ctx *x, const cJSON *v, const char *key, bool dates, int64_t *out)
+{
+	char why[256], b[64];
+
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble * 1e9;
+
+		if (!isfinite(d) || fabs(d) > 9.2e18)
+			return key_error(x, key, "%s seconds is out of range", shown(v, b, sizeof(b)));
+		*out = (int64_t)llround(d);
+		return 0;
+	}
+	if (!cJSON_IsString(v))
+		return key_error(x, key, "expected %s, got %s",
+				 dates ? "seconds, a duration like \"1.5s\" or an ISO-8601 UTC date"
+				       : "seconds or a duration like \"1.5s\"",
+				 shown(v, b, sizeof(b)));
+	if ((dates ? time_parse : duration_parse)(v->valuestring, out, why, sizeof(why)))
+		return key_error(x, key, "%s", why);
+	return 0;
+}
+
+static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	const char *k = v->string;
+	char b[64];
+
+	if (!strcmp(k, "TimeSource")) {
+		const char *why;
+
+		if (!cJSON_IsString(v))
+			return key_error(x, k, "expected a string, one of %s", source_names());
+		c->source = source_lookup(v->valuestring, &why);
+		if (!c->source)
+			return why ? key_error(x, k, "%s", why)
+				   : key_error(x, k, "unknown source \"%s\"; expected one of %s",
+					       v->valuestring, source_names());
+	} else if (!strcmp(k, "TimeScale")) {
+		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > 0) ||
+		    v->valuedouble < 1e-6 || v->valuedouble > 1e6)
+			return key_error(x, k, "expected a number in [1e-6, 1e6], got %s",
+					 shown(v, b, sizeof(b)));
+		c->scale = v->valuedouble;
+	} else if (!strcmp(k, "PublishHz")) {
+		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+		    v->valuedouble < 1 || v->valuedouble > 10000)
+			return key_error(x, k, "expected a whole number from 1 to 10000, got %s",
+					 shown(v, b, sizeof(b)));
+		c->hz = (int)v->valuedouble;
+	} else if (!strcmp(k, "StartTime")) {
+		if (get_time(x, v, k, true, &c->start_ns))
+			return -EINVAL;
+		c->has_start = true;
+	} else if (!strcmp(k, "UnixTimeAtZero")) {
+		if (get_time(x, v, k, true, &c->unix_zero_ns))
+			return -EINVAL;
+		c->has_unix_zero = true;
+	} else if (!strcmp(k, "Paused")) {
+		if (!cJSON_IsBool(v))
+			return key_error(x, k, "expected true or false, got %s", shown(v, b, sizeof(b)));
+		c->paused = cJSON_IsTrue(v);
+	} else if (!strcmp(k, "StepNs")) {
+		if (cJSON_IsNumber(v)) {
+			if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+			    v->valuedouble > 3.6e12)
+				return key_error(x, k, "expected a whole number of ns from 1 to 3.6e12, got %s",
+						 shown(v, b, sizeof(b)));
+			c->step_ns = (int64_t)v->valuedouble;
+		} else {
+			char why[256];
+
+			if (!cJSON_IsString(v) || duration_parse(v->valuestring, &c->step_ns, why, sizeof(why)))
+				return key_error(x, k, "expected ns or a duration like \"10ms\", got %s",
+						 shown(v, b, sizeof(b)));
+			if (c->step_ns < 1)
+				return key_error(x, k, "must be positive");
+		}
+	} else if (!strcmp(k, "Name")) {
+		if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
+			return key_error(x, k, "expected a clock name of 1 to 64 of [A-Za-z0-9_.-], got %s",
+					 shown(v, b, sizeof(b)));
+		strcpy(c->name, v->valuestring);
+	} else if (!strcmp(k, "ControlSocket")) {
+		if (!cJSON_IsString(v) || !v->valuestring[0] ||
+		    strlen(v->valuestring) >= sizeof(c->socket_path))
+			return key_error(x, k, "expected a path of 1 to %zu bytes, got %s",
+					 sizeof(c->socket_path) - 1, shown(v, b, sizeof(b)));
+		strcpy(c->socket_path, v->valuestring);
+	} else if (!strcmp(k, "SegmentMode")) {
+		char *end = NULL;
+		long m = -1;
+
+		if (cJSON_IsString(v))
+			m = strtol(v->valuestring, &end, 8);
+		if (!end || *end || m < 0 || m > 0777 || !(m & 0400))
+			return key_error(x, k, "expected an octal mode string like \"0644\" (owner-readable), got %s",
+					 shown(v, b, sizeof(b)));
+		c->segment_mode = (unsigned)m;
+	} else if (!strcmp(k, "ControlGroup")) {
+		struct group *g = NULL;
+
+		if (cJSON_IsString(v))
+			g = getgrnam(v->valuestring);
+		else if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+			g = getgrgid((gid_t)v->valuedouble);
+		if (!g)
+			return key_error(x, k, "expected an existing group name or gid, got %s",
+					 shown(v, b, sizeof(b)));
+		c->group = g->gr_gid;
+		c->has_group = true;
+	} else if (!strcmp(k, "Ros2")) {
+		return key_error(x, k, "this shmclockd was built without ROS 2 support");
+	} else {
+		return key_error(x, k,
+				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
+				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
+				 "ControlGroup)");
+	}
+	return 0;
+}
+
+int config_load_text(const char *what, const char *text, size_t len, struct shmclockd_config *c,
+		     char *err, size_t errlen)
+{
+	struct ctx x = { what, text, len, err, errlen };
+	const char *end = NULL;
+	cJSON *root, *v;
+	int r = 0;
+
+	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	if (!root) {
+		size_t off = end && end >= text ? (size_t)(end - text) : 0;
+
+		snprintf(err, errlen, "%s:%d: not valid JSON near offset %zu", what, line_at(&x, off), off);
+		return -EINVAL;
+	}
+	if (!cJSON_IsObject(root)) {
+		snprintf(err, errlen, "%s:1: the config must be a JSON object ({ \"TimeSource\": ... })", what);
+		cJSON_Delete(root);
+		return -EINVAL;
+	}
+	cJSON_ArrayForEach(v, root) {
+		/* A key twice is a mistake whichever one would win. */
+		for (const cJSON *u = root->child; u != v; u = u->next)
+			if (!strcmp(u->string, v->string)) {
+				r = key_error(&x, v->string, "given twice");
+				goto out;
+			}
+		r = apply_key(&x, v, c);
+		if (r)
+			break;
+	}
+out:
+	cJSON_Delete(root);
+	return r;
+}
+
+int config_load_file(const char *path, struct shmclockd_config *c, char *err, size_t errlen)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX_BYTES) {
+		snprintf(err, errlen, "%s: not a regular file of at most 1 MiB", path);
+		close(fd);
+		return -EINVAL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	n = read(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (n < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		free(buf);
+		return r;
+	}
+	buf[n] = 0;
+	r = config_load_text(path, buf, (size_t)n, c, err, errlen);
+	free(buf);
+	return r;
+}
+
+int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
+{
+	if (c->source->stepped && !c->source->scalable && c->scale != 1.0) {
+		snprintf(err, errlen, "TimeScale does not apply to the %s source (it is stepped from outside)",
+			 c->source->name);
+		return -EINVAL;
+	}
+	return 0;
+}

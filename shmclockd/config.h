@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* shmclockd's configuration: defaults, the JSON file, command-line overrides. */
+#ifndef SHMCLOCKD_CONFIG_H
+#define SHMCLOCKD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CONFIG_ERR_MAX 512
+
+struct source_ops;
+
+struct shmclockd_config {
+	char name[65];                  /* Name */
+	const struct source_ops *source;/* TimeSource */
+	double scale;                   /* TimeScale */
+	int hz;                         /* PublishHz, 1..10000 */
+	bool has_start;
+	int64_t start_ns;               /* StartTime */
+	bool has_unix_zero;
+	int64_t unix_zero_ns;           /* UnixTimeAtZero */
+	bool paused;                    /* Paused */
+	int64_t step_ns;                /* StepNs, 0: one tick's worth (1e9 / hz) */
+	char socket_path[108];          /* ControlSocket, "" = default */
+	unsigned segment_mode;          /* SegmentMode */
+	bool has_group;
+	gid_t group;                    /* ControlGroup */
+};
+
+void config_defaults(struct shmclockd_config *c);
+
+/*
+ * Reads a JSON config file over *c. On error returns -EINVAL (or -errno for
+ * an unreadable file) with a one-line message naming the file, the line
+ * and the key in err; *c is then unspecified (parse into a copy).
+ */
+int config_load_file(const char *path, struct shmclockd_config *c, char *err, size_t errlen);
+
+/* Same, from text in memory (`what` names it in messages). For tests/fuzzing. */
+int config_load_text(const char *what, const char *text, size_t len, struct shmclockd_config *c,
+		     char *err, size_t errlen);
+
+/* Checks that belong to the whole config, after overrides. */
+int config_validate(const struct shmclockd_config *c, char *err, size_t errlen);
+
+#endif

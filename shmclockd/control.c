@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "duration.h"
+#include "log.h"
+#include "source.h"
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int bad(char *err, size_t errlen, const char *msg)
+{
+	snprintf(err, errlen, "%s", msg);
+	return -EINVAL;
+}
+
+/* A time argument: a number of seconds or a string duration_parse/time_parse takes. */
+static int arg_time(const cJSON *root, const char *key, int dates, int64_t *ns, char *err,
+		    size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+	char why[200];
+
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble * 1e9;
+
+		if (!isfinite(d) || fabs(d) > 9.2e18)
+			return bad(err, errlen, "time out of range");
+		*ns = (int64_t)llround(d);
+		return 0;
+	}
+	if (!cJSON_IsString(v)) {
+		snprintf(err, errlen, "\"%s\" is required: seconds or a string like \"1.5s\"", key);
+		return -EINVAL;
+	}
+	if ((dates ? time_parse : duration_parse)(v->valuestring, ns, why, sizeof(why))) {
+		snprintf(err, errlen, "%s: %s", key, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int control_parse_request(const char *line, size_t len, struct request *req, char *err,
+			  size_t errlen)
+{
+	static const struct {
+		const char *name;
+		enum cmd_kind kind;
+	} cmds[] = {
+		{ "status", CMD_STATUS }, { "pause", CMD_PAUSE }, { "resume", CMD_RESUME },
+		{ "scale", CMD_SCALE },   { "set", CMD_SET },     { "step", CMD_STEP },
+		{ "advance", CMD_ADVANCE },
+	};
+	const cJSON *v, *cmd;
+	cJSON *root;
+	size_t i;
+	int r = 0;
+
+	memset(req, 0, sizeof(*req));
+	root = cJSON_ParseWithLength(line, len);
+	if (!root)
+		return bad(err, errlen, "malformed JSON (send one object per line)");
+	if (!cJSON_IsObject(root)) {
+		r = bad(err, errlen, "a request is a JSON object like {\"cmd\":\"status\"}");
+		goto out;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(root, "v");
+	if (v && (!cJSON_IsNumber(v) || v->valuedouble != CONTROL_PROTOCOL)) {
+		r = bad(err, errlen, "unsupported protocol version (this daemon speaks v 1)");
+		goto out;
+	}
+	cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
+	if (!cJSON_IsString(cmd)) {
+		r = bad(err, errlen, "\"cmd\" is required: status, pause, resume, scale, set, step or advance");
+		goto out;
+	}
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmd->valuestring, cmds[i].name))
+			break;
+	if (i == sizeof(cmds) / sizeof(cmds[0])) {
+		r = bad(err, errlen, "unknown command (known: status, pause, resume, scale, set, step, advance)");
+		goto out;
+	}
+	req->kind = cmds[i].kind;
+	switch (req->kind) {
+	case CMD_SCALE:
+		v = cJSON_GetObjectItemCaseSensitive(root, "value");
+		if (cJSON_IsString(v)) {
+			char *end;
+
+			req->scale = strtod(v->valuestring, &end);
+			if (end == v->valuestring || *end)
+				req->scale = NAN;
+		} else if (cJSON_IsNumber(v)) {
+			req->scale = v->valuedouble;
+		} else {
+			req->scale = NAN;
+		}
+		if (!isfinite(req->scale) || !(req->scale > 0))
+			r = bad(err, errlen, "scale needs \"value\": a finite number > 0");
+		break;
+	case CMD_SET:
+	case CMD_ADVANCE:
+		r = arg_time(root, "time", 1, &req->ns, err, errlen);
+		break;
+	case CMD_STEP:
+		r = arg_time(root, "duration", 0, &req->ns, err, errlen);
+		if (!r && req->ns < 0)
+			r = bad(err, errlen, "step takes a duration >= 0 (use set to go back)");
+		break;
+	default:
+		break;
+	}
+out:
+	cJSON_Delete(root);
+	return r;
+}
+
+static char *finish(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o), *line;
+	size_t n;
+
+	cJSON_Delete(o);
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	line = realloc(s, n + 2);
+	if (!line) {
+		free(s);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = 0;
+	return line;
+}
+
+char *control_reply_ok(const struct shmclockd_config *cfg, const shmclock_info_t *in)
+{
+	cJSON *o = cJSON_CreateObject(), *st = cJSON_CreateObject();
+	char buf[64];
+
+	cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
+	cJSON_AddTrueToObject(o, "ok");
+	cJSON_AddItemToObject(o, "status", st);
+	cJSON_AddStringToObject(st, "name", cfg->name);
+	cJSON_AddStringToObject(st, "source", cfg->source->name);
+	cJSON_AddBoolToObject(st, "initialized", in->initialized);
+	/* ns as a decimal string too: JSON numbers lose precision past 2^53. */
+	snprintf(buf, sizeof(buf), "%lld", (long long)in->sim_ns);
+	cJSON_AddStringToObject(st, "sim_ns", buf);
+	cJSON_AddStringToObject(st, "sim", duration_format(in->sim_ns, buf, sizeof(buf)));
+	cJSON_AddNumberToObject(st, "scale", in->scale);
+	cJSON_AddBoolToObject(st, "paused", in->paused);
+	cJSON_AddBoolToObject(st, "stepped", in->stepped);
+	cJSON_AddNumberToObject(st, "jump_epoch", (double)in->jump_epoch);
+	cJSON_AddNumberToObject(st, "last_jump_ns", (double)in->last_jump_ns);
+	if (in->has_unix_at_zero) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)in->unix_at_zero_ns);
+		cJSON_AddStringToObject(st, "unix_at_zero_ns", buf);
+		cJSON_AddStringToObject(st, "sim_unix",
+					time_format_iso(in->unix_at_zero_ns + in->sim_ns, buf, sizeof(buf)));
+	}
+	cJSON_AddNumberToObject(st, "publish_hz", cfg->hz);
+	cJSON_AddNumberToObject(st, "writer_pid", in->writer_pid);
+	cJSON_AddNumberToObject(st, "commits", (double)in->commits);
+	return finish(o);
+}
+
+char *control_reply_error(const char *msg)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
+	cJSON_AddFalseToObject(o, "ok");
+	cJSON_AddStringToObject(o, "error", msg);
+	return finish(o);
+}
+
+/* Is uid allowed to control the clock? Root, our own user, and members of
+ * ControlGroup when one is configured. */
+static int allowed(const struct control *c, uid_t uid, gid_t gid)
+{
+	if (uid == 0 || uid == geteuid())
+		return 1;
+	if (c->cfg->has_group) {
+		struct passwd *pw;
+		gid_t groups[256];
+		int n = 256;
+
+		if (gid == c->cfg->group)
+			return 1;
+		pw = getpwuid(uid);
+		if (pw && getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) >= 0)
+			for (int i = 0; i < n; i++)
+				if (groups[i] == c->cfg->group)
+					return 1;
+	}
+	return 0;
+}
+
+/* Never blocks the daemon: a client that does not read its replies is
+ * dropped once its socket buffer is full. */
+static int send_line(int fd, const char *line)
+{
+	size_t n = strlen(line);
+	ssize_t w = send(fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+static int stale_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	r = r < 0 && errno == ECONNREFUSED;
+	close(fd);
+	return r;
+}
+
+int control_open(struct control *c, const char *path, const struct shmclockd_config *cfg,
+		 struct clockthread *ct, char *err, size_t errlen)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char dir[108], *slash;
+	struct stat st;
+	int fd, r;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->ct = ct;
+	c->cfg = cfg;
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		c->clients[i].fd = -1;
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		snprintf(err, errlen, "control socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	/* Our runtime directory: created owner-only (group-searchable for
+	 * ControlGroup). An existing one is used as it is. */
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, cfg->has_group ? 0750 : 0700) == 0 && cfg->has_group &&
+		    chown(dir, (uid_t)-1, cfg->group) < 0)
+			log_msg(LOG_WARN, "chown %s: %s", dir, strerror(errno));
+	}
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "%s exists and is not a socket: refusing to replace it", path);
+			return -EEXIST;
+		}
+		if (!stale_socket(path)) {
+			snprintf(err, errlen, "%s is in use by another live daemon", path);
+			return -EADDRINUSE;
+		}
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		goto fail;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	/* Bind with a tight umask so the socket is never briefly world-open. */
+	{
+		mode_t old = umask(0177);
+
+		r = bind(fd, (struct sockaddr *)&a, sizeof(a));
+		umask(old);
+	}
+	if (r < 0)
+		goto fail;
+	if (cfg->has_group && (chown(path, (uid_t)-1, cfg->group) < 0 || chmod(path, 0660) < 0))
+		goto fail;
+	if (listen(fd, 16) < 0)
+		goto fail;
+	c->fd = fd;
+	return 0;
+fail:
+	r = -errno;
+	snprintf(err, errlen, "control socket %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+int control_pollfds(struct control *c, struct pollfd *fds, int max)
+{
+	int n = 0;
+
+	fds[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+	for (int i = 0; i < CONTROL_CLIENTS_MAX && n < max; i++)
+		if (c->clients[i].fd >= 0)
+			fds[n++] = (struct pollfd){ .fd = c->clients[i].fd, .events = POLLIN };
+	return n;
+}
+
+static void drop(struct control *c, struct client *cl, const char *why)
+{
+	if (why)
+		log_msg(LOG_DEBUG, "control: dropping client (uid %u): %s", (unsigned)cl->uid, why);
+	close(cl->fd);
+	cl->fd = -1;
+	cl->used = 0;
+	c->dropped++;
+}
+
+static void reply_error(struct client *cl, const char *msg)
+{
+	char *line = control_reply_error(msg);
+
+	if (line)
+		send_line(cl->fd, line);
+	free(line);
+}
+
+static void accept_one(struct control *c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct client tmp;
+	int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	tmp.fd = fd;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+	    !allowed(c, cred.uid, cred.gid)) {
+		tmp.uid = len == sizeof(cred) ? cred.uid : (uid_t)-1;
+		reply_error(&tmp, "permission denied: this user may not control the clock");
+		log_msg(LOG_WARN, "control: refused uid %u (pid %d)", (unsigned)cred.uid, (int)cred.pid);
+		c->refused++;
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++) {
+		if (c->clients[i].fd < 0) {
+			c->clients[i].fd = fd;
+			c->clients[i].uid = cred.uid;
+			c->clients[i].used = 0;
+			c->clients[i].last_ns = mono_now();
+			return;
+		}
+	}
+	tmp.uid = cred.uid;
+	reply_error(&tmp, "too many clients, try again later");
+	c->refused++;
+	close(fd);
+}
+
+static void handle_line(struct control *c, struct client *cl, const char *line, size_t len)
+{
+	char err[256], *reply;
+	struct request req;
+	struct cmd cmd;
+
+	if (control_parse_request(line, len, &req, err, sizeof(err))) {
+		reply_error(cl, err);
+		return;
+	}
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.kind = req.kind;
+	cmd.arg_scale = req.scale;
+	cmd.arg_ns = req.ns;
+	if (clockthread_submit(c->ct, &cmd)) {
+		reply_error(cl, cmd.err);
+		return;
+	}
+	if (cmd.kind != CMD_STATUS)
+		log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
+			(unsigned)cl->uid);
+	c->served++;
+	reply = control_reply_ok(c->cfg, &cmd.info);
+	if (reply && send_line(cl->fd, reply) < 0)
+		drop(c, cl, "does not read its replies");
+	free(reply);
+}
+
+static void read_client(struct control *c, struct client *cl)
+{
+	ssize_t n = recv(cl->fd, cl->buf + cl->used, CONTROL_LINE_MAX - cl->used, 0);
+	char *start, *nl;
+
+	if (n <= 0) {
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			drop(c, cl, NULL);
+		return;
+	}
+	cl->used += (size_t)n;
+	cl->last_ns = mono_now();
+	start = cl->buf;
+	while (cl->fd >= 0 && (nl = memchr(start, '\n', cl->used - (size_t)(start - cl->buf)))) {
+		size_t len = (size_t)(nl - start);
+
+		if (len && start[len - 1] == '\r')
+			len--;
+		if (len)
+			handle_line(c, cl, start, len);
+		start = nl + 1;
+	}
+	if (cl->fd < 0)
+		return;
+	cl->used -= (size_t)(start - cl->buf);
+	memmove(cl->buf, start, cl->used);
+	if (cl->used >= CONTROL_LINE_MAX) {
+		reply_error(cl, "request line too long (at most 4096 bytes)");
+		drop(c, cl, "oversized line");
+	}
+}
+
+void control_handle(struct control *c, const struct pollfd *fds, int n)
+{
+	int64_t now = mono_now();
+
+	for (int k = 0; k < n; k++) {
+		if (!fds[k].revents)
+			continue;
+		if (fds[k].fd == c->fd) {
+			accept_one(c);
+			continue;
+		}
+		for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
+			if (c->clients[i].fd == fds[k].fd) {
+				read_client(c, &c->clients[i]);
+				break;
+			}
+	}
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		if (c->clients[i].fd >= 0 && now - c->clients[i].last_ns > CONTROL_IDLE_NS)
+			drop(c, &c->clients[i], "idle");
+}
+
+void control_close(struct control *c)
+{
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		if (c->clients[i].fd >= 0)
+			close(c->clients[i].fd);
+	if (c->fd >= 0) {
+		close(c->fd);
+		unlink(c->path);
+	}
+	c->fd = -1;
+}

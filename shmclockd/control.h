@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: a Unix stream socket, one JSON object per line each
+ * way. Requests: {"v":1,"cmd":"pause"}; {"cmd":"scale","value":2};
+ * {"cmd":"set","time":"1.5s"}; {"cmd":"step","duration":"10ms"};
+ * {"cmd":"advance","time":"3s"}; {"cmd":"status"}. "v" is optional and
+ * must be 1 when given. Replies: {"v":1,"ok":true,"status":{...}} after the
+ * change is committed, or {"v":1,"ok":false,"error":"..."}.
+ */
+#ifndef SHMCLOCKD_CONTROL_H
+#define SHMCLOCKD_CONTROL_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "clockthread.h"
+#include "config.h"
+
+#define CONTROL_PROTOCOL 1
+#define CONTROL_LINE_MAX 4096
+#define CONTROL_CLIENTS_MAX 32
+#define CONTROL_IDLE_NS (30 * 1000000000LL)
+
+struct request {
+	enum cmd_kind kind;
+	double scale;
+	int64_t ns;
+};
+
+/* Parses one request line (without its newline). 0, or -EINVAL with err. */
+int control_parse_request(const char *line, size_t len, struct request *req, char *err,
+			  size_t errlen);
+
+/* Reply lines, newline-terminated, malloc'd (NULL on out of memory). */
+char *control_reply_ok(const struct shmclockd_config *cfg, const shmclock_info_t *in);
+char *control_reply_error(const char *msg);
+
+struct client {
+	int fd;
+	uid_t uid;
+	size_t used;
+	int64_t last_ns;
+	char buf[CONTROL_LINE_MAX + 1];
+};
+
+struct control {
+	int fd;
+	char path[108];
+	struct clockthread *ct;
+	const struct shmclockd_config *cfg;
+	struct client clients[CONTROL_CLIENTS_MAX];
+	unsigned long served, refused, dropped;
+};
+
+/* Binds the socket (0600, or 0660 for ControlGroup). A stale socket left by
+ * a dead daemon is replaced; a live one, or anything that is not a socket,
+ * is refused. Returns 0 or -errno with err. */
+int control_open(struct control *c, const char *path, const struct shmclockd_config *cfg,
+		 struct clockthread *ct, char *err, size_t errlen);
+
+/* Fills pollfds for the listener and clients; returns how many. */
+int control_pollfds(struct control *c, struct pollfd *fds, int max);
+
+/* Handles what poll() reported on the fds control_pollfds() filled. */
+void control_handle(struct control *c, const struct pollfd *fds, int n);
+
+/* Closes everything and removes the socket file. */
+void control_close(struct control *c);
+
+#endif

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* Durations and times as people write them in configs and on command lines. */
+#ifndef SHMCLOCKD_DURATION_H
+#define SHMCLOCKD_DURATION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Parses "1.5s", "250ms", "100us", "42ns", "2m", "1h", or a plain number of
+ * seconds ("0.25", "-3"), into ns. Decimal fractions are exact to the ns
+ * (no floating point). Whitespace around is allowed, nothing else.
+ * Returns 0, or -EINVAL / -ERANGE with a reason in err.
+ */
+int duration_parse(const char *s, int64_t *ns, char *err, size_t errlen);
+
+/*
+ * As duration_parse(), and also an ISO-8601 UTC date:
+ * "2026-11-22T14:00:00Z", with optional ".fraction" and "Z" or "+00:00",
+ * giving UNIX ns. For StartTime, UnixTimeAtZero, `set` and `advance`.
+ */
+int time_parse(const char *s, int64_t *ns, char *err, size_t errlen);
+
+/* "12.345678901s" style, always with 9 decimals. Returns buf. */
+char *duration_format(int64_t ns, char *buf, size_t len);
+
+/* "2026-11-22T14:00:00.123456789Z" for UNIX ns. Returns buf. */
+char *time_format_iso(int64_t unix_ns, char *buf, size_t len);
+
+#endif

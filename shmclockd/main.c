@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclockd: owns one shared simulation clock, runs its clock thread and
+ * serves its control socket. See `shmclockd --help` and README.md.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+#include <shmclock/writer.h>
+
+#include "clockthread.h"
+#include "config.h"
+#include "control.h"
+#include "duration.h"
+#include "log.h"
+#include "paths.h"
+#include "source.h"
+
+/* Command-line settings, kept to re-apply over the file on SIGHUP. */
+struct overrides {
+	const char *config_path;
+	const char *name, *source, *start, *unix_zero, *step, *socket;
+	double scale;
+	int hz;
+	bool paused, reset, remove_on_exit;
+	int notify_fd;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shmclockd [options] [-- COMMAND [ARGS...]]\n"
+		"\n"
+		"Serve a shared simulation clock in /dev/shm/shmclock.NAME.\n"
+		"\n"
+		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
+		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
+		"                         ControlSocket, SegmentMode, ControlGroup)\n"
+		"  -n, --name NAME        clock name (default: default)\n"
+		"      --source S         simulation | system | external (ss2) | fixed (unity)\n"
+		"      --scale X          time scale, > 0 (default 1)\n"
+		"      --hz N             clock-thread rate, 1..10000 (default 100)\n"
+		"      --start TIME       start time: 1.5s, 250ms, seconds, or an ISO-8601 UTC date\n"
+		"      --unix-zero TIME   UNIX time of simulation zero (OSI stamping)\n"
+		"      --step DURATION    fixed source: simulated time per tick\n"
+		"      --paused           start paused\n"
+		"      --socket PATH      control socket (default: $XDG_RUNTIME_DIR/shmclock/NAME.sock,\n"
+		"                         /run/shmclock/NAME.sock for root)\n"
+		"      --reset            start from the config even if the clock exists\n"
+		"                         (default: continue an existing clock without a jump)\n"
+		"      --remove-on-exit   remove the clock when stopping\n"
+		"      --notify-fd FD     write READY=1 to FD once serving (sd_notify is also\n"
+		"                         supported through $NOTIFY_SOCKET)\n"
+		"      --log-level L      error | warn | info | debug (default info)\n"
+		"  -h, --help             this help\n"
+		"  -V, --version          version\n"
+		"\n"
+		"With -- COMMAND, shmclockd starts the clock, runs COMMAND with SHMCLOCK_NAME\n"
+		"set, forwards SIGINT/SIGTERM/SIGHUP to it, removes the clock and socket when\n"
+		"it ends, and exits with its status.\n"
+		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n");
+}
+
+static int die_usage(const char *msg, const char *arg)
+{
+	fprintf(stderr, "shmclockd: %s%s%s (see shmclockd --help)\n", msg, arg ? ": " : "",
+		arg ? arg : "");
+	return 2;
+}
+
+/* Applies command-line settings over cfg; 0 or 2 with a message printed. */
+static int apply_overrides(struct shmclockd_config *c, const struct overrides *o)
+{
+	char why[256];
+
+	if (o->name) {
+		if (shmclock_check_name(o->name))
+			return die_usage("--name must be 1 to 64 of [A-Za-z0-9_.-]", o->name);
+		snprintf(c->name, sizeof(c->name), "%s", o->name);
+	}
+	if (o->source) {
+		const char *na;
+
+		c->source = source_lookup(o->source, &na);
+		if (!c->source) {
+			if (na)
+				return die_usage(na, NULL);
+			snprintf(why, sizeof(why), "unknown --source (expected %s)", source_names());
+			return die_usage(why, o->source);
+		}
+	}
+	if (!isnan(o->scale))
+		c->scale = o->scale;
+	if (o->hz)
+		c->hz = o->hz;
+	if (o->paused)
+		c->paused = true;
+	if (o->start) {
+		if (time_parse(o->start, &c->start_ns, why, sizeof(why)))
+			return die_usage(why, NULL);
+		c->has_start = true;
+	}
+	if (o->unix_zero) {
+		if (time_parse(o->unix_zero, &c->unix_zero_ns, why, sizeof(why)))
+			return die_usage(why, NULL);
+		c->has_unix_zero = true;
+	}
+	if (o->step) {
+		if (duration_parse(o->step, &c->step_ns, why, sizeof(why)) || c->step_ns <= 0)
+			return die_usage("--step must be a positive duration", o->step);
+	}
+	if (o->socket)
+		snprintf(c->socket_path, sizeof(c->socket_path), "%s", o->socket);
+	if (config_validate(c, why, sizeof(why)))
+		return die_usage(why, NULL);
+	return 0;
+}
+
+/* The whole configuration: file first, then the command line. */
+static int load_config(struct shmclockd_config *c, const struct overrides *o)
+{
+	char err[CONFIG_ERR_MAX];
+
+	config_defaults(c);
+	if (o->config_path && config_load_file(o->config_path, c, err, sizeof(err))) {
+		fprintf(stderr, "shmclockd: %s\n", err);
+		return 2;
+	}
+	return apply_overrides(c, o);
+}
+
+static int parse_args(int argc, char **argv, struct overrides *o, char ***command)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "source", required_argument, NULL, 's' },
+		{ "scale", required_argument, NULL, 'x' },
+		{ "hz", required_argument, NULL, 'z' },
+		{ "start", required_argument, NULL, 't' },
+		{ "unix-zero", required_argument, NULL, 'u' },
+		{ "step", required_argument, NULL, 'p' },
+		{ "paused", no_argument, NULL, 'P' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "reset", no_argument, NULL, 'R' },
+		{ "remove-on-exit", no_argument, NULL, 'X' },
+		{ "notify-fd", required_argument, NULL, 'N' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	char *end;
+	int c, lvl;
+
+	memset(o, 0, sizeof(*o));
+	o->scale = NAN;
+	o->notify_fd = -1;
+	while ((c = getopt_long(argc, argv, "+c:n:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->config_path = optarg;
+			break;
+		case 'n':
+			o->name = optarg;
+			break;
+		case 's':
+			o->source = optarg;
+			break;
+		case 'x':
+			o->scale = strtod(optarg, &end);
+			if (end == optarg || *end || !isfinite(o->scale) || !(o->scale > 0))
+				return die_usage("--scale must be a finite number > 0", optarg);
+			break;
+		case 'z':
+			o->hz = (int)strtol(optarg, &end, 10);
+			if (end == optarg || *end || o->hz < 1 || o->hz > 10000)
+				return die_usage("--hz must be a whole number from 1 to 10000", optarg);
+			break;
+		case 't':
+			o->start = optarg;
+			break;
+		case 'u':
+			o->unix_zero = optarg;
+			break;
+		case 'p':
+			o->step = optarg;
+			break;
+		case 'P':
+			o->paused = true;
+			break;
+		case 'S':
+			o->socket = optarg;
+			break;
+		case 'R':
+			o->reset = true;
+			break;
+		case 'X':
+			o->remove_on_exit = true;
+			break;
+		case 'N':
+			o->notify_fd = (int)strtol(optarg, &end, 10);
+			if (end == optarg || *end || o->notify_fd < 0)
+				return die_usage("--notify-fd takes a file descriptor number", optarg);
+			break;
+		case 'L':
+			lvl = log_level_parse(optarg);
+			if (lvl < 0)
+				return die_usage("--log-level must be error, warn, info or debug", optarg);
+			log_threshold = (enum log_level)lvl;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("shmclockd %s\n", shmclock_version());
+			exit(0);
+		default:
+			return 2;
+		}
+	}
+	*command = optind < argc ? argv + optind : NULL;
+	if (*command && optind > 0 && strcmp(argv[optind - 1], "--"))
+		return die_usage("unexpected argument (put a command after --)", argv[optind]);
+	return 0;
+}
+
+/* A fresh clock, or a continued one after a restart: time does not jump. */
+static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c, bool reset)
+{
+	const struct source_ops *s = c->source;
+	shmclock_info_t in;
+	char buf[64];
+	int r = 0;
+
+	shmclock_writer_info(w, &in);
+	if (in.initialized && in.source == s->id && !reset) {
+		log_msg(LOG_INFO, "continuing clock '%s' at %s (%s, scale %g%s); --reset starts over",
+			c->name, duration_format(in.sim_ns, buf, sizeof(buf)), s->name, in.scale,
+			in.paused ? ", paused" : "");
+		return 0;
+	}
+	if (in.initialized)
+		log_msg(LOG_INFO, "resetting clock '%s' (was %s, %s)", c->name,
+			shmclock_source_name(in.source), duration_format(in.sim_ns, buf, sizeof(buf)));
+	r = shmclock_writer_set_source(w, s->id);
+	if (!r && s->scalable)
+		r = shmclock_writer_set_scale(w, c->scale);
+	if (!r && c->paused)
+		r = shmclock_writer_pause(w);
+	if (!r && c->has_unix_zero)
+		r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
+	if (!r)
+		r = s->start(w, c);
+	return r;
+}
+
+static void notify_ready(const struct overrides *o)
+{
+	const char *ns = getenv("NOTIFY_SOCKET");
+
+	if (o->notify_fd >= 0) {
+		if (write(o->notify_fd, "READY=1\n", 8) != 8)
+			log_msg(LOG_WARN, "--notify-fd %d: %s", o->notify_fd, strerror(errno));
+		close(o->notify_fd);
+	}
+	if (ns && (ns[0] == '/' || ns[0] == '@') && strlen(ns) < sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(ns));
+
+		memcpy(a.sun_path, ns, strlen(ns));
+		if (ns[0] == '@')
+			a.sun_path[0] = 0; /* abstract namespace */
+		if (fd >= 0) {
+			sendto(fd, "READY=1", 7, MSG_NOSIGNAL, (struct sockaddr *)&a, len);
+			close(fd);
+		}
+	}
+}
+
+static pid_t spawn(char **command, const struct shmclockd_config *c, const char *sock,
+		   const sigset_t *old)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, old, NULL);
+		setenv("SHMCLOCK_NAME", c->name, 1);
+		setenv("SHMCLOCK_SOCKET", sock, 1);
+		execvp(command[0], command);
+		fprintf(stderr, "shmclockd: cannot run %s: %s\n", command[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+static void reload(const struct overrides *o, const struct shmclockd_config *cur,
+		   struct clockthread *ct)
+{
+	static struct shmclockd_config next; /* the clock thread copies what it keeps */
+	struct cmd cmd = { .kind = CMD_RELOAD };
+
+	if (!o->config_path) {
+		log_msg(LOG_INFO, "SIGHUP: no config file to reload");
+		return;
+	}
+	if (load_config(&next, o)) {
+		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
+		return;
+	}
+	if (strcmp(next.name, cur->name) || next.source != cur->source ||
+	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode) {
+		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket and SegmentMode change only "
+				   "with a restart; the new config is rejected");
+		return;
+	}
+	cmd.arg_config = &next;
+	if (clockthread_submit(ct, &cmd))
+		log_msg(LOG_ERROR, "SIGHUP: %s; the clock goes on unchanged", cmd.err);
+	else
+		log_msg(LOG_INFO, "SIGHUP: reloaded %s (scale %g, %d Hz)", o->config_path, next.scale,
+			next.hz);
+}
+
+int main(int argc, char **argv)
+{
+	struct shmclockd_config cfg;
+	struct overrides o;
+	struct clockthread ct;
+	struct control ctl;
+	shmclock_writer_t *w;
+	sigset_t mask, old;
+	char **command = NULL, sock[108], err[256];
+	pid_t child = -1;
+	int r, sfd, status = 0, stopping = 0;
+
+	r = parse_args(argc, argv, &o, &command);
+	if (r)
+		return r;
+	r = load_config(&cfg, &o);
+	if (r)
+		return r;
+	if (cfg.socket_path[0])
+		snprintf(sock, sizeof(sock), "%s", cfg.socket_path);
+	else if (paths_default_socket(cfg.name, sock, sizeof(sock)))
+		return die_usage("the default control socket path is too long; set --socket", NULL);
+
+	r = shmclock_writer_open_mode(cfg.name, cfg.segment_mode, &w);
+	if (r == -EBUSY) {
+		shmclock_t *rd;
+		shmclock_info_t in;
+
+		if (shmclock_open(cfg.name, &rd) == 0 && shmclock_info(rd, &in) == 0)
+			fprintf(stderr, "shmclockd: clock '%s' is already served by pid %d (stop it or pick another --name)\n",
+				cfg.name, (int)in.writer_pid);
+		else
+			fprintf(stderr, "shmclockd: clock '%s' is already served by another writer\n", cfg.name);
+		return 1;
+	}
+	if (r) {
+		fprintf(stderr, "shmclockd: cannot open clock '%s' (/dev/shm/shmclock.%s): %s\n", cfg.name,
+			cfg.name, shmclock_strerror(r));
+		return 1;
+	}
+	r = init_clock(w, &cfg, o.reset);
+	if (r) {
+		fprintf(stderr, "shmclockd: cannot initialize clock '%s': %s\n", cfg.name, shmclock_strerror(r));
+		shmclock_writer_close(w);
+		return 1;
+	}
+
+	/* Signals are read from a signalfd in the main loop; every thread
+	 * inherits the blocked mask. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	r = clockthread_start(&ct, w, &cfg);
+	if (r || sfd < 0) {
+		fprintf(stderr, "shmclockd: cannot start: %s\n", strerror(r ? -r : errno));
+		shmclock_writer_close(w);
+		return 1;
+	}
+	if (control_open(&ctl, sock, &cfg, &ct, err, sizeof(err))) {
+		fprintf(stderr, "shmclockd: %s\n", err);
+		clockthread_stop(&ct);
+		shmclock_writer_close(w);
+		return 1;
+	}
+	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", cfg.name, cfg.source->name,
+		cfg.hz, sock);
+	if (command) {
+		child = spawn(command, &cfg, sock, &old);
+		if (child < 0) {
+			fprintf(stderr, "shmclockd: fork: %s\n", strerror(errno));
+			status = 1;
+			stopping = 1;
+		}
+	}
+	notify_ready(&o);
+
+	while (!stopping) {
+		struct pollfd fds[CONTROL_CLIENTS_MAX + 2];
+		int n = control_pollfds(&ctl, fds, CONTROL_CLIENTS_MAX + 1);
+
+		fds[n] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		if (poll(fds, (nfds_t)n + 1, 1000) < 0 && errno != EINTR)
+			break;
+		control_handle(&ctl, fds, n);
+		if (fds[n].revents) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				int sig = (int)si.ssi_signo;
+
+				if (sig == SIGCHLD && child > 0) {
+					int st;
+
+					if (waitpid(child, &st, WNOHANG) == child) {
+						status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+						log_msg(LOG_INFO, "command exited with status %d", status);
+						stopping = 1;
+					}
+				} else if (child > 0 && (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)) {
+					kill(child, sig); /* CI mode: the command decides */
+				} else if (sig == SIGHUP) {
+					reload(&o, &cfg, &ct);
+				} else if (sig == SIGTERM || sig == SIGINT) {
+					log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
+					stopping = 1;
+				}
+			}
+		}
+	}
+
+	control_close(&ctl);
+	clockthread_stop(&ct);
+	shmclock_writer_close(w);
+	if (command || o.remove_on_exit) {
+		shmclock_unlink(cfg.name);
+		log_msg(LOG_INFO, "removed clock '%s'", cfg.name);
+	} else {
+		log_msg(LOG_INFO, "stopped; clock '%s' stays for the next shmclockd to continue", cfg.name);
+	}
+	return status;
+}

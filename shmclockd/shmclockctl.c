@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclockctl: control a running shmclockd over its socket, or watch a
+ * clock through the shared segment.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+
+#include "duration.h"
+#include "paths.h"
+
+static const struct {
+	const char *name, *args, *help;
+} commands[] = {
+	{ "status", "[--json]", "show the clock (--json: the daemon's reply as it is)" },
+	{ "pause", "", "freeze simulation time" },
+	{ "resume", "", "let time run again from where it stopped" },
+	{ "scale", "X", "set the time scale (e.g. 2, 0.5)" },
+	{ "set", "TIME", "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)" },
+	{ "step", "DURATION", "move forward by DURATION (stepped sources, or while paused)" },
+	{ "advance", "TIME", "external source: publish the next value" },
+	{ "watch", "[--interval MS] [--count N]", "show the live clock (read from shared memory)" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: shmclockctl [-n NAME] [--socket PATH] COMMAND [ARGS]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %-30s %s\n", commands[i].name, commands[i].args, commands[i].help);
+	fprintf(f, "\n  -n, --name NAME   clock name (default: $SHMCLOCK_NAME, else default)\n"
+		   "      --socket PATH control socket (default: the daemon's default for NAME)\n"
+		   "  -h, --help        this help; COMMAND --help for one command\n");
+}
+
+static int command_help(const char *cmd)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(cmd, commands[i].name)) {
+			printf("usage: shmclockctl [-n NAME] %s %s\n  %s\n", commands[i].name,
+			       commands[i].args, commands[i].help);
+			return 0;
+		}
+	return 1;
+}
+
+/* One request, one reply line. Returns the parsed reply or NULL (message printed). */
+static cJSON *request(const char *sock, const char *line)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char buf[8192];
+	size_t used = 0;
+	cJSON *reply;
+	int fd;
+
+	if (strlen(sock) >= sizeof(a.sun_path)) {
+		fprintf(stderr, "shmclockctl: socket path too long: %s\n", sock);
+		return NULL;
+	}
+	strcpy(a.sun_path, sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		fprintf(stderr, "shmclockctl: no shmclockd at %s: %s\n", sock, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
+		fprintf(stderr, "shmclockctl: %s: %s\n", sock, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	while (used < sizeof(buf) - 1) {
+		ssize_t n = recv(fd, buf + used, sizeof(buf) - 1 - used, 0);
+
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+		if (memchr(buf, '\n', used))
+			break;
+	}
+	close(fd);
+	buf[used] = 0;
+	reply = cJSON_Parse(buf);
+	if (!reply)
+		fprintf(stderr, "shmclockctl: the daemon sent no valid reply\n");
+	return reply;
+}
+
+static const char *str_of(const cJSON *st, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "?";
+}
+
+static double num_of(const cJSON *st, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, k);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static bool bool_of(const cJSON *st, const char *k)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, k));
+}
+
+static void print_status(const cJSON *st)
+{
+	char buf[64];
+
+	printf("clock       %s\n", str_of(st, "name"));
+	printf("source      %s%s\n", str_of(st, "source"), bool_of(st, "stepped") ? " (stepped)" : "");
+	if (bool_of(st, "initialized"))
+		printf("time        %s\n", str_of(st, "sim"));
+	else
+		printf("time        (not initialized)\n");
+	if (cJSON_GetObjectItemCaseSensitive(st, "sim_unix"))
+		printf("world time  %s\n", str_of(st, "sim_unix"));
+	printf("scale       %g%s\n", num_of(st, "scale"), bool_of(st, "paused") ? "  PAUSED" : "");
+	printf("jump epoch  %.0f (last jump %s)\n", num_of(st, "jump_epoch"),
+	       duration_format((int64_t)num_of(st, "last_jump_ns"), buf, sizeof(buf)));
+	printf("publish     %.0f Hz, %.0f commits\n", num_of(st, "publish_hz"), num_of(st, "commits"));
+	printf("writer      pid %.0f\n", num_of(st, "writer_pid"));
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static int watch(const char *name, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	long interval = 100, count = -1;
+	bool tty = isatty(STDOUT_FILENO);
+	shmclock_t *clk;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "i:c:h", opts, NULL)) != -1) {
+		if (c == 'i')
+			interval = strtol(optarg, NULL, 10);
+		else if (c == 'c')
+			count = strtol(optarg, NULL, 10);
+		else if (c == 'h')
+			return command_help("watch");
+		else
+			return 2;
+	}
+	if (interval < 1) {
+		fprintf(stderr, "shmclockctl: --interval must be at least 1 ms\n");
+		return 2;
+	}
+	r = shmclock_open(name, &clk);
+	if (r) {
+		fprintf(stderr, "shmclockctl: clock '%s': %s\n", name, shmclock_strerror(r));
+		return 1;
+	}
+	signal(SIGINT, on_sigint);
+	signal(SIGTERM, on_sigint);
+	for (long i = 0; !interrupted && (count < 0 || i < count); i++) {
+		shmclock_info_t in;
+		char t[64];
+		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000 };
+
+		if (shmclock_info(clk, &in)) {
+			fprintf(stderr, "shmclockctl: the writer is stuck mid-update\n");
+			continue;
+		}
+		printf("%s%-22s scale %-8g %-7s %-10s epoch %-4llu writer %s%s",
+		       tty ? "\r\033[K" : "",
+		       in.initialized ? duration_format(in.sim_ns, t, sizeof(t)) : "(uninitialized)",
+		       in.scale, in.paused ? "PAUSED" : in.stepped ? "stepped" : "running",
+		       shmclock_source_name(in.source), (unsigned long long)in.jump_epoch,
+		       in.writer_alive ? "alive" : "DEAD", tty ? "" : "\n");
+		fflush(stdout);
+		if (count < 0 || i + 1 < count)
+			nanosleep(&ts, NULL);
+	}
+	if (tty)
+		printf("\n");
+	shmclock_close(clk);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *name = getenv("SHMCLOCK_NAME"), *sockopt = getenv("SHMCLOCK_SOCKET");
+	char sock[108], *line = NULL;
+	cJSON *req, *reply;
+	const cJSON *ok;
+	bool json = false;
+	const char *cmd;
+	int c, rc;
+
+	if (!name || !*name)
+		name = "default";
+	while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			name = optarg;
+			sockopt = NULL;
+			break;
+		case 's':
+			sockopt = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (shmclock_check_name(name)) {
+		fprintf(stderr, "shmclockctl: bad clock name '%s' (1 to 64 of [A-Za-z0-9_.-])\n", name);
+		return 2;
+	}
+	cmd = argv[optind];
+	argc -= optind;
+	argv += optind;
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		if (command_help(cmd)) {
+			fprintf(stderr, "shmclockctl: unknown command '%s' (see --help)\n", cmd);
+			return 2;
+		}
+		return 0;
+	}
+	if (!strcmp(cmd, "watch"))
+		return watch(name, argc, argv);
+	if (sockopt && *sockopt)
+		snprintf(sock, sizeof(sock), "%s", sockopt);
+	else if (paths_default_socket(name, sock, sizeof(sock))) {
+		fprintf(stderr, "shmclockctl: default socket path too long; use --socket\n");
+		return 2;
+	}
+
+	req = cJSON_CreateObject();
+	cJSON_AddNumberToObject(req, "v", 1);
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "pause") || !strcmp(cmd, "resume")) {
+		json = argc == 2 && !strcmp(argv[1], "--json") && !strcmp(cmd, "status");
+		if (argc > 1 + json) {
+			fprintf(stderr, "shmclockctl: %s takes no argument '%s'\n", cmd, argv[1 + json]);
+			cJSON_Delete(req);
+			return 2;
+		}
+	} else if (!strcmp(cmd, "scale") || !strcmp(cmd, "set") || !strcmp(cmd, "step") ||
+		   !strcmp(cmd, "advance")) {
+		const char *key = !strcmp(cmd, "scale") ? "value" : !strcmp(cmd, "step") ? "duration" : "time";
+
+		if (argc != 2) {
+			fprintf(stderr, "shmclockctl: %s needs exactly one argument (see %s --help)\n", cmd, cmd);
+			cJSON_Delete(req);
+			return 2;
+		}
+		/* Sent as typed: the daemon's parser is the one authority. */
+		cJSON_AddStringToObject(req, key, argv[1]);
+	} else {
+		fprintf(stderr, "shmclockctl: unknown command '%s' (see --help)\n", cmd);
+		cJSON_Delete(req);
+		return 2;
+	}
+	cJSON_AddStringToObject(req, "cmd", cmd);
+	line = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	if (!line)
+		return 1;
+	{
+		size_t n = strlen(line);
+		char *l = realloc(line, n + 2);
+
+		if (!l) {
+			free(line);
+			return 1;
+		}
+		line = l;
+		line[n] = '\n';
+		line[n + 1] = 0;
+	}
+	reply = request(sock, line);
+	free(line);
+	if (!reply)
+		return 1;
+	ok = cJSON_GetObjectItemCaseSensitive(reply, "ok");
+	if (!cJSON_IsTrue(ok)) {
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+
+		fprintf(stderr, "shmclockctl: %s: %s\n", cmd,
+			cJSON_IsString(e) ? e->valuestring : "the daemon refused");
+		rc = 1;
+	} else if (json) {
+		char *s = cJSON_PrintUnformatted(reply);
+
+		printf("%s\n", s);
+		free(s);
+		rc = 0;
+	} else {
+		if (!strcmp(cmd, "status"))
+			print_status(cJSON_GetObjectItemCaseSensitive(reply, "status"));
+		rc = 0;
+	}
+	cJSON_Delete(reply);
+	return rc;
+}

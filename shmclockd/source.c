@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+#include "source.h"
+
+static const struct source_ops *const sources[] = {
+	&source_simulation, &source_system, &source_external, &source_fixed,
+};
+
+const struct source_ops *source_lookup(const char *name, const char **why)
+{
+	*why = NULL;
+	for (size_t i = 0; i < sizeof(sources) / sizeof(sources[0]); i++)
+		if (!strcasecmp(name, sources[i]->name) ||
+		    (sources[i]->alias && !strcasecmp(name, sources[i]->alias)))
+			return sources[i];
+	if (!strcasecmp(name, "ros2"))
+		*why = "the ros2 source is not built in (this shmclockd was built without ROS 2 support)";
+	return NULL;
+}
+
+const char *source_names(void)
+{
+	return "simulation, system, external (alias ss2), fixed (alias unity)";
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Time sources: one file each behind this small interface (chrony's
+ * refclock drivers have the same shape). The clock thread calls them; they
+ * talk to the segment only through the writer API.
+ */
+#ifndef SHMCLOCKD_SOURCE_H
+#define SHMCLOCKD_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shmclock/writer.h>
+
+#include "config.h"
+
+struct source_ops {
+	const char *name;      /* as in the config's TimeSource */
+	const char *alias;     /* AWSIM's other name for it, or NULL */
+	int id;                /* enum shmclock_source */
+	bool stepped;          /* time arrives in steps: no extrapolation */
+	bool scalable;         /* TimeScale applies */
+	/* Initialize a fresh clock from the config (not called when an existing
+	 * clock is continued after a restart). Returns 0 or -errno. */
+	int (*start)(shmclock_writer_t *w, const struct shmclockd_config *c);
+	/* Once per clock-thread tick; NULL when nothing is to do. */
+	void (*tick)(shmclock_writer_t *w, const struct shmclockd_config *c, int64_t tick_mono_ns);
+	/* Real time between ticks, ns; NULL: 1e9 / PublishHz. */
+	int64_t (*period)(const struct shmclockd_config *c, double scale);
+};
+
+extern const struct source_ops source_simulation;
+extern const struct source_ops source_system;
+extern const struct source_ops source_external;
+extern const struct source_ops source_fixed;
+
+/* By name or alias; NULL if unknown. *why is set for known-but-unavailable. */
+const struct source_ops *source_lookup(const char *name, const char **why);
+
+/* "simulation, system, external (ss2), fixed (unity)" */
+const char *source_names(void);
+
+#endif
