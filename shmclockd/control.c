@@ -357,19 +357,30 @@ static void accept_one(struct control *c)
 		close(fd);
 		return;
 	}
+	/*
+	 * A free slot, else the client quiet for longest: idle connections
+	 * must not lock the owner out of their own clock.
+	 */
+	struct client *slot = NULL;
+
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++) {
-		if (c->clients[i].fd < 0) {
-			c->clients[i].fd = fd;
-			c->clients[i].uid = cred.uid;
-			c->clients[i].used = 0;
-			c->clients[i].last_ns = mono_now();
-			return;
+		struct client *cl = &c->clients[i];
+
+		if (cl->fd < 0) {
+			slot = cl;
+			break;
 		}
+		if (!slot || cl->last_ns < slot->last_ns)
+			slot = cl;
 	}
-	tmp.uid = cred.uid;
-	reply_error(&tmp, "too many clients, try again later");
-	c->refused++;
-	close(fd);
+	if (slot->fd >= 0) {
+		reply_error(slot, "dropped: too many clients and this one was the longest idle");
+		drop(c, slot, "evicted for a new client");
+	}
+	slot->fd = fd;
+	slot->uid = cred.uid;
+	slot->used = 0;
+	slot->last_ns = mono_now();
 }
 
 static void handle_line(struct control *c, struct client *cl, const char *line, size_t len)

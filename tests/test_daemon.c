@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * End to end: the built shmclockd and shmclockctl, observed through
+ * libshmclock readers. Each case has its own clock name and runtime dir.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "daemon.h"
+
+TestSuite(daemon, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
+
+static shmclock_t *open_reader(const char *name)
+{
+	shmclock_t *r = NULL;
+
+	cr_assert_eq(shmclock_open(name, &r), 0, "open %s", name);
+	return r;
+}
+
+static shmclock_info_t info_of(shmclock_t *r)
+{
+	shmclock_info_t i;
+	int e = shmclock_info(r, &i);
+
+	cr_assert(e == 0 || e == -ESTALE, "info: %s", shmclock_strerror(e));
+	return i;
+}
+
+static int64_t now_of(shmclock_t *r)
+{
+	int64_t t = 0;
+	int e = shmclock_now(r, &t);
+
+	cr_assert_eq(e, 0, "now: %s", shmclock_strerror(e));
+	return t;
+}
+
+static pid_t must_start(const char *name, ...)
+{
+	char *args[32];
+	int n = 0;
+	va_list ap;
+	pid_t pid;
+
+	args[n++] = (char *)"-n";
+	args[n++] = (char *)name;
+	va_start(ap, name);
+	for (const char *a; (a = va_arg(ap, const char *)) && n < 31;)
+		args[n++] = (char *)a;
+	va_end(ap);
+	args[n] = NULL;
+	pid = daemon_start_v(args, NULL);
+	cr_assert_gt(pid, 0, "shmclockd -n %s did not get ready", name);
+	return pid;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+Test(daemon, pause_freezes_time_once_ctl_returns)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	shmclock_t *r = open_reader(name);
+	int64_t a, b;
+
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	/* No sleep: the reply comes after the commit. */
+	cr_assert(info_of(r).paused);
+	a = now_of(r);
+	sleep_ns(60000000);
+	b = now_of(r);
+	cr_assert_eq(a, b, "paused clock moved by %lld ns", (long long)(b - a));
+
+	cr_assert_eq(ctl(name, "resume", NULL), 0, "%s", ctl_err);
+	sleep_ns(20000000);
+	b = now_of(r);
+	cr_assert_gt(b, a, "resumed clock did not move");
+	/* Resume continues from the paused value: no jump. */
+	cr_assert_lt(b - a, 1000000000LL);
+	cr_assert_eq(info_of(r).jump_epoch, 0);
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, scale_two_doubles_the_rate)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_info_t a, b;
+	double rate;
+
+	cr_assert_eq(ctl(name, "scale", "2", NULL), 0, "%s", ctl_err);
+	a = info_of(r);
+	cr_assert_float_eq(a.scale, 2.0, 1e-12);
+	sleep_ns(200000000);
+	b = info_of(r);
+	rate = (double)(b.sim_ns - a.sim_ns) / (double)(b.mono_ns - a.mono_ns);
+	cr_assert_float_eq(rate, 2.0, 1e-6, "rate %.9f over %lld ns", rate,
+			   (long long)(b.mono_ns - a.mono_ns));
+	cr_assert_eq(b.jump_epoch, 0, "a scale change is not a jump");
+
+	cr_assert_eq(ctl(name, "scale", "0.5", NULL), 0, "%s", ctl_err);
+	a = info_of(r);
+	sleep_ns(100000000);
+	b = info_of(r);
+	rate = (double)(b.sim_ns - a.sim_ns) / (double)(b.mono_ns - a.mono_ns);
+	cr_assert_float_eq(rate, 0.5, 1e-6, "rate %.9f", rate);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, set_jumps_and_bumps_the_epoch)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_info_t i;
+	int64_t before = now_of(r);
+
+	cr_assert_eq(ctl(name, "set", "100s", NULL), 0, "%s", ctl_err);
+	i = info_of(r);
+	cr_assert_eq(i.jump_epoch, 1);
+	cr_assert_geq(i.sim_ns, 100000000000LL);
+	cr_assert_lt(i.sim_ns, 101000000000LL);
+	cr_assert_gt(i.last_jump_ns, 100000000000LL - before - 1000000000LL);
+	cr_assert_leq(i.last_jump_ns, 100000000000LL - before);
+
+	cr_assert_eq(ctl(name, "set", "2.5", NULL), 0, "%s", ctl_err);
+	i = info_of(r);
+	cr_assert_eq(i.jump_epoch, 2);
+	cr_assert_lt(i.last_jump_ns, -97000000000LL, "a backwards jump is negative");
+	cr_assert_geq(i.sim_ns, 2500000000LL);
+	cr_assert_lt(i.sim_ns, 3500000000LL);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, simulation_source_starts_at_zero_or_start_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "simulation", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_info_t i = info_of(r);
+
+	cr_assert_eq(i.source, SHMCLOCK_SOURCE_SIMULATION);
+	cr_assert_geq(i.sim_ns, 0);
+	cr_assert_lt(i.sim_ns, 2000000000LL);
+	shmclock_close(r);
+	daemon_stop(d);
+
+	/* --reset: start from the options, not from the existing clock. */
+	d = must_start(name, "--start", "1h", "--reset", NULL);
+	r = open_reader(name);
+	i = info_of(r);
+	cr_assert_geq(i.sim_ns, 3600000000000LL);
+	cr_assert_lt(i.sim_ns, 3602000000000LL);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, system_source_starts_at_unix_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "system", NULL);
+	shmclock_t *r = open_reader(name);
+	struct timespec ts;
+	int64_t unix_ns, sim = now_of(r);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	unix_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	cr_assert_eq(info_of(r).source, SHMCLOCK_SOURCE_SYSTEM);
+	cr_assert_lt(llabs(unix_ns - sim), 1000000000LL, "system source %lld vs UNIX %lld",
+		     (long long)sim, (long long)unix_ns);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, external_source_is_stepped_by_advance)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "ss2", NULL);
+	shmclock_t *r = open_reader(name);
+	int64_t t = 0;
+	shmclock_info_t i;
+
+	cr_assert_eq(shmclock_now(r, &t), -ENODATA, "external clock has no value yet");
+	cr_assert_eq(ctl(name, "advance", "3s", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(now_of(r), 3000000000LL);
+	sleep_ns(50000000);
+	cr_assert_eq(now_of(r), 3000000000LL, "no extrapolation between values");
+	i = info_of(r);
+	cr_assert(i.stepped);
+	cr_assert_eq(i.source, SHMCLOCK_SOURCE_EXTERNAL);
+
+	cr_assert_eq(ctl(name, "step", "250ms", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(now_of(r), 3250000000LL);
+	cr_assert_eq(info_of(r).jump_epoch, 0);
+
+	cr_assert_eq(ctl(name, "advance", "1s", NULL), 0, "%s", ctl_err);
+	i = info_of(r);
+	cr_assert_eq(i.sim_ns, 1000000000LL);
+	cr_assert_eq(i.jump_epoch, 1, "going backwards counts as a jump");
+	cr_assert_eq(i.last_jump_ns, -2250000000LL);
+
+	/* An external clock is not scaled. */
+	cr_assert_neq(ctl(name, "scale", "2", NULL), 0);
+	cr_assert_eq(now_of(r), 1000000000LL);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, fixed_source_advances_whole_steps)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "unity", "--step", "10ms", "--hz", "100", NULL);
+	shmclock_t *r = open_reader(name);
+	int64_t a, b;
+
+	cr_assert_eq(info_of(r).source, SHMCLOCK_SOURCE_FIXED);
+	cr_assert(info_of(r).stepped);
+	a = now_of(r);
+	sleep_ns(300000000);
+	b = now_of(r);
+	cr_assert_eq(a % 10000000, 0, "%lld is not a whole step", (long long)a);
+	cr_assert_eq(b % 10000000, 0, "%lld is not a whole step", (long long)b);
+	/* 30 ticks in 300 ms; allow a loaded machine to lose most of them. */
+	cr_assert_gt(b - a, 50000000LL, "fixed clock advanced only %lld ns", (long long)(b - a));
+
+	/* Paused: ticks stop; step moves by exactly the asked duration. */
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	a = now_of(r);
+	sleep_ns(50000000);
+	cr_assert_eq(now_of(r), a);
+	cr_assert_eq(ctl(name, "step", "30ms", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(now_of(r), a + 30000000);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, ros2_source_is_a_clear_error)
+{
+	const char *name = test_clock_name();
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "--source", "ros2", NULL };
+	char out[512], err[1024];
+	char path[128];
+	int st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+
+	cr_assert_eq(st, 2, "exit %d: %s", st, err);
+	cr_assert(strstr(err, "ros2") && strstr(err, "not built"), "%s", err);
+	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	cr_assert_not(exists(path));
+}
+
+Test(daemon, bad_config_names_file_line_and_key)
+{
+	const char *name = test_clock_name();
+	char cfg[256], shm[128], loc[300];
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-c", cfg, "-n", (char *)name, NULL };
+	char out[512], err[2048];
+	int st;
+
+	snprintf(cfg, sizeof(cfg), "%s/bad.json", rt_dir);
+	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+
+	write_file(cfg, "{\n  \"TimeSource\": \"simulation\",\n  \"TimeScal\": 2\n}\n");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	snprintf(loc, sizeof(loc), "%s:3", cfg);
+	cr_assert_eq(st, 2, "exit %d: %s", st, err);
+	cr_assert(strstr(err, loc) && strstr(err, "TimeScal"), "message: %s", err);
+	cr_assert_not(exists(shm), "a rejected config must not create the clock");
+
+	write_file(cfg, "{\n\"PublishHz\": \"fast\"\n}\n");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	snprintf(loc, sizeof(loc), "%s:2", cfg);
+	cr_assert_eq(st, 2);
+	cr_assert(strstr(err, loc) && strstr(err, "PublishHz"), "message: %s", err);
+
+	write_file(cfg, "{\n\"TimeScale\": 2,\n\n\"PublishHz\": 50000\n}\n");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	snprintf(loc, sizeof(loc), "%s:4", cfg);
+	cr_assert_eq(st, 2);
+	cr_assert(strstr(err, loc) && strstr(err, "PublishHz"), "message: %s", err);
+
+	write_file(cfg, "{\n\"TimeScale\": 2,\n");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 2);
+	cr_assert(strstr(err, cfg), "message: %s", err);
+	cr_assert_not(exists(shm));
+}
+
+Test(daemon, sighup_rejects_bad_config_and_applies_good_one)
+{
+	const char *name = test_clock_name();
+	char cfg[256];
+	pid_t d;
+	shmclock_t *r;
+	double scale = 0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{ \"TimeSource\": \"simulation\", \"TimeScale\": 1.5 }\n");
+	d = must_start(name, "-c", cfg, NULL);
+	r = open_reader(name);
+	cr_assert_float_eq(info_of(r).scale, 1.5, 1e-12);
+
+	write_file(cfg, "{ \"TimeScale\": -3 }\n");
+	kill(d, SIGHUP);
+	sleep_ns(200000000);
+	cr_assert_eq(kill(d, 0), 0, "daemon died on a bad reload");
+	cr_assert_float_eq(info_of(r).scale, 1.5, 1e-12, "bad reload changed the clock");
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+
+	write_file(cfg, "{ \"TimeSource\": \"simulation\", \"TimeScale\": 3 }\n");
+	kill(d, SIGHUP);
+	for (int i = 0; i < 100 && scale != 3.0; i++) {
+		sleep_ns(20000000);
+		scale = info_of(r).scale;
+	}
+	cr_assert_float_eq(scale, 3.0, 1e-12);
+	cr_assert_eq(info_of(r).jump_epoch, 0, "a reload that changes the scale is not a jump");
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+static int connect_ctl(const char *name)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	socket_path(a.sun_path, sizeof(a.sun_path), name);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect %s", a.sun_path);
+	return fd;
+}
+
+/* Reads until a newline, EOF or 2 s; returns the bytes read. */
+static ssize_t read_reply(int fd, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	while (used + 1 < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 2000) != 1)
+			break;
+		n = read(fd, buf + used, len - 1 - used);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+		if (memchr(buf, '\n', used))
+			break;
+	}
+	buf[used] = 0;
+	return (ssize_t)used;
+}
+
+Test(daemon, garbage_on_the_socket_leaves_it_serving)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	shmclock_t *r = open_reader(name);
+	int64_t before = now_of(r);
+	char reply[4096];
+	static char big[200000];
+	int fd;
+
+	fd = connect_ctl(name);
+	cr_assert_gt(write(fd, "{nope\n", 6), 0);
+	read_reply(fd, reply, sizeof(reply));
+	cr_assert(strstr(reply, "\"ok\":false") && strstr(reply, "malformed"), "%s", reply);
+
+	cr_assert_gt(write(fd, "{\"cmd\":\"explode\"}\n", 18), 0);
+	read_reply(fd, reply, sizeof(reply));
+	cr_assert(strstr(reply, "\"ok\":false") && strstr(reply, "unknown command"), "%s", reply);
+
+	cr_assert_gt(write(fd, "{\"cmd\":\"scale\",\"value\":\"NaN\"}\n", 30), 0);
+	read_reply(fd, reply, sizeof(reply));
+	cr_assert(strstr(reply, "\"ok\":false"), "%s", reply);
+	cr_assert_float_eq(info_of(r).scale, 1.0, 1e-12);
+
+	cr_assert_gt(write(fd, "[1,2]\n\x01\x02\xff\n", 11), 0);
+	read_reply(fd, reply, sizeof(reply));
+	cr_assert(strstr(reply, "\"ok\":false"), "%s", reply);
+	close(fd);
+
+	/* An oversized line without a newline: error reply or drop, never a hang. */
+	memset(big, 'x', sizeof(big));
+	fd = connect_ctl(name);
+	{
+		ssize_t sent = 0, n;
+
+		signal(SIGPIPE, SIG_IGN);
+		while (sent < (ssize_t)sizeof(big) &&
+		       (n = send(fd, big + sent, sizeof(big) - (size_t)sent, MSG_NOSIGNAL)) > 0)
+			sent += n;
+	}
+	read_reply(fd, reply, sizeof(reply));
+	cr_assert(reply[0] == 0 || strstr(reply, "\"ok\":false"), "%s", reply);
+	close(fd);
+
+	/* Many idle clients at once. */
+	{
+		int fds[40];
+
+		for (int i = 0; i < 40; i++) {
+			struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+			fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			socket_path(a.sun_path, sizeof(a.sun_path), name);
+			connect(fds[i], (struct sockaddr *)&a, sizeof(a));
+		}
+		cr_assert_eq(ctl(name, "status", NULL), 0, "status with 40 idle clients: %s",
+			     ctl_err);
+		for (int i = 0; i < 40; i++)
+			close(fds[i]);
+	}
+
+	cr_assert_eq(kill(d, 0), 0, "daemon died");
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	cr_assert(info_of(r).paused);
+	cr_assert_gt(now_of(r), before, "now %lld before %lld", (long long)now_of(r), (long long)before);
+	cr_assert_eq(info_of(r).jump_epoch, 0, "garbage moved the clock");
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, second_daemon_on_the_same_name_is_refused)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, NULL };
+	char out[512], err[2048];
+	int st;
+
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_neq(st, 0);
+	cr_assert(strstr(err, name) && (strstr(err, "already") || strstr(err, "another")),
+		  "message: %s", err);
+	cr_assert_eq(kill(d, 0), 0, "the first daemon must keep running");
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+	daemon_stop(d);
+}
+
+Test(daemon, sigkill_and_restart_continues_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--scale", "2", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_info_t a, b;
+	int64_t t;
+
+	cr_assert_eq(ctl(name, "set", "50s", NULL), 0, "%s", ctl_err);
+	kill(d, SIGKILL);
+	test_wait(d);
+	a = info_of(r);
+	cr_assert_not(a.writer_alive);
+	cr_assert_eq(shmclock_now(r, &t), -ESTALE);
+
+	d = must_start(name, NULL);
+	b = info_of(r);
+	cr_assert(b.writer_alive);
+	cr_assert_eq(b.jump_epoch, a.jump_epoch, "restart must not jump");
+	cr_assert_float_eq(b.scale, 2.0, 1e-12, "restart keeps the running scale");
+	/* The same line: sim advanced exactly scale * mono elapsed. */
+	cr_assert_lt(llabs((b.sim_ns - a.sim_ns) - 2 * (b.mono_ns - a.mono_ns)), 1000,
+		     "sim %lld over mono %lld", (long long)(b.sim_ns - a.sim_ns),
+		     (long long)(b.mono_ns - a.mono_ns));
+	cr_assert_eq(shmclock_now(r, &t), 0);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(daemon, command_mode_exits_with_status_and_cleans_up)
+{
+	const char *name = test_clock_name();
+	char shm[128], sock[256];
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "--log-level=warn", "--",
+			 "sh", "-c",
+			 "[ -e \"/dev/shm/shmclock.$SHMCLOCK_NAME\" ] || exit 9; "
+			 "[ \"$SHMCLOCK_NAME\" = \"$EXPECT\" ] || exit 8; exit 3",
+			 NULL };
+	char out[512], err[2048];
+	int st;
+
+	setenv("EXPECT", name, 1);
+	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+	socket_path(sock, sizeof(sock), name);
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 3, "exit %d: %s", st, err);
+	cr_assert_not(exists(shm), "%s left behind", shm);
+	cr_assert_not(exists(sock), "%s left behind", sock);
+
+	/* A command killed by a signal: 128 + signal, still cleaned up. */
+	argv[7] = "kill -TERM $$";
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 128 + SIGTERM, "exit %d: %s", st, err);
+	cr_assert_not(exists(shm));
+
+	/* A command that cannot run: 127, cleaned up. */
+	argv[5] = "/nonexistent/program";
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 127, "exit %d: %s", st, err);
+	cr_assert_not(exists(shm));
+}
+
+Test(daemon, ctl_errors_are_one_line_and_nonzero)
+{
+	const char *name = test_clock_name();
+	pid_t d;
+
+	cr_assert_neq(ctl(name, "status", NULL), 0);
+	cr_assert(strstr(ctl_err, "shmclockctl") && strstr(ctl_err, name), "%s", ctl_err);
+	cr_assert_eq(strchr(ctl_err, '\n'), ctl_err + strlen(ctl_err) - 1, "one line: %s",
+		     ctl_err);
+
+	d = must_start(name, NULL);
+	cr_assert_neq(ctl(name, "scale", "fast", NULL), 0);
+	cr_assert_neq(ctl(name, "scale", NULL), 0);
+	cr_assert_neq(ctl(name, "set", "yesterday", NULL), 0);
+	cr_assert_neq(ctl(name, "frobnicate", NULL), 0);
+	cr_assert(strstr(ctl_err, "frobnicate"), "%s", ctl_err);
+	cr_assert_eq(ctl(name, "--help", NULL), 0);
+	cr_assert(strstr(ctl_out, "usage"), "%s", ctl_out);
+	cr_assert_eq(ctl(name, "scale", "--help", NULL), 0);
+
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"ok\":true") && strstr(ctl_out, name), "%s", ctl_out);
+	cr_assert_eq(ctl(name, "watch", "--count", "2", "--interval", "10", NULL), 0, "%s",
+		     ctl_err);
+	cr_assert(strstr(ctl_out, "simulation"), "%s", ctl_out);
+	daemon_stop(d);
+}
+
+Test(daemon, other_users_are_refused_by_peer_credentials)
+{
+	const char *name = test_clock_name();
+	int *result = shared_alloc(sizeof(int) * 2);
+	char sock[100];
+	pid_t d, c;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to connect as another user");
+	d = must_start(name, NULL);
+	/* Open the file permissions so only the credential check stands. */
+	socket_path(sock, sizeof(sock), name);
+	chmod(rt_dir, 0755);
+	chmod(sock, 0666);
+	c = test_fork();
+	if (c == 0) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		char reply[512] = { 0 };
+		int fd;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+			_exit(4);
+		if (write(fd, "{\"cmd\":\"pause\"}\n", 16) < 0) {
+			result[0] = 1; /* dropped before reading: refused */
+			_exit(0);
+		}
+		read_reply(fd, reply, sizeof(reply));
+		result[0] = strstr(reply, "permission denied") != NULL;
+		result[1] = strstr(reply, "\"ok\":true") != NULL;
+		_exit(0);
+	}
+	cr_assert_eq(test_wait(c), 0);
+	cr_assert(result[0], "another uid was not refused");
+	cr_assert_not(result[1]);
+	{
+		shmclock_t *r = open_reader(name);
+
+		cr_assert_not(info_of(r).paused, "another uid paused the clock");
+		shmclock_close(r);
+	}
+	daemon_stop(d);
+}
