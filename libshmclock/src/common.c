@@ -11,7 +11,7 @@
 
 #include <shmclock/shmclock.h>
 
-#include "internal.h"
+#include "clock.h"
 
 shmclock__gettime_fn shmclock__gettime = clock_gettime;
 
@@ -178,6 +178,8 @@ SHMCLOCK_EXPORT const char *shmclock_strerror(int err)
 		return "timed out";
 	case -ECANCELED:
 		return "cancelled";
+	case -EINTR:
+		return "the clock jumped";
 	default:
 		return err < 0 ? strerror(-err) : "unknown status";
 	}
@@ -206,4 +208,33 @@ SHMCLOCK_EXPORT const char *shmclock_source_name(int source)
 SHMCLOCK_EXPORT const char *shmclock_version(void)
 {
 	return SHMCLOCK_VERSION_STRING;
+}
+
+int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono)
+{
+	struct timespec ts, *tsp = NULL;
+	long r;
+
+	if (deadline_mono != INT64_MAX) {
+		if (deadline_mono < 0)
+			deadline_mono = 0;
+		ts.tv_sec = (time_t)(deadline_mono / 1000000000);
+		ts.tv_nsec = (long)(deadline_mono % 1000000000);
+		tsp = &ts;
+	}
+	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline, so a
+	 * wake-up computed from the mapping does not drift with our own
+	 * latency. Shared, read-only: as in shmclock__futex_wait. */
+	r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET, val, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+	return r == 0 ? 0 : -errno;
+}
+
+/*
+ * FUTEX_WAKE only looks the word up (the kernel takes a read reference), so
+ * it works on a PROT_READ mapping and changes nothing there. Used to cancel
+ * this process's sleepers; sleepers elsewhere wake, re-check and sleep on.
+ */
+void shmclock__futex_wake_ro(const _Atomic uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }

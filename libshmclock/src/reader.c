@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -36,14 +37,9 @@
 #include <unistd.h>
 
 #include <shmclock/shmclock.h>
+#include <shmclock/time.h>
 
-#include "internal.h"
-
-struct shmclock {
-	const struct shmclock_seg *seg; /* first: frozen ABI, the inline fast path reads it */
-	char name[SHMCLOCK_NAME_MAX + 1];
-};
-static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
+#include "clock.h"
 
 /* Spin this many times on an odd seq, then yield, then sleep on the futex
  * in slices that double up to a cap (a commit wakes us at once anyway; the
@@ -53,20 +49,14 @@ static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
 #define SLEEP_SLICE_MIN_NS 50000
 #define SLEEP_SLICE_MAX_NS 2000000
 
-SHMCLOCK_EXPORT int shmclock_open(const char *name, shmclock_t **out)
+/* Maps the named segment read-only and checks its header. */
+static int map_segment(const char *name, const struct shmclock_seg **out)
 {
 	char shm[SHMCLOCK_PATH_MAX];
-	struct shmclock *clk;
 	struct stat st;
 	void *map;
 	int fd, r;
 
-	if (!out)
-		return -EINVAL;
-	*out = NULL;
-	r = shmclock__check_name(name);
-	if (r)
-		return r;
 	shmclock__shm_name(shm, name);
 	/* O_RDONLY and PROT_READ: nothing a reader does can change time. */
 	fd = shm_open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -92,21 +82,112 @@ SHMCLOCK_EXPORT int shmclock_open(const char *name, shmclock_t **out)
 		munmap(map, SHMCLOCK_SEG_SIZE);
 		return r;
 	}
+	*out = map;
+	return 0;
+}
+
+/*
+ * The fallback: a private page in the segment format holding system time
+ * as a clock that runs at scale 1 from CLOCK_REALTIME sampled now. Every
+ * read path then works unchanged, with no branch on the fast path. Its
+ * "writer" is this process, alive as long as the page is.
+ */
+static int system_segment(const struct shmclock_seg **out)
+{
+	struct shmclock_seg *s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int64_t mono, unix_ns;
+	uint32_t flags = SHMCLOCK_F_INIT | SHMCLOCK_F_UNIX_ZERO | ((uint32_t)SHMCLOCK_SOURCE_SYSTEM << SHMCLOCK_F_SOURCE_SHIFT);
+
+	if (s == MAP_FAILED)
+		return -errno;
+	s->magic = SHMCLOCK_MAGIC;
+	s->abi_version = SHMCLOCK_ABI_VERSION;
+	s->size = SHMCLOCK_SEG_SIZE;
+	s->record_off = offsetof(struct shmclock_seg, seq);
+	s->backup_off = offsetof(struct shmclock_seg, b_flags);
+	unix_ns = shmclock__realtime_ns();
+	mono = shmclock__mono_ns();
+	/* Nothing else sees the page yet: plain relaxed stores will do. */
+	atomic_store_explicit(&s->flags, flags, memory_order_relaxed);
+	atomic_store_explicit(&s->mono_base, mono, memory_order_relaxed);
+	atomic_store_explicit(&s->sim_base, unix_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->mult, (uint64_t)1 << 32, memory_order_relaxed);
+	atomic_store_explicit(&s->nominal_mult, (uint64_t)1 << 32, memory_order_relaxed);
+	atomic_store_explicit(&s->writer_lock.word, (uint32_t)getpid() & SHMCLOCK_LOCK_TID_MASK,
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->b_flags, flags, memory_order_relaxed);
+	atomic_store_explicit(&s->b_mono_base, mono, memory_order_relaxed);
+	atomic_store_explicit(&s->b_sim_base, unix_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->b_mult, (uint64_t)1 << 32, memory_order_relaxed);
+	atomic_store_explicit(&s->b_nominal_mult, (uint64_t)1 << 32, memory_order_relaxed);
+	atomic_store_explicit(&s->writer_start_unix_ns, unix_ns, memory_order_relaxed);
+	/* Readers only from here on. */
+	mprotect(s, SHMCLOCK_SEG_SIZE, PROT_READ);
+	*out = s;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_t **out)
+{
+	const struct shmclock_seg *seg = NULL;
+	struct shmclock *clk;
+	bool fallback = false;
+	int r;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (flags & ~(SHMCLOCK_OPEN_FALLBACK_SYSTEM | SHMCLOCK_OPEN_WATCH_JUMPS))
+		return -EINVAL;
+	if (!name && !(flags & SHMCLOCK_OPEN_FALLBACK_SYSTEM))
+		return -EINVAL;
+	r = name ? shmclock__check_name(name) : -ENOENT;
+	if (r && r != -ENOENT)
+		return r;
+	if (!r)
+		r = map_segment(name, &seg);
+	if (r == -ENOENT && (flags & SHMCLOCK_OPEN_FALLBACK_SYSTEM)) {
+		r = system_segment(&seg);
+		fallback = true;
+	}
+	if (r)
+		return r;
 	clk = calloc(1, sizeof(*clk));
 	if (!clk) {
-		munmap(map, SHMCLOCK_SEG_SIZE);
+		munmap((void *)seg, SHMCLOCK_SEG_SIZE);
 		return -ENOMEM;
 	}
-	clk->seg = map;
-	memcpy(clk->name, name, strlen(name) + 1);
+	clk->seg = seg;
+	clk->fallback = fallback;
+	snprintf(clk->name, sizeof(clk->name), "%s", name ? name : "");
+	shmclock__jump_init(clk);
+	if (flags & SHMCLOCK_OPEN_WATCH_JUMPS) {
+		r = shmclock_jump_watch(clk, true);
+		if (r) {
+			shmclock_close(clk);
+			return r;
+		}
+	}
 	*out = clk;
 	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_open(const char *name, shmclock_t **out)
+{
+	return shmclock_open_ex(name, 0, out);
+}
+
+SHMCLOCK_EXPORT bool shmclock_is_fallback(const shmclock_t *clk)
+{
+	return clk->fallback;
 }
 
 SHMCLOCK_EXPORT void shmclock_close(shmclock_t *clk)
 {
 	if (!clk)
 		return;
+	shmclock__jump_fini(clk);
 	munmap((void *)clk->seg, SHMCLOCK_SEG_SIZE);
 	free(clk);
 }
@@ -180,8 +261,8 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
  * version of shmclock_now(), for info and the callers that need it all.
  * Returns 0, -ESTALE (the values come from a dead writer), or -EAGAIN.
  */
-static int snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
-		    uint32_t *lock)
+int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
+		       uint32_t *lock)
 {
 	for (;;) {
 		uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
@@ -220,7 +301,7 @@ static __attribute__((noinline)) int now_slow(const struct shmclock_seg *s, int6
 	struct shmclock_params p;
 	int64_t mono;
 	uint32_t lock;
-	int r = snapshot(s, &p, &mono, &lock);
+	int r = shmclock__snapshot(s, &p, &mono, &lock);
 
 	if (r == -EAGAIN)
 		return r;
@@ -230,12 +311,25 @@ static __attribute__((noinline)) int now_slow(const struct shmclock_seg *s, int6
 	return r;
 }
 
+int shmclock__now_raw(const struct shmclock_seg *s, int64_t *sim_ns)
+{
+	return now_slow(s, sim_ns);
+}
+
+/* A jump, a source change or a start since this process last looked:
+ * deliver it (callbacks first), then read. */
+static __attribute__((noinline)) int now_jumped(struct shmclock *clk, int64_t *sim_ns)
+{
+	shmclock__jump_deliver(clk);
+	return now_slow(clk->seg, sim_ns);
+}
+
 SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 {
 	const struct shmclock_seg *s = clk->seg;
 	uint32_t s1, flags, lock;
 	int64_t mono_base, sim_base, mono;
-	uint64_t mult;
+	uint64_t mult, epoch;
 
 	/* Pairs with the release store of the even seq in commit_end. */
 	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
@@ -252,6 +346,7 @@ SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 	mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
 	sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
 	mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
+	epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
 	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 	/* Pairs with the writer's full fence after its odd store
 	 * (commit_begin). Orders the loads above and the clock reading before
@@ -259,6 +354,12 @@ SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 	atomic_thread_fence(memory_order_acquire);
 	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
 		return now_slow(s, sim_ns);
+	/* Acquire pairs with the release store of seen_key in jump delivery:
+	 * seeing the new key means the pre-jump callbacks have returned. */
+	if (__builtin_expect(shmclock__key(epoch, flags) !=
+				     atomic_load_explicit(&clk->seen_key, memory_order_acquire),
+			     0))
+		return now_jumped(clk, sim_ns);
 	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
 		return -ENODATA;
 	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono);
@@ -295,7 +396,7 @@ SHMCLOCK_EXPORT int shmclock_info(shmclock_t *clk, shmclock_info_t *info)
 	struct shmclock_params p;
 	int64_t mono = 0;
 	uint32_t lock = 0;
-	int r = snapshot(clk->seg, &p, &mono, &lock);
+	int r = shmclock__snapshot(clk->seg, &p, &mono, &lock);
 
 	if (r == -EAGAIN)
 		return r;

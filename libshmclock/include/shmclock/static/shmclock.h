@@ -10,7 +10,10 @@
  *
  * FROZEN ABI. Everything here is compiled into callers, so it can never
  * change within segment ABI version 1:
- *   - a shmclock_t begins with the address of its read-only mapping;
+ *   - a shmclock_t begins with the address of its read-only mapping,
+ *     followed by the 64-bit jump key the process has delivered (jump
+ *     epoch << 16 | source bits | INIT bit of the record's flags); any
+ *     difference goes to shmclock_now(), which runs the jump callbacks;
  *   - the record line of the segment is struct shmclock_record below, at
  *     offset SHMCLOCK_RECORD_OFFSET (the full layout is in the library's
  *     src/segment.h, which static_asserts that the two agree);
@@ -72,9 +75,11 @@ static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
 	const struct shmclock_record *r = (const struct shmclock_record *)
 		(*(const unsigned char *const *)(const void *)clk + SHMCLOCK_RECORD_OFFSET);
 	struct timespec ts;
+	const _Atomic uint64_t *seen_key = (const _Atomic uint64_t *)(const void *)
+		((const unsigned char *)(const void *)clk + 8);
 	uint32_t s1, flags, lock;
 	int64_t mono_base, sim_base;
-	uint64_t mult;
+	uint64_t mult, epoch;
 
 	/* Pairs with the release store of the even seq in the writer's commit. */
 	s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
@@ -82,13 +87,18 @@ static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
 	mono_base = atomic_load_explicit(&r->mono_base, memory_order_relaxed);
 	sim_base = atomic_load_explicit(&r->sim_base, memory_order_relaxed);
 	mult = atomic_load_explicit(&r->mult, memory_order_relaxed);
+	epoch = atomic_load_explicit(&r->jump_epoch, memory_order_relaxed);
 	lock = atomic_load_explicit(&r->writer_lock, memory_order_relaxed);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	/* Pairs with the writer's full fence after its odd store. */
 	atomic_thread_fence(memory_order_acquire);
 	if (__builtin_expect((s1 & 1) | (atomic_load_explicit(&r->seq, memory_order_relaxed) ^ s1) |
 			     !(flags & SHMCLOCK_FLAG_INIT) | !(lock & SHMCLOCK_LOCK_TID_MASK) |
-			     (lock & SHMCLOCK_LOCK_OWNER_DIED), 0))
+			     (lock & SHMCLOCK_LOCK_OWNER_DIED) |
+			     /* Acquire pairs with the release store of the key after the
+			      * pre-jump callbacks (library, jump delivery). */
+			     (((epoch << 16) | (flags & 0xff01u)) !=
+			      atomic_load_explicit(seen_key, memory_order_acquire)), 0))
 		return shmclock_now(clk, sim_ns);
 	*sim_ns = shmclock_static_eval(mono_base, sim_base, mult,
 				       (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);

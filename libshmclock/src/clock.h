@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* A reader's handle: shared by reader.c, jump.c and time.c. */
+#ifndef SHMCLOCK_CLOCK_H
+#define SHMCLOCK_CLOCK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <urcu/list.h>
+
+#include "internal.h"
+
+/* What a reader compares to notice a jump: the jump epoch, the source id
+ * and the INIT bit. A change sends it through jump delivery. */
+#define SHMCLOCK_KEY_FLAGS (SHMCLOCK_F_SOURCE_MASK | SHMCLOCK_F_INIT)
+
+static inline uint64_t shmclock__key(uint64_t jump_epoch, uint32_t flags)
+{
+	return (jump_epoch << 16) | (flags & SHMCLOCK_KEY_FLAGS);
+}
+
+static_assert(SHMCLOCK_KEY_FLAGS == 0xff01u, "frozen ABI: the static header compares 0xff01");
+
+struct shmclock_jump_reg;
+
+struct shmclock {
+	/* Frozen ABI (the inline fast path reads both). */
+	const struct shmclock_seg *seg;
+	_Atomic uint64_t seen_key;     /* key this process has delivered */
+
+	bool fallback;                 /* seg is our own page of system time */
+	char name[SHMCLOCK_NAME_MAX + 1];
+
+	pthread_mutex_t jump_lock;     /* one delivery at a time */
+	pthread_mutex_t reg_lock;      /* registry updates */
+	struct cds_list_head regs;     /* RCU list of struct shmclock_jump_reg */
+	struct shmclock_jump_reg *graveyard; /* removed inside a callback */
+	uint64_t next_id;
+
+	_Atomic uint32_t cancel_gen;   /* shmclock_cancel_sleeps() */
+
+	pthread_mutex_t watch_lock;
+	pthread_t watcher;
+	bool watching;
+	_Atomic bool watch_stop;
+};
+
+static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
+static_assert(offsetof(struct shmclock, seen_key) == 8, "frozen ABI");
+
+/* One consistent read of the whole state (reader.c): 0, -ESTALE, -EAGAIN. */
+int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
+		       uint32_t *lock);
+
+/* shmclock_now without jump detection (reader.c). */
+int shmclock__now_raw(const struct shmclock_seg *s, int64_t *sim_ns);
+
+/* jump.c */
+void shmclock__jump_init(struct shmclock *clk);
+void shmclock__jump_fini(struct shmclock *clk);
+/* Deliver a pending jump (callbacks, then seen_key), unless this thread is
+ * inside this clock's callbacks. */
+void shmclock__jump_deliver(struct shmclock *clk);
+
+/* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
+int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);
+void shmclock__futex_wake_ro(const _Atomic uint32_t *word);
+
+#endif

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Jump callbacks (rcl's time jump callbacks, per process).
+ *
+ * Detection costs the fast path one compare: shmclock_now() builds a key
+ * from the record's jump epoch, source and INIT bit and compares it with
+ * clk->seen_key. On a difference the reading thread comes here, takes
+ * jump_lock, runs the pre-jump callbacks, publishes the new key with a
+ * release store, runs the post-jump callbacks. Other threads that read the
+ * new record meanwhile see the old key, come here too and block on
+ * jump_lock until delivery is over: no thread of the process is given the
+ * new time before the pre-jump callbacks have returned.
+ *
+ * The registry is an RCU list (liburcu, bulletproof flavour: threads need
+ * no registration, which suits a library). Delivery walks it inside a read
+ * critical section; add and remove take reg_lock and never block a reader.
+ * A callback may remove registrations: it cannot wait for a grace period
+ * from inside a read section, so those are unlinked at once and freed by
+ * the next remove or at close.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+
+#include <urcu/urcu-bp.h>
+#include <urcu/rculist.h>
+
+#include <shmclock/time.h>
+
+#include "clock.h"
+
+struct shmclock_jump_reg {
+	struct cds_list_head node;
+	shmclock_jump_threshold_t th;
+	shmclock_jump_cb cb;
+	void *user;
+	uint64_t id;
+	struct shmclock_jump_reg *next_dead;
+};
+
+/* The clock whose callbacks this thread is running, if any. */
+static _Thread_local struct shmclock *delivering;
+
+void shmclock__jump_init(struct shmclock *clk)
+{
+	struct shmclock_params p;
+	int64_t mono;
+	uint32_t lock;
+
+	pthread_mutex_init(&clk->jump_lock, NULL);
+	pthread_mutex_init(&clk->reg_lock, NULL);
+	pthread_mutex_init(&clk->watch_lock, NULL);
+	CDS_INIT_LIST_HEAD(&clk->regs);
+	clk->next_id = 1;
+	/* What exists at open is not a jump. */
+	if (shmclock__snapshot(clk->seg, &p, &mono, &lock) == -EAGAIN)
+		p.jump_epoch = 0, p.flags = 0;
+	atomic_store_explicit(&clk->seen_key, shmclock__key(p.jump_epoch, p.flags),
+			      memory_order_relaxed);
+}
+
+static void free_graveyard(struct shmclock *clk)
+{
+	while (clk->graveyard) {
+		struct shmclock_jump_reg *r = clk->graveyard;
+
+		clk->graveyard = r->next_dead;
+		free(r);
+	}
+}
+
+void shmclock__jump_fini(struct shmclock *clk)
+{
+	struct shmclock_jump_reg *r, *tmp;
+
+	shmclock_jump_watch(clk, false);
+	/* The caller guarantees no other thread uses clk any more. */
+	cds_list_for_each_entry_safe(r, tmp, &clk->regs, node)
+		free(r);
+	free_graveyard(clk);
+	pthread_mutex_destroy(&clk->jump_lock);
+	pthread_mutex_destroy(&clk->reg_lock);
+	pthread_mutex_destroy(&clk->watch_lock);
+}
+
+static bool wants(const shmclock_jump_threshold_t *th, const shmclock_jump_t *j)
+{
+	if ((j->kind & SHMCLOCK_JUMP_CLOCK_CHANGE) && th->on_clock_change)
+		return true;
+	if ((j->kind & SHMCLOCK_JUMP_FORWARD) && th->min_forward_ns > 0 &&
+	    j->delta_ns >= th->min_forward_ns)
+		return true;
+	if ((j->kind & SHMCLOCK_JUMP_BACKWARD) && th->min_backward_ns > 0 &&
+	    -j->delta_ns >= th->min_backward_ns)
+		return true;
+	return false;
+}
+
+static void run_callbacks(struct shmclock *clk, const shmclock_jump_t *j, bool before)
+{
+	struct shmclock_jump_reg *r;
+
+	urcu_bp_read_lock();
+	cds_list_for_each_entry_rcu(r, &clk->regs, node)
+		if (wants(&r->th, j))
+			r->cb(j, before, r->user);
+	urcu_bp_read_unlock();
+}
+
+void shmclock__jump_deliver(struct shmclock *clk)
+{
+	struct shmclock_params p;
+	shmclock_jump_t j = { 0 };
+	uint64_t key, old;
+	int64_t mono;
+	uint32_t lock;
+
+	/* A callback reading its own clock: the jump is being delivered. */
+	if (delivering == clk)
+		return;
+	pthread_mutex_lock(&clk->jump_lock);
+	if (shmclock__snapshot(clk->seg, &p, &mono, &lock) == -EAGAIN)
+		goto out;
+	key = shmclock__key(p.jump_epoch, p.flags);
+	old = atomic_load_explicit(&clk->seen_key, memory_order_relaxed);
+	if (key == old)
+		goto out; /* another thread delivered it while we waited */
+	j.jump_epoch = p.jump_epoch;
+	j.source = (int)((p.flags & SHMCLOCK_F_SOURCE_MASK) >> SHMCLOCK_F_SOURCE_SHIFT);
+	if ((key ^ old) & SHMCLOCK_KEY_FLAGS)
+		j.kind |= SHMCLOCK_JUMP_CLOCK_CHANGE;
+	if (p.jump_epoch > (old >> 16)) {
+		j.jumps = (uint32_t)(p.jump_epoch - (old >> 16));
+		j.delta_ns = p.last_jump_ns;
+		if (j.delta_ns > 0)
+			j.kind |= SHMCLOCK_JUMP_FORWARD;
+		else if (j.delta_ns < 0)
+			j.kind |= SHMCLOCK_JUMP_BACKWARD;
+	} else if (p.jump_epoch < (old >> 16)) {
+		j.kind |= SHMCLOCK_JUMP_CLOCK_CHANGE; /* a new clock under the same name */
+	}
+	delivering = clk;
+	run_callbacks(clk, &j, true);
+	/* Pairs with the acquire load of seen_key in shmclock_now: a thread
+	 * that sees the new key also sees what the pre-jump callbacks did. */
+	atomic_store_explicit(&clk->seen_key, key, memory_order_release);
+	run_callbacks(clk, &j, false);
+	delivering = NULL;
+out:
+	pthread_mutex_unlock(&clk->jump_lock);
+}
+
+SHMCLOCK_EXPORT int shmclock_jump_callback_add(shmclock_t *clk, shmclock_jump_threshold_t th,
+					       shmclock_jump_cb cb, void *user, uint64_t *id)
+{
+	struct shmclock_jump_reg *r;
+
+	if (!clk || !cb || th.min_forward_ns < 0 || th.min_backward_ns < 0)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->th = th;
+	r->cb = cb;
+	r->user = user;
+	pthread_mutex_lock(&clk->reg_lock);
+	r->id = clk->next_id++;
+	/* Publishes the initialised entry (rcu_assign_pointer inside). */
+	cds_list_add_tail_rcu(&r->node, &clk->regs);
+	pthread_mutex_unlock(&clk->reg_lock);
+	if (id)
+		*id = r->id;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id)
+{
+	struct shmclock_jump_reg *r, *found = NULL, *dead;
+
+	pthread_mutex_lock(&clk->reg_lock);
+	cds_list_for_each_entry(r, &clk->regs, node) {
+		if (r->id == id) {
+			found = r;
+			cds_list_del_rcu(&r->node);
+			found->next_dead = clk->graveyard;
+			clk->graveyard = found;
+			break;
+		}
+	}
+	/* Inside a callback (of any clock) we are in a read section: waiting
+	 * for a grace period would wait for ourselves. Freed later. */
+	if (!found || delivering) {
+		pthread_mutex_unlock(&clk->reg_lock);
+		return found ? 0 : -ENOENT;
+	}
+	/* Take the list before the grace period: every entry on it was
+	 * unlinked before synchronize starts, so its readers are waited for. */
+	dead = clk->graveyard;
+	clk->graveyard = NULL;
+	pthread_mutex_unlock(&clk->reg_lock);
+	urcu_bp_synchronize_rcu();
+	while (dead) {
+		r = dead->next_dead;
+		free(dead);
+		dead = r;
+	}
+	return 0;
+}
+
+static void *watcher(void *arg)
+{
+	struct shmclock *clk = arg;
+	const struct shmclock_seg *s = clk->seg;
+
+	while (!atomic_load_explicit(&clk->watch_stop, memory_order_acquire)) {
+		/* Acquire pairs with the writer's release increment in commit_end:
+		 * loaded before the check, so a later commit changes it and the
+		 * wait below returns at once instead of missing the change. */
+		uint32_t w = atomic_load_explicit(&s->change_futex, memory_order_acquire);
+		int64_t t;
+
+		shmclock_now(clk, &t); /* delivers a pending jump */
+		/* Bounded: a dead writer's successor or a stop both show up. */
+		shmclock__futex_wait_until(&s->change_futex, w, shmclock__mono_ns() + 100000000);
+	}
+	return NULL;
+}
+
+SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&clk->watch_lock);
+	if (on && !clk->watching) {
+		atomic_store_explicit(&clk->watch_stop, false, memory_order_relaxed);
+		r = -pthread_create(&clk->watcher, NULL, watcher, clk);
+		clk->watching = r == 0;
+	} else if (!on && clk->watching) {
+		/* Pairs with the watcher's acquire load of watch_stop. */
+		atomic_store_explicit(&clk->watch_stop, true, memory_order_release);
+		shmclock__futex_wake_ro(&clk->seg->change_futex);
+		pthread_join(clk->watcher, NULL);
+		clk->watching = false;
+	}
+	pthread_mutex_unlock(&clk->watch_lock);
+	return r;
+}
