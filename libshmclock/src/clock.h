@@ -53,15 +53,12 @@ static_assert(offsetof(struct shmclock, seen_key) == 8, "frozen ABI");
 int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
 		       uint32_t *lock);
 
-/* shmclock_now without jump detection (reader.c). */
-int shmclock__now_raw(const struct shmclock_seg *s, int64_t *sim_ns);
-
 /* jump.c */
 void shmclock__jump_init(struct shmclock *clk);
 void shmclock__jump_fini(struct shmclock *clk);
-/* Deliver a pending jump (callbacks, then seen_key), unless this thread is
- * inside this clock's callbacks. */
-void shmclock__jump_deliver(struct shmclock *clk);
+/* Deliver a pending jump (callbacks, then seen_key). Returns false, doing
+ * nothing, when this thread is inside this clock's callbacks. */
+bool shmclock__jump_deliver(struct shmclock *clk);
 
 /* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
 int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);

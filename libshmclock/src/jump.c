@@ -107,7 +107,7 @@ static void run_callbacks(struct shmclock *clk, const shmclock_jump_t *j, bool b
 	urcu_bp_read_unlock();
 }
 
-void shmclock__jump_deliver(struct shmclock *clk)
+bool shmclock__jump_deliver(struct shmclock *clk)
 {
 	struct shmclock_params p;
 	shmclock_jump_t j = { 0 };
@@ -117,7 +117,7 @@ void shmclock__jump_deliver(struct shmclock *clk)
 
 	/* A callback reading its own clock: the jump is being delivered. */
 	if (delivering == clk)
-		return;
+		return false;
 	pthread_mutex_lock(&clk->jump_lock);
 	if (shmclock__snapshot(clk->seg, &p, &mono, &lock) == -EAGAIN)
 		goto out;
@@ -148,6 +148,7 @@ void shmclock__jump_deliver(struct shmclock *clk)
 	delivering = NULL;
 out:
 	pthread_mutex_unlock(&clk->jump_lock);
+	return true;
 }
 
 SHMCLOCK_EXPORT int shmclock_jump_callback_add(shmclock_t *clk, shmclock_jump_threshold_t th,

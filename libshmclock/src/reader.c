@@ -292,36 +292,32 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 }
 
 /*
- * The general case of shmclock_now(): the writer is mid-update, or it
- * committed while we read. Kept out of line so that the fast path below
- * stays a leaf-sized function with a small frame.
+ * The general case of shmclock_now() for a handle: the writer was busy, or
+ * a jump, a source change or a start happened since this process last
+ * looked. A pending jump is delivered (callbacks first) before the value
+ * it brings is returned; this thread skips that while it runs the
+ * callbacks itself.
  */
-static __attribute__((noinline)) int now_slow(const struct shmclock_seg *s, int64_t *sim_ns)
+static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *sim_ns)
 {
-	struct shmclock_params p;
-	int64_t mono;
-	uint32_t lock;
-	int r = shmclock__snapshot(s, &p, &mono, &lock);
+	for (;;) {
+		struct shmclock_params p;
+		int64_t mono;
+		uint32_t lock;
+		int r = shmclock__snapshot(clk->seg, &p, &mono, &lock);
 
-	if (r == -EAGAIN)
+		if (r == -EAGAIN)
+			return r;
+		/* Acquire: pairs with the release store of seen_key in delivery. */
+		if (shmclock__key(p.jump_epoch, p.flags) !=
+			    atomic_load_explicit(&clk->seen_key, memory_order_acquire) &&
+		    shmclock__jump_deliver(clk))
+			continue; /* delivered: read again, the clock may have moved on */
+		if (!(p.flags & SHMCLOCK_F_INIT))
+			return -ENODATA;
+		*sim_ns = shmclock__eval(p.mono_base, p.sim_base, p.mult, mono);
 		return r;
-	if (!(p.flags & SHMCLOCK_F_INIT))
-		return -ENODATA;
-	*sim_ns = shmclock__eval(p.mono_base, p.sim_base, p.mult, mono);
-	return r;
-}
-
-int shmclock__now_raw(const struct shmclock_seg *s, int64_t *sim_ns)
-{
-	return now_slow(s, sim_ns);
-}
-
-/* A jump, a source change or a start since this process last looked:
- * deliver it (callbacks first), then read. */
-static __attribute__((noinline)) int now_jumped(struct shmclock *clk, int64_t *sim_ns)
-{
-	shmclock__jump_deliver(clk);
-	return now_slow(clk->seg, sim_ns);
+	}
 }
 
 SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
@@ -334,7 +330,7 @@ SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 	/* Pairs with the release store of the even seq in commit_end. */
 	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
 	if (__builtin_expect(s1 & 1, 0))
-		return now_slow(s, sim_ns);
+		return now_checked(clk, sim_ns);
 	/*
 	 * The clock reading comes first so that the record's fields need not
 	 * live across the call (fewer callee-saved registers to spill). It is
@@ -353,13 +349,13 @@ SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 	 * the re-read of seq; see the diagram at the top. */
 	atomic_thread_fence(memory_order_acquire);
 	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
-		return now_slow(s, sim_ns);
+		return now_checked(clk, sim_ns);
 	/* Acquire pairs with the release store of seen_key in jump delivery:
 	 * seeing the new key means the pre-jump callbacks have returned. */
 	if (__builtin_expect(shmclock__key(epoch, flags) !=
 				     atomic_load_explicit(&clk->seen_key, memory_order_acquire),
 			     0))
-		return now_jumped(clk, sim_ns);
+		return now_checked(clk, sim_ns);
 	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
 		return -ENODATA;
 	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono);
