@@ -253,7 +253,11 @@ static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c, bo
 		log_msg(LOG_INFO, "continuing clock '%s' at %s (%s, scale %g%s); --reset starts over",
 			c->name, duration_format(in.sim_ns, buf, sizeof(buf)), s->name, in.scale,
 			in.paused ? ", paused" : "");
-		return 0;
+		/* Labels that do not move time still follow the new config. */
+		if (c->has_unix_zero &&
+		    (!in.has_unix_at_zero || in.unix_at_zero_ns != c->unix_zero_ns))
+			r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
+		return r;
 	}
 	if (in.initialized)
 		log_msg(LOG_INFO, "resetting clock '%s' (was %s, %s)", c->name,

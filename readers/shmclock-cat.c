@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/* shmclock-cat: print a clock's simulation time, once or continuously. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <shmclock/time.h>
+
+#include "duration.h"
+
+enum fmt { FMT_NS, FMT_S, FMT_ISO };
+
+static void usage(FILE *f)
+{
+	fputs("usage: shmclock-cat [-n NAME] [--follow HZ] [--count N] [--format ns|s|iso]\n"
+	      "                    [--fallback-system]\n"
+	      "\n"
+	      "Print the simulation time of clock NAME (default: $SHMCLOCK_NAME, else default).\n"
+	      "\n"
+	      "  -n, --name NAME      clock name\n"
+	      "  -f, --follow HZ      print HZ times per real second until interrupted\n"
+	      "      --count N        with --follow: stop after N lines\n"
+	      "      --format F       ns (default), s (seconds, 9 decimals), or iso\n"
+	      "                       (simulated-world UTC date: needs UnixTimeAtZero,\n"
+	      "                       or a system-source clock)\n"
+	      "      --fallback-system  read system time if the clock does not exist\n"
+	      "  -h, --help           this help\n"
+	      "\n"
+	      "Exit status: 0 printed, 1 clock error, 2 bad arguments.\n",
+	      f);
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int print_one(shmclock_t *clk, enum fmt fmt)
+{
+	static int warned;
+	shmclock_sim_time_t t;
+	char buf[64];
+	int r = shmclock_sim_now(clk, &t);
+
+	if (r == -ESTALE && !warned) {
+		fprintf(stderr, "shmclock-cat: warning: %s\n", shmclock_strerror(r));
+		warned = 1;
+	} else if (r && r != -ESTALE) {
+		fprintf(stderr, "shmclock-cat: %s: %s\n", shmclock_name(clk), shmclock_strerror(r));
+		return 1;
+	}
+	switch (fmt) {
+	case FMT_NS:
+		printf("%lld\n", (long long)t.ns);
+		break;
+	case FMT_S:
+		printf("%s\n", duration_format(t.ns, buf, sizeof(buf)));
+		break;
+	case FMT_ISO: {
+		shmclock_sys_time_t u;
+
+		r = shmclock_sim_to_sys(clk, t, &u);
+		if (r) {
+			fprintf(stderr, "shmclock-cat: %s: no UNIX time of simulation zero "
+				"(set UnixTimeAtZero, or use --format s)\n", shmclock_name(clk));
+			return 1;
+		}
+		printf("%s\n", time_format_iso(u.ns, buf, sizeof(buf)));
+		break;
+	}
+	}
+	fflush(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "follow", required_argument, NULL, 'f' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "fallback-system", no_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *name = getenv("SHMCLOCK_NAME");
+	double hz = 0;
+	long count = -1;
+	enum fmt fmt = FMT_NS;
+	unsigned flags = 0;
+	shmclock_t *clk;
+	char *end;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "n:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			name = optarg;
+			break;
+		case 'f':
+			hz = strtod(optarg, &end);
+			if (end == optarg || *end || !(hz > 0) || hz > 100000) {
+				fprintf(stderr, "shmclock-cat: --follow takes a rate in Hz (0 < HZ <= 100000), not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'c':
+			count = strtol(optarg, &end, 10);
+			if (end == optarg || *end || count < 1) {
+				fprintf(stderr, "shmclock-cat: --count takes a positive number, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'F':
+			if (!strcmp(optarg, "ns"))
+				fmt = FMT_NS;
+			else if (!strcmp(optarg, "s"))
+				fmt = FMT_S;
+			else if (!strcmp(optarg, "iso"))
+				fmt = FMT_ISO;
+			else {
+				fprintf(stderr, "shmclock-cat: --format is ns, s or iso, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'S':
+			flags |= SHMCLOCK_OPEN_FALLBACK_SYSTEM;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "shmclock-cat: unexpected argument '%s' (try --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!name || !*name)
+		name = "default";
+	r = shmclock_open_ex(name, flags, &clk);
+	if (r) {
+		fprintf(stderr, "shmclock-cat: clock '%s': %s\n", name, shmclock_strerror(r));
+		return 1;
+	}
+	if (hz == 0) {
+		r = print_one(clk, fmt);
+	} else {
+		/* Real-time pacing on absolute deadlines: the rate does not drift. */
+		int64_t period = (int64_t)(1e9 / hz);
+		struct timespec next;
+
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+		signal(SIGPIPE, on_signal);
+		clock_gettime(CLOCK_MONOTONIC, &next);
+		r = 0;
+		for (long n = 0; !stop && (count < 0 || n < count); n++) {
+			r = print_one(clk, fmt);
+			if (r)
+				break;
+			next.tv_nsec += period % 1000000000;
+			next.tv_sec += period / 1000000000 + next.tv_nsec / 1000000000;
+			next.tv_nsec %= 1000000000;
+			if (count < 0 || n + 1 < count)
+				clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		}
+	}
+	shmclock_close(clk);
+	return r;
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclock-sensor: an example sensor model. It produces frames at a
+ * simulated rate and stamps each, as OSI SensorData does, with its
+ * measurement time and its publish time (measurement + modelled latency),
+ * sleeping in simulated time. It keeps working through pause (it waits),
+ * scale changes (its frames come faster or slower in real time) and jumps
+ * (a backward jump restarts its schedule; a frame in flight is dropped).
+ *
+ * Output, one line per event:
+ *   frame N measured NS published NS missed M [unix ISO]
+ *   jump DELTA_NS epoch E
+ *   drop N (clock jumped while processing)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shmclock/time.h>
+
+#include "duration.h"
+
+static shmclock_t *clk;
+static shmclock_cancel_t cancel_tok = SHMCLOCK_CANCEL_INIT;
+
+static void usage(FILE *f)
+{
+	fputs("usage: shmclock-sensor [-n NAME] [--rate HZ] [--latency DURATION] [--frames N]\n"
+	      "\n"
+	      "A sensor model in simulated time: a frame every 1/HZ simulated seconds\n"
+	      "(default 10 Hz), published LATENCY later (default 20ms), N frames (default:\n"
+	      "until SIGINT/SIGTERM). Prints one line per frame, jump and dropped frame.\n"
+	      "\n"
+	      "  -n, --name NAME         clock name (default: $SHMCLOCK_NAME, else default)\n"
+	      "  -r, --rate HZ           frames per simulated second\n"
+	      "  -l, --latency DURATION  modelled processing latency (simulated)\n"
+	      "  -N, --frames N          stop after N frames\n"
+	      "  -h, --help              this help\n",
+	      f);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	/* An atomic store and a futex wake: async-signal-safe. */
+	shmclock_cancel(clk, &cancel_tok);
+}
+
+static void on_jump(const shmclock_jump_t *j, bool before, void *user)
+{
+	(void)user;
+	if (!before)
+		printf("jump %" PRId64 " epoch %" PRIu64 "\n", j->delta_ns, j->jump_epoch);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "latency", required_argument, NULL, 'l' },
+		{ "frames", required_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	const char *name = getenv("SHMCLOCK_NAME");
+	double hz = 10;
+	int64_t latency = 20000000;
+	long frames = -1;
+	shmclock_jump_threshold_t th = { .min_forward_ns = 1, .min_backward_ns = 1 };
+	shmclock_rate_t rate;
+	char why[200], *end;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "n:r:l:N:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			name = optarg;
+			break;
+		case 'r':
+			hz = strtod(optarg, &end);
+			if (end == optarg || *end || !(hz > 0) || hz > 1e6) {
+				fprintf(stderr, "shmclock-sensor: --rate takes Hz in (0, 1e6], not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'l':
+			if (duration_parse(optarg, &latency, why, sizeof(why)) || latency < 0) {
+				fprintf(stderr, "shmclock-sensor: --latency '%s': %s\n", optarg,
+					latency < 0 ? "must not be negative" : why);
+				return 2;
+			}
+			break;
+		case 'N':
+			frames = strtol(optarg, &end, 10);
+			if (end == optarg || *end || frames < 1) {
+				fprintf(stderr, "shmclock-sensor: --frames takes a positive number, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "shmclock-sensor: unexpected argument '%s' (try --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!name || !*name)
+		name = "default";
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	r = shmclock_open_wait(name, 0, shmclock_sec(10), &clk);
+	if (r) {
+		fprintf(stderr, "shmclock-sensor: clock '%s': %s\n", name, shmclock_strerror(r));
+		return 1;
+	}
+	shmclock_jump_callback_add(clk, th, on_jump, NULL, NULL);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	shmclock_rate_init(&rate, clk, shmclock_nsec((int64_t)(1e9 / hz)));
+	rate.cancel = &cancel_tok;
+
+	for (long n = 0; frames < 0 || n < frames; n++) {
+		shmclock_sim_time_t measured, published;
+		shmclock_sys_time_t unix_time;
+		uint64_t missed;
+		char iso[64] = "";
+
+		r = shmclock_rate_sleep(&rate, &missed);
+		if (r)
+			break;
+		shmclock_sim_now(clk, &measured);
+		/* Processing takes LATENCY of simulated time; a jump meanwhile
+		 * makes the frame meaningless. */
+		published = shmclock_sim_add(measured, shmclock_nsec(latency));
+		r = shmclock_sleep_until_ex(clk, published, SHMCLOCK_SLEEP_JUMP_ERROR,
+					    SHMCLOCK_DURATION_INFINITE, &cancel_tok);
+		if (r == -EINTR) {
+			printf("drop %ld (clock jumped while processing)\n", n);
+			continue;
+		}
+		if (r)
+			break;
+		if (!shmclock_sim_to_sys(clk, measured, &unix_time))
+			snprintf(iso, sizeof(iso), " unix %s",
+				 time_format_iso(unix_time.ns, why, sizeof(why)));
+		printf("frame %ld measured %" PRId64 " published %" PRId64 " missed %" PRIu64 "%s\n",
+		       n, measured.ns, published.ns, missed, iso);
+	}
+	shmclock_close(clk);
+	return r == -ECANCELED || r == 0 ? 0 : 1;
+}
