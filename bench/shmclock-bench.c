@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <shmclock/shmclock.h>
+#include <shmclock/time.h>
 #include <shmclock/static/shmclock.h>
 #include <shmclock/writer.h>
 
@@ -99,7 +100,14 @@ static void usage(FILE *f)
 		"  --quick     a few seconds' run, for CI\n"
 		"  --json FILE also write the figures as JSON to FILE ('-' for stdout)\n"
 		"  --samples N batches per contender (default 200000, quick 20000)\n"
-		"  --batch N   reads per timed batch (default 50)\n");
+		"  --batch N   reads per timed batch (default 50)\n"
+		"\n"
+		"usage: shmclock-bench sleep [--quick] [--json FILE] [--samples N] [--period MS]\n"
+		"\n"
+		"  sleep       lateness of waking: clock_nanosleep(TIMER_ABSTIME) vs\n"
+		"              shmclock_sleep_until() on a clock at scale 1, alternating\n"
+		"  --samples N sleeps per contender (default 2000, quick 300)\n"
+		"  --period MS sleep length (default 2)\n");
 }
 
 volatile int64_t bench_sink; /* keeps the reads alive */
@@ -224,6 +232,139 @@ static int cmd_read(int argc, char **argv)
 	return 0;
 }
 
+/* How late each sleeper wakes after its deadline, in ns. */
+static int cmd_sleep(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "quick", no_argument, NULL, 'q' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "samples", required_argument, NULL, 's' },
+		{ "period", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *json = NULL;
+	int samples = 2000, quick = 0, c, r;
+	double period_ms = 2;
+	char name[64];
+	shmclock_writer_t *w;
+	shmclock_t *clk;
+	double *late[2];
+	static const char *names[2] = { "clock_nanosleep(ABSTIME)", "shmclock_sleep_until" };
+
+	while ((c = getopt_long(argc, argv, "qj:s:p:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+			quick = 1;
+			samples = 300;
+			break;
+		case 'j':
+			json = optarg;
+			break;
+		case 's':
+			samples = atoi(optarg);
+			break;
+		case 'p':
+			period_ms = atof(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (samples < 10 || !(period_ms > 0) || period_ms > 1000) {
+		fprintf(stderr, "shmclock-bench: --samples must be >= 10 and --period in (0, 1000] ms\n");
+		return 2;
+	}
+	snprintf(name, sizeof(name), "bench-%d", (int)getpid());
+	r = shmclock_writer_open(name, &w);
+	if (r == 0)
+		r = shmclock_writer_set_time(w, 0);
+	if (r == 0)
+		r = shmclock_open(name, &clk);
+	if (r) {
+		fprintf(stderr, "shmclock-bench: clock %s: %s\n", name, shmclock_strerror(r));
+		return 1;
+	}
+	late[0] = calloc((size_t)samples, sizeof(double));
+	late[1] = calloc((size_t)samples, sizeof(double));
+	if (!late[0] || !late[1]) {
+		fprintf(stderr, "shmclock-bench: out of memory\n");
+		return 1;
+	}
+	int64_t period = (int64_t)(period_ms * 1e6);
+
+	for (int i = 0; i < samples; i++) {
+		/* Baseline: an absolute monotonic deadline. */
+		int64_t deadline = mono_ns() + period;
+		struct timespec ts = { (time_t)(deadline / 1000000000), (long)(deadline % 1000000000) };
+
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		late[0][i] = (double)(mono_ns() - deadline);
+
+		/* shmclock: a simulated deadline; lateness measured against the
+		 * monotonic instant at which the clock reaches it. */
+		shmclock_sim_time_t now, target;
+		shmclock_steady_time_t due;
+
+		shmclock_sim_now(clk, &now);
+		target = shmclock_sim_add(now, shmclock_nsec(period));
+		shmclock_sim_to_steady(clk, target, &due);
+		r = shmclock_sleep_until(clk, target, 0);
+		late[1][i] = (double)(mono_ns() - due.ns);
+		if (r) {
+			fprintf(stderr, "shmclock-bench: sleep_until: %s\n", shmclock_strerror(r));
+			return 1;
+		}
+	}
+
+	FILE *jf = NULL;
+
+	if (json)
+		jf = strcmp(json, "-") ? fopen(json, "w") : stdout;
+	if (json && !jf) {
+		fprintf(stderr, "shmclock-bench: %s: %s\n", json, strerror(errno));
+		return 1;
+	}
+	printf("sleep: wake-up lateness in us, %d sleeps of %.3g ms each, alternating%s\n", samples,
+	       period_ms, quick ? " (quick)" : "");
+	printf("%-28s %8s %8s %8s %8s %10s\n", "contender", "p50", "p90", "p99", "max", "p50 ratio");
+	if (jf)
+		fprintf(jf, "{\"bench\":\"sleep\",\"samples\":%d,\"period_ms\":%g,\"results\":[",
+			samples, period_ms);
+	double base = 0;
+
+	for (int k = 0; k < 2; k++) {
+		qsort(late[k], (size_t)samples, sizeof(double), cmp_double);
+		double p50 = pct(late[k], samples, 50) / 1e3, p90 = pct(late[k], samples, 90) / 1e3;
+		double p99 = pct(late[k], samples, 99) / 1e3, mx = late[k][samples - 1] / 1e3;
+
+		if (k == 0)
+			base = p50;
+		printf("%-28s %8.1f %8.1f %8.1f %8.1f %9.3fx\n", names[k], p50, p90, p99, mx,
+		       p50 / base);
+		if (jf)
+			fprintf(jf,
+				"%s{\"name\":\"%s\",\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,"
+				"\"max_us\":%.2f,\"ratio_p50\":%.4f}",
+				k ? "," : "", names[k], p50, p90, p99, mx, p50 / base);
+		free(late[k]);
+	}
+	if (jf) {
+		fprintf(jf, "]}\n");
+		if (jf != stdout)
+			fclose(jf);
+	}
+	shmclock_close(clk);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -232,6 +373,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "read"))
 		return cmd_read(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "sleep"))
+		return cmd_sleep(argc - 1, argv + 1);
 	fprintf(stderr, "shmclock-bench: unknown command '%s' (try --help)\n", argv[1]);
 	return 2;
 }
