@@ -112,6 +112,39 @@ static void usage(FILE *f)
 
 volatile int64_t bench_sink; /* keeps the reads alive */
 
+/* A private clock at 0, scale 1, for one run; removed by bench_clock_close. */
+static int bench_clock_open(char *name, size_t len, shmclock_writer_t **w, shmclock_t **clk)
+{
+	int r;
+
+	snprintf(name, len, "bench-%d", (int)getpid());
+	r = shmclock_writer_open(name, w);
+	if (r == 0)
+		r = shmclock_writer_set_time(*w, 0);
+	if (r == 0)
+		r = shmclock_open(name, clk);
+	if (r)
+		fprintf(stderr, "shmclock-bench: clock %s: %s\n", name, shmclock_strerror(r));
+	return r;
+}
+
+static void bench_clock_close(const char *name, shmclock_writer_t *w, shmclock_t *clk)
+{
+	shmclock_close(clk);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+}
+
+/* --json FILE: '-' is stdout. NULL (with a message) if it cannot be opened. */
+static FILE *json_open(const char *path)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+
+	if (!f)
+		fprintf(stderr, "shmclock-bench: %s: %s\n", path, strerror(errno));
+	return f;
+}
+
 static int cmd_read(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -123,7 +156,7 @@ static int cmd_read(int argc, char **argv)
 		{ 0 },
 	};
 	const char *json = NULL;
-	int samples = 200000, batch = 50, quick = 0, c, r;
+	int samples = 200000, batch = 50, quick = 0, c;
 	char name[64];
 	shmclock_writer_t *w;
 	shmclock_t *clk;
@@ -156,16 +189,8 @@ static int cmd_read(int argc, char **argv)
 		fprintf(stderr, "shmclock-bench: --samples must be >= 100 and --batch >= 1\n");
 		return 2;
 	}
-	snprintf(name, sizeof(name), "bench-%d", (int)getpid());
-	r = shmclock_writer_open(name, &w);
-	if (r == 0)
-		r = shmclock_writer_set_time(w, 0);
-	if (r == 0)
-		r = shmclock_open(name, &clk);
-	if (r) {
-		fprintf(stderr, "shmclock-bench: clock %s: %s\n", name, shmclock_strerror(r));
+	if (bench_clock_open(name, sizeof(name), &w, &clk))
 		return 1;
-	}
 
 	struct contender cs[] = {
 		{ "clock_gettime(MONOTONIC)", batch_clock_gettime, NULL, NULL },
@@ -191,12 +216,8 @@ static int cmd_read(int argc, char **argv)
 		}
 	}
 
-	if (json)
-		jf = strcmp(json, "-") ? fopen(json, "w") : stdout;
-	if (json && !jf) {
-		fprintf(stderr, "shmclock-bench: %s: %s\n", json, strerror(errno));
+	if (json && !(jf = json_open(json)))
 		return 1;
-	}
 	printf("read: ns per read, %d batches of %d reads each%s\n", samples, batch,
 	       quick ? " (quick)" : "");
 	printf("%-28s %8s %8s %8s %8s %10s\n", "contender", "p50", "p99", "p99.9", "max",
@@ -226,9 +247,7 @@ static int cmd_read(int argc, char **argv)
 		if (jf != stdout)
 			fclose(jf);
 	}
-	shmclock_close(clk);
-	shmclock_writer_close(w);
-	shmclock_unlink(name);
+	bench_clock_close(name, w, clk);
 	return 0;
 }
 
@@ -279,16 +298,8 @@ static int cmd_sleep(int argc, char **argv)
 		fprintf(stderr, "shmclock-bench: --samples must be >= 10 and --period in (0, 1000] ms\n");
 		return 2;
 	}
-	snprintf(name, sizeof(name), "bench-%d", (int)getpid());
-	r = shmclock_writer_open(name, &w);
-	if (r == 0)
-		r = shmclock_writer_set_time(w, 0);
-	if (r == 0)
-		r = shmclock_open(name, &clk);
-	if (r) {
-		fprintf(stderr, "shmclock-bench: clock %s: %s\n", name, shmclock_strerror(r));
+	if (bench_clock_open(name, sizeof(name), &w, &clk))
 		return 1;
-	}
 	late[0] = calloc((size_t)samples, sizeof(double));
 	late[1] = calloc((size_t)samples, sizeof(double));
 	if (!late[0] || !late[1]) {
@@ -324,12 +335,8 @@ static int cmd_sleep(int argc, char **argv)
 
 	FILE *jf = NULL;
 
-	if (json)
-		jf = strcmp(json, "-") ? fopen(json, "w") : stdout;
-	if (json && !jf) {
-		fprintf(stderr, "shmclock-bench: %s: %s\n", json, strerror(errno));
+	if (json && !(jf = json_open(json)))
 		return 1;
-	}
 	printf("sleep: wake-up lateness in us, %d sleeps of %.3g ms each, alternating%s\n", samples,
 	       period_ms, quick ? " (quick)" : "");
 	printf("%-28s %8s %8s %8s %8s %10s\n", "contender", "p50", "p90", "p99", "max", "p50 ratio");
@@ -359,9 +366,7 @@ static int cmd_sleep(int argc, char **argv)
 		if (jf != stdout)
 			fclose(jf);
 	}
-	shmclock_close(clk);
-	shmclock_writer_close(w);
-	shmclock_unlink(name);
+	bench_clock_close(name, w, clk);
 	return 0;
 }
 
