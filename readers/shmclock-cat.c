@@ -11,7 +11,7 @@
 
 #include <shmclock/time.h>
 
-#include "duration.h"
+#include "cli.h"
 
 enum fmt { FMT_NS, FMT_S, FMT_ISO };
 
@@ -92,13 +92,12 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *name = getenv("SHMCLOCK_NAME");
+	const char *name = NULL;
 	double hz = 0;
 	long count = -1;
 	enum fmt fmt = FMT_NS;
 	unsigned flags = 0;
 	shmclock_t *clk;
-	char *end;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "n:f:h", opts, NULL)) != -1) {
@@ -107,18 +106,12 @@ int main(int argc, char **argv)
 			name = optarg;
 			break;
 		case 'f':
-			hz = strtod(optarg, &end);
-			if (end == optarg || *end || !(hz > 0) || hz > 100000) {
-				fprintf(stderr, "shmclock-cat: --follow takes a rate in Hz (0 < HZ <= 100000), not '%s'\n", optarg);
+			if (!cli_positive("shmclock-cat", "--follow", optarg, 100000, &hz))
 				return 2;
-			}
 			break;
 		case 'c':
-			count = strtol(optarg, &end, 10);
-			if (end == optarg || *end || count < 1) {
-				fprintf(stderr, "shmclock-cat: --count takes a positive number, not '%s'\n", optarg);
+			if (!cli_count("shmclock-cat", "--count", optarg, &count))
 				return 2;
-			}
 			break;
 		case 'F':
 			if (!strcmp(optarg, "ns"))
@@ -147,8 +140,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shmclock-cat: unexpected argument '%s' (try --help)\n", argv[optind]);
 		return 2;
 	}
-	if (!name || !*name)
-		name = "default";
+	name = cli_clock_name(name);
 	r = shmclock_open_ex(name, flags, &clk);
 	if (r) {
 		fprintf(stderr, "shmclock-cat: clock '%s': %s\n", name, shmclock_strerror(r));

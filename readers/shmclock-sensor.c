@@ -23,7 +23,7 @@
 
 #include <shmclock/time.h>
 
-#include "duration.h"
+#include "cli.h"
 
 static shmclock_t *clk;
 static shmclock_cancel_t cancel_tok = SHMCLOCK_CANCEL_INIT;
@@ -68,13 +68,13 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *name = getenv("SHMCLOCK_NAME");
+	const char *name = NULL;
 	double hz = 10;
-	int64_t latency = 20000000;
 	long frames = -1;
+	int64_t latency = 20000000;
 	shmclock_jump_threshold_t th = { .min_forward_ns = 1, .min_backward_ns = 1 };
 	shmclock_rate_t rate;
-	char why[200], *end;
+	char why[200];
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "n:r:l:N:h", opts, NULL)) != -1) {
@@ -83,25 +83,16 @@ int main(int argc, char **argv)
 			name = optarg;
 			break;
 		case 'r':
-			hz = strtod(optarg, &end);
-			if (end == optarg || *end || !(hz > 0) || hz > 1e6) {
-				fprintf(stderr, "shmclock-sensor: --rate takes Hz in (0, 1e6], not '%s'\n", optarg);
+			if (!cli_positive("shmclock-sensor", "--rate", optarg, 1e6, &hz))
 				return 2;
-			}
 			break;
 		case 'l':
-			if (duration_parse(optarg, &latency, why, sizeof(why)) || latency < 0) {
-				fprintf(stderr, "shmclock-sensor: --latency '%s': %s\n", optarg,
-					latency < 0 ? "must not be negative" : why);
+			if (!cli_duration("shmclock-sensor", "--latency", optarg, &latency))
 				return 2;
-			}
 			break;
 		case 'N':
-			frames = strtol(optarg, &end, 10);
-			if (end == optarg || *end || frames < 1) {
-				fprintf(stderr, "shmclock-sensor: --frames takes a positive number, not '%s'\n", optarg);
+			if (!cli_count("shmclock-sensor", "--frames", optarg, &frames))
 				return 2;
-			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -115,8 +106,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shmclock-sensor: unexpected argument '%s' (try --help)\n", argv[optind]);
 		return 2;
 	}
-	if (!name || !*name)
-		name = "default";
+	name = cli_clock_name(name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	r = shmclock_open_wait(name, 0, shmclock_sec(10), &clk);
 	if (r) {

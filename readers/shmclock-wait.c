@@ -9,7 +9,7 @@
 
 #include <shmclock/time.h>
 
-#include "duration.h"
+#include "cli.h"
 
 static void usage(FILE *f)
 {
@@ -38,7 +38,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *name = getenv("SHMCLOCK_NAME");
+	const char *name = NULL;
 	shmclock_duration_t timeout = SHMCLOCK_DURATION_INFINITE;
 	bool relative = false;
 	char why[200];
@@ -53,11 +53,8 @@ int main(int argc, char **argv)
 			name = optarg;
 			break;
 		case 't':
-			if (duration_parse(optarg, &timeout.ns, why, sizeof(why)) || timeout.ns < 0) {
-				fprintf(stderr, "shmclock-wait: --timeout '%s': %s\n", optarg,
-					timeout.ns < 0 ? "must not be negative" : why);
+			if (!cli_duration("shmclock-wait", "--timeout", optarg, &timeout.ns))
 				return 2;
-			}
 			break;
 		case 'F':
 			relative = true;
@@ -79,8 +76,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shmclock-wait: TIME '%s': %s\n", argv[optind], why);
 		return 2;
 	}
-	if (!name || !*name)
-		name = "default";
+	name = cli_clock_name(name);
 	r = shmclock_open_wait(name, 0, timeout, &clk);
 	if (r == -ETIMEDOUT) {
 		fprintf(stderr, "shmclock-wait: clock '%s' did not start within the timeout\n", name);
