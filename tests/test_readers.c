@@ -101,7 +101,6 @@ Test(readers, wait_blocks_until_the_time_and_honours_pause)
 Test(readers, wait_for_a_clock_that_starts_later)
 {
 	const char *name = test_clock_name();
-	char *args[] = { "-n", (char *)name, NULL };
 	pid_t starter = test_fork();
 
 	if (starter == 0) {
@@ -110,7 +109,6 @@ Test(readers, wait_for_a_clock_that_starts_later)
 						    "--log-level=error", "--", "sleep", "3", NULL });
 		_exit(127);
 	}
-	(void)args;
 	cr_assert_eq(run("SHMCLOCK_WAIT", "-n", name, "-t", "5s", "100ms", NULL), 0, "%s", err);
 	kill(starter, SIGTERM);
 	test_wait(starter);

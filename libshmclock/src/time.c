@@ -105,6 +105,17 @@ static int64_t deadline_of(shmclock_duration_t timeout)
 	return timeout.ns < 0 ? INT64_MAX : sat_add(shmclock__mono_ns(), timeout.ns);
 }
 
+/* What is left of a deadline_of() deadline, as a timeout. */
+static shmclock_duration_t remaining(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline == INT64_MAX)
+		return SHMCLOCK_DURATION_INFINITE;
+	left = deadline - shmclock__mono_ns();
+	return (shmclock_duration_t){ left > 0 ? left : 0 };
+}
+
 SHMCLOCK_EXPORT int shmclock_wait_started(shmclock_t *clk, shmclock_duration_t timeout)
 {
 	const struct shmclock_seg *s = clk->seg;
@@ -151,8 +162,7 @@ SHMCLOCK_EXPORT int shmclock_open_wait(const char *name, unsigned flags,
 	}
 	if (r)
 		return r;
-	r = shmclock_wait_started(clk, (shmclock_duration_t){
-		deadline == INT64_MAX ? -1 : (deadline - shmclock__mono_ns() > 0 ? deadline - shmclock__mono_ns() : 0) });
+	r = shmclock_wait_started(clk, remaining(deadline));
 	if (r) {
 		shmclock_close(clk);
 		return r;
