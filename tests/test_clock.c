@@ -279,6 +279,26 @@ Test(clock, info_reports_source_unix_zero_and_writer)
 	close_pair(&p);
 }
 
+Test(clock, now_unix_adds_unix_at_zero_in_the_same_read)
+{
+	struct pair p = open_pair();
+	int64_t zero = 1700000000000000000, sim, unix_ns;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 5000000000), 0);
+	cr_assert_eq(shmclock_now_unix(p.r, &unix_ns), 0);
+	cr_expect_eq(unix_ns, 5000000000, "no UnixTimeAtZero: the simulation time itself");
+	cr_assert_eq(shmclock_writer_set_unix_at_zero(p.w, &zero), 0);
+	cr_assert_eq(shmclock_now(p.r, &sim), 0);
+	cr_assert_eq(shmclock_now_unix(p.r, &unix_ns), 0);
+	cr_expect_eq(unix_ns, zero + sim);
+	cr_assert_eq(shmclock_writer_set_time(p.w, -2000000000), 0);
+	cr_assert_eq(shmclock_now_unix(p.r, &unix_ns), 0, "through the jump path");
+	cr_expect_eq(unix_ns, zero - 2000000000);
+	close_pair(&p);
+}
+
 Test(clock, the_segment_is_created_0644_whatever_the_umask)
 {
 	const char *name = test_clock_name();

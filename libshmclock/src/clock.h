@@ -39,6 +39,9 @@ struct shmclock {
 	uint64_t next_id;
 
 	_Atomic uint32_t cancel_gen;   /* shmclock_cancel_sleeps() */
+	/* No callbacks, ever (the preload shim): delivering a jump only
+	 * records its key, with no lock, so reads stay async-signal-safe. */
+	bool jumps_off;
 
 	pthread_mutex_t watch_lock;
 	pthread_t watcher;
@@ -59,6 +62,11 @@ void shmclock__jump_fini(struct shmclock *clk);
 /* Deliver a pending jump (callbacks, then seen_key). Returns false, doing
  * nothing, when this thread is inside this clock's callbacks. */
 bool shmclock__jump_deliver(struct shmclock *clk);
+
+/* Sleep flag for the preload shim (not public): a signal handler run
+ * during the sleep ends it with -EINTR, as nanosleep does. The shim never
+ * sets SHMCLOCK_SLEEP_JUMP_ERROR, so -EINTR cannot mean a jump there. */
+#define SHMCLOCK__SLEEP_SIGNAL 0x80000000u
 
 /* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
 int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);

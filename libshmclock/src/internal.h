@@ -25,6 +25,16 @@ void shmclock__shm_name(char out[SHMCLOCK_PATH_MAX], const char *name);
 /* Validates the header of a mapped segment of `file_size` bytes. */
 int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size);
 
+/* a + b, clamped to the int64_t range instead of wrapping. */
+static inline int64_t shmclock__sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 static inline int64_t shmclock__ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
@@ -53,7 +63,9 @@ static inline int64_t shmclock__realtime_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	/* Not libc's clock_gettime: inside the LD_PRELOAD shim that symbol
+	 * is the shim's, which would answer with simulated time. */
+	shmclock__gettime(CLOCK_REALTIME, &ts);
 	return shmclock__ts_ns(&ts);
 }
 

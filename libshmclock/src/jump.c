@@ -118,6 +118,13 @@ bool shmclock__jump_deliver(struct shmclock *clk)
 	/* A callback reading its own clock: the jump is being delivered. */
 	if (delivering == clk)
 		return false;
+	if (clk->jumps_off) {
+		if (shmclock__snapshot(clk->seg, &p, &mono, &lock) != -EAGAIN)
+			/* Nobody to run before the jump; pairs as the store below. */
+			atomic_store_explicit(&clk->seen_key, shmclock__key(p.jump_epoch, p.flags),
+					      memory_order_release);
+		return true;
+	}
 	pthread_mutex_lock(&clk->jump_lock);
 	if (shmclock__snapshot(clk->seg, &p, &mono, &lock) == -EAGAIN)
 		goto out;

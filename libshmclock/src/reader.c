@@ -298,7 +298,8 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
  * it brings is returned; this thread skips that while it runs the
  * callbacks itself.
  */
-static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *sim_ns)
+static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *sim_ns,
+						 int64_t *uz)
 {
 	for (;;) {
 		struct shmclock_params p;
@@ -316,21 +317,28 @@ static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *
 		if (!(p.flags & SHMCLOCK_F_INIT))
 			return -ENODATA;
 		*sim_ns = shmclock__eval(p.mono_base, p.sim_base, p.mult, mono);
+		if (uz)
+			*uz = (p.flags & SHMCLOCK_F_UNIX_ZERO) ? p.unix_at_zero_ns : 0;
 		return r;
 	}
 }
 
-SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
+/*
+ * The fast path of shmclock_now() and shmclock_now_unix(); inlined into both
+ * so that shmclock_now(), whose @uz is a constant NULL, loads nothing extra.
+ */
+static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, int64_t *sim_ns,
+							  int64_t *uz)
 {
 	const struct shmclock_seg *s = clk->seg;
 	uint32_t s1, flags, lock;
-	int64_t mono_base, sim_base, mono;
+	int64_t mono_base, sim_base, mono, unix_zero = 0;
 	uint64_t mult, epoch;
 
 	/* Pairs with the release store of the even seq in commit_end. */
 	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
 	if (__builtin_expect(s1 & 1, 0))
-		return now_checked(clk, sim_ns);
+		return now_checked(clk, sim_ns, uz);
 	/*
 	 * The clock reading comes first so that the record's fields need not
 	 * live across the call (fewer callee-saved registers to spill). It is
@@ -343,23 +351,42 @@ SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 	sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
 	mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
 	epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
+	if (uz)
+		unix_zero = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
 	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 	/* Pairs with the writer's full fence after its odd store
 	 * (commit_begin). Orders the loads above and the clock reading before
 	 * the re-read of seq; see the diagram at the top. */
 	atomic_thread_fence(memory_order_acquire);
 	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
-		return now_checked(clk, sim_ns);
+		return now_checked(clk, sim_ns, uz);
 	/* Acquire pairs with the release store of seen_key in jump delivery:
 	 * seeing the new key means the pre-jump callbacks have returned. */
 	if (__builtin_expect(shmclock__key(epoch, flags) !=
 				     atomic_load_explicit(&clk->seen_key, memory_order_acquire),
 			     0))
-		return now_checked(clk, sim_ns);
+		return now_checked(clk, sim_ns, uz);
 	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
 		return -ENODATA;
 	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono);
+	if (uz)
+		*uz = (flags & SHMCLOCK_F_UNIX_ZERO) ? unix_zero : 0;
 	return __builtin_expect(shmclock__writer_alive(lock), 1) ? 0 : -ESTALE;
+}
+
+SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
+{
+	return now_fast(clk, sim_ns, NULL);
+}
+
+SHMCLOCK_EXPORT int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns)
+{
+	int64_t sim, uz;
+	int r = now_fast(clk, &sim, &uz);
+
+	if (r == 0 || r == -ESTALE)
+		*unix_ns = shmclock__sat_add(sim, uz);
+	return r;
 }
 
 void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,

@@ -24,14 +24,7 @@
 
 __extension__ typedef unsigned __int128 u128;
 
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return b > 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
+#define sat_add shmclock__sat_add
 
 SHMCLOCK_EXPORT int shmclock_sim_now(shmclock_t *clk, shmclock_sim_time_t *t)
 {
@@ -173,6 +166,8 @@ SHMCLOCK_EXPORT int shmclock_open_wait(const char *name, unsigned flags,
 
 /* --------------------------------------------------------------- sleep */
 
+#define SIGNAL_WAIT_MAX_NS (3600 * 1000000000LL)
+
 static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64_t rel_ns,
 		      unsigned flags, shmclock_duration_t timeout, shmclock_cancel_t *cancel)
 {
@@ -183,7 +178,7 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 	bool started = false;
 	uint64_t epoch0 = 0;
 
-	if (flags & ~SHMCLOCK_SLEEP_JUMP_ERROR)
+	if (flags & ~(SHMCLOCK_SLEEP_JUMP_ERROR | SHMCLOCK__SLEEP_SIGNAL))
 		return -EINVAL;
 	for (;;) {
 		/* Loaded before the snapshot: a commit after this load changes
@@ -233,9 +228,17 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 			return -ETIMEDOUT;
 		if (wake > deadline)
 			wake = deadline;
+		/* With a timeout the kernel ends the wait with EINTR after a
+		 * signal handler even under SA_RESTART; without one it restarts
+		 * it unseen. A signal-aware sleep therefore always has one. */
+		if ((flags & SHMCLOCK__SLEEP_SIGNAL) && wake - mono > SIGNAL_WAIT_MAX_NS)
+			wake = mono + SIGNAL_WAIT_MAX_NS;
 		/* Returns on a commit, a cancel, a signal or the deadline; all
-		 * of them lead back to the checks above. */
-		shmclock__futex_wait_until(&s->change_futex, w, wake);
+		 * of them lead back to the checks above, except a signal when
+		 * the caller asked to see it. */
+		if (shmclock__futex_wait_until(&s->change_futex, w, wake) == -EINTR &&
+		    (flags & SHMCLOCK__SLEEP_SIGNAL))
+			return -EINTR;
 	}
 }
 

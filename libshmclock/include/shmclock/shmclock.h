@@ -74,6 +74,17 @@ void shmclock_close(shmclock_t *clk);
  */
 int shmclock_now(shmclock_t *clk, int64_t *sim_ns);
 
+/**
+ * shmclock_now_unix() - the simulated world's UNIX time, in ns: the clock's
+ * UnixTimeAtZero plus the simulation time, read in the same snapshot. A
+ * clock without UnixTimeAtZero counts its simulation time from the UNIX
+ * epoch (the system source, or a simulator started at the epoch), so
+ * *unix_ns is then the simulation time itself.
+ *
+ * Same cost and returns as shmclock_now().
+ */
+int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns);
+
 /* A consistent snapshot of everything the segment says. */
 typedef struct shmclock_info {
 	int64_t sim_ns;            /* simulation time at the snapshot */
