@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A program that knows nothing of shmclock, run under the preload shim by
+ * test_preload.c. It uses only libc's time functions.
+ *
+ *   preload-probe threads N MS   N threads read CLOCK_MONOTONIC and
+ *       CLOCK_REALTIME for MS of simulated time; a forked child reads too.
+ *       Prints "reads R backward B first F last L child C".
+ *   preload-probe eintr          a signal handler ends a 100 s nanosleep:
+ *       prints "rc -1 errno EINTR rem S" (rem in whole seconds).
+ *   preload-probe alarm          alarm(2) then pause(): prints "alarm".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t span_ns;
+static _Atomic uint64_t reads, backward;
+
+static void *reader(void *arg)
+{
+	int64_t start = now(CLOCK_MONOTONIC), last = start, lastrt = now(CLOCK_REALTIME);
+	uint64_t n = 0, back = 0;
+
+	(void)arg;
+	while (last - start < span_ns) {
+		int64_t m = now(CLOCK_MONOTONIC), r = now(CLOCK_REALTIME);
+
+		/* Pause, resume and scale changes are continuous: neither clock
+		 * may step back. */
+		back += (m < last) + (r < lastrt);
+		last = m;
+		lastrt = r;
+		n++;
+	}
+	atomic_fetch_add(&reads, n);
+	atomic_fetch_add(&backward, back);
+	return NULL;
+}
+
+static int cmd_threads(int n, long ms)
+{
+	pthread_t th[64];
+	int64_t first = now(CLOCK_MONOTONIC), child = -1;
+	pid_t pid;
+	int st;
+
+	span_ns = ms * 1000000LL;
+	if (n < 1 || n > 64)
+		return 2;
+	for (int i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, reader, NULL);
+	/* fork while the readers run: the child's clock still works. */
+	pid = fork();
+	if (pid == 0) {
+		int64_t a = now(CLOCK_MONOTONIC);
+
+		_exit(a >= first ? 0 : 1);
+	}
+	if (pid > 0 && waitpid(pid, &st, 0) == pid)
+		child = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	printf("reads %llu backward %llu first %lld last %lld child %lld\n",
+	       (unsigned long long)reads, (unsigned long long)backward, (long long)first,
+	       (long long)now(CLOCK_MONOTONIC), (long long)child);
+	return 0;
+}
+
+static void on_usr1(int s)
+{
+	(void)s;
+}
+
+static void *poke(void *arg)
+{
+	/* Real time, so that it fires whatever the clock does: the shim
+	 * never simulates CLOCK_TAI. */
+	struct timespec ts = { 0, 100000000 };
+
+	clock_nanosleep(CLOCK_TAI, 0, &ts, NULL);
+	pthread_kill(*(pthread_t *)arg, SIGUSR1);
+	return NULL;
+}
+
+static int cmd_eintr(void)
+{
+	struct sigaction sa;
+	struct timespec req = { 100, 0 }, rem = { 0, 0 };
+	pthread_t self = pthread_self(), th;
+	int r, e;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART; /* nanosleep ends with EINTR all the same */
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_create(&th, NULL, poke, &self);
+	r = nanosleep(&req, &rem);
+	e = errno;
+	pthread_join(th, NULL);
+	printf("rc %d errno %s rem %ld\n", r, e == EINTR ? "EINTR" : strerror(e), (long)rem.tv_sec);
+	return 0;
+}
+
+static volatile sig_atomic_t got_alarm;
+
+static void on_alarm(int s)
+{
+	(void)s;
+	got_alarm = 1;
+}
+
+static int cmd_alarm(void)
+{
+	signal(SIGALRM, on_alarm);
+	alarm(2);
+	while (!got_alarm)
+		pause();
+	printf("alarm\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "threads"))
+		return cmd_threads(atoi(argv[2]), atol(argv[3]));
+	if (argc == 2 && !strcmp(argv[1], "eintr"))
+		return cmd_eintr();
+	if (argc == 2 && !strcmp(argv[1], "alarm"))
+		return cmd_alarm();
+	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm\n");
+	return 2;
+}

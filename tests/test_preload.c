@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * End to end: programs nobody here wrote (coreutils date, sleep, timeout;
+ * Debian's python3) and a threaded libc-only probe, run under shmclock-run
+ * against a real shmclockd that the test pauses, scales and jumps.
+ *
+ * Durations asserted are behaviour, not speed: a 5 s sleep at scale 10
+ * must end long before 5 s and not before 0.5 s; bounds are wide so a
+ * loaded machine does not fail them.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include "daemon.h"
+
+TestSuite(preload, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
+
+#define PYTHON "/usr/bin/python3"
+
+static char out[16384], err[4096];
+
+static pid_t start(const char *name, const char *a, const char *b)
+{
+	char *args[] = { "-n", (char *)name, (char *)a, (char *)b, NULL };
+	pid_t d = daemon_start_v(args, NULL);
+
+	cr_assert_gt(d, 0, "shmclockd did not start");
+	return d;
+}
+
+/* argv for: shmclock-run -n NAME [opts...] -- cmd... (NULL-separated:
+ * options up to the first "--", which is passed on). */
+static int build(char **argv, const char *name, va_list ap)
+{
+	int n = 0;
+
+	argv[n++] = (char *)bin("SHMCLOCK_RUN");
+	argv[n++] = (char *)"-n";
+	argv[n++] = (char *)name;
+	for (const char *a; (a = va_arg(ap, const char *)) && n < 30;)
+		argv[n++] = (char *)a;
+	argv[n] = NULL;
+	return n;
+}
+
+/* Runs shmclock-run -n NAME ARGS... to the end; output in out / err. */
+static int run(const char *name, ...)
+{
+	char *argv[32];
+	va_list ap;
+
+	va_start(ap, name);
+	build(argv, name, ap);
+	va_end(ap);
+	return run_capture(argv, out, sizeof(out), err, sizeof(err));
+}
+
+/* As run(), in the background; its stdout goes to *fo (a temp file). */
+static pid_t spawn(int *fo, const char *name, ...)
+{
+	char *argv[32];
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, name);
+	build(argv, name, ap);
+	va_end(ap);
+	*fo = open(rt_dir, O_TMPFILE | O_RDWR, 0600);
+	cr_assert_geq(*fo, 0);
+	pid = test_fork();
+	if (pid == 0) {
+		dup2(*fo, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool exited_within(pid_t pid, int64_t ns, int *st)
+{
+	int64_t end = now_mono() + ns;
+	int s;
+
+	while (now_mono() < end) {
+		if (waitpid(pid, &s, WNOHANG) == pid) {
+			for (int i = 0; i < test_nchildren; i++)
+				if (test_children[i] == pid)
+					test_children[i] = 0;
+			*st = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+			return true;
+		}
+		sleep_ns(5000000);
+	}
+	return false;
+}
+
+static double secs_since(int64_t t0)
+{
+	return (double)(now_mono() - t0) / 1e9;
+}
+
+Test(preload, date_shows_the_simulated_world_and_only_the_clocks_asked_for)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--unix-zero=2024-01-01T00:00:00Z", "--start=100s");
+	long long v;
+
+	cr_assert_eq(run(name, "--", "date", "-u", "+%s", NULL), 0, "%s", err);
+	v = atoll(out);
+	/* 2024-01-01T00:01:40Z = 1704067300, plus the test's own time. */
+	cr_expect(v >= 1704067300 && v < 1704067330, "date said %s", out);
+	/* Only monotonic simulated: date shows the real world again. */
+	cr_assert_eq(run(name, "--clocks", "monotonic", "--", "date", "+%s", NULL), 0, "%s", err);
+	cr_expect_geq(atoll(out), (long long)time(NULL) - 5, "date said %s", out);
+	/* A jump shows at once. */
+	cr_assert_eq(ctl(name, "set", "2h", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(run(name, "--", "date", "-u", "+%H:%M", NULL), 0, "%s", err);
+	cr_expect_str_eq(out, "02:00\n");
+	daemon_stop(d);
+}
+
+Test(preload, sleep_runs_in_simulated_time_and_a_pause_holds_it)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--scale=10", NULL);
+	int64_t t0 = now_mono();
+	int fo, st;
+	pid_t p;
+
+	cr_assert_eq(run(name, "--", "sleep", "5", NULL), 0, "%s", err);
+	cr_expect(secs_since(t0) >= 0.45 && secs_since(t0) < 3.0,
+		  "sleep 5 at scale 10 took %.3f s", secs_since(t0));
+
+	/* Paused: the sleep does not end; resumed: it does. */
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	p = spawn(&fo, name, "--", "sleep", "1", NULL);
+	cr_expect_not(exited_within(p, 600000000, &st), "sleep ended while the clock was paused");
+	cr_assert_eq(ctl(name, "resume", NULL), 0, "%s", ctl_err);
+	cr_expect(exited_within(p, 3000000000LL, &st), "sleep did not end after resume");
+	cr_expect_eq(st, 0);
+	close(fo);
+	daemon_stop(d);
+}
+
+Test(preload, timeout_fires_in_simulated_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--scale=10", NULL);
+	int64_t t0 = now_mono();
+
+	/* coreutils timeout arms timer_create(CLOCK_REALTIME); its child
+	 * sleeps 100 s of simulated time. */
+	cr_expect_eq(run(name, "--", "timeout", "5", "sleep", "100", NULL), 124, "%s", err);
+	cr_expect(secs_since(t0) >= 0.45 && secs_since(t0) < 3.0,
+		  "timeout 5 at scale 10 fired after %.3f s", secs_since(t0));
+	daemon_stop(d);
+}
+
+Test(preload, python_time_follows_pause_scale_and_unix_zero)
+{
+	const char *name = test_clock_name();
+	pid_t d;
+	double t, busy, slept_t, slept_m;
+	int64_t t0;
+
+	if (access(PYTHON, X_OK)) {
+		/* .ci/setup installs Debian's python3; a bare machine may not. */
+		cr_skip_test("%s not installed", PYTHON);
+	}
+	d = start(name, "--unix-zero=2030-01-01T00:00:00Z", "--paused");
+	/* Paused: a busy loop sees no time pass on either clock. */
+	cr_assert_eq(run(name, "--", PYTHON, "-c",
+			 "import time\n"
+			 "a, m = time.time(), time.monotonic()\n"
+			 "x = sum(range(3000000))\n"
+			 "print(a, time.monotonic() - m)\n",
+			 NULL),
+		     0, "%s", err);
+	cr_assert_eq(sscanf(out, "%lf %lf", &t, &busy), 2, "%s", out);
+	cr_expect(t >= 1893456000.0 && t < 1893456060.0, "time.time() %f", t);
+	cr_expect_eq(busy, 0.0, "paused, yet monotonic moved by %f", busy);
+
+	cr_assert_eq(ctl(name, "scale", "10", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(ctl(name, "resume", NULL), 0, "%s", ctl_err);
+	t0 = now_mono();
+	cr_assert_eq(run(name, "--", PYTHON, "-c",
+			 "import time\n"
+			 "a, m = time.time(), time.monotonic()\n"
+			 "time.sleep(3)\n"
+			 "print(time.time() - a, time.monotonic() - m)\n",
+			 NULL),
+		     0, "%s", err);
+	cr_assert_eq(sscanf(out, "%lf %lf", &slept_t, &slept_m), 2, "%s", out);
+	cr_expect(slept_t >= 3.0 && slept_t < 4.0, "time.time() moved %f over sleep(3)", slept_t);
+	cr_expect(slept_m >= 3.0 && slept_m < 4.0, "monotonic moved %f over sleep(3)", slept_m);
+	cr_expect(secs_since(t0) < 2.5, "sleep(3) at scale 10 took %.3f s", secs_since(t0));
+	daemon_stop(d);
+}
+
+Test(preload, threads_and_fork_see_continuous_time_while_the_clock_changes)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--start=1000s", NULL);
+	unsigned long long reads, back;
+	long long first, last, child;
+	int fo, st;
+	pid_t p;
+	static const char *changes[][2] = {
+		{ "scale", "4" }, { "pause", NULL }, { "resume", NULL }, { "scale", "0.5" },
+		{ "pause", NULL }, { "scale", "8" }, { "resume", NULL }, { "scale", "1" },
+	};
+
+	/* 8 threads for 1.5 s of simulated time while the test changes it. */
+	p = spawn(&fo, name, "--", bin("PRELOAD_PROBE"), "threads", "8", "1500", NULL);
+	for (int round = 0; round < 3; round++) {
+		for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+			cr_assert_eq(ctl(name, changes[i][0], changes[i][1], NULL), 0, "%s", ctl_err);
+			sleep_ns(10000000);
+		}
+	}
+	cr_assert(exited_within(p, 20000000000LL, &st), "the probe did not finish");
+	cr_assert_eq(st, 0);
+	slurp(fo, out, sizeof(out));
+	cr_assert_eq(sscanf(out, "reads %llu backward %llu first %lld last %lld child %lld", &reads,
+			    &back, &first, &last, &child),
+		     5, "%s", out);
+	cr_expect_eq(back, 0, "%llu backward steps in %llu reads", back, reads);
+	cr_expect_gt(reads, 1000);
+	/* CLOCK_MONOTONIC was the simulation time, not the host's. */
+	cr_expect(first >= 1000000000000LL && first < 1010000000000LL, "first %lld", first);
+	cr_expect_geq(last - first, 1500000000LL);
+	cr_expect_eq(child, 0, "the forked child's clock");
+	daemon_stop(d);
+}
+
+Test(preload, a_signal_ends_a_sleep_with_EINTR_and_alarm_is_simulated)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--scale=4", NULL);
+	long rem;
+	int64_t t0;
+
+	cr_assert_eq(run(name, "--", bin("PRELOAD_PROBE"), "eintr", NULL), 0, "%s", err);
+	cr_assert_eq(sscanf(out, "rc -1 errno EINTR rem %ld", &rem), 1, "%s", out);
+	cr_expect(rem > 90 && rem < 100, "rem %ld", rem);
+	t0 = now_mono();
+	cr_assert_eq(run(name, "--", bin("PRELOAD_PROBE"), "alarm", NULL), 0, "%s", err);
+	cr_expect_str_eq(out, "alarm\n");
+	cr_expect(secs_since(t0) >= 0.45 && secs_since(t0) < 1.9, "alarm(2) at scale 4: %.3f s",
+		  secs_since(t0));
+	daemon_stop(d);
+}
+
+Test(preload, a_missing_clock_is_refused_or_falls_back_with_one_message)
+{
+	const char *name = test_clock_name();
+
+	cr_expect_eq(run(name, "--", "date", NULL), 1);
+	cr_expect(strstr(err, "no such clock") && strstr(err, "--fallback"), "%s", err);
+	cr_expect_eq(run(name, "--fallback", "--", "date", "+%s", NULL), 0);
+	cr_expect_geq(atoll(out), (long long)time(NULL) - 5, "real time expected: %s", out);
+	/* One message per process, however many threads read (and a forked
+	 * child inherits the decision). */
+	cr_expect_eq(run(name, "--fallback", "--", bin("PRELOAD_PROBE"), "threads", "4", "100", NULL),
+		     0);
+	{
+		int n = 0;
+
+		for (const char *p = err; (p = strstr(p, "using the real clocks")); p++)
+			n++;
+		cr_expect_eq(n, 1, "%s", err);
+	}
+	cr_expect_eq(run(name, "--fallback", "-q", "--", "date", NULL), 0);
+	cr_expect_str_eq(err, "");
+	cr_expect_eq(run(name, "--clocks", "sundial", "--", "date", NULL), 2);
+	cr_expect(strstr(err, "sundial"), "%s", err);
+	cr_expect_eq(run(name, NULL), 2);
+	cr_expect_eq(run(name, "--fallback", "--", "/no/such/program", NULL), 127);
+}
+
+Test(preload, a_stopped_writer_means_real_clocks_at_start)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, NULL, NULL);
+
+	/* SIGKILL: the segment stays, with no live writer. */
+	kill(d, SIGKILL);
+	test_wait(d);
+	cr_expect_eq(run(name, "--", "date", NULL), 1);
+	cr_expect(strstr(err, "writer is gone"), "%s", err);
+	cr_expect_eq(run(name, "--fallback", "--", "date", "+%s", NULL), 0);
+	cr_expect(strstr(err, "no live writer"), "%s", err);
+	cr_expect_geq(atoll(out), (long long)time(NULL) - 5);
+}
