@@ -718,14 +718,11 @@ static void rearm(struct sim_timer *t)
 /* Re-plans every armed timer on each change of the clock. */
 static void *helper_main(void *arg)
 {
-	const struct shmclock_seg *s = clk->seg;
-
 	(void)arg;
 	for (;;) {
-		/* Loaded before planning: a change after this load makes the
-		 * wait below return at once. Acquire pairs with the writer's
-		 * release increment after a commit. */
-		uint32_t w = atomic_load_explicit(&s->change_futex, memory_order_acquire);
+		/* Taken before planning: a change after this makes the wait
+		 * below return at once. */
+		uint32_t tok = shmclock_change_token(clk);
 		sigset_t old;
 
 		tlock_take(&old);
@@ -734,7 +731,7 @@ static void *helper_main(void *arg)
 				rearm(&timers[k]);
 		tlock_drop(&old);
 		/* A second at most: a periodic timer's count stays fresh. */
-		shmclock__futex_wait_until(&s->change_futex, w, real_mono() + NS);
+		shmclock_wait_change(clk, tok, shmclock_sec(1));
 	}
 	return NULL;
 }

@@ -241,6 +241,31 @@ Test(time, wait_started_times_out_then_returns)
 	shmclock_close(c);
 }
 
+Test(time, wait_change_returns_on_the_next_commit_of_another_process)
+{
+	const char *name = test_clock_name();
+	shmclock_t *c;
+	uint32_t tok;
+	int64_t t0;
+
+	remote_start(name, 0);
+	c = reader(name);
+	tok = shmclock_change_token(c);
+	cr_assert_eq(shmclock_wait_change(c, tok, shmclock_msec(30)), -ETIMEDOUT, "no commit yet");
+	t0 = now_mono();
+	remote_async(R_SCALE, 0, 2.0, 80 * MS);
+	cr_assert_eq(shmclock_wait_change(c, tok, shmclock_sec(5)), 0);
+	cr_expect_geq(now_mono() - t0, 70 * MS, "woke before the commit");
+	{
+		shmclock_info_t i;
+
+		cr_assert_eq(shmclock_info(c, &i), 0);
+		cr_expect_eq(i.scale, 2.0, "the change is visible once woken");
+	}
+	cr_assert_eq(shmclock_wait_change(c, tok, shmclock_msec(1)), 0, "an old token: at once");
+	shmclock_close(c);
+}
+
 /* ------------------------------------------------------------ jumps */
 
 struct jlog {

@@ -131,6 +131,30 @@ SHMCLOCK_EXPORT int shmclock_wait_started(shmclock_t *clk, shmclock_duration_t t
 	}
 }
 
+SHMCLOCK_EXPORT uint32_t shmclock_change_token(shmclock_t *clk)
+{
+	/* Acquire pairs with the writer's release increment in commit_end:
+	 * a reader that then sees this token's state sees the commit. */
+	return atomic_load_explicit(&clk->seg->change_futex, memory_order_acquire);
+}
+
+SHMCLOCK_EXPORT int shmclock_wait_change(shmclock_t *clk, uint32_t token,
+					 shmclock_duration_t timeout)
+{
+	const struct shmclock_seg *s = clk->seg;
+	int64_t deadline = deadline_of(timeout);
+
+	for (;;) {
+		/* Acquire: as in shmclock_change_token(). */
+		if (atomic_load_explicit(&s->change_futex, memory_order_acquire) != token)
+			return 0;
+		if (shmclock__mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		/* Returns at once if the word is no longer @token. */
+		shmclock__futex_wait_until(&s->change_futex, token, deadline);
+	}
+}
+
 SHMCLOCK_EXPORT int shmclock_open_wait(const char *name, unsigned flags,
 				       shmclock_duration_t timeout, shmclock_t **out)
 {

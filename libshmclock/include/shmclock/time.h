@@ -119,6 +119,22 @@ int shmclock_open_wait(const char *name, unsigned flags, shmclock_duration_t tim
 /* Wait until an open clock has a value (an external source's first one). */
 int shmclock_wait_started(shmclock_t *clk, shmclock_duration_t timeout);
 
+/*
+ * Change notification without polling: take a token, read what you need,
+ * then wait for the next change (any commit: a new value of a stepped
+ * source, a scale, a pause, a jump). Every process waiting is woken by the
+ * writer's commit (a futex on the read-only page).
+ *
+ *	uint32_t tok = shmclock_change_token(clk);
+ *	... shmclock_now(clk, &t) ...
+ *	shmclock_wait_change(clk, tok, SHMCLOCK_DURATION_INFINITE);
+ *
+ * Returns 0 once the clock has changed since @token was taken (at once if
+ * it already has), or -ETIMEDOUT after @timeout of real time.
+ */
+uint32_t shmclock_change_token(shmclock_t *clk);
+int shmclock_wait_change(shmclock_t *clk, uint32_t token, shmclock_duration_t timeout);
+
 /* ------------------------------------------------------------------ jumps */
 
 enum shmclock_jump_kind {
