@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* shmclock-bench: what the subcommands share. */
+#ifndef SHMCLOCK_BENCH_H
+#define SHMCLOCK_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include <shmclock/shmclock.h>
+#include <shmclock/writer.h>
+
+/* Options every subcommand accepts; each uses the ones that apply. */
+struct bench_opts {
+	bool quick;
+	const char *json;   /* --json FILE */
+	long samples;       /* 0: the subcommand's default */
+	int batch;          /* reads per timed batch */
+	double period_ms;   /* sleep: sleep length */
+	double duration_s;  /* propagate, daemon: seconds per run (0: default) */
+	int subscribers;    /* propagate */
+};
+
+/* A summary of a set of samples (sorted in place). */
+struct bench_stats {
+	double p50, p90, p99, p999, max;
+};
+
+int64_t bench_mono_ns(void);
+/* Sorts @v and summarises it. */
+struct bench_stats bench_summarise(double *v, long n);
+double bench_pct(const double *sorted, long n, double p);
+/* Adds {"p50":..,...} (scaled by @unit) to @obj. */
+void bench_json_stats(cJSON *obj, const struct bench_stats *s);
+/* The CDF of sorted @v as [[percentile, value], ...] for the plot. */
+cJSON *bench_json_cdf(const double *sorted, long n);
+/* The machine the figures come from. */
+cJSON *bench_machine(void);
+int bench_ncpu(void);
+
+/* A private clock at 0, scale 1, for one run; removed by bench_clock_close. */
+int bench_clock_open(char *name, size_t len, shmclock_writer_t **w, shmclock_t **clk);
+void bench_clock_close(const char *name, shmclock_writer_t *w, shmclock_t *clk);
+
+/* A file next to the running program (../DIR/FILE), else @fallback.
+ * $ENV overrides both. */
+const char *bench_find(const char *env, const char *dir, const char *file, const char *fallback,
+		       char *buf, size_t len);
+
+/* Shared memory for forked children (zeroed). */
+void *bench_shared(size_t n);
+
+/* Prints "name ... ratio" table rows. */
+void bench_row(const char *name, const struct bench_stats *s, double base_p50, double unit);
+void bench_header(const char *unit_note);
+
+/* Each subcommand: fills @out (its JSON object) and prints its table. */
+int bench_read(const struct bench_opts *o, cJSON *out);
+int bench_scale(const struct bench_opts *o, cJSON *out);
+int bench_propagate(const struct bench_opts *o, cJSON *out);
+int bench_sleep(const struct bench_opts *o, cJSON *out);
+int bench_daemon(const struct bench_opts *o, cJSON *out);
+int bench_plot(const char *json_path, const char *png_path);
+
+extern volatile int64_t bench_sink; /* keeps the reads alive */
+
+#endif

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/* shmclock-bench: statistics, JSON, the machine, private clocks. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+volatile int64_t bench_sink;
+
+int64_t bench_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double bench_pct(const double *sorted, long n, double p)
+{
+	long i = (long)(p / 100.0 * (double)(n - 1) + 0.5);
+
+	return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+struct bench_stats bench_summarise(double *v, long n)
+{
+	struct bench_stats s = { 0 };
+
+	if (n <= 0)
+		return s;
+	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	s.p50 = bench_pct(v, n, 50);
+	s.p90 = bench_pct(v, n, 90);
+	s.p99 = bench_pct(v, n, 99);
+	s.p999 = bench_pct(v, n, 99.9);
+	s.max = v[n - 1];
+	return s;
+}
+
+void bench_json_stats(cJSON *obj, const struct bench_stats *s)
+{
+	cJSON_AddNumberToObject(obj, "p50_ns", s->p50);
+	cJSON_AddNumberToObject(obj, "p90_ns", s->p90);
+	cJSON_AddNumberToObject(obj, "p99_ns", s->p99);
+	cJSON_AddNumberToObject(obj, "p999_ns", s->p999);
+	cJSON_AddNumberToObject(obj, "max_ns", s->max);
+}
+
+cJSON *bench_json_cdf(const double *sorted, long n)
+{
+	static const double tail[] = { 99.2, 99.4, 99.6, 99.8, 99.9, 99.95, 99.99, 100 };
+	cJSON *a = cJSON_CreateArray();
+
+	for (int p = 0; p <= 99; p++) {
+		double pt[2] = { p, bench_pct(sorted, n, p) };
+
+		cJSON_AddItemToArray(a, cJSON_CreateDoubleArray(pt, 2));
+	}
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++) {
+		double pt[2] = { tail[i], bench_pct(sorted, n, tail[i]) };
+
+		cJSON_AddItemToArray(a, cJSON_CreateDoubleArray(pt, 2));
+	}
+	return a;
+}
+
+int bench_ncpu(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+/* @s into @out, cut to fit. */
+static void copy_cut(char *out, size_t len, const char *s)
+{
+	size_t k = strlen(s);
+
+	if (k >= len)
+		k = len - 1;
+	memcpy(out, s, k);
+	out[k] = 0;
+}
+
+/* First line of @path starting with @key, value after the colon. */
+static void read_field(const char *path, const char *key, char *out, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+
+	snprintf(out, len, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *c = strchr(line, ':');
+
+		if (!key && line[0]) {
+			line[strcspn(line, "\n")] = 0;
+			copy_cut(out, len, line);
+			break;
+		}
+		if (key && c && !strncmp(line, key, strlen(key))) {
+			c++;
+			while (*c == ' ' || *c == '\t')
+				c++;
+			c[strcspn(c, "\n")] = 0;
+			copy_cut(out, len, c);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+cJSON *bench_machine(void)
+{
+	cJSON *m = cJSON_CreateObject();
+	struct utsname u;
+	char buf[256];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	read_field("/proc/cpuinfo", "model name", buf, sizeof(buf));
+	cJSON_AddStringToObject(m, "cpu", buf);
+	cJSON_AddNumberToObject(m, "cpus", bench_ncpu());
+	if (uname(&u) == 0)
+		cJSON_AddStringToObject(m, "kernel", u.release);
+	read_field("/sys/devices/system/clocksource/clocksource0/current_clocksource", NULL, buf,
+		   sizeof(buf));
+	cJSON_AddStringToObject(m, "clocksource", buf);
+	gmtime_r(&now, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cJSON_AddStringToObject(m, "date", buf);
+	cJSON_AddStringToObject(m, "shmclock", shmclock_version());
+	return m;
+}
+
+int bench_clock_open(char *name, size_t len, shmclock_writer_t **w, shmclock_t **clk)
+{
+	static int seq;
+	int r;
+
+	snprintf(name, len, "bench-%d-%d", (int)getpid(), seq++);
+	r = shmclock_writer_open(name, w);
+	if (r == 0)
+		r = shmclock_writer_set_time(*w, 0);
+	if (r == 0)
+		r = shmclock_open(name, clk);
+	if (r)
+		fprintf(stderr, "shmclock-bench: clock %s: %s\n", name, shmclock_strerror(r));
+	return r;
+}
+
+void bench_clock_close(const char *name, shmclock_writer_t *w, shmclock_t *clk)
+{
+	shmclock_close(clk);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+}
+
+const char *bench_find(const char *env, const char *dir, const char *file, const char *fallback,
+		       char *buf, size_t len)
+{
+	const char *e = env ? getenv(env) : NULL;
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (e && *e)
+		return e;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = 0;
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			if ((size_t)snprintf(buf, len, "%s/../%s/%s", self, dir, file) < len &&
+			    access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	return fallback;
+}
+
+void *bench_shared(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "shmclock-bench: mmap %zu bytes: %s\n", n, strerror(errno));
+		exit(1);
+	}
+	return p;
+}
+
+void bench_header(const char *unit_note)
+{
+	printf("  %-40s %9s %9s %9s %9s %10s   (%s)\n", "contender", "p50", "p99", "p99.9", "max",
+	       "p50 ratio", unit_note);
+}
+
+void bench_row(const char *name, const struct bench_stats *s, double base_p50, double unit)
+{
+	printf("  %-40s %9.2f %9.2f %9.2f %9.1f %9.3fx\n", name, s->p50 / unit, s->p99 / unit,
+	       s->p999 / unit, s->max / unit, base_p50 > 0 ? s->p50 / base_p50 : 0);
+}

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon: shmclockd's CPU share and resident memory while it serves a
+ * clock, at PublishHz 100 and 10000. The baseline is a process that only
+ * sleeps (`sleep`, from coreutils), measured the same way in the same run:
+ * what any process costs on this machine.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+struct usage {
+	double cpu_s;  /* utime + stime */
+	long rss_kib;  /* VmRSS */
+	long anon_kib; /* RssAnon */
+};
+
+/* CPU time of every thread of @pid, in seconds: the first field of each
+ * task's schedstat is its time on a CPU in ns (clock ticks in /proc/PID/stat
+ * are 10 ms, too coarse for a process that sleeps 99.9% of the time). */
+static bool proc_cpu(pid_t pid, double *cpu_s)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *e;
+	unsigned long long sum = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while ((e = readdir(d))) {
+		char p[320];
+		unsigned long long ns;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		f = fopen(p, "r");
+		if (f) {
+			if (fscanf(f, "%llu", &ns) == 1)
+				sum += ns;
+			fclose(f);
+		}
+	}
+	closedir(d);
+	*cpu_s = (double)sum / 1e9;
+	return true;
+}
+
+static bool proc_usage(pid_t pid, struct usage *u)
+{
+	char path[64], buf[256];
+	FILE *f;
+
+	if (!proc_cpu(pid, &u->cpu_s))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	u->rss_kib = u->anon_kib = 0;
+	while (fgets(buf, sizeof(buf), f)) {
+		sscanf(buf, "VmRSS: %ld", &u->rss_kib);
+		sscanf(buf, "RssAnon: %ld", &u->anon_kib);
+	}
+	fclose(f);
+	return true;
+}
+
+/* Starts argv; with @notify, waits for READY=1 on a pipe (5 s). */
+static pid_t start(char **argv, bool notify)
+{
+	int p[2] = { -1, -1 };
+	char fdarg[32];
+	pid_t pid;
+
+	if (notify) {
+		if (pipe(p) < 0)
+			return -1;
+		snprintf(fdarg, sizeof(fdarg), "--notify-fd=%d", p[1]);
+		for (int i = 0; argv[i]; i++)
+			if (!strcmp(argv[i], "--notify-fd"))
+				argv[i] = fdarg;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (notify)
+			close(p[0]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "shmclock-bench: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (notify) {
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		char buf[16] = { 0 };
+
+		close(p[1]);
+		if (pid < 0 || poll(&pf, 1, 5000) != 1 || read(p[0], buf, sizeof(buf) - 1) <= 0 ||
+		    strncmp(buf, "READY=1", 7)) {
+			close(p[0]);
+			if (pid > 0) {
+				kill(pid, SIGKILL);
+				waitpid(pid, NULL, 0);
+			}
+			return -1;
+		}
+		close(p[0]);
+	}
+	return pid;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* CPU fraction of one core over @secs after a warm-up, and memory at the
+ * end. */
+static bool measure(pid_t pid, double secs, double *cpu, struct usage *end)
+{
+	struct usage a;
+	int64_t t0, t1;
+
+	sleep_s(0.3);
+	t0 = bench_mono_ns();
+	if (!proc_usage(pid, &a))
+		return false;
+	sleep_s(secs);
+	t1 = bench_mono_ns();
+	if (!proc_usage(pid, end))
+		return false;
+	*cpu = (end->cpu_s - a.cpu_s) / ((double)(t1 - t0) / 1e9);
+	return true;
+}
+
+int bench_daemon(const struct bench_opts *o, cJSON *out)
+{
+	static const char *hz[] = { "100", "10000" };
+	double secs = o->duration_s > 0 ? o->duration_s : o->quick ? 1.0 : 10.0;
+	char path[4096], rt[64], name[64], sleep_arg[32];
+	cJSON *results = cJSON_AddArrayToObject(out, "results");
+	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", "shmclockd", path,
+					sizeof(path));
+	struct usage base_u, u;
+	double base_cpu, cpu;
+	pid_t pid;
+
+	snprintf(rt, sizeof(rt), "/tmp/shmclock-bench-%d", (int)getpid());
+	if (mkdir(rt, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "shmclock-bench: %s: %s\n", rt, strerror(errno));
+		return 1;
+	}
+	setenv("SHMCLOCK_RUNTIME_DIR", rt, 1);
+	cJSON_AddNumberToObject(out, "seconds", secs);
+	cJSON_AddStringToObject(out, "shmclockd", daemon);
+	printf("daemon: shmclockd's CPU share of one core and memory over %.3g s%s\n", secs,
+	       o->quick ? " (quick)" : "");
+	printf("  %-30s %12s %12s %12s\n", "process", "CPU", "VmRSS", "RssAnon");
+
+	snprintf(sleep_arg, sizeof(sleep_arg), "%d", (int)secs + 5);
+	{
+		char *argv[] = { "sleep", sleep_arg, NULL };
+
+		pid = start(argv, false);
+		if (pid < 0 || !measure(pid, secs, &base_cpu, &base_u)) {
+			fprintf(stderr, "shmclock-bench: could not measure the baseline\n");
+			return 1;
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		printf("  %-30s %10.3f %% %8ld KiB %8ld KiB\n", "baseline: sleep", base_cpu * 100,
+		       base_u.rss_kib, base_u.anon_kib);
+	}
+	for (size_t i = 0; i < sizeof(hz) / sizeof(hz[0]); i++) {
+		char *argv[] = { (char *)daemon, "--notify-fd", "-n", name, "--hz", (char *)hz[i],
+				 "--remove-on-exit", "--log-level=warn", NULL };
+		char label[64];
+		cJSON *j = cJSON_CreateObject();
+
+		snprintf(name, sizeof(name), "bench-daemon-%d-%zu", (int)getpid(), i);
+		pid = start(argv, true);
+		if (pid < 0) {
+			fprintf(stderr, "shmclock-bench: %s did not start (set SHMCLOCKD)\n", daemon);
+			rmdir(rt);
+			return 1;
+		}
+		if (!measure(pid, secs, &cpu, &u)) {
+			fprintf(stderr, "shmclock-bench: shmclockd exited while measured\n");
+			return 1;
+		}
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+		snprintf(label, sizeof(label), "shmclockd PublishHz %s", hz[i]);
+		printf("  %-30s %10.3f %% %8ld KiB %8ld KiB\n", label, cpu * 100, u.rss_kib,
+		       u.anon_kib);
+		cJSON_AddStringToObject(j, "name", label);
+		cJSON_AddNumberToObject(j, "hz", atof(hz[i]));
+		cJSON_AddNumberToObject(j, "cpu_fraction", cpu);
+		cJSON_AddNumberToObject(j, "rss_kib", (double)u.rss_kib);
+		cJSON_AddNumberToObject(j, "rss_anon_kib", (double)u.anon_kib);
+		cJSON_AddItemToArray(results, j);
+		if (i == 0) {
+			printf("  %-58s %8.3f %%  target < 0.5 %%  %s\n", "  CPU at 100 Hz", cpu * 100,
+			       cpu < 0.005 ? "met" : "NOT MET");
+			printf("  %-58s %8.2f MiB target < 4 MiB  %s\n", "  resident memory at 100 Hz",
+			       (double)u.rss_kib / 1024, u.rss_kib < 4096 ? "met" : "NOT MET");
+		}
+	}
+	cJSON_AddNumberToObject(out, "baseline_cpu_fraction", base_cpu);
+	cJSON_AddNumberToObject(out, "baseline_rss_kib", (double)base_u.rss_kib);
+	rmdir(rt);
+	return 0;
+}

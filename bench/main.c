@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclock-bench: measure shmclock against its baselines in the same run.
+ * Each subcommand prints a table with the ratio to its baseline; --json
+ * writes the same figures for machines; `plot` turns that JSON into a PNG.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: shmclock-bench COMMAND [options]\n"
+	      "       shmclock-bench plot RESULTS.json OUT.png\n"
+	      "\n"
+	      "commands (each against its baseline, measured in the same run):\n"
+	      "  read       cost of one read: clock_gettime, shmclock_now, the preload shim,\n"
+	      "             libfaketime, an AWSIM-style mutex source; idle, on every core,\n"
+	      "             and with the writer committing 1k/10k/100k changes per second\n"
+	      "  scale      per-read cost with 1..32 reader processes and threads at once\n"
+	      "  propagate  commit-to-reader latency vs a Unix datagram per subscriber;\n"
+	      "             staleness and subscriber CPU with ticks at 100 Hz and 1 kHz\n"
+	      "  sleep      wake-up lateness: shmclock_sleep_until vs clock_nanosleep\n"
+	      "  daemon     shmclockd's CPU share and resident memory at 100 and 10000 Hz\n"
+	      "  all        all of the above, one JSON document\n"
+	      "  plot       read-latency CDFs of every contender on one chart (gnuplot)\n"
+	      "\n"
+	      "options:\n"
+	      "  -q, --quick          a run of seconds, for CI (default: a few minutes in all)\n"
+	      "  -j, --json FILE      also write the figures as JSON ('-': stdout, tables then\n"
+	      "                       go to stderr)\n"
+	      "  -s, --samples N      batches (read, scale) or sleeps (sleep) per contender\n"
+	      "  -b, --batch N        reads per timed batch (default 50)\n"
+	      "  -p, --period MS      sleep: sleep length (default 2)\n"
+	      "  -d, --duration S     propagate, daemon: seconds per measured run\n"
+	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
+	      "  -h, --help           this help\n",
+	      f);
+}
+
+static const struct {
+	const char *name;
+	int (*run)(const struct bench_opts *, cJSON *);
+} cmds[] = {
+	{ "read", bench_read },
+	{ "scale", bench_scale },
+	{ "propagate", bench_propagate },
+	{ "sleep", bench_sleep },
+	{ "daemon", bench_daemon },
+};
+
+static bool parse_num(const char *opt, const char *arg, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (end == arg || *end || !(v >= lo) || v > hi) {
+		fprintf(stderr, "shmclock-bench: %s takes a number in [%g, %g], not '%s'\n", opt, lo,
+			hi, arg);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+static int parse(int argc, char **argv, struct bench_opts *o)
+{
+	static const struct option opts[] = {
+		{ "quick", no_argument, NULL, 'q' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "samples", required_argument, NULL, 's' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "period", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "subscribers", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	double v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+			o->quick = true;
+			break;
+		case 'j':
+			o->json = optarg;
+			break;
+		case 's':
+			if (!parse_num("--samples", optarg, 10, 1e8, &v))
+				return 2;
+			o->samples = (long)v;
+			break;
+		case 'b':
+			if (!parse_num("--batch", optarg, 1, 1e6, &v))
+				return 2;
+			o->batch = (int)v;
+			break;
+		case 'p':
+			if (!parse_num("--period", optarg, 0.001, 1000, &o->period_ms))
+				return 2;
+			break;
+		case 'd':
+			if (!parse_num("--duration", optarg, 0.1, 3600, &o->duration_s))
+				return 2;
+			break;
+		case 'S':
+			if (!parse_num("--subscribers", optarg, 1, 64, &v))
+				return 2;
+			o->subscribers = (int)v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "shmclock-bench: unexpected argument '%s' (try --help)\n",
+			argv[optind]);
+		return 2;
+	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = { 0 };
+	cJSON *doc, *benches = NULL;
+	FILE *jf = NULL;
+	int r, first = -1, last = -1;
+
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "plot")) {
+		if (argc != 4) {
+			fprintf(stderr, "usage: shmclock-bench plot RESULTS.json OUT.png\n");
+			return 2;
+		}
+		return bench_plot(argv[2], argv[3]);
+	}
+	for (int i = 0; i < (int)(sizeof(cmds) / sizeof(cmds[0])); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			first = last = i;
+	if (!strcmp(argv[1], "all")) {
+		first = 0;
+		last = (int)(sizeof(cmds) / sizeof(cmds[0])) - 1;
+	}
+	if (first < 0) {
+		fprintf(stderr, "shmclock-bench: unknown command '%s' (try --help)\n", argv[1]);
+		return 2;
+	}
+	r = parse(argc - 1, argv + 1, &o);
+	if (r >= 0)
+		return r;
+
+	if (o.json) {
+		if (!strcmp(o.json, "-")) {
+			/* JSON owns stdout; the tables move to stderr. */
+			int fd = dup(1);
+
+			jf = fd >= 0 ? fdopen(fd, "w") : NULL;
+			if (jf)
+				dup2(2, 1);
+		} else {
+			jf = fopen(o.json, "w");
+		}
+		if (!jf) {
+			fprintf(stderr, "shmclock-bench: %s: %s\n", o.json, strerror(errno));
+			return 1;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	doc = cJSON_CreateObject();
+	cJSON_AddItemToObject(doc, "machine", bench_machine());
+	cJSON_AddBoolToObject(doc, "quick", o.quick);
+	if (first != last)
+		benches = cJSON_AddArrayToObject(doc, "benches");
+	r = 0;
+	for (int i = first; i <= last && r == 0; i++) {
+		cJSON *b = benches ? cJSON_CreateObject() : doc;
+
+		cJSON_AddStringToObject(b, "bench", cmds[i].name);
+		if (benches) {
+			cJSON_AddItemToArray(benches, b);
+			printf("\n");
+		}
+		r = cmds[i].run(&o, b);
+	}
+	if (jf) {
+		char *s = cJSON_Print(doc);
+
+		if (!s || fputs(s, jf) < 0 || fputc('\n', jf) < 0 || fclose(jf)) {
+			fprintf(stderr, "shmclock-bench: writing %s failed\n", o.json);
+			r = r ? r : 1;
+		}
+		free(s);
+	}
+	cJSON_Delete(doc);
+	return r;
+}
