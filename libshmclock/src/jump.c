@@ -101,9 +101,15 @@ static void run_callbacks(struct shmclock *clk, const shmclock_jump_t *j, bool b
 	struct shmclock_jump_reg *r;
 
 	urcu_bp_read_lock();
-	cds_list_for_each_entry_rcu(r, &clk->regs, node)
+	cds_list_for_each_entry_rcu(r, &clk->regs, node) {
+		/* What rcu_dereference orders, for TSan (pairs with add). */
+		shmclock__tsan_acquire(r);
 		if (wants(&r->th, j))
 			r->cb(j, before, r->user);
+		/* This reader is done with r before the grace period ends
+		 * (pairs with the acquire after synchronize in remove). */
+		shmclock__tsan_release(r);
+	}
 	urcu_bp_read_unlock();
 }
 
@@ -173,6 +179,9 @@ SHMCLOCK_EXPORT int shmclock_jump_callback_add(shmclock_t *clk, shmclock_jump_th
 	r->user = user;
 	pthread_mutex_lock(&clk->reg_lock);
 	r->id = clk->next_id++;
+	/* For TSan: the release that rcu_assign_pointer is (pairs with the
+	 * acquire in run_callbacks). */
+	shmclock__tsan_release(r);
 	/* Publishes the initialised entry (rcu_assign_pointer inside). */
 	cds_list_add_tail_rcu(&r->node, &clk->regs);
 	pthread_mutex_unlock(&clk->reg_lock);
@@ -209,6 +218,9 @@ SHMCLOCK_EXPORT int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id)
 	urcu_bp_synchronize_rcu();
 	while (dead) {
 		r = dead->next_dead;
+		/* For TSan: the grace period has ordered every reader's use
+		 * of the entry before this free (pairs with run_callbacks). */
+		shmclock__tsan_acquire(dead);
 		free(dead);
 		dead = r;
 	}
