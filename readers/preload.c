@@ -53,6 +53,7 @@
 #include <shmclock/time.h>
 
 #include "clock.h" /* the handle (jumps_off) and the internal sleep flag */
+#include "clocks.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define NS 1000000000LL
@@ -60,11 +61,7 @@
 #define SLICE_NS 20000000LL
 #define MAX_TIMERS 64
 
-/* Clock groups: bit per clockid (all of Linux's static ids are < 16). */
-#define G_REALTIME ((1u << CLOCK_REALTIME) | (1u << CLOCK_REALTIME_COARSE))
-#define G_MONOTONIC \
-	((1u << CLOCK_MONOTONIC) | (1u << CLOCK_MONOTONIC_RAW) | (1u << CLOCK_MONOTONIC_COARSE))
-#define G_BOOTTIME ((1u << CLOCK_BOOTTIME) | (1u << CLOCK_BOOTTIME_ALARM))
+#define G_REALTIME SHMCLOCK_G_REALTIME
 
 enum { ST_UNINIT, ST_INIT, ST_SIM, ST_REAL };
 
@@ -161,34 +158,6 @@ static void resolve_all(void)
 		shmclock__gettime = r_clock_gettime;
 }
 
-static unsigned parse_clocks(const char *s)
-{
-	unsigned m = 0;
-
-	if (!s || !*s || !strcmp(s, "all"))
-		return G_REALTIME | G_MONOTONIC | G_BOOTTIME;
-	if (!strcmp(s, "none"))
-		return 0;
-	while (*s) {
-		size_t n = strcspn(s, ",");
-
-		if (n == 8 && !strncmp(s, "realtime", n))
-			m |= G_REALTIME;
-		else if (n == 9 && !strncmp(s, "monotonic", n))
-			m |= G_MONOTONIC;
-		else if (n == 8 && !strncmp(s, "boottime", n))
-			m |= G_BOOTTIME;
-		else if (n) {
-			char bad[32];
-
-			snprintf(bad, sizeof(bad), "%.*s", (int)(n < 31 ? n : 31), s);
-			say("shmclock-preload: SHMCLOCK_CLOCKS: unknown clock '%s' ignored\n", bad);
-		}
-		s += n + (s[n] == ',');
-	}
-	return m;
-}
-
 static void child_after_fork(void);
 
 static int do_init(void)
@@ -202,7 +171,14 @@ static int do_init(void)
 	resolve_all();
 	if (!name || !*name)
 		name = "default";
-	sim_mask = parse_clocks(getenv("SHMCLOCK_CLOCKS"));
+	{
+		const char *bad = NULL;
+		size_t badlen = 0;
+
+		if (shmclock_parse_clocks(getenv("SHMCLOCK_CLOCKS"), &sim_mask, &bad, &badlen))
+			say("shmclock-preload: SHMCLOCK_CLOCKS: unknown clock '%.*s' ignored\n",
+			    (int)(badlen < 31 ? badlen : 31), bad);
+	}
 	if (!sim_mask)
 		return ST_REAL;
 	r = shmclock_open(name, &clk);

@@ -12,6 +12,7 @@
 #include <shmclock/time.h>
 
 #include "cli.h"
+#include "clocks.h"
 
 #define PROG "shmclock-run"
 
@@ -41,22 +42,6 @@ static void usage(FILE *f)
 	      "could not be run. Not caught: static binaries, raw system calls, Go\n"
 	      "programs (they bypass libc); set-user-ID programs ignore LD_PRELOAD.\n",
 	      f);
-}
-
-static bool valid_clocks(const char *s)
-{
-	if (!strcmp(s, "all") || !strcmp(s, "none"))
-		return true;
-	while (*s) {
-		size_t n = strcspn(s, ",");
-
-		if (!((n == 8 && !strncmp(s, "realtime", n)) ||
-		      (n == 9 && !strncmp(s, "monotonic", n)) ||
-		      (n == 8 && !strncmp(s, "boottime", n))))
-			return false;
-		s += n + (s[n] == ',');
-	}
-	return true;
 }
 
 /* $SHMCLOCK_PRELOAD, else next to this program (a build tree), else the
@@ -96,7 +81,9 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *name = NULL, *clocks = "all", *shim, *old;
+	const char *name = NULL, *clocks = "all", *shim, *old, *bad = NULL;
+	unsigned mask;
+	size_t badlen = 0;
 	shmclock_duration_t wait = { 0 };
 	bool fallback = false, quiet = false;
 	char shimbuf[PATH_MAX], *preload;
@@ -111,7 +98,7 @@ int main(int argc, char **argv)
 			break;
 		case 'c':
 			clocks = optarg;
-			if (!valid_clocks(clocks)) {
+			if (shmclock_parse_clocks(clocks, &mask, &bad, &badlen)) {
 				fprintf(stderr, PROG ": --clocks '%s': use realtime, monotonic, "
 						"boottime (comma-separated), all or none\n",
 					clocks);
