@@ -32,7 +32,7 @@ int64_t bench_mono_ns(void);
 /* Sorts @v and summarises it. */
 struct bench_stats bench_summarise(double *v, long n);
 double bench_pct(const double *sorted, long n, double p);
-/* Adds {"p50":..,...} (scaled by @unit) to @obj. */
+/* Adds {"p50_ns":..,...} to @obj. */
 void bench_json_stats(cJSON *obj, const struct bench_stats *s);
 /* The CDF of sorted @v as [[percentile, value], ...] for the plot. */
 cJSON *bench_json_cdf(const double *sorted, long n);
