@@ -74,13 +74,14 @@ static int line_of_key(const struct ctx *x, const char *key)
 __attribute__((format(printf, 3, 4)))
 static int key_error(const struct ctx *x, const char *key, const char *fmt, ...)
 {
-	char msg[CONFIG_ERR_MAX];
+	char msg[CONFIG_ERR_MAX], k[64];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	snprintf(x->err, x->errlen, "%s:%d: %s: %s", x->what, line_of_key(x, key), key, msg);
+	snprintf(x->err, x->errlen, "%s:%d: %s: %s", x->what, line_of_key(x, key),
+		 text_quote(key, k, sizeof(k)), msg);
 	return -EINVAL;
 }
 
@@ -89,9 +90,8 @@ static const char *shown(const cJSON *v, char *buf, size_t n)
 {
 	char *s = cJSON_PrintUnformatted(v);
 
-	snprintf(buf, n, "%s", s ? s : "?");
-	if (strlen(buf) > 40)
-		strcpy(buf + 37, "...");
+	/* cJSON escapes most control characters, but not DEL. */
+	text_quote(s ? s : "?", buf, n);
 	free(s);
 	return buf;
 }
@@ -132,7 +132,8 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 		if (!c->source)
 			return why ? key_error(x, k, "%s", why)
 				   : key_error(x, k, "unknown source \"%s\"; expected one of %s",
-					       v->valuestring, source_names());
+					       text_quote(v->valuestring, b, sizeof(b)),
+					       source_names());
 	} else if (!strcmp(k, "TimeScale")) {
 		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > 0) ||
 		    v->valuedouble < 1e-6 || v->valuedouble > 1e6)
@@ -199,8 +200,9 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 
 		if (cJSON_IsString(v))
 			g = getgrnam(v->valuestring);
-		else if (cJSON_IsNumber(v) && v->valuedouble >= 0)
-			g = getgrgid((gid_t)v->valuedouble);
+		else if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 4294967295.0 &&
+			 v->valuedouble == floor(v->valuedouble))
+			g = getgrgid((gid_t)v->valuedouble); /* (gid_t)-1 means "no group" */
 		if (!g)
 			return key_error(x, k, "expected an existing group name or gid, got %s",
 					 shown(v, b, sizeof(b)));

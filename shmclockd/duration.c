@@ -23,6 +23,30 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	return code;
 }
 
+char *text_quote(const char *s, char *buf, size_t len)
+{
+	size_t o = 0, shown = 0;
+
+	if (!len)
+		return buf;
+	for (; *s && o + 8 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (shown == 40) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (ch < 0x20 || ch == 0x7f)
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
+		else
+			buf[o++] = (char)ch;
+		shown++;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
 static const char *skip_space(const char *p)
 {
 	while (isspace((unsigned char)*p))
@@ -44,14 +68,17 @@ int duration_parse(const char *s, int64_t *ns, char *err, size_t errlen)
 	int neg = 0, digits = 0;
 	size_t u;
 
+	char q[64];
+
 	if (!s)
 		return fail(err, errlen, -EINVAL, "missing value%s", "");
+	text_quote(s, q, sizeof(q));
 	p = skip_space(s);
 	if (*p == '-' || *p == '+')
 		neg = *p++ == '-';
 	for (; isdigit((unsigned char)*p); p++, digits++) {
 		if (whole > (UINT64_MAX - 9) / 10)
-			return fail(err, errlen, -ERANGE, "'%s' is too large", s);
+			return fail(err, errlen, -ERANGE, "'%s' is too large", q);
 		whole = whole * 10 + (uint64_t)(*p - '0');
 	}
 	if (*p == '.') {
@@ -64,7 +91,7 @@ int duration_parse(const char *s, int64_t *ns, char *err, size_t errlen)
 	}
 	if (!digits)
 		return fail(err, errlen, -EINVAL,
-			    "'%s' is not a duration (expected e.g. 1.5s, 250ms, 100us, 42ns or seconds)", s);
+			    "'%s' is not a duration (expected e.g. 1.5s, 250ms, 100us, 42ns or seconds)", q);
 	for (u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
 		size_t n = strlen(units[u].suffix);
 
@@ -73,14 +100,14 @@ int duration_parse(const char *s, int64_t *ns, char *err, size_t errlen)
 	}
 	if (u == sizeof(units) / sizeof(units[0]))
 		return fail(err, errlen, -EINVAL,
-			    "'%s' has an unknown unit (use ns, us, ms, s, m or h)", s);
+			    "'%s' has an unknown unit (use ns, us, ms, s, m or h)", q);
 	{
 		__extension__ typedef unsigned __int128 u128;
 		u128 total = (u128)whole * (uint64_t)units[u].mult +
 			     (u128)frac * (uint64_t)units[u].mult / frac_div;
 
 		if (total > (u128)INT64_MAX)
-			return fail(err, errlen, -ERANGE, "'%s' is out of range (at most ~292 years)", s);
+			return fail(err, errlen, -ERANGE, "'%s' is out of range (at most ~292 years)", q);
 		*ns = neg ? -(int64_t)total : (int64_t)total;
 	}
 	return 0;
@@ -145,21 +172,31 @@ static int iso_parse(const char *s, int64_t *ns)
 	t = timegm(&tm);
 	if (tm.tm_mday != D) /* timegm normalised 31 Feb into March */
 		return -EINVAL;
-	*ns = (int64_t)t * 1000000000 + frac;
+	/* int64 ns reach from 1677 to 2262; four-digit years go further. */
+	if (__builtin_mul_overflow((int64_t)t, (int64_t)1000000000, ns) ||
+	    __builtin_add_overflow(*ns, frac, ns))
+		return -ERANGE;
 	return 0;
 }
 
 int time_parse(const char *s, int64_t *ns, char *err, size_t errlen)
 {
 	const char *p = s ? skip_space(s) : NULL;
+	char q[64];
 
 	/* A date starts with four digits and a dash. */
 	if (p && strlen(p) >= 5 && isdigit((unsigned char)p[0]) && isdigit((unsigned char)p[3]) &&
 	    p[4] == '-') {
-		if (iso_parse(p, ns) == 0)
+		int r = iso_parse(p, ns);
+
+		if (r == 0)
 			return 0;
+		text_quote(s, q, sizeof(q));
+		if (r == -ERANGE)
+			return fail(err, errlen, r,
+				    "'%s' is out of range (UNIX ns from 1677 to 2262)", q);
 		return fail(err, errlen, -EINVAL,
-			    "'%s' is not an ISO-8601 UTC date (expected e.g. 2026-11-22T14:00:00Z)", s);
+			    "'%s' is not an ISO-8601 UTC date (expected e.g. 2026-11-22T14:00:00Z)", q);
 	}
 	return duration_parse(s, ns, err, errlen);
 }

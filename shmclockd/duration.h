@@ -21,6 +21,13 @@ int duration_parse(const char *s, int64_t *ns, char *err, size_t errlen);
  */
 int time_parse(const char *s, int64_t *ns, char *err, size_t errlen);
 
+/*
+ * Text from outside (a config value, a request, an argument) as it may
+ * appear in a one-line error: control characters as \xNN, cut to at most
+ * 40 bytes with "..." after. Returns buf.
+ */
+char *text_quote(const char *s, char *buf, size_t len);
+
 /* "12.345678901s" style, always with 9 decimals. Returns buf. */
 char *duration_format(int64_t ns, char *buf, size_t len);
 

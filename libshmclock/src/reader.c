@@ -410,7 +410,15 @@ void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_par
 	info->writer_pid = atomic_load_explicit(&s->writer_pid, memory_order_relaxed);
 	info->writer_generation = atomic_load_explicit(&s->writer_generation, memory_order_relaxed);
 	info->writer_start_unix_ns = atomic_load_explicit(&s->writer_start_unix_ns, memory_order_relaxed);
-	info->heartbeat_age_ns = hb ? mono - hb : -1;
+	/* hb comes from the segment: any value, so no signed overflow. */
+	if (!hb)
+		info->heartbeat_age_ns = -1;
+	else if (hb > mono)
+		info->heartbeat_age_ns = 0;
+	else if ((uint64_t)mono - (uint64_t)hb > (uint64_t)INT64_MAX)
+		info->heartbeat_age_ns = INT64_MAX;
+	else
+		info->heartbeat_age_ns = (int64_t)((uint64_t)mono - (uint64_t)hb);
 	info->commits = atomic_load_explicit(&s->commits, memory_order_relaxed);
 }
 

@@ -64,7 +64,7 @@ static int64_t mono_for(const struct shmclock_params *p, int64_t target)
 		return p->mono_base;
 	/* eval = sim_base + floor(dm * mult / 2^32) >= target
 	 *   <=> dm >= ceil((target - sim_base) * 2^32 / mult) */
-	need = (u128)(uint64_t)(target - p->sim_base) << 32;
+	need = (u128)((uint64_t)target - (uint64_t)p->sim_base) << 32; /* > 0, may pass INT64_MAX */
 	dm = (need + p->mult - 1) / p->mult;
 	if (dm > (u128)(INT64_MAX - (p->mono_base > 0 ? p->mono_base : 0)))
 		return INT64_MAX;

@@ -58,7 +58,8 @@ static inline int64_t shmclock_static_eval(int64_t mono_base, int64_t sim_base, 
 
 	if (mono <= mono_base || mult == 0)
 		return sim_base;
-	p = ((u128)(uint64_t)(mono - mono_base) * mult) >> 32;
+	/* mono > mono_base: the difference fits in uint64_t, not always in int64_t. */
+	p = ((u128)((uint64_t)mono - (uint64_t)mono_base) * mult) >> 32;
 	if (p > (u128)INT64_MAX)
 		return INT64_MAX;
 	d = (int64_t)p;
@@ -72,7 +73,8 @@ int shmclock_now(struct shmclock *clk, int64_t *sim_ns);
 /* The protocol and its ordering argument: the library's src/reader.c. */
 static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
 {
-	const struct shmclock_record *r = (const struct shmclock_record *)
+	/* Through void *: the record line is 64-byte aligned in the mapping. */
+	const struct shmclock_record *r = (const struct shmclock_record *)(const void *)
 		(*(const unsigned char *const *)(const void *)clk + SHMCLOCK_RECORD_OFFSET);
 	struct timespec ts;
 	const _Atomic uint64_t *seen_key = (const _Atomic uint64_t *)(const void *)
