@@ -4,12 +4,20 @@
  *
  * Read protocol (a seqlock with a backup copy for a writer that died):
  *
- *   s1 = seq (acquire)                 odd: the writer is mid-update -> slow path
- *   params, writer_lock (relaxed)      all on the record cache line
- *   mono = clock_gettime(MONOTONIC)    vDSO, no system call
- *   fence (acquire)
- *   s2 = seq (relaxed)                 s1 != s2: retry
- *   value = eval(params, mono)
+ *   s1 = seq (acquire)                 odd: the writer is mid-update -> slow path  R1
+ *   mono = clock_gettime(MONOTONIC)    vDSO, no system call                      R2
+ *   params (relaxed)                   all on the record cache line              R3
+ *   writer_lock (relaxed)              tells the caller the writer is gone       R4
+ *   fence (acquire)                                                              R5
+ *   s2 = seq (relaxed)                 s1 != s2: retry                           R5
+ *   value = eval(params, mono)                                                   R6
+ *
+ * Slow path with a dead writer (wait_writer): writer_lock shows OWNER_DIED
+ * (S1), backup loads (S2), mono = clock (S3), fence (acquire) and seq still
+ * s1 (S4), else retry.
+ *
+ * R1..R6 and S1..S4 are the reader's steps in the Promela model next to
+ * this file (seqlock.pml); spin checks it in CI (tests/spin_check.sh).
  *
  * Why time cannot go backwards across readers: the writer makes seq odd,
  * executes a full fence and only then reads the clock to anchor the new
@@ -205,9 +213,18 @@ SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
  * after a short spin we yield, then sleep on the change futex.
  *
  * Returns 0 when seq has moved on (the caller retries the fast path), 1 with
- * *p filled from the backup (the writer is dead), or -EAGAIN.
+ * *p filled from the backup and *mono read while that backup was the
+ * committed state (the writer is dead), or -EAGAIN.
+ *
+ * The clock reading belongs inside the window the seq re-check closes, as
+ * on the fast path. Taken after the re-check (as this code once did), a
+ * reader stalled there could evaluate the dead writer's function at a time
+ * past the next writer's anchor after that writer had paused the clock,
+ * and return more than a later read: backwards time. The model
+ * (seqlock.pml) found it; its mutant MUTANT_CLOCK_AFTER_RECHECK keeps it.
  */
-static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclock_params *p)
+static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclock_params *p,
+		       int64_t *mono)
 {
 	int64_t start = 0, now, slice = SLEEP_SLICE_MIN_NS;
 	int spins = 0;
@@ -216,11 +233,18 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 		uint32_t lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 		uint32_t cur, change;
 
+		/* Model step S1: the lock word. */
 		if (!shmclock__writer_alive(lock)) {
+			/* S2: the backup loads. */
 			shmclock__load_backup(s, p);
-			/* Pairs with the release fence before the writer's odd store
-			 * (writer.c, commit_begin): the backup we loaded is the one
-			 * completed before seq became `odd`, if seq is still `odd`. */
+			/* S3: the clock reading, before the re-check. */
+			*mono = shmclock__mono_ns();
+			/* S4. Pairs with the release fences before the writer's odd
+			 * store (writer.c, commit_begin, W1) and before its backup
+			 * stores (commit_end W6, recover V5): the backup we loaded is
+			 * the one completed before seq became `odd`, and no writer
+			 * has anchored a newer function before our clock reading, if
+			 * seq is still `odd`. */
 			atomic_thread_fence(memory_order_acquire);
 			if (atomic_load_explicit(&s->seq, memory_order_relaxed) == odd)
 				return 1;
@@ -269,11 +293,10 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 		int r;
 
 		if (s1 & 1) {
-			r = wait_writer(s, s1, p);
+			r = wait_writer(s, s1, p, mono);
 			if (r < 0)
 				return r;
 			if (r == 1) {
-				*mono = shmclock__mono_ns();
 				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 				return -ESTALE;
 			}
@@ -282,7 +305,10 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 		shmclock__load_record(s, p);
 		*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 		*mono = shmclock__mono_ns();
-		/* Pairs with the writer's fence after its odd store (commit_begin):
+		/* R5 (this path reads the clock after the record; the model
+		 * checks now_fast's order, the argument at the top of this file
+		 * covers both: the reading lies inside the window). Pairs
+		 * with the writer's fence after its odd store (commit_begin, W2):
 		 * if any load above saw a new value, the re-read sees seq moved. */
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
@@ -335,7 +361,8 @@ static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, 
 	int64_t mono_base, sim_base, mono, unix_zero = 0;
 	uint64_t mult, epoch;
 
-	/* Pairs with the release store of the even seq in commit_end. */
+	/* Model step R1. Pairs with the release store of the even seq in
+	 * commit_end (W5) and recover (V3). */
 	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
 	if (__builtin_expect(s1 & 1, 0))
 		return now_checked(clk, sim_ns, uz);
@@ -345,7 +372,8 @@ static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, 
 	 * still inside the window the two seq loads bracket, which is all the
 	 * protocol asks of it.
 	 */
-	mono = shmclock__mono_ns();
+	mono = shmclock__mono_ns(); /* R2 */
+	/* R3 */
 	flags = atomic_load_explicit(&s->flags, memory_order_relaxed);
 	mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
 	sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
@@ -353,9 +381,9 @@ static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, 
 	epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
 	if (uz)
 		unix_zero = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
-	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
-	/* Pairs with the writer's full fence after its odd store
-	 * (commit_begin). Orders the loads above and the clock reading before
+	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed); /* R4 */
+	/* R5. Pairs with the writer's full fence after its odd store
+	 * (commit_begin, W2). Orders the loads above and the clock reading before
 	 * the re-read of seq; see the diagram at the top. */
 	atomic_thread_fence(memory_order_acquire);
 	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
@@ -368,7 +396,7 @@ static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, 
 		return now_checked(clk, sim_ns, uz);
 	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
 		return -ENODATA;
-	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono);
+	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono); /* R6 */
 	if (uz)
 		*uz = (flags & SHMCLOCK_F_UNIX_ZERO) ? unix_zero : 0;
 	return __builtin_expect(shmclock__writer_alive(lock), 1) ? 0 : -ESTALE;

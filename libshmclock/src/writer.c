@@ -9,18 +9,20 @@
  * so readers learn that the writer is gone without a system call.
  *
  * Commit protocol (see reader.c for the read side and the argument why time
- * cannot go backwards across readers):
+ * cannot go backwards across readers). The steps W1..W6 and V1..V5 are the
+ * steps of the Promela model next to this file (seqlock.pml), which spin
+ * checks in CI (tests/spin_check.sh) with the writer killed at any step:
  *
- *   commit_begin:  fence (release)          backup complete before seq odd
- *                  seq = odd (relaxed)
- *                  fence (seq_cst)          seq odd before the clock reading
- *                  mono = clock             the anchor
- *                  cur = eval(old, mono)    the time every reader agrees on
+ *   commit_begin:  fence (release)          backup complete before seq odd  W1
+ *                  seq = odd (relaxed)                                      W1
+ *                  fence (seq_cst)          seq odd before the clock reading W2
+ *                  mono = clock             the anchor                      W2
+ *                  cur = eval(old, mono)    the time every reader agrees on W3
  *   (caller)       new params anchored at (mono, cur)
- *   commit_end:    record stores (relaxed)
- *                  seq = even (release)
- *                  fence (release)          seq even before backup stores
- *                  backup stores (relaxed)
+ *   commit_end:    record stores (relaxed)                                  W4
+ *                  seq = even (release)                                     W5
+ *                  fence (release)          seq even before backup stores   W6
+ *                  backup stores (relaxed)                                  W6
  *                  change_futex++ ; FUTEX_WAKE
  *
  * A writer killed at any instruction leaves either seq even with a good
@@ -133,18 +135,23 @@ static void store_record(struct shmclock_seg *s, const struct shmclock_params *p
 static void recover(struct shmclock_writer *w)
 {
 	struct shmclock_seg *s = w->seg;
+	/* Model step V1. Pairs with the release fences of the dead writer
+	 * (W1, W5): what it stored before seq reached this value is visible. */
 	uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
 
 	if (seq & 1) {
+		/* V2: the backup is the last committed state. */
 		shmclock__load_backup(s, &w->p);
 		store_record(s, &w->p);
 		seq++;
-		/* Pairs with the readers' acquire load of seq (as in commit_end). */
+		/* V3. Pairs with the readers' acquire load of seq (as in commit_end). */
 		atomic_store_explicit(&s->seq, seq, memory_order_release);
 	} else {
+		/* V4: the record is. */
 		shmclock__load_record(s, &w->p);
 	}
-	/* Pairs with the readers' acquire fence after loading the backup. */
+	/* V5. Pairs with the readers' acquire fence after loading the backup
+	 * (reader.c, wait_writer, S4). */
 	atomic_thread_fence(memory_order_release);
 	store_backup(s, &w->p);
 	w->seq = seq;
@@ -304,16 +311,18 @@ static void commit_begin(struct shmclock_writer *w)
 	if (atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed) &
 	    SHMCLOCK_LOCK_OWNER_DIED)
 		take_mutex(s);
-	/* Pairs with the reader's acquire fence after loading the backup
-	 * (reader.c, wait_writer): the backup is complete before seq is odd. */
+	/* Model step W1. Pairs with the reader's acquire fence after loading
+	 * the backup (reader.c, wait_writer, S4): the backup is complete before
+	 * seq is odd. */
 	atomic_thread_fence(memory_order_release);
 	atomic_store_explicit(&s->seq, ++w->seq, memory_order_relaxed);
-	/* Pairs with the reader's acquire fence before its seq re-read
-	 * (reader.c, shmclock_now). Full fence: the odd store must be visible
+	/* W2. Pairs with the reader's acquire fence before its seq re-read
+	 * (reader.c, now_fast, R5). Full fence: the odd store must be visible
 	 * before we read the clock for the anchor (store -> clock ordering, so
 	 * release is not enough), and before any record store. */
 	atomic_thread_fence(memory_order_seq_cst);
 	w->anchor_mono = shmclock__mono_ns();
+	/* W3 */
 	w->anchor_sim = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, w->anchor_mono);
 }
 
@@ -321,11 +330,14 @@ static void commit_end(struct shmclock_writer *w)
 {
 	struct shmclock_seg *s = w->seg;
 
+	/* Model step W4. */
 	store_record(s, &w->p);
-	/* Pairs with the reader's acquire load of seq (shmclock_now). */
+	/* W5. Pairs with the reader's acquire load of seq (reader.c, now_fast,
+	 * R1). */
 	atomic_store_explicit(&s->seq, ++w->seq, memory_order_release);
-	/* Pairs with the reader's acquire fence in wait_writer: a reader that
-	 * sees any new backup value also sees seq past the odd value. */
+	/* W6. Pairs with the reader's acquire fence in wait_writer (S4): a
+	 * reader that sees any new backup value also sees seq past the odd
+	 * value. */
 	atomic_thread_fence(memory_order_release);
 	store_backup(s, &w->p);
 	atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);

@@ -1,0 +1,245 @@
+/*
+ * SPDX-License-Identifier: MIT
+ *
+ * A Promela model of the segment protocol: the writer's commit (writer.c,
+ * commit_begin / commit_end), a writer killed at any step and the next
+ * writer's recovery from the backup line (writer.c, recover), and readers on
+ * the fast path (reader.c, now_fast) and on the dead-writer path (reader.c,
+ * wait_writer and shmclock__snapshot). tests/spin_check.sh runs it with spin
+ * in CI, together with mutants that must fail.
+ *
+ * Checked, in every interleaving:
+ *   - no torn state: every parameter set a reader evaluates was committed
+ *     as a whole (the ghost history hist_* holds each commit's fields);
+ *   - time never goes backwards across readers: a read that starts after
+ *     another read has returned gets (jump epoch, value) no smaller, in
+ *     lexicographic order (a jump starts a new epoch and may go back).
+ *
+ * Spin explores interleavings under sequential consistency. The C code gets
+ * the same orders from the fences each step names (W1..W6, V1..V5,
+ * R1..R6, S1..S4); each fence in the C code names the step here. The
+ * clock is a shared counter that each reading may advance or not: readings
+ * never go backwards and may repeat, as CLOCK_MONOTONIC across CPUs (time
+ * that passes while nobody looks is not observable).
+ *
+ * The fields of a line are stored (and loaded) in two halves, each one
+ * step: {mono_base, sim_base} then {mult, jump_epoch, gen}. Loads and stores
+ * go in the same order, so what a reader can get from a line being written
+ * is old fields then new ones, or new then old: two halves give both mixes,
+ * and finer steps would add interleavings but no new outcome.
+ * Time function: timefn(p, m) = sb + (m - mb) * mult for m > mb, else sb.
+ */
+
+#ifndef MAXC
+#define MAXC 3        /* commits in the whole run */
+#endif
+#ifndef MAXKILLS
+#define MAXKILLS 1    /* writers SIGKILLed */
+#endif
+#ifndef READS
+#define READS 1       /* reads per reader */
+#endif
+#ifndef NREADERS
+#define NREADERS 2    /* reader processes */
+#endif
+#ifndef MAXMONO
+#define MAXMONO 3     /* ticks of the clock */
+#endif
+#define NGEN (MAXC + 1)
+
+byte mono;                              /* CLOCK_MONOTONIC */
+byte seq;                               /* odd while a writer updates */
+bit alive = 1;                          /* writer_lock: TID set, OWNER_DIED clear */
+
+/* record line and backup line: mono_base, sim_base, mult, jump_epoch, and
+ * the ghost field gen naming the commit the values came from. */
+byte r_mb, r_sb, r_mult = 1, r_ep, r_gen;
+byte b_mb, b_sb, b_mult = 1, b_ep, b_gen;
+
+/* ghost: what commit g stored (commit 0 is the initial state) */
+byte hist_mb[NGEN], hist_sb[NGEN], hist_mult[NGEN], hist_ep[NGEN];
+
+/* ghost: the largest (epoch, value) any read has returned */
+byte last_ep, last_v;
+
+inline timefn(mb, sb, mult, m, out) {
+	if
+	:: m > mb -> out = sb + (m - mb) * mult
+	:: else -> out = sb
+	fi
+}
+
+/* Kill the writer here (at most MAXKILLS times in a run). */
+#define KILLPOINT if :: kills < MAXKILLS -> goto died :: true -> skip fi
+
+/* A clock reading: the clock may have ticked since the last one, or not. */
+inline clock(out) {
+	atomic {
+		if
+		:: mono < MAXMONO -> mono++
+		:: true -> skip
+		fi;
+		out = mono
+	}
+}
+
+proctype Writer() {
+	byte kills, ncommits, mw, cur;
+	byte p_mb, p_sb, p_mult = 1, p_ep, p_gen;  /* the writer's own copy (w->p) */
+
+	goto commits;                    /* the first writer made the segment */
+
+died:
+	/* The kernel's robust-futex exit handling sets OWNER_DIED. */
+	kills++;
+	alive = 0;
+	/* The next writer takes the flock and the robust mutex. */
+	alive = 1;
+	/* recover(): V1 acquire load of seq */
+	if
+	:: seq % 2 == 1 ->
+		/* V2: the backup is the last committed state; copy it to the record */
+		p_mb = b_mb; p_sb = b_sb; p_mult = b_mult; p_ep = b_ep; p_gen = b_gen;
+		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_gen = p_gen }; KILLPOINT;
+		/* V3: release store of the even seq */
+		seq++; KILLPOINT
+	:: else ->
+		/* V4: the record is the last committed state */
+		p_mb = r_mb; p_sb = r_sb; p_mult = r_mult; p_ep = r_ep; p_gen = r_gen
+	fi;
+	/* V5: release fence, then the backup stores */
+	d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
+	d_step { b_mult = p_mult; b_ep = p_ep; b_gen = p_gen }; KILLPOINT;
+
+commits:
+	do
+	:: ncommits < MAXC ->
+		ncommits++;
+#ifdef MUTANT_ANCHOR_BEFORE_ODD
+		clock(mw);                   /* wrong: the anchor before seq is odd */
+#endif
+		/* W1: release fence (backup complete), then seq odd */
+		seq++; KILLPOINT;
+#ifndef MUTANT_ANCHOR_BEFORE_ODD
+		/* W2: seq_cst fence, then the clock reading that anchors the change */
+		clock(mw); KILLPOINT;
+#endif
+		/* W3: the time every reader agrees on at mw */
+		timefn(p_mb, p_sb, p_mult, mw, cur);
+		/* The change (forward jumps and scale 1 add no new behaviour). */
+		p_mb = mw;
+		p_sb = cur;
+		if
+		:: p_mult = 0                        /* pause */
+		:: p_mult = 2                        /* scale 2 (or resume) */
+		:: cur > 0 -> p_sb = cur - 1; p_ep++ /* jump back */
+		fi;
+		p_gen = ncommits;
+		d_step {
+			hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
+			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep
+		}
+		/* W4: the record stores (relaxed) */
+		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_gen = p_gen }; KILLPOINT;
+		/* W5: release store of the even seq */
+		seq++; KILLPOINT;
+		/* W6: release fence, then the backup stores */
+		d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
+		d_step { b_mult = p_mult; b_ep = p_ep; b_gen = p_gen }; KILLPOINT
+	:: else -> break
+	od
+}
+
+proctype Reader() {
+	byte n, s1, s2, m, mb, sb, mult, ep, gen, v, seen_ep, seen_v;
+
+	do
+	:: n < READS ->
+		n++;
+		/* ghost: what had been returned when this read started */
+		d_step { seen_ep = last_ep; seen_v = last_v }
+retry:
+		/* R1: acquire load of seq, and R2: the clock reading. One step: a
+		 * writer step between the two either changes seq (the reader then
+		 * retries at R5) or stores the backup (which this path ignores). */
+		atomic {
+			s1 = seq;
+			if
+			:: s1 % 2 == 1 -> goto slow
+			:: else -> clock(m)
+			fi
+		}
+		/* R3: the record loads (relaxed) */
+		d_step { mb = r_mb; sb = r_sb };
+		d_step { mult = r_mult; ep = r_ep; gen = r_gen };
+		/* R4: the lock word (only tells the caller the writer is gone) */
+		/* R5: acquire fence, then re-read seq */
+		s2 = seq;
+#ifndef MUTANT_NO_RECHECK
+		if
+		:: s2 != s1 -> goto retry
+		:: else -> skip
+		fi;
+#endif
+		goto done;
+slow:
+		/* S1: the lock word (relaxed) */
+		if
+		:: alive == 0 ->
+			/* S2: the backup loads (relaxed) */
+			d_step { mb = b_mb; sb = b_sb };
+			d_step { mult = b_mult; ep = b_ep; gen = b_gen };
+#ifndef MUTANT_CLOCK_AFTER_RECHECK
+			/* S3: the clock reading, inside the window S4 closes */
+			clock(m);
+#endif
+			/* S4: acquire fence, then: is seq still the odd value we saw? */
+#ifndef MUTANT_NO_BACKUP_RECHECK
+			if
+			:: seq != s1 -> goto retry
+			:: else -> skip
+			fi;
+#endif
+#ifdef MUTANT_CLOCK_AFTER_RECHECK
+			clock(m);                    /* wrong: the bug this model found */
+#endif
+			goto done
+		:: else ->
+			/* a live writer mid-update: spin until seq moves */
+			if
+			:: seq != s1 -> goto retry
+			:: else -> goto slow
+			fi
+		fi;
+done:
+		/* R6: evaluate, and check */
+		timefn(mb, sb, mult, m, v);
+		d_step {
+			assert(mb == hist_mb[gen] && sb == hist_sb[gen] &&
+			       mult == hist_mult[gen] && ep == hist_ep[gen]);   /* not torn */
+			assert(ep > seen_ep || (ep == seen_ep && v >= seen_v)); /* not backwards */
+			if
+			:: ep > last_ep || (ep == last_ep && v > last_v) -> last_ep = ep; last_v = v
+			:: else -> skip
+			fi;
+			/* forget this read: fewer distinct states */
+			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; gen = 0; v = 0;
+			seen_ep = 0; seen_v = 0
+		}
+	:: else -> break
+	od
+}
+
+init {
+	/* commit 0: the state the segment starts from (mb 0, sb 0, mult 1) */
+	hist_mult[0] = 1;
+	atomic {
+		byte i;
+		run Writer();
+		for (i : 1 .. NREADERS) {
+			run Reader()
+		}
+	}
+}

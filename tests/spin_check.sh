@@ -1,0 +1,98 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Checks the protocol model (libshmclock/src/seqlock.pml) with spin: the
+# model must hold in every configuration below (no torn state, no backward
+# time across readers, writers killed at any step), and each mutant, a
+# model with one ordering of the C code broken on purpose, must fail, so a
+# model too weak to notice anything cannot pass.
+#
+# usage: spin_check.sh MODEL [quick]    (quick: the smallest configurations)
+# Exit 77 (skip) when spin or a C compiler is missing.
+
+set -u
+model=${1:?usage: spin_check.sh MODEL [quick]}
+quick=${2:-}
+cc=${CC:-cc}
+
+command -v spin >/dev/null 2>&1 || { echo "skip: spin not installed (apt-get install spin)"; exit 77; }
+command -v "$cc" >/dev/null 2>&1 || { echo "skip: no C compiler ($cc) for spin's verifier"; exit 77; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/shmclock-spin.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT INT TERM
+cp "$model" "$dir/seqlock.pml" || exit 1
+cd "$dir" || exit 1
+
+failed=0
+
+# verify WANT CONFIG...: WANT is "holds" or "fails".
+verify() {
+	want=$1
+	shift
+	rm -f pan pan.* ./*.trail
+	if ! spin -a "$@" seqlock.pml >spin.log 2>&1; then
+		echo "not ok: spin -a $* (model does not compile)"
+		cat spin.log
+		failed=1
+		return
+	fi
+	if ! "$cc" -O2 -DSAFETY -DCOLLAPSE -w -o pan pan.c >cc.log 2>&1; then
+		echo "not ok: cc pan.c for $*"
+		cat cc.log
+		failed=1
+		return
+	fi
+	start=$(date +%s)
+	./pan -m1000000 >pan.log 2>&1
+	secs=$(($(date +%s) - start))
+	errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' pan.log | head -n 1)
+	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.log | head -n 1)
+	if [ -z "$errors" ]; then
+		echo "not ok: pan did not finish for $*"
+		tail -n 20 pan.log
+		failed=1
+		return
+	fi
+	if grep -q "max search depth too small" pan.log; then
+		echo "not ok: search depth too small for $* (raise -m)"
+		failed=1
+		return
+	fi
+	case $want in
+	holds)
+		if [ "$errors" = 0 ]; then
+			echo "ok: holds    $* ($states states, ${secs}s)"
+		else
+			echo "not ok: the model fails for $*:"
+			grep -m 3 "assertion violated\|pan:1:" pan.log
+			spin -t -p "$@" seqlock.pml 2>/dev/null | tail -n 40
+			failed=1
+		fi ;;
+	fails)
+		if [ "$errors" != 0 ]; then
+			if grep -q "assertion violated.*hist_mb" pan.log; then
+				what="a torn state"
+			else
+				what="time going backwards"
+			fi
+			echo "ok: fails    $* (spin finds $what)"
+		else
+			echo "not ok: the mutant $* passes: the model cannot see that mistake"
+			failed=1
+		fi ;;
+	esac
+}
+
+# One reader reading twice: two commits and a kill, the mutants.
+small="-DNREADERS=1 -DREADS=2 -DMAXC=2 -DMAXKILLS=1"
+verify holds $small
+for m in ANCHOR_BEFORE_ODD NO_RECHECK NO_BACKUP_RECHECK CLOCK_AFTER_RECHECK; do
+	verify fails $small -DMUTANT_$m
+done
+if [ "$quick" != quick ]; then
+	# Two readers (one read each) across a commit and a kill.
+	verify holds -DNREADERS=2 -DREADS=1 -DMAXC=1 -DMAXKILLS=1
+	# Two readers across two commits, no kill.
+	verify holds -DNREADERS=2 -DREADS=1 -DMAXC=2 -DMAXKILLS=0
+fi
+exit $failed
