@@ -269,6 +269,26 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 		if (mkdir(dir, cfg->has_group ? 0750 : 0700) == 0 && cfg->has_group &&
 		    chown(dir, (uid_t)-1, cfg->group) < 0)
 			log_msg(LOG_WARN, "chown %s: %s", dir, strerror(errno));
+		/* Somebody who can write the directory can swap our socket for
+		 * theirs: it must be ours (or root's), and writable by nobody
+		 * else unless sticky (as /tmp). Catches a /tmp/shmclock-UID
+		 * planted by another user before we first ran. */
+		if (stat(dir, &st) < 0) {
+			snprintf(err, errlen, "control socket directory %s: %s", dir, strerror(errno));
+			return -errno;
+		}
+		const char *why = !S_ISDIR(st.st_mode) ? "is not a directory"
+				  : st.st_uid != geteuid() && st.st_uid != 0 ? "belongs to another user"
+				  : (st.st_mode & 022) && !(st.st_mode & S_ISVTX) ? "is writable by others"
+				  : NULL;
+
+		if (why) {
+			snprintf(err, errlen,
+				 "control socket directory %s %s (uid %u, mode %04o): refusing to put "
+				 "the socket there (remove it, or set --socket)",
+				 dir, why, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			return -EPERM;
+		}
 	}
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -241,6 +242,16 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 }
 
 /* A fresh clock, or a continued one after a restart: time does not jump. */
+/* The owner of the clock's segment file, -1 if it cannot be seen. */
+static int segment_owner(const char *name)
+{
+	char path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
+}
+
 static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c, bool reset)
 {
 	const struct source_ops *s = c->source;
@@ -375,6 +386,12 @@ int main(int argc, char **argv)
 				cfg.name, (int)in.writer_pid);
 		else
 			fprintf(stderr, "shmclockd: clock '%s' is already served by another writer\n", cfg.name);
+		return 1;
+	}
+	if (r == -EPERM) {
+		fprintf(stderr, "shmclockd: /dev/shm/shmclock.%s belongs to another user (uid %d), not to uid %u: "
+			"refusing to use a segment someone else can write; remove it or run as its owner\n",
+			cfg.name, segment_owner(cfg.name), (unsigned)geteuid());
 		return 1;
 	}
 	if (r) {

@@ -550,7 +550,7 @@ Test(daemon, ctl_errors_are_one_line_and_nonzero)
 Test(daemon, other_users_are_refused_by_peer_credentials)
 {
 	const char *name = test_clock_name();
-	int *result = shared_alloc(sizeof(int) * 2);
+	int *result = shared_alloc(sizeof(int) * 3);
 	char sock[100];
 	pid_t d, c;
 
@@ -581,6 +581,17 @@ Test(daemon, other_users_are_refused_by_peer_credentials)
 		read_reply(fd, reply, sizeof(reply));
 		result[0] = strstr(reply, "permission denied") != NULL;
 		result[1] = strstr(reply, "\"ok\":true") != NULL;
+		/* Refused control, but reading time works for this uid. */
+		{
+			shmclock_t *r;
+			int64_t t1 = 0, t2 = 0;
+
+			if (shmclock_open(name, &r) == 0 && shmclock_now(r, &t1) == 0) {
+				sleep_ns(2000000);
+				result[2] = shmclock_now(r, &t2) == 0 && t2 > t1;
+				shmclock_close(r);
+			}
+		}
 		_exit(0);
 	}
 	{
@@ -590,6 +601,7 @@ Test(daemon, other_users_are_refused_by_peer_credentials)
 	}
 	cr_assert(result[0], "another uid was not refused");
 	cr_assert_not(result[1]);
+	cr_assert(result[2], "uid 65534 could not read running time");
 	{
 		shmclock_t *r = open_reader(name);
 
@@ -597,4 +609,92 @@ Test(daemon, other_users_are_refused_by_peer_credentials)
 		shmclock_close(r);
 	}
 	daemon_stop(d);
+}
+
+/* Runs shmclockd on `name` expecting a refusal; returns its stderr. */
+static const char *expect_refusal(const char *name, const char *needle)
+{
+	static char err[2048];
+	char out[256];
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "--log-level=warn", "--",
+			 "true", NULL };
+	int st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+
+	cr_expect_neq(st, 0, "shmclockd started: %s", err);
+	cr_expect(strstr(err, needle), "expected '%s' in: %s", needle, err);
+	cr_expect_eq(strchr(err, '\n'), err + strlen(err) - 1, "one line: %s", err);
+	return err;
+}
+
+Test(daemon, planted_socket_files_links_and_open_directories_are_refused)
+{
+	const char *name = test_clock_name();
+	char sock[256], target[300], dir[300], buf[64] = { 0 };
+	struct stat st;
+	int fd;
+
+	socket_path(sock, sizeof(sock), name);
+	/* A regular file where the socket goes: refused, left as it was. */
+	write_file(sock, "precious");
+	expect_refusal(name, "not a socket");
+	fd = open(sock, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	slurp(fd, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "precious", "the planted file was clobbered");
+	unlink(sock);
+
+	/* A symlink there: not followed, the target not created. */
+	snprintf(target, sizeof(target), "%s/target", rt_dir);
+	cr_assert_eq(symlink(target, sock), 0);
+	expect_refusal(name, "not a socket");
+	cr_expect_neq(lstat(target, &st), 0, "the daemon created the link's target");
+	cr_expect_eq(lstat(sock, &st), 0);
+	cr_expect(S_ISLNK(st.st_mode), "the link was replaced");
+	unlink(sock);
+
+	/* A runtime directory others can write (a planted /tmp/shmclock-UID). */
+	snprintf(dir, sizeof(dir), "%s/open", rt_dir);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	chmod(dir, 0777);
+	setenv("SHMCLOCK_RUNTIME_DIR", dir, 1);
+	expect_refusal(name, "writable by others");
+	/* Sticky (as /tmp itself) is fine: others cannot remove our socket. */
+	chmod(dir, 01777);
+	{
+		pid_t d = must_start(name, NULL);
+
+		cr_assert_eq(daemon_stop(d), 0);
+	}
+	/* Owned by another user: refused. */
+	if (geteuid() == 0) {
+		chmod(dir, 0755);
+		cr_assert_eq(chown(dir, 65534, 65534), 0);
+		expect_refusal(name, "belongs to another user");
+	}
+	setenv("SHMCLOCK_RUNTIME_DIR", rt_dir, 1);
+	rmdir(dir);
+}
+
+Test(daemon, a_segment_planted_by_another_user_is_refused)
+{
+	const char *name = test_clock_name();
+	char path[128];
+	int fd;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to give a file to another user");
+	/* A valid segment (made by a writer), handed to uid 65534. */
+	{
+		shmclock_writer_t *w;
+
+		cr_assert_eq(shmclock_writer_open(name, &w), 0);
+		cr_assert_eq(shmclock_writer_set_time(w, 7), 0);
+		shmclock_writer_close(w);
+	}
+	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fchown(fd, 65534, 65534), 0);
+	close(fd);
+	expect_refusal(name, "belongs to another user");
 }

@@ -154,6 +154,34 @@ Test(segment, symlinks_and_directories_are_refused_not_followed)
 	rmdir(path);
 }
 
+Test(segment, a_valid_segment_planted_by_another_user_is_refused_by_the_writer)
+{
+	uint8_t buf[SHMCLOCK_SEG_SIZE], after[SHMCLOCK_SEG_SIZE];
+	shmclock_writer_t *w = NULL;
+	char path[128];
+	int fd;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to give a file to another user");
+	valid_bytes(buf);
+	const char *name = plant(buf, sizeof(buf));
+	path_of(path, sizeof(path), name);
+	/* World-writable too: the planter keeps a way to change time. */
+	cr_assert_eq(chown(path, 65534, 65534), 0);
+	cr_assert_eq(chmod(path, 0666), 0);
+	cr_expect_eq(shmclock_writer_open(name, &w), -EPERM);
+	cr_expect_null(w);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(read(fd, after, sizeof(after)), (ssize_t)sizeof(after));
+	close(fd);
+	cr_expect_eq(memcmp(after, buf, sizeof(buf)), 0, "the writer touched a file not its own");
+	/* Control case: the same bytes owned by us are taken over. */
+	cr_assert_eq(chown(path, 0, 0), 0);
+	cr_expect_eq(shmclock_writer_open(name, &w), 0);
+	shmclock_writer_close(w);
+}
+
 static sigjmp_buf fault_jmp;
 
 static void on_fault(int sig)

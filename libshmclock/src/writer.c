@@ -214,6 +214,10 @@ static int attach_segment(int fd, struct shmclock_writer *w)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || st.st_size != SHMCLOCK_SEG_SIZE)
 		return -EPROTO;
+	/* Planted by another user in the world-writable /dev/shm: that user
+	 * could write it (or chmod it so) and change time under us. */
+	if (st.st_uid != geteuid())
+		return -EPERM;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? -EBUSY : -errno;
 	s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -40,8 +40,13 @@ typedef struct shmclock_writer shmclock_writer_t;
  * jump. The new clock is uninitialized until the first set_time() or
  * advance(): readers get -ENODATA.
  *
+ * An existing segment must belong to the caller's effective uid: /dev/shm
+ * is writable by everyone, and a segment planted there by another user
+ * (who could then change time through it) is refused, not used.
+ *
  * Return: 0; -EINVAL bad name; -EBUSY another live writer holds it;
  * -EPROTO the existing file is not a shmclock segment (it is left alone);
+ * -EPERM the existing segment belongs to another user (left alone);
  * -EACCES; -ENOMEM.
  */
 int shmclock_writer_open(const char *name, shmclock_writer_t **out);
