@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <cjson/cJSON.h>
 
@@ -49,6 +50,12 @@ void bench_clock_close(const char *name, shmclock_writer_t *w, shmclock_t *clk);
 const char *bench_find(const char *env, const char *dir, const char *file, const char *fallback,
 		       char *buf, size_t len);
 
+/* Starts argv (execvp); with @notify, the argument "--notify-fd" is
+ * replaced by --notify-fd=N and we wait (5 s) for READY=1 on it. The pid,
+ * or -1 (the child is reaped). */
+pid_t bench_spawn(char **argv, bool notify);
+void bench_sleep_s(double s);
+
 /* Shared memory for forked children (zeroed). */
 void *bench_shared(size_t n);
 
@@ -62,6 +69,7 @@ int bench_scale(const struct bench_opts *o, cJSON *out);
 int bench_propagate(const struct bench_opts *o, cJSON *out);
 int bench_sleep(const struct bench_opts *o, cJSON *out);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
+int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_plot(const char *json_path, const char *png_path);
 
 extern volatile int64_t bench_sink; /* keeps the reads alive */

@@ -3,10 +3,13 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,4 +220,54 @@ void bench_row(const char *name, const struct bench_stats *s, double base_p50, d
 {
 	printf("  %-40s %9.2f %9.2f %9.2f %9.1f %9.3fx\n", name, s->p50 / unit, s->p99 / unit,
 	       s->p999 / unit, s->max / unit, base_p50 > 0 ? s->p50 / base_p50 : 0);
+}
+
+/* Starts argv; with @notify, waits for READY=1 on a pipe (5 s). */
+pid_t bench_spawn(char **argv, bool notify)
+{
+	int p[2] = { -1, -1 };
+	char fdarg[32];
+	pid_t pid;
+
+	if (notify) {
+		if (pipe(p) < 0)
+			return -1;
+		snprintf(fdarg, sizeof(fdarg), "--notify-fd=%d", p[1]);
+		for (int i = 0; argv[i]; i++)
+			if (!strcmp(argv[i], "--notify-fd"))
+				argv[i] = fdarg;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (notify)
+			close(p[0]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "shmclock-bench: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (notify) {
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		char buf[16] = { 0 };
+
+		close(p[1]);
+		if (pid < 0 || poll(&pf, 1, 5000) != 1 || read(p[0], buf, sizeof(buf) - 1) <= 0 ||
+		    strncmp(buf, "READY=1", 7)) {
+			close(p[0]);
+			if (pid > 0) {
+				kill(pid, SIGKILL);
+				waitpid(pid, NULL, 0);
+			}
+			return -1;
+		}
+		close(p[0]);
+	}
+	return pid;
+}
+
+void bench_sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }

@@ -8,13 +8,11 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -79,56 +77,6 @@ static bool proc_usage(pid_t pid, struct usage *u)
 	return true;
 }
 
-/* Starts argv; with @notify, waits for READY=1 on a pipe (5 s). */
-static pid_t start(char **argv, bool notify)
-{
-	int p[2] = { -1, -1 };
-	char fdarg[32];
-	pid_t pid;
-
-	if (notify) {
-		if (pipe(p) < 0)
-			return -1;
-		snprintf(fdarg, sizeof(fdarg), "--notify-fd=%d", p[1]);
-		for (int i = 0; argv[i]; i++)
-			if (!strcmp(argv[i], "--notify-fd"))
-				argv[i] = fdarg;
-	}
-	pid = fork();
-	if (pid == 0) {
-		if (notify)
-			close(p[0]);
-		execvp(argv[0], argv);
-		fprintf(stderr, "shmclock-bench: %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (notify) {
-		struct pollfd pf = { .fd = p[0], .events = POLLIN };
-		char buf[16] = { 0 };
-
-		close(p[1]);
-		if (pid < 0 || poll(&pf, 1, 5000) != 1 || read(p[0], buf, sizeof(buf) - 1) <= 0 ||
-		    strncmp(buf, "READY=1", 7)) {
-			close(p[0]);
-			if (pid > 0) {
-				kill(pid, SIGKILL);
-				waitpid(pid, NULL, 0);
-			}
-			return -1;
-		}
-		close(p[0]);
-	}
-	return pid;
-}
-
-static void sleep_s(double s)
-{
-	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* CPU fraction of one core over @secs after a warm-up, and memory at the
  * end. */
 static bool measure(pid_t pid, double secs, double *cpu, struct usage *end)
@@ -136,11 +84,11 @@ static bool measure(pid_t pid, double secs, double *cpu, struct usage *end)
 	struct usage a;
 	int64_t t0, t1;
 
-	sleep_s(0.3);
+	bench_sleep_s(0.3);
 	t0 = bench_mono_ns();
 	if (!proc_usage(pid, &a))
 		return false;
-	sleep_s(secs);
+	bench_sleep_s(secs);
 	t1 = bench_mono_ns();
 	if (!proc_usage(pid, end))
 		return false;
@@ -176,7 +124,7 @@ int bench_daemon(const struct bench_opts *o, cJSON *out)
 	{
 		char *argv[] = { "sleep", sleep_arg, NULL };
 
-		pid = start(argv, false);
+		pid = bench_spawn(argv, false);
 		if (pid < 0 || !measure(pid, secs, &base_cpu, &base_u)) {
 			fprintf(stderr, "shmclock-bench: could not measure the baseline\n");
 			return 1;
@@ -193,7 +141,7 @@ int bench_daemon(const struct bench_opts *o, cJSON *out)
 		cJSON *j = cJSON_CreateObject();
 
 		snprintf(name, sizeof(name), "bench-daemon-%d-%zu", (int)getpid(), i);
-		pid = start(argv, true);
+		pid = bench_spawn(argv, true);
 		if (pid < 0) {
 			fprintf(stderr, "shmclock-bench: %s did not start (set SHMCLOCKD)\n", daemon);
 			rmdir(rt);

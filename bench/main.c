@@ -27,6 +27,8 @@ static void usage(FILE *f)
 	      "             staleness and subscriber CPU with ticks at 100 Hz and 1 kHz\n"
 	      "  sleep      wake-up lateness: shmclock_sleep_until vs clock_nanosleep\n"
 	      "  daemon     shmclockd's CPU share and resident memory at 100 and 10000 Hz\n"
+	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
+	      "             slow clients vs the same CPU load without sockets\n"
 	      "  all        all of the above, one JSON document\n"
 	      "  plot       read-latency CDFs of every contender on one chart (gnuplot)\n"
 	      "\n"
@@ -37,7 +39,7 @@ static void usage(FILE *f)
 	      "  -s, --samples N      batches (read, scale) or sleeps (sleep) per contender\n"
 	      "  -b, --batch N        reads per timed batch (default 50)\n"
 	      "  -p, --period MS      sleep: sleep length (default 2)\n"
-	      "  -d, --duration S     propagate, daemon: seconds per measured run\n"
+	      "  -d, --duration S     propagate, daemon, flood: seconds per measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -h, --help           this help\n",
 	      f);
@@ -52,6 +54,7 @@ static const struct {
 	{ "propagate", bench_propagate },
 	{ "sleep", bench_sleep },
 	{ "daemon", bench_daemon },
+	{ "flood", bench_flood },
 };
 
 static bool parse_num(const char *opt, const char *arg, double lo, double hi, double *out)

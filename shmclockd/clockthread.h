@@ -15,6 +15,7 @@
 #include <shmclock/writer.h>
 
 #include "config.h"
+#include "latehist.h"
 
 enum cmd_kind {
 	CMD_STATUS,
@@ -50,6 +51,7 @@ struct clockthread {
 	pthread_t thread;
 	_Atomic uint64_t ticks, late_ticks;
 	_Atomic int64_t worst_lateness_ns;
+	struct latehist lateness;        /* how late each tick ran */
 };
 
 /* Starts the thread. The writer must be open and the clock initialized. */

@@ -208,13 +208,19 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 					 shown(v, b, sizeof(b)));
 		c->group = g->gr_gid;
 		c->has_group = true;
+	} else if (!strcmp(k, "SchedPriority")) {
+		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+		    v->valuedouble < 0 || v->valuedouble > 99)
+			return key_error(x, k, "expected a whole number from 0 (normal) to 99 (SCHED_FIFO), got %s",
+					 shown(v, b, sizeof(b)));
+		c->sched_priority = (int)v->valuedouble;
 	} else if (!strcmp(k, "Ros2")) {
 		return key_error(x, k, "this shmclockd was built without ROS 2 support");
 	} else {
 		return key_error(x, k,
 				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
 				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
-				 "ControlGroup)");
+				 "ControlGroup, SchedPriority)");
 	}
 	return 0;
 }

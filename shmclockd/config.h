@@ -27,6 +27,7 @@ struct shmclockd_config {
 	unsigned segment_mode;          /* SegmentMode */
 	bool has_group;
 	gid_t group;                    /* ControlGroup */
+	int sched_priority;             /* SchedPriority: SCHED_FIFO 1..99, 0 = normal */
 };
 
 void config_defaults(struct shmclockd_config *c);

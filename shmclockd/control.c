@@ -155,8 +155,56 @@ static char *finish(cJSON *o)
 	return line;
 }
 
-char *control_reply_ok(const struct shmclockd_config *cfg, const shmclock_info_t *in)
+/* The clock thread's ticks: counts, lateness quantiles, and the non-empty
+ * buckets ([lowest ns, count] pairs) so a client can diff two replies. */
+static void add_ticks(cJSON *st, const struct clockthread *ct)
 {
+	uint64_t counts[LATEHIST_N];
+	cJSON *t = cJSON_CreateObject(), *hist = cJSON_CreateArray();
+
+	latehist_copy(&ct->lateness, counts);
+	/* Relaxed: statistics, nothing is ordered by them. */
+	cJSON_AddNumberToObject(t, "count",
+				(double)atomic_load_explicit(&ct->ticks, memory_order_relaxed));
+	cJSON_AddNumberToObject(t, "skipped",
+				(double)atomic_load_explicit(&ct->late_ticks, memory_order_relaxed));
+	cJSON_AddNumberToObject(t, "late_p50_ns", (double)latehist_quantile(counts, 0.5));
+	cJSON_AddNumberToObject(t, "late_p99_ns", (double)latehist_quantile(counts, 0.99));
+	cJSON_AddNumberToObject(t, "late_p999_ns", (double)latehist_quantile(counts, 0.999));
+	cJSON_AddNumberToObject(t, "late_max_ns",
+				(double)atomic_load_explicit(&ct->worst_lateness_ns, memory_order_relaxed));
+	for (int i = 0; i < LATEHIST_N; i++) {
+		if (counts[i]) {
+			cJSON *pair = cJSON_CreateArray();
+
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)latehist_lo(i)));
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)counts[i]));
+			cJSON_AddItemToArray(hist, pair);
+		}
+	}
+	cJSON_AddItemToObject(t, "late_hist", hist);
+	cJSON_AddItemToObject(st, "ticks", t);
+}
+
+static void add_control(cJSON *st, const struct control *c)
+{
+	cJSON *t = cJSON_CreateObject();
+	int n = 0;
+
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
+		n += c->clients[i].fd >= 0;
+	cJSON_AddNumberToObject(t, "answered", (double)c->served);
+	cJSON_AddNumberToObject(t, "errors", (double)c->errors);
+	cJSON_AddNumberToObject(t, "refused", (double)c->refused);
+	cJSON_AddNumberToObject(t, "dropped", (double)c->dropped);
+	cJSON_AddNumberToObject(t, "evicted", (double)c->evicted);
+	cJSON_AddNumberToObject(t, "clients", n);
+	cJSON_AddItemToObject(st, "control", t);
+}
+
+char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
+{
+	const struct shmclockd_config *cfg = c->cfg;
 	cJSON *o = cJSON_CreateObject(), *st = cJSON_CreateObject();
 	char buf[64];
 
@@ -184,6 +232,9 @@ char *control_reply_ok(const struct shmclockd_config *cfg, const shmclock_info_t
 	cJSON_AddNumberToObject(st, "publish_hz", cfg->hz);
 	cJSON_AddNumberToObject(st, "writer_pid", in->writer_pid);
 	cJSON_AddNumberToObject(st, "commits", (double)in->commits);
+	if (c->ct)
+		add_ticks(st, c->ct);
+	add_control(st, c);
 	return finish(o);
 }
 
@@ -319,6 +370,10 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 	if (listen(fd, 16) < 0)
 		goto fail;
 	c->fd = fd;
+	/* Without it, status goes through the clock thread as other requests. */
+	if (shmclock_open(cfg->name, &c->view) < 0)
+		log_msg(LOG_DEBUG, "control: no read-only view of '%s': status via the clock thread",
+			cfg->name);
 	return 0;
 fail:
 	r = -errno;
@@ -372,7 +427,10 @@ static void accept_one(struct control *c)
 	    !allowed(c, cred.uid, cred.gid)) {
 		tmp.uid = len == sizeof(cred) ? cred.uid : (uid_t)-1;
 		reply_error(&tmp, "permission denied: this user may not control the clock");
-		log_msg(LOG_WARN, "control: refused uid %u (pid %d)", (unsigned)cred.uid, (int)cred.pid);
+		/* A flood of refused connections must not flood the log. */
+		if (c->refused < 10 || c->refused % 1000 == 0)
+			log_msg(LOG_WARN, "control: refused uid %u (pid %d)%s", (unsigned)cred.uid,
+				(int)cred.pid, c->refused == 9 ? " (further refusals: every 1000th)" : "");
 		c->refused++;
 		close(fd);
 		return;
@@ -396,6 +454,7 @@ static void accept_one(struct control *c)
 	if (slot->fd >= 0) {
 		reply_error(slot, "dropped: too many clients and this one was the longest idle");
 		drop(c, slot, "evicted for a new client");
+		c->evicted++;
 	}
 	slot->fd = fd;
 	slot->uid = cred.uid;
@@ -410,6 +469,7 @@ static void handle_line(struct control *c, struct client *cl, const char *line, 
 	struct cmd cmd;
 
 	if (control_parse_request(line, len, &req, err, sizeof(err))) {
+		c->errors++;
 		reply_error(cl, err);
 		return;
 	}
@@ -417,15 +477,25 @@ static void handle_line(struct control *c, struct client *cl, const char *line, 
 	cmd.kind = req.kind;
 	cmd.arg_scale = req.scale;
 	cmd.arg_ns = req.ns;
+	/* Status is read from the segment here, lock-free, as any reader
+	 * would: a client polling status never wakes the clock thread. */
+	if (cmd.kind == CMD_STATUS && c->view) {
+		int r = shmclock_info(c->view, &cmd.info);
+
+		if (r == 0 || r == -ESTALE)
+			goto answer;
+	}
 	if (clockthread_submit(c->ct, &cmd)) {
+		c->errors++;
 		reply_error(cl, cmd.err);
 		return;
 	}
 	if (cmd.kind != CMD_STATUS)
 		log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
 			(unsigned)cl->uid);
+answer:
 	c->served++;
-	reply = control_reply_ok(c->cfg, &cmd.info);
+	reply = control_reply_ok(c, &cmd.info);
 	if (reply && send_line(cl->fd, reply) < 0)
 		drop(c, cl, "does not read its replies");
 	free(reply);
@@ -458,6 +528,7 @@ static void read_client(struct control *c, struct client *cl)
 	cl->used -= (size_t)(start - cl->buf);
 	memmove(cl->buf, start, cl->used);
 	if (cl->used >= CONTROL_LINE_MAX) {
+		c->errors++;
 		reply_error(cl, "request line too long (at most 4096 bytes)");
 		drop(c, cl, "oversized line");
 	}
@@ -495,4 +566,6 @@ void control_close(struct control *c)
 		unlink(c->path);
 	}
 	c->fd = -1;
+	shmclock_close(c->view);
+	c->view = NULL;
 }

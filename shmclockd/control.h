@@ -33,8 +33,7 @@ struct request {
 int control_parse_request(const char *line, size_t len, struct request *req, char *err,
 			  size_t errlen);
 
-/* Reply lines, newline-terminated, malloc'd (NULL on out of memory). */
-char *control_reply_ok(const struct shmclockd_config *cfg, const shmclock_info_t *in);
+/* An error reply line, newline-terminated, malloc'd (NULL on out of memory). */
 char *control_reply_error(const char *msg);
 
 struct client {
@@ -49,10 +48,19 @@ struct control {
 	int fd;
 	char path[108];
 	struct clockthread *ct;
+	shmclock_t *view;                /* read-only handle: status answers */
 	const struct shmclockd_config *cfg;
 	struct client clients[CONTROL_CLIENTS_MAX];
-	unsigned long served, refused, dropped;
+	/* requests answered ok / answered with an error; connections refused
+	 * (peer credentials), dropped (idle, oversized, not reading, evicted),
+	 * evicted (the longest idle, for a new client when the table is full) */
+	unsigned long served, errors, refused, dropped, evicted;
 };
+
+/* The reply to a request that succeeded: the clock's status, the clock
+ * thread's tick lateness and the control counters. Newline-terminated,
+ * malloc'd (NULL on out of memory). */
+char *control_reply_ok(const struct control *c, const shmclock_info_t *in);
 
 /* Binds the socket (0600, or 0660 for ControlGroup). A stale socket left by
  * a dead daemon is replaced; a live one, or anything that is not a socket,

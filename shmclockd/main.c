@@ -37,7 +37,7 @@ struct overrides {
 	const char *config_path;
 	const char *name, *source, *start, *unix_zero, *step, *socket;
 	double scale;
-	int hz;
+	int hz, sched_priority; /* sched_priority: -1 = from the config */
 	bool paused, reset, remove_on_exit;
 	int notify_fd;
 };
@@ -51,11 +51,13 @@ static void usage(FILE *f)
 		"\n"
 		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
 		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
-		"                         ControlSocket, SegmentMode, ControlGroup)\n"
+		"                         ControlSocket, SegmentMode, ControlGroup, SchedPriority)\n"
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity)\n"
 		"      --scale X          time scale, > 0 (default 1)\n"
 		"      --hz N             clock-thread rate, 1..10000 (default 100)\n"
+		"      --sched-priority N run the clock thread SCHED_FIFO at N, 1..99 (needs\n"
+		"                         CAP_SYS_NICE; default 0: normal scheduling)\n"
 		"      --start TIME       start time: 1.5s, 250ms, seconds, or an ISO-8601 UTC date\n"
 		"      --unix-zero TIME   UNIX time of simulation zero (OSI stamping)\n"
 		"      --step DURATION    fixed source: simulated time per tick\n"
@@ -109,6 +111,8 @@ static int apply_overrides(struct shmclockd_config *c, const struct overrides *o
 		c->scale = o->scale;
 	if (o->hz)
 		c->hz = o->hz;
+	if (o->sched_priority >= 0)
+		c->sched_priority = o->sched_priority;
 	if (o->paused)
 		c->paused = true;
 	if (o->start) {
@@ -153,6 +157,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "source", required_argument, NULL, 's' },
 		{ "scale", required_argument, NULL, 'x' },
 		{ "hz", required_argument, NULL, 'z' },
+		{ "sched-priority", required_argument, NULL, 'F' },
 		{ "start", required_argument, NULL, 't' },
 		{ "unix-zero", required_argument, NULL, 'u' },
 		{ "step", required_argument, NULL, 'p' },
@@ -172,6 +177,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 	memset(o, 0, sizeof(*o));
 	o->scale = NAN;
 	o->notify_fd = -1;
+	o->sched_priority = -1;
 	while ((c = getopt_long(argc, argv, "+c:n:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
@@ -192,6 +198,11 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			o->hz = (int)strtol(optarg, &end, 10);
 			if (end == optarg || *end || o->hz < 1 || o->hz > 10000)
 				return die_usage("--hz must be a whole number from 1 to 10000", optarg);
+			break;
+		case 'F':
+			o->sched_priority = (int)strtol(optarg, &end, 10);
+			if (end == optarg || *end || o->sched_priority < 0 || o->sched_priority > 99)
+				return die_usage("--sched-priority must be a whole number from 0 to 99", optarg);
 			break;
 		case 't':
 			o->start = optarg;

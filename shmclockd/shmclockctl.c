@@ -135,6 +135,20 @@ static void print_status(const cJSON *st)
 	       duration_format((int64_t)num_of(st, "last_jump_ns"), buf, sizeof(buf)));
 	printf("publish     %.0f Hz, %.0f commits\n", num_of(st, "publish_hz"), num_of(st, "commits"));
 	printf("writer      pid %.0f\n", num_of(st, "writer_pid"));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(st, "ticks");
+	if (t) {
+		char p50[32], p99[32], mx[32];
+
+		printf("ticks       %.0f (%.0f skipped), late p50 %s p99 %s max %s\n", num_of(t, "count"),
+		       num_of(t, "skipped"), duration_format((int64_t)num_of(t, "late_p50_ns"), p50, sizeof(p50)),
+		       duration_format((int64_t)num_of(t, "late_p99_ns"), p99, sizeof(p99)),
+		       duration_format((int64_t)num_of(t, "late_max_ns"), mx, sizeof(mx)));
+	}
+	t = cJSON_GetObjectItemCaseSensitive(st, "control");
+	if (t)
+		printf("control     %.0f answered, %.0f errors, %.0f refused, %.0f dropped, %.0f clients\n",
+		       num_of(t, "answered"), num_of(t, "errors"), num_of(t, "refused"),
+		       num_of(t, "dropped"), num_of(t, "clients"));
 }
 
 static volatile sig_atomic_t interrupted;

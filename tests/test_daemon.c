@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -298,11 +299,57 @@ Test(daemon, bad_config_names_file_line_and_key)
 	cr_assert_eq(st, 2);
 	cr_assert(strstr(err, loc) && strstr(err, "PublishHz"), "message: %s", err);
 
+	write_file(cfg, "{\n\"SchedPriority\": 100\n}\n");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	snprintf(loc, sizeof(loc), "%s:2", cfg);
+	cr_assert_eq(st, 2);
+	cr_assert(strstr(err, loc) && strstr(err, "SchedPriority"), "message: %s", err);
+
 	write_file(cfg, "{\n\"TimeScale\": 2,\n");
 	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
 	cr_assert_eq(st, 2);
 	cr_assert(strstr(err, cfg), "message: %s", err);
 	cr_assert_not(exists(shm));
+}
+
+/* The scheduling policy of each thread of @pid: how many run SCHED_FIFO. */
+static int fifo_threads(pid_t pid)
+{
+	char dir[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	d = opendir(dir);
+	cr_assert_not_null(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && sched_getscheduler(atoi(e->d_name)) == SCHED_FIFO)
+			n++;
+	closedir(d);
+	return n;
+}
+
+Test(daemon, sched_priority_runs_the_clock_thread_fifo_and_status_shows_ticks)
+{
+	const char *name = test_clock_name();
+	pid_t d;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root (CAP_SYS_NICE) for SCHED_FIFO");
+	d = must_start(name, "--hz", "1000", "--sched-priority", "10", NULL);
+	cr_assert_eq(fifo_threads(d), 1, "exactly the clock thread runs SCHED_FIFO");
+	sleep_ns(100000000);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"ticks\":{\"count\":") && strstr(ctl_out, "\"late_hist\":[["),
+		  "%s", ctl_out);
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "late p50"), "%s", ctl_out);
+	daemon_stop(d);
+
+	d = must_start(name, NULL);
+	cr_assert_eq(fifo_threads(d), 0, "normal scheduling by default");
+	daemon_stop(d);
 }
 
 Test(daemon, sighup_rejects_bad_config_and_applies_good_one)
