@@ -252,7 +252,6 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 	return 0;
 }
 
-/* A fresh clock, or a continued one after a restart: time does not jump. */
 /* The owner of the clock's segment file, -1 if it cannot be seen. */
 static int segment_owner(const char *name)
 {
@@ -263,6 +262,7 @@ static int segment_owner(const char *name)
 	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
 }
 
+/* A fresh clock, or a continued one after a restart: time does not jump. */
 static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c, bool reset)
 {
 	const struct source_ops *s = c->source;
