@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -239,6 +240,9 @@ pid_t bench_spawn(char **argv, bool notify)
 	}
 	pid = fork();
 	if (pid == 0) {
+		/* Dies with us (a benchmark killed by a signal or a closed pipe
+		 * must not leave a daemon behind). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (notify)
 			close(p[0]);
 		execvp(argv[0], argv);

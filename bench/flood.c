@@ -5,16 +5,19 @@
  * "ticks.late_hist"); we diff that histogram across phases of equal length:
  *
  *   quiet     nothing else runs
- *   busy      the baseline: N processes spin on the CPU and touch no socket
- *             (what the same load costs the clock thread through the
- *             scheduler alone, on this machine)
+ *   busy      a baseline: N processes spin on the CPU and touch no socket
+ *             (what that load costs the clock thread through the scheduler
+ *             alone, on this machine)
+ *   churn     the other baseline: N processes run the connect flood's kernel
+ *             work (connect, accept, a request, a reply, close) on sockets
+ *             of their own, without shmclockd
  *   connect   N processes connect, ask for status, close, as fast as they can
  *   slow      N processes keep 64 connections (twice the client table)
  *             dribbling a byte at a time, and send over-long lines
  *
  * The control socket is served by the daemon's main thread; the clock
- * thread shares nothing with it but the CPU. The ratios to `busy` are what
- * the socket itself adds.
+ * thread shares nothing with it but the CPU (and the kernel). Set against
+ * `busy` and `churn`, the floods show what shmclockd's own handling adds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -130,6 +133,35 @@ static void spin_load(void)
 		bench_sink++;
 }
 
+/* The connect flood's system calls, against a listener of our own. */
+static void churn_load(int id, volatile uint64_t *done)
+{
+	static char reply[1024];
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char buf[256];
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(reply, 'x', sizeof(reply) - 1);
+	reply[sizeof(reply) - 2] = '\n';
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/churn%d", getenv("SHMCLOCK_RUNTIME_DIR"), id);
+	unlink(a.sun_path);
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 16) < 0)
+		_exit(1);
+	for (;;) {
+		int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), s;
+
+		if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0 || (s = accept(l, NULL, NULL)) < 0)
+			_exit(1);
+		send(c, "{\"cmd\":\"status\"}\n", 17, MSG_NOSIGNAL);
+		recv(s, buf, sizeof(buf), 0);
+		send(s, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
+		recv(c, buf, sizeof(buf), 0);
+		close(s);
+		close(c);
+		(*done)++;
+	}
+}
+
 static void connect_load(volatile uint64_t *done)
 {
 	char buf[4096];
@@ -165,9 +197,9 @@ static void slow_load(volatile uint64_t *done)
 	}
 }
 
-enum phase { QUIET, BUSY, CONNECT, SLOW, NPHASES };
-static const char *const phase_name[] = { "quiet", "busy (baseline)", "connect flood",
-					  "slow clients" };
+enum phase { QUIET, BUSY, CHURN, CONNECT, SLOW, NPHASES };
+static const char *const phase_name[] = { "quiet", "busy (baseline)", "churn (baseline)",
+					  "connect flood", "slow clients" };
 
 static int run_phase(enum phase ph, double secs, struct ticks *out, uint64_t *ops)
 {
@@ -182,6 +214,8 @@ static int run_phase(enum phase ph, double secs, struct ticks *out, uint64_t *op
 		if (kids[i] == 0) {
 			if (ph == BUSY)
 				spin_load();
+			else if (ph == CHURN)
+				churn_load(i, &done[i]);
 			else if (ph == CONNECT)
 				connect_load(&done[i]);
 			else
@@ -194,6 +228,12 @@ static int run_phase(enum phase ph, double secs, struct ticks *out, uint64_t *op
 		if (kids[i] > 0) {
 			kill(kids[i], SIGKILL);
 			waitpid(kids[i], NULL, 0);
+			if (ph == CHURN) {
+				char p[160];
+
+				snprintf(p, sizeof(p), "%s/churn%d", getenv("SHMCLOCK_RUNTIME_DIR"), i);
+				unlink(p);
+			}
 		}
 	if (get_ticks(&b) < 0)
 		return -1;
@@ -266,7 +306,7 @@ static int run_daemon(int prio, double secs, const char *daemon, cJSON *results)
 			printf("%6.2fx", p99 / base_p99);
 		else
 			printf("%7s", "");
-		if (ph >= CONNECT)
+		if (ph >= CHURN)
 			printf(" %10llu", (unsigned long long)ops);
 		printf("\n");
 		j = cJSON_CreateObject();
@@ -311,7 +351,8 @@ int bench_flood(const struct bench_opts *o, cJSON *out)
 	}
 	setenv("SHMCLOCK_RUNTIME_DIR", rt, 1);
 	printf("flood: shmclockd's tick lateness at 10 kHz while %d processes abuse its control\n"
-	       "socket, %.3g s per phase%s; p99 x: ratio to the busy baseline\n",
+	       "socket, %.3g s per phase%s; p99 x: ratio to the busy baseline (ticks late by a\n"
+	       "period or more count as skipped)\n",
 	       FLOOD_PROCS, secs, o->quick ? " (quick)" : "");
 	cJSON_AddNumberToObject(out, "seconds", secs);
 	cJSON_AddNumberToObject(out, "hz", 10000);

@@ -15,6 +15,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Run before a failed check aborts (atexit handlers do not run on abort):
+ * a target that made files removes them here. */
+static __attribute__((unused)) void (*fuzz_cleanup_hook)(void);
+
 #define FUZZ_CHECK(cond, ...)                                                          \
 	do {                                                                           \
 		if (!(cond)) {                                                         \
@@ -22,6 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 				#cond);                                                \
 			fprintf(stderr, __VA_ARGS__);                                  \
 			fputc('\n', stderr);                                           \
+			if (fuzz_cleanup_hook)                                         \
+				fuzz_cleanup_hook();                                   \
 			abort();                                                       \
 		}                                                                      \
 	} while (0)

@@ -46,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		snprintf(name, sizeof(name), "fuzz-segment-%d", (int)getpid());
 		snprintf(shm, sizeof(shm), "/shmclock.%s", name);
 		atexit(cleanup);
+		fuzz_cleanup_hook = cleanup;
 	}
 	memcpy(before, data, size);
 	if (size >= offsetof(struct shmclock_seg, writer_lock) + 4) {
