@@ -745,3 +745,44 @@ Test(daemon, a_segment_planted_by_another_user_is_refused)
 	close(fd);
 	expect_refusal(name, "belongs to another user");
 }
+
+Test(daemon, the_socket_is_0600_in_a_0700_directory_or_group_0660_with_ControlGroup)
+{
+	const char *name = test_clock_name();
+	char dir[300], sock[400], cfg[300];
+	struct stat st;
+	pid_t d;
+
+	/* A runtime directory that does not exist yet: the daemon makes it. */
+	snprintf(dir, sizeof(dir), "%s/made", rt_dir);
+	snprintf(sock, sizeof(sock), "%s/%s.sock", dir, name);
+	setenv("SHMCLOCK_RUNTIME_DIR", dir, 1);
+	umask(0);
+	d = must_start(name, NULL);
+	umask(022);
+	cr_assert_eq(lstat(dir, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0700, "directory mode %o", st.st_mode & 07777);
+	cr_assert_eq(lstat(sock, &st), 0);
+	cr_expect(S_ISSOCK(st.st_mode));
+	cr_expect_eq(st.st_mode & 0777, 0600, "socket mode %o (umask 0 must not widen it)",
+		     st.st_mode & 0777);
+	cr_assert_eq(daemon_stop(d), 0);
+	cr_expect_neq(lstat(sock, &st), 0, "socket left behind");
+	rmdir(dir);
+
+	if (geteuid() == 0) {
+		snprintf(cfg, sizeof(cfg), "%s/group.json", rt_dir);
+		write_file(cfg, "{\"ControlGroup\": 65534}\n");
+		d = must_start(name, "-c", cfg, NULL);
+		cr_assert_eq(lstat(dir, &st), 0);
+		cr_expect_eq(st.st_mode & 07777, 0750, "directory mode %o", st.st_mode & 07777);
+		cr_expect_eq(st.st_gid, 65534);
+		cr_assert_eq(lstat(sock, &st), 0);
+		cr_expect_eq(st.st_mode & 0777, 0660, "socket mode %o", st.st_mode & 0777);
+		cr_expect_eq(st.st_gid, 65534);
+		cr_assert_eq(daemon_stop(d), 0);
+		unlink(cfg);
+		rmdir(dir);
+	}
+	setenv("SHMCLOCK_RUNTIME_DIR", rt_dir, 1);
+}
