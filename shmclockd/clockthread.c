@@ -15,6 +15,9 @@
 #include "clockthread.h"
 #include "log.h"
 #include "source.h"
+#ifdef SHMCLOCK_HAVE_ROS2
+#include "ros2.h"
+#endif
 
 #define CLOCK_TIMER_SLACK_NS 1000
 
@@ -140,7 +143,10 @@ static int apply(struct clockthread *ct, struct cmd *c)
 			return fail(c, r, "the clock has no time yet (set or advance it first)");
 		break;
 	case CMD_ADVANCE:
-		if (src != &source_external)
+		if (src->id == SHMCLOCK_SOURCE_ROS2 && !c->from_source)
+			return fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
+						"external source");
+		if (src != &source_external && src->id != SHMCLOCK_SOURCE_ROS2)
 			return fail(c, -EINVAL, "advance is for the external source (use set or step)");
 		r = shmclock_writer_advance(w, c->arg_ns);
 		break;
@@ -157,6 +163,11 @@ static void *clock_main(void *arg)
 {
 	struct clockthread *ct = arg;
 	int64_t next = mono_now(), period = tick_period(ct);
+	/* /clock: a rate in real time of its own, whatever the scale. */
+	int64_t pub_next = next;
+#ifdef SHMCLOCK_HAVE_ROS2
+	int64_t pub_period = 1000000000 / (ct->cfg.ros2_hz > 0 ? ct->cfg.ros2_hz : 100);
+#endif
 	int stop = 0;
 
 	/* The kernel may fire a sleeping thread's timer up to its timer slack
@@ -192,6 +203,18 @@ static void *clock_main(void *arg)
 			wake(&c->done);
 		}
 		now = mono_now();
+#ifdef SHMCLOCK_HAVE_ROS2
+		if (ct->ros2_pub && now >= pub_next) {
+			shmclock_info_t in;
+
+			shmclock_writer_info(ct->w, &in);
+			if (in.initialized && ros2_publish(ct->ros2_pub, in.sim_ns) < 0)
+				log_msg(LOG_DEBUG, "ros2: a /clock write failed");
+			pub_next += pub_period;
+			if (pub_next <= now)
+				pub_next += ((now - pub_next) / pub_period + 1) * pub_period;
+		}
+#endif
 		if (now >= next) {
 			int64_t late = now - next;
 
@@ -215,7 +238,7 @@ static void *clock_main(void *arg)
 			continue;
 		}
 		if (!stop)
-			wait_until(&ct->kick, k, next);
+			wait_until(&ct->kick, k, ct->ros2_pub && pub_next < next ? pub_next : next);
 	}
 	return NULL;
 }

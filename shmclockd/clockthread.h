@@ -17,6 +17,8 @@
 #include "config.h"
 #include "latehist.h"
 
+struct ros2;
+
 enum cmd_kind {
 	CMD_STATUS,
 	CMD_PAUSE,
@@ -35,6 +37,7 @@ struct cmd {
 	double arg_scale;
 	int64_t arg_ns;
 	const struct shmclockd_config *arg_config;
+	bool from_source;                /* sent by the time source (ros2), not a client */
 	/* results, valid once done != 0 */
 	int rc;
 	char err[256];
@@ -52,6 +55,9 @@ struct clockthread {
 	_Atomic uint64_t ticks, late_ticks;
 	_Atomic int64_t worst_lateness_ns;
 	struct latehist lateness;        /* how late each tick ran */
+	/* /clock publisher (ros2.c), set before clockthread_start; NULL: none.
+	 * Publishes at ros2_hz on absolute deadlines of its own. */
+	struct ros2 *ros2_pub;
 };
 
 /* Starts the thread. The writer must be open and the clock initialized. */

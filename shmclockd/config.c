@@ -33,6 +33,9 @@ void config_defaults(struct shmclockd_config *c)
 	c->scale = 1.0;
 	c->hz = 100;
 	c->segment_mode = 0644;
+	c->ros2_hz = 100;
+	c->ros2_domain = -1;
+	c->ros2_stale_ns = 1000000000;
 }
 
 struct ctx {
@@ -117,6 +120,49 @@ static int get_time(const struct ctx *x, const cJSON *v, const char *key, bool d
 		return key_error(x, key, "%s", why);
 	return 0;
 }
+
+#ifdef SHMCLOCK_HAVE_ROS2
+/* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
+static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
+{
+	const cJSON *v;
+	char b[64];
+
+	if (!cJSON_IsObject(o))
+		return key_error(x, "Ros2", "expected an object like {\"Publish\": true}, got %s",
+				 shown(o, b, sizeof(b)));
+	cJSON_ArrayForEach(v, o) {
+		const char *k = v->string;
+
+		if (!strcmp(k, "Publish")) {
+			if (!cJSON_IsBool(v))
+				return key_error(x, k, "Ros2.Publish: expected true or false, got %s",
+						 shown(v, b, sizeof(b)));
+			c->ros2_publish = cJSON_IsTrue(v);
+		} else if (!strcmp(k, "PublishHz")) {
+			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+			    v->valuedouble < 1 || v->valuedouble > 10000)
+				return key_error(x, k, "Ros2.PublishHz: expected a whole number from 1 to 10000, got %s",
+						 shown(v, b, sizeof(b)));
+			c->ros2_hz = (int)v->valuedouble;
+		} else if (!strcmp(k, "Domain")) {
+			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+			    v->valuedouble < 0 || v->valuedouble > 232)
+				return key_error(x, k, "Ros2.Domain: expected a DDS domain id from 0 to 232, got %s",
+						 shown(v, b, sizeof(b)));
+			c->ros2_domain = (int)v->valuedouble;
+		} else if (!strcmp(k, "StaleAfter")) {
+			if (get_time(x, v, k, false, &c->ros2_stale_ns))
+				return -EINVAL;
+			if (c->ros2_stale_ns <= 0)
+				return key_error(x, k, "Ros2.StaleAfter: must be positive");
+		} else {
+			return key_error(x, k, "unknown key in Ros2 (known: Publish, PublishHz, Domain, StaleAfter)");
+		}
+	}
+	return 0;
+}
+#endif
 
 static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_config *c)
 {
@@ -215,12 +261,16 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 					 shown(v, b, sizeof(b)));
 		c->sched_priority = (int)v->valuedouble;
 	} else if (!strcmp(k, "Ros2")) {
+#ifdef SHMCLOCK_HAVE_ROS2
+		return apply_ros2(x, v, c);
+#else
 		return key_error(x, k, "this shmclockd was built without ROS 2 support");
+#endif
 	} else {
 		return key_error(x, k,
 				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
 				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
-				 "ControlGroup, SchedPriority)");
+				 "ControlGroup, SchedPriority, Ros2)");
 	}
 	return 0;
 }
@@ -303,6 +353,11 @@ int config_load_file(const char *path, struct shmclockd_config *c, char *err, si
 
 int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 {
+	if (c->ros2_publish && c->source->id == SHMCLOCK_SOURCE_ROS2) {
+		snprintf(err, errlen, "Ros2.Publish: this shmclockd follows /clock (TimeSource ros2) and "
+			 "would publish it back: refused (no echo loop)");
+		return -EINVAL;
+	}
 	if (c->source->stepped && !c->source->scalable && c->scale != 1.0) {
 		snprintf(err, errlen, "TimeScale does not apply to the %s source (it is stepped from outside)",
 			 c->source->name);

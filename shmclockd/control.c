@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include "control.h"
+#ifdef SHMCLOCK_HAVE_ROS2
+#include "ros2.h"
+#endif
 #include "duration.h"
 #include "log.h"
 #include "source.h"
@@ -235,6 +238,28 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 	if (c->ct)
 		add_ticks(st, c->ct);
 	add_control(st, c);
+#ifdef SHMCLOCK_HAVE_ROS2
+	if (c->ros2) {
+		struct ros2_stats rs;
+		cJSON *t = cJSON_CreateObject();
+
+		ros2_get_stats(c->ros2, &rs);
+		cJSON_AddNumberToObject(t, "domain", rs.domain);
+		cJSON_AddBoolToObject(t, "following", rs.following);
+		cJSON_AddBoolToObject(t, "publishing", rs.publishing);
+		if (rs.following) {
+			cJSON_AddNumberToObject(t, "samples", (double)rs.samples);
+			cJSON_AddNumberToObject(t, "rate_hz", rs.rate_hz);
+			cJSON_AddNumberToObject(t, "last_sample_age_ns", (double)rs.last_age_ns);
+			cJSON_AddBoolToObject(t, "stale", rs.stale);
+		}
+		if (rs.publishing) {
+			cJSON_AddNumberToObject(t, "published", (double)rs.published);
+			cJSON_AddNumberToObject(t, "publish_hz", cfg->ros2_hz);
+		}
+		cJSON_AddItemToObject(st, "ros2", t);
+	}
+#endif
 	return finish(o);
 }
 

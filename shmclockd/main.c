@@ -30,6 +30,9 @@
 #include "duration.h"
 #include "log.h"
 #include "paths.h"
+#ifdef SHMCLOCK_HAVE_ROS2
+#include "ros2.h"
+#endif
 #include "source.h"
 
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
@@ -51,9 +54,10 @@ static void usage(FILE *f)
 		"\n"
 		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
 		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
-		"                         ControlSocket, SegmentMode, ControlGroup, SchedPriority)\n"
+		"                         ControlSocket, SegmentMode, ControlGroup, SchedPriority,\n"
+		"                         Ros2)\n"
 		"  -n, --name NAME        clock name (default: default)\n"
-		"      --source S         simulation | system | external (ss2) | fixed (unity)\n"
+		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
 		"      --scale X          time scale, > 0 (default 1)\n"
 		"      --hz N             clock-thread rate, 1..10000 (default 100)\n"
 		"      --sched-priority N run the clock thread SCHED_FIFO at N, 1..99 (needs\n"
@@ -262,6 +266,51 @@ static int segment_owner(const char *name)
 	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
 }
 
+#ifdef SHMCLOCK_HAVE_ROS2
+/* The DDS participant for the ros2 source and/or the /clock publisher, on
+ * Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it), else 0. */
+static int open_ros2(const struct shmclockd_config *cfg, struct ros2 **out)
+{
+	const char *env = getenv("ROS_DOMAIN_ID");
+	char err[256], *end;
+	int domain = cfg->ros2_domain;
+
+	if (domain < 0 && env && *env) {
+		long d = strtol(env, &end, 10);
+
+		if (*end || d < 0 || d > 232) {
+			fprintf(stderr, "shmclockd: ROS_DOMAIN_ID must be a DDS domain id from 0 to 232, not '%s'\n",
+				env);
+			return -1;
+		}
+		domain = (int)d;
+	}
+	if (domain < 0)
+		domain = 0;
+	if (ros2_open(out, domain, err, sizeof(err)) ||
+	    (cfg->ros2_publish && ros2_publisher(*out, err, sizeof(err)))) {
+		fprintf(stderr, "shmclockd: ROS 2 (domain %d): %s\n", domain, err);
+		ros2_close(*out);
+		*out = NULL;
+		return -1;
+	}
+	log_msg(LOG_INFO, "ros2: domain %d%s%s", domain,
+		cfg->source->id == SHMCLOCK_SOURCE_ROS2 ? ", following /clock" : "",
+		cfg->ros2_publish ? ", publishing /clock" : "");
+	return 0;
+}
+#else
+static void ros2_stop(struct ros2 *r)
+{
+	(void)r;
+}
+
+static void ros2_close(struct ros2 *r)
+{
+	(void)r;
+}
+#endif
+
 /* A fresh clock, or a continued one after a restart: time does not jump. */
 static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c, bool reset)
 {
@@ -351,9 +400,11 @@ static void reload(const struct overrides *o, const struct shmclockd_config *cur
 		return;
 	}
 	if (strcmp(next.name, cur->name) || next.source != cur->source ||
-	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode) {
-		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket and SegmentMode change only "
-				   "with a restart; the new config is rejected");
+	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode ||
+	    next.ros2_publish != cur->ros2_publish || next.ros2_hz != cur->ros2_hz ||
+	    next.ros2_domain != cur->ros2_domain || next.ros2_stale_ns != cur->ros2_stale_ns) {
+		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket, SegmentMode and Ros2 change "
+				   "only with a restart; the new config is rejected");
 		return;
 	}
 	cmd.arg_config = &next;
@@ -370,6 +421,7 @@ int main(int argc, char **argv)
 	struct overrides o;
 	struct clockthread ct;
 	struct control ctl;
+	struct ros2 *ros2 = NULL;
 	shmclock_writer_t *w;
 	sigset_t mask, old;
 	char **command = NULL, sock[108], err[256];
@@ -428,6 +480,17 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+	ct.ros2_pub = NULL;
+#ifdef SHMCLOCK_HAVE_ROS2
+	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 || cfg.ros2_publish) {
+		if (open_ros2(&cfg, &ros2)) {
+			shmclock_writer_close(w);
+			return 1;
+		}
+		if (cfg.ros2_publish)
+			ct.ros2_pub = ros2;
+	}
+#endif
 	r = clockthread_start(&ct, w, &cfg);
 	if (r || sfd < 0) {
 		fprintf(stderr, "shmclockd: cannot start: %s\n", strerror(r ? -r : errno));
@@ -437,9 +500,22 @@ int main(int argc, char **argv)
 	if (control_open(&ctl, sock, &cfg, &ct, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
 		clockthread_stop(&ct);
+		ros2_close(ros2);
 		shmclock_writer_close(w);
 		return 1;
 	}
+#ifdef SHMCLOCK_HAVE_ROS2
+	ctl.ros2 = ros2;
+	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 &&
+	    ros2_follow(ros2, &ct, cfg.ros2_stale_ns, err, sizeof(err))) {
+		fprintf(stderr, "shmclockd: %s\n", err);
+		control_close(&ctl);
+		clockthread_stop(&ct);
+		ros2_close(ros2);
+		shmclock_writer_close(w);
+		return 1;
+	}
+#endif
 	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", cfg.name, cfg.source->name,
 		cfg.hz, sock);
 	if (command) {
@@ -486,8 +562,11 @@ int main(int argc, char **argv)
 		}
 	}
 
+	/* The follower submits to the clock thread: it stops first. */
+	ros2_stop(ros2);
 	control_close(&ctl);
 	clockthread_stop(&ct);
+	ros2_close(ros2);
 	shmclock_writer_close(w);
 	if (command || o.remove_on_exit) {
 		shmclock_unlink(cfg.name);

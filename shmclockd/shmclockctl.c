@@ -144,6 +144,23 @@ static void print_status(const cJSON *st)
 		       duration_format((int64_t)num_of(t, "late_p99_ns"), p99, sizeof(p99)),
 		       duration_format((int64_t)num_of(t, "late_max_ns"), mx, sizeof(mx)));
 	}
+	t = cJSON_GetObjectItemCaseSensitive(st, "ros2");
+	if (t && bool_of(t, "following")) {
+		char age[32] = "no sample yet";
+		double a = num_of(t, "last_sample_age_ns");
+
+		if (a >= 0) {
+			char d[32];
+
+			snprintf(age, sizeof(age), "last %s ago", duration_format((int64_t)a, d, sizeof(d)));
+		}
+		printf("ros2        domain %.0f, following /clock: %.0f samples at %.1f Hz, %s%s\n",
+		       num_of(t, "domain"), num_of(t, "samples"), num_of(t, "rate_hz"), age,
+		       bool_of(t, "stale") ? "  STALE" : "");
+	}
+	if (t && bool_of(t, "publishing"))
+		printf("ros2        domain %.0f, publishing /clock at %.0f Hz: %.0f samples\n",
+		       num_of(t, "domain"), num_of(t, "publish_hz"), num_of(t, "published"));
 	t = cJSON_GetObjectItemCaseSensitive(st, "control");
 	if (t)
 		printf("control     %.0f answered, %.0f errors, %.0f refused, %.0f dropped, %.0f clients\n",

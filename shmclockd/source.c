@@ -7,6 +7,9 @@
 
 static const struct source_ops *const sources[] = {
 	&source_simulation, &source_system, &source_external, &source_fixed,
+#ifdef SHMCLOCK_HAVE_ROS2
+	&source_ros2,
+#endif
 };
 
 const struct source_ops *source_lookup(const char *name, const char **why)
@@ -23,5 +26,9 @@ const struct source_ops *source_lookup(const char *name, const char **why)
 
 const char *source_names(void)
 {
+#ifdef SHMCLOCK_HAVE_ROS2
+	return "simulation, system, external (alias ss2), fixed (alias unity), ros2";
+#else
 	return "simulation, system, external (alias ss2), fixed (alias unity)";
+#endif
 }

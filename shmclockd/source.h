@@ -33,6 +33,9 @@ extern const struct source_ops source_simulation;
 extern const struct source_ops source_system;
 extern const struct source_ops source_external;
 extern const struct source_ops source_fixed;
+#ifdef SHMCLOCK_HAVE_ROS2
+extern const struct source_ops source_ros2;
+#endif
 
 /* By name or alias; NULL if unknown. *why is set for known-but-unavailable. */
 const struct source_ops *source_lookup(const char *name, const char **why);

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ROS 2 interop against a DDS stack nobody here wrote: Eclipse Cyclone DDS
+ * publishes and subscribes rt/clock the way AWSIM and rclcpp do, and the
+ * built shmclockd follows it or feeds it. DDS stays on 127.0.0.1 (no
+ * multicast: CYCLONEDDS_URI below) on a domain of this run's own.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dds/dds.h>
+#include <math.h>
+
+#include "Clock.h"
+#include "daemon.h"
+
+/* The loopback-only Cyclone DDS configuration the README documents. */
+#define LOOPBACK_URI                                                                         \
+	"<CycloneDDS><Domain id=\"any\"><General><Interfaces>"                               \
+	"<NetworkInterface address=\"127.0.0.1\"/></Interfaces>"                             \
+	"<AllowMulticast>false</AllowMulticast></General><Discovery>"                        \
+	"<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50"              \
+	"</MaxAutoParticipantIndex><Peers><Peer address=\"127.0.0.1\"/></Peers>"            \
+	"</Discovery></Domain></CycloneDDS>"
+
+static int domain;
+static dds_entity_t pp, topic;
+static char cfg_path[300];
+
+static void setup(void)
+{
+	daemon_setup();
+	setenv("CYCLONEDDS_URI", LOOPBACK_URI, 1);
+	/* A domain per test process: parallel runs do not hear each other. */
+	domain = 1 + (int)(getpid() % 200);
+	pp = dds_create_participant((dds_domainid_t)domain, NULL, NULL);
+	cr_assert_gt(pp, 0, "participant: %s", dds_strretcode(pp));
+	topic = dds_create_topic(pp, &rosgraph_msgs_msg_dds__Clock__desc, "rt/clock", NULL, NULL);
+	cr_assert_gt(topic, 0, "topic: %s", dds_strretcode(topic));
+}
+
+static void teardown(void)
+{
+	if (pp > 0)
+		dds_delete(pp);
+	pp = 0;
+	daemon_teardown();
+}
+
+TestSuite(ros2, .init = setup, .fini = teardown, .timeout = 60);
+
+static dds_qos_t *qos_of(dds_reliability_kind_t rel)
+{
+	dds_qos_t *q = dds_create_qos();
+	dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+
+	dds_qset_reliability(q, rel, DDS_MSECS(100));
+	dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+	dds_qset_data_representation(q, 1, &xcdr1);
+	return q;
+}
+
+static void write_config(const char *json)
+{
+	FILE *f;
+
+	snprintf(cfg_path, sizeof(cfg_path), "%s/ros2.json", rt_dir);
+	f = fopen(cfg_path, "w");
+	cr_assert_not_null(f);
+	fputs(json, f);
+	fclose(f);
+}
+
+static pid_t start_with(const char *name, const char *fmt, ...)
+{
+	char json[512];
+	va_list ap;
+	pid_t d;
+
+	va_start(ap, fmt);
+	vsnprintf(json, sizeof(json), fmt, ap);
+	va_end(ap);
+	write_config(json);
+	d = daemon_start("-n", name, "-c", cfg_path, NULL);
+	cr_assert_gt(d, 0, "shmclockd with %s did not start", json);
+	return d;
+}
+
+static bool wait_matched(dds_entity_t writer, int64_t timeout_ns)
+{
+	int64_t end = now_mono() + timeout_ns;
+	dds_publication_matched_status_t st;
+
+	while (now_mono() < end) {
+		if (dds_get_publication_matched_status(writer, &st) == 0 && st.current_count > 0)
+			return true;
+		sleep_ns(10000000);
+	}
+	return false;
+}
+
+static void publish(dds_entity_t w, int64_t ns)
+{
+	rosgraph_msgs_msg_dds__Clock_ m = { .clock = { .sec = (int32_t)(ns / 1000000000),
+						       .nanosec = (uint32_t)(ns % 1000000000) } };
+
+	cr_assert_eq(dds_write(w, &m), 0);
+}
+
+/* Waits until the clock reads exactly @want (a stepped source). */
+static bool wait_value(shmclock_t *r, int64_t want, int64_t timeout_ns)
+{
+	int64_t end = now_mono() + timeout_ns, t;
+
+	while (now_mono() < end) {
+		if (shmclock_now(r, &t) == 0 && t == want)
+			return true;
+		sleep_ns(1000000);
+	}
+	return false;
+}
+
+/* Best effort, as AWSIM: a sample can be lost (before the reader has
+ * matched us, say), so publish again every 50 ms until the clock shows it. */
+static bool publish_until_seen(dds_entity_t w, shmclock_t *r, int64_t ns)
+{
+	for (int i = 0; i < 100; i++) {
+		publish(w, ns);
+		if (wait_value(r, ns, 50000000))
+			return true;
+	}
+	return false;
+}
+
+static bool status_has(const char *name, const char *needle)
+{
+	return ctl(name, "status", "--json", NULL) == 0 && strstr(ctl_out, needle);
+}
+
+Test(ros2, follows_a_best_effort_publisher_jumps_back_and_goes_stale)
+{
+	const char *name = test_clock_name();
+	dds_qos_t *q = qos_of(DDS_RELIABILITY_BEST_EFFORT); /* as AWSIM publishes */
+	dds_entity_t w = dds_create_writer(pp, topic, q, NULL);
+	shmclock_t *r = NULL;
+	shmclock_info_t in;
+	int64_t t1, t2;
+	pid_t d;
+
+	dds_delete_qos(q);
+	cr_assert_gt(w, 0);
+	d = start_with(name, "{\"TimeSource\": \"ros2\", \"Ros2\": {\"Domain\": %d, "
+			     "\"StaleAfter\": \"300ms\"}}", domain);
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	cr_assert_eq(shmclock_now(r, &t1), -ENODATA, "no time before the first sample");
+	cr_assert(wait_matched(w, 10000000000LL), "shmclockd's reader never matched");
+
+	cr_assert(publish_until_seen(w, r, 10000000000LL), "10 s never arrived");
+	cr_assert(publish_until_seen(w, r, 11500000000LL), "11.5 s never arrived");
+	/* Stepped: no extrapolation between samples. */
+	shmclock_now(r, &t1);
+	sleep_ns(50000000);
+	shmclock_now(r, &t2);
+	cr_assert_eq(t1, t2, "the ros2 source must not extrapolate");
+	cr_assert_eq(shmclock_info(r, &in), 0);
+	cr_assert_eq(in.source, SHMCLOCK_SOURCE_ROS2);
+	cr_assert(in.stepped);
+
+	/* A backward sample is a jump. */
+	{
+		uint64_t epoch = in.jump_epoch;
+
+		cr_assert(publish_until_seen(w, r, 5000000000LL), "5 s never arrived");
+		cr_assert_eq(shmclock_info(r, &in), 0);
+		cr_assert_eq(in.jump_epoch, epoch + 1, "epoch %llu after %llu",
+			     (unsigned long long)in.jump_epoch, (unsigned long long)epoch);
+		cr_assert_eq(in.last_jump_ns, -6500000000LL);
+	}
+
+	/* Silence: stale after 300 ms; a sample ends it. */
+	sleep_ns(600000000);
+	cr_assert(status_has(name, "\"stale\":true"), "%s", ctl_out);
+	cr_assert_eq(ctl(name, "status", NULL), 0);
+	cr_assert(strstr(ctl_out, "STALE"), "%s", ctl_out);
+	cr_assert(publish_until_seen(w, r, 6000000000LL));
+	cr_assert(status_has(name, "\"stale\":false"), "%s", ctl_out);
+
+	/* Clients do not feed a ros2 clock. */
+	cr_assert_neq(ctl(name, "advance", "20s", NULL), 0);
+	cr_assert(strstr(ctl_err, "/clock"), "%s", ctl_err);
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+static int take_one(dds_entity_t rd, int64_t *ns)
+{
+	void *ptrs[1] = { 0 };
+	dds_sample_info_t info;
+	int n = dds_take(rd, ptrs, &info, 1, 1), got = 0;
+
+	if (n > 0) {
+		const rosgraph_msgs_msg_dds__Clock_ *m = ptrs[0];
+
+		if (info.valid_data) {
+			*ns = (int64_t)m->clock.sec * 1000000000 + m->clock.nanosec;
+			got = 1;
+		}
+		dds_return_loan(rd, ptrs, n);
+	}
+	return got;
+}
+
+Test(ros2, publishes_clock_to_best_effort_and_reliable_subscribers)
+{
+	const char *name = test_clock_name();
+	dds_qos_t *be = qos_of(DDS_RELIABILITY_BEST_EFFORT), *rel = qos_of(DDS_RELIABILITY_RELIABLE);
+	dds_entity_t rd[2] = { dds_create_reader(pp, topic, be, NULL),
+			       dds_create_reader(pp, topic, rel, NULL) };
+	shmclock_t *r = NULL;
+	pid_t d;
+
+	dds_delete_qos(be);
+	dds_delete_qos(rel);
+	cr_assert(rd[0] > 0 && rd[1] > 0);
+	d = start_with(name, "{\"Ros2\": {\"Publish\": true, \"PublishHz\": 100, \"Domain\": %d}}",
+		       domain);
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	for (int k = 0; k < 2; k++) {
+		int64_t end = now_mono() + 10000000000LL, last = -1, v;
+		int got = 0;
+
+		while (got < 20 && now_mono() < end) {
+			if (take_one(rd[k], &v)) {
+				int64_t now;
+
+				cr_assert_eq(shmclock_now(r, &now), 0);
+				cr_assert_geq(v, last, "/clock went back: %lld after %lld", (long long)v,
+					      (long long)last);
+				/* A sample is the clock at most a period plus delivery ago. */
+				cr_assert(v <= now && now - v < 200000000, "sample %lld, clock %lld",
+					  (long long)v, (long long)now);
+				last = v;
+				got++;
+			} else {
+				sleep_ns(1000000);
+			}
+		}
+		cr_assert_eq(got, 20, "%s subscriber got %d samples",
+			     k ? "a reliable" : "a best-effort", got);
+	}
+	cr_assert(status_has(name, "\"publishing\":true"), "%s", ctl_out);
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+Test(ros2, a_follower_daemon_trails_its_leader_by_at_most_a_period)
+{
+	const char *lead = test_clock_name(), *follow = test_clock_name();
+	static int64_t lag[400];
+	shmclock_t *a = NULL, *b = NULL;
+	pid_t da, db;
+	int n = 0;
+
+	da = start_with(lead, "{\"Ros2\": {\"Publish\": true, \"PublishHz\": 100, \"Domain\": %d}}",
+			domain);
+	db = start_with(follow, "{\"TimeSource\": \"ros2\", \"Ros2\": {\"Domain\": %d}}", domain);
+	cr_assert_eq(shmclock_open(lead, &a), 0);
+	cr_assert_eq(shmclock_open(follow, &b), 0);
+	{
+		int64_t end = now_mono() + 10000000000LL, t;
+
+		while (shmclock_now(b, &t) != 0 && now_mono() < end)
+			sleep_ns(5000000);
+		cr_assert_eq(shmclock_now(b, &t), 0, "the follower never got /clock");
+	}
+	/* Sample both clocks (follower first: the leader's later read only
+	 * adds to the lag, never hides it). */
+	for (int i = 0; i < 400; i++) {
+		int64_t tb, ta;
+
+		cr_assert_eq(shmclock_now(b, &tb), 0);
+		cr_assert_eq(shmclock_now(a, &ta), 0);
+		lag[n++] = ta - tb;
+		sleep_ns(5000000);
+	}
+	qsort(lag, (size_t)n, sizeof(lag[0]), cmp_i64);
+	fprintf(stderr, "# follower lag behind leader over 2 s (PublishHz 100): p50 %.3f ms, "
+			"p99 %.3f ms, max %.3f ms, min %.3f ms\n",
+		(double)lag[n / 2] / 1e6, (double)lag[n * 99 / 100] / 1e6, (double)lag[n - 1] / 1e6,
+		(double)lag[0] / 1e6);
+	cr_assert_geq(lag[0], 0, "the follower ran ahead of its leader by %lld ns",
+		      (long long)-lag[0]);
+	/* One period (10 ms) plus delivery; generous for a shared machine. */
+	cr_assert_lt(lag[n * 99 / 100], 60000000, "p99 lag %lld ns", (long long)lag[n * 99 / 100]);
+	shmclock_close(a);
+	shmclock_close(b);
+	cr_assert_eq(daemon_stop(db), 0);
+	cr_assert_eq(daemon_stop(da), 0);
+}
+
+Test(ros2, publishing_the_clock_it_follows_is_refused)
+{
+	const char *name = test_clock_name();
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "-c", cfg_path, NULL };
+	char out[256], err[1024];
+	int st;
+
+	write_config("{\"TimeSource\": \"ros2\", \"Ros2\": {\"Publish\": true}}");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 2, "exit %d: %s", st, err);
+	cr_assert(strstr(err, "echo"), "%s", err);
+
+	write_config("{\"Ros2\": {\"Domain\": 300}}");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 2, "exit %d: %s", st, err);
+	cr_assert(strstr(err, "Domain"), "%s", err);
+
+	write_config("{\"TimeSource\": \"ros2\", \"TimeScale\": 2}");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 2, "exit %d: %s", st, err);
+	cr_assert(strstr(err, "TimeScale"), "%s", err);
+}
