@@ -327,3 +327,73 @@ Test(ros2, publishing_the_clock_it_follows_is_refused)
 	cr_assert_eq(st, 2, "exit %d: %s", st, err);
 	cr_assert(strstr(err, "TimeScale"), "%s", err);
 }
+
+/* eProsima Fast DDS, the second vendor (tests/fastdds_clock.cpp), when it
+ * was found at build time. */
+static const char *fastdds_or_skip(void)
+{
+	const char *p = getenv("FASTDDS_CLOCK");
+
+	if (!p || !*p)
+		cr_skip_test("Fast DDS is not installed here (apt-get install libfastrtps-dev g++, "
+			     "then reconfigure): the cross-vendor cases are skipped");
+	return p;
+}
+
+Test(ros2, a_fast_dds_publisher_drives_shmclockd)
+{
+	const char *fastdds = fastdds_or_skip(), *name = test_clock_name();
+	char dom[16];
+	shmclock_t *r = NULL;
+	pid_t d, p;
+
+	d = start_with(name, "{\"TimeSource\": \"ros2\", \"Ros2\": {\"Domain\": %d}}", domain);
+	snprintf(dom, sizeof(dom), "%d", domain);
+	p = test_fork();
+	if (p == 0) {
+		execl(fastdds, fastdds, "pub", dom, "42", "500000000", (char *)NULL);
+		_exit(127);
+	}
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	cr_assert(wait_value(r, 42500000000LL, 20000000000LL),
+		  "Fast DDS's best-effort /clock (42.5 s) never reached shmclockd");
+	kill(p, SIGTERM);
+	test_wait(p);
+	cr_assert(status_has(name, "\"following\":true"), "%s", ctl_out);
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(ros2, shmclockd_clock_reaches_a_fast_dds_subscriber)
+{
+	const char *fastdds = fastdds_or_skip(), *name = test_clock_name();
+	char dom[16], out[1024], err[2048];
+	char *argv[] = { (char *)fastdds, "sub", dom, "5", "20000", NULL };
+	shmclock_t *r = NULL;
+	int64_t prev = -1, v = 0, now;
+	int st, lines = 0;
+	pid_t d;
+
+	d = start_with(name, "{\"Ros2\": {\"Publish\": true, \"PublishHz\": 100, \"Domain\": %d}}",
+		       domain);
+	snprintf(dom, sizeof(dom), "%d", domain);
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 0, "Fast DDS subscriber: exit %d: %s", st, err);
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	cr_assert_eq(shmclock_now(r, &now), 0);
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		long long sec;
+		unsigned long nsec;
+
+		cr_assert_eq(sscanf(line, "%lld %lu", &sec, &nsec), 2, "line '%s'", line);
+		v = sec * 1000000000LL + (long long)nsec;
+		cr_assert_gt(v, prev, "/clock as Fast DDS saw it went back");
+		prev = v;
+		lines++;
+	}
+	cr_assert_eq(lines, 5);
+	cr_assert(v <= now && now - v < 2000000000LL, "last sample %lld, clock now %lld",
+		  (long long)v, (long long)now);
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
