@@ -267,15 +267,14 @@ static int segment_owner(const char *name)
 }
 
 #ifdef SHMCLOCK_HAVE_ROS2
-/* The DDS participant for the ros2 source and/or the /clock publisher, on
- * Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it), else 0. */
-static int open_ros2(const struct shmclockd_config *cfg, struct ros2 **out)
+/* The DDS domain: Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it),
+ * else 0. Checked before the clock is touched. */
+static int resolve_domain(struct shmclockd_config *cfg)
 {
 	const char *env = getenv("ROS_DOMAIN_ID");
-	char err[256], *end;
-	int domain = cfg->ros2_domain;
+	char *end;
 
-	if (domain < 0 && env && *env) {
+	if (cfg->ros2_domain < 0 && env && *env) {
 		long d = strtol(env, &end, 10);
 
 		if (*end || d < 0 || d > 232) {
@@ -283,10 +282,19 @@ static int open_ros2(const struct shmclockd_config *cfg, struct ros2 **out)
 				env);
 			return -1;
 		}
-		domain = (int)d;
+		cfg->ros2_domain = (int)d;
 	}
-	if (domain < 0)
-		domain = 0;
+	if (cfg->ros2_domain < 0)
+		cfg->ros2_domain = 0;
+	return 0;
+}
+
+/* The DDS participant for the ros2 source and/or the /clock publisher. */
+static int open_ros2(const struct shmclockd_config *cfg, struct ros2 **out)
+{
+	char err[256];
+	int domain = cfg->ros2_domain;
+
 	if (ros2_open(out, domain, err, sizeof(err)) ||
 	    (cfg->ros2_publish && ros2_publisher(*out, err, sizeof(err)))) {
 		fprintf(stderr, "shmclockd: ROS 2 (domain %d): %s\n", domain, err);
@@ -399,6 +407,12 @@ static void reload(const struct overrides *o, const struct shmclockd_config *cur
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
+#ifdef SHMCLOCK_HAVE_ROS2
+	if (resolve_domain(&next)) {
+		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
+		return;
+	}
+#endif
 	if (strcmp(next.name, cur->name) || next.source != cur->source ||
 	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode ||
 	    next.ros2_publish != cur->ros2_publish || next.ros2_hz != cur->ros2_hz ||
@@ -439,6 +453,10 @@ int main(int argc, char **argv)
 	else if (paths_default_socket(cfg.name, sock, sizeof(sock)))
 		return die_usage("the default control socket path is too long; set --socket", NULL);
 
+#ifdef SHMCLOCK_HAVE_ROS2
+	if (resolve_domain(&cfg))
+		return 2;
+#endif
 	r = shmclock_writer_open_mode(cfg.name, cfg.segment_mode, &w);
 	if (r == -EBUSY) {
 		shmclock_t *rd;

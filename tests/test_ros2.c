@@ -249,6 +249,36 @@ Test(ros2, publishes_clock_to_best_effort_and_reliable_subscribers)
 			     k ? "a reliable" : "a best-effort", got);
 	}
 	cr_assert(status_has(name, "\"publishing\":true"), "%s", ctl_out);
+
+	/* Its participant carries the user data the ROS 2 RMW layers put. */
+	{
+		dds_entity_t prd = dds_create_reader(pp, DDS_BUILTIN_TOPIC_DCPSPARTICIPANT, NULL, NULL);
+		int64_t end = now_mono() + 5000000000LL;
+		bool seen = false;
+
+		cr_assert_gt(prd, 0);
+		while (!seen && now_mono() < end) {
+			void *ptrs[16] = { 0 };
+			dds_sample_info_t infos[16];
+			int n = dds_read(prd, ptrs, infos, 16, 16);
+
+			for (int i = 0; i < n; i++) {
+				const dds_builtintopic_participant_t *p = ptrs[i];
+				void *ud = NULL;
+				size_t sz = 0;
+
+				if (infos[i].valid_data && dds_qget_userdata(p->qos, &ud, &sz) && ud &&
+				    sz == 10 && !memcmp(ud, "enclave=/;", 10))
+					seen = true;
+				dds_free(ud);
+			}
+			if (n > 0)
+				dds_return_loan(prd, ptrs, n);
+			if (!seen)
+				sleep_ns(20000000);
+		}
+		cr_assert(seen, "no participant with user data enclave=/; (shmclockd's)");
+	}
 	shmclock_close(r);
 	cr_assert_eq(daemon_stop(d), 0);
 }
@@ -270,7 +300,15 @@ Test(ros2, a_follower_daemon_trails_its_leader_by_at_most_a_period)
 
 	da = start_with(lead, "{\"Ros2\": {\"Publish\": true, \"PublishHz\": 100, \"Domain\": %d}}",
 			domain);
-	db = start_with(follow, "{\"TimeSource\": \"ros2\", \"Ros2\": {\"Domain\": %d}}", domain);
+	/* The follower takes its domain from ROS_DOMAIN_ID, as ROS 2 does. */
+	{
+		char dom[16];
+
+		snprintf(dom, sizeof(dom), "%d", domain);
+		setenv("ROS_DOMAIN_ID", dom, 1);
+		db = start_with(follow, "{\"TimeSource\": \"ros2\"}");
+		unsetenv("ROS_DOMAIN_ID");
+	}
 	cr_assert_eq(shmclock_open(lead, &a), 0);
 	cr_assert_eq(shmclock_open(follow, &b), 0);
 	{
@@ -326,6 +364,19 @@ Test(ros2, publishing_the_clock_it_follows_is_refused)
 	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
 	cr_assert_eq(st, 2, "exit %d: %s", st, err);
 	cr_assert(strstr(err, "TimeScale"), "%s", err);
+
+	write_config("{\"TimeSource\": \"ros2\"}");
+	setenv("ROS_DOMAIN_ID", "lots", 1);
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	unsetenv("ROS_DOMAIN_ID");
+	cr_assert_eq(st, 2, "a bad ROS_DOMAIN_ID: exit %d: %s", st, err);
+	cr_assert(strstr(err, "ROS_DOMAIN_ID"), "%s", err);
+	{
+		char shm[128];
+
+		snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+		cr_assert_neq(access(shm, F_OK), 0, "a rejected start created the clock");
+	}
 }
 
 /* eProsima Fast DDS, the second vendor (tests/fastdds_clock.cpp), when it
