@@ -35,16 +35,9 @@
 
 #include "Clock.h"
 #include "bench.h"
+#include "ros2_qos.h"
 
 #define DDS_MAXSUB 16
-
-#define LOOPBACK_URI                                                                         \
-	"<CycloneDDS><Domain id=\"any\"><General><Interfaces>"                               \
-	"<NetworkInterface address=\"127.0.0.1\"/></Interfaces>"                             \
-	"<AllowMulticast>false</AllowMulticast></General><Discovery>"                        \
-	"<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50"              \
-	"</MaxAutoParticipantIndex><Peers><Peer address=\"127.0.0.1\"/></Peers>"            \
-	"</Discovery></Domain></CycloneDDS>"
 
 struct dds_shared {
 	_Atomic int ready, stop;
@@ -64,18 +57,6 @@ static double cpu_self(void)
 	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
 }
 
-static dds_qos_t *clock_qos(dds_reliability_kind_t rel)
-{
-	dds_qos_t *q = dds_create_qos();
-	dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
-
-	dds_qset_reliability(q, rel, DDS_MSECS(100));
-	dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
-	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
-	dds_qset_data_representation(q, 1, &xcdr1);
-	return q;
-}
-
 static dds_entity_t make_topic(dds_entity_t *pp)
 {
 	*pp = dds_create_participant((dds_domainid_t)domain, NULL, NULL);
@@ -89,7 +70,7 @@ static dds_entity_t make_topic(dds_entity_t *pp)
 static void dds_subscriber(struct dds_shared *sh, int id, bool lat)
 {
 	dds_entity_t pp, tp = make_topic(&pp), rd, ws;
-	dds_qos_t *q = clock_qos(DDS_RELIABILITY_BEST_EFFORT);
+	dds_qos_t *q = ros2_clock_qos(DDS_RELIABILITY_BEST_EFFORT);
 	double c0;
 
 	if (tp < 0)
@@ -199,7 +180,7 @@ static long run(bool dds, int subs, long n, double hz, double secs, double *lat,
 	if (dds) {
 		/* The writer is made after the fork: DDS's threads do not fork. */
 		dds_entity_t tp = make_topic(&pp);
-		dds_qos_t *q = clock_qos(DDS_RELIABILITY_RELIABLE);
+		dds_qos_t *q = ros2_clock_qos(DDS_RELIABILITY_RELIABLE);
 		dds_publication_matched_status_t ms = { 0 };
 		int64_t end = bench_mono_ns() + 10000000000LL;
 
@@ -290,7 +271,7 @@ int bench_dds(const struct bench_opts *o, cJSON *out)
 	bool own_uri = !getenv("CYCLONEDDS_URI");
 
 	if (own_uri)
-		setenv("CYCLONEDDS_URI", LOOPBACK_URI, 1);
+		setenv("CYCLONEDDS_URI", ROS2_LOOPBACK_URI, 1);
 	domain = 1 + (int)(getpid() % 200);
 	if (bench_clock_open(name, sizeof(name), &w, &clk))
 		return 1;

@@ -13,6 +13,7 @@
 #include "clockthread.h"
 #include "log.h"
 #include "ros2.h"
+#include "ros2_qos.h"
 
 #define ROS2_TOPIC "rt/clock"
 #define ROS2_TAKE_MAX 16
@@ -108,18 +109,6 @@ int ros2_open(struct ros2 **out, int domain, char *err, size_t errlen)
 	return 0;
 }
 
-static dds_qos_t *clock_qos(dds_reliability_kind_t rel)
-{
-	dds_qos_t *qos = dds_create_qos();
-	dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
-
-	dds_qset_reliability(qos, rel, DDS_MSECS(100));
-	dds_qset_durability(qos, DDS_DURABILITY_VOLATILE);
-	dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, 1);
-	dds_qset_data_representation(qos, 1, &xcdr1);
-	return qos;
-}
-
 static void take_samples(struct ros2 *r)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
@@ -191,7 +180,7 @@ static void *follow_main(void *arg)
 int ros2_follow(struct ros2 *r, struct clockthread *ct, int64_t stale_ns, char *err,
 		size_t errlen)
 {
-	dds_qos_t *qos = clock_qos(DDS_RELIABILITY_BEST_EFFORT);
+	dds_qos_t *qos = ros2_clock_qos(DDS_RELIABILITY_BEST_EFFORT);
 	int rc;
 
 	r->ct = ct;
@@ -218,7 +207,7 @@ int ros2_follow(struct ros2 *r, struct clockthread *ct, int64_t stale_ns, char *
 
 int ros2_publisher(struct ros2 *r, char *err, size_t errlen)
 {
-	dds_qos_t *qos = clock_qos(DDS_RELIABILITY_RELIABLE);
+	dds_qos_t *qos = ros2_clock_qos(DDS_RELIABILITY_RELIABLE);
 
 	r->writer = dds_create_writer(r->participant, r->topic, qos, NULL);
 	dds_delete_qos(qos);

@@ -12,15 +12,7 @@
 
 #include "Clock.h"
 #include "daemon.h"
-
-/* The loopback-only Cyclone DDS configuration the README documents. */
-#define LOOPBACK_URI                                                                         \
-	"<CycloneDDS><Domain id=\"any\"><General><Interfaces>"                               \
-	"<NetworkInterface address=\"127.0.0.1\"/></Interfaces>"                             \
-	"<AllowMulticast>false</AllowMulticast></General><Discovery>"                        \
-	"<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50"              \
-	"</MaxAutoParticipantIndex><Peers><Peer address=\"127.0.0.1\"/></Peers>"            \
-	"</Discovery></Domain></CycloneDDS>"
+#include "ros2_qos.h"
 
 static int domain;
 static dds_entity_t pp, topic;
@@ -29,7 +21,7 @@ static char cfg_path[300];
 static void setup(void)
 {
 	daemon_setup();
-	setenv("CYCLONEDDS_URI", LOOPBACK_URI, 1);
+	setenv("CYCLONEDDS_URI", ROS2_LOOPBACK_URI, 1);
 	/* A domain per test process: parallel runs do not hear each other. */
 	domain = 1 + (int)(getpid() % 200);
 	pp = dds_create_participant((dds_domainid_t)domain, NULL, NULL);
@@ -47,18 +39,6 @@ static void teardown(void)
 }
 
 TestSuite(ros2, .init = setup, .fini = teardown, .timeout = 60);
-
-static dds_qos_t *qos_of(dds_reliability_kind_t rel)
-{
-	dds_qos_t *q = dds_create_qos();
-	dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
-
-	dds_qset_reliability(q, rel, DDS_MSECS(100));
-	dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
-	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
-	dds_qset_data_representation(q, 1, &xcdr1);
-	return q;
-}
 
 static void write_config(const char *json)
 {
@@ -140,7 +120,7 @@ static bool status_has(const char *name, const char *needle)
 Test(ros2, follows_a_best_effort_publisher_jumps_back_and_goes_stale)
 {
 	const char *name = test_clock_name();
-	dds_qos_t *q = qos_of(DDS_RELIABILITY_BEST_EFFORT); /* as AWSIM publishes */
+	dds_qos_t *q = ros2_clock_qos(DDS_RELIABILITY_BEST_EFFORT); /* as AWSIM publishes */
 	dds_entity_t w = dds_create_writer(pp, topic, q, NULL);
 	shmclock_t *r = NULL;
 	shmclock_info_t in;
@@ -213,7 +193,8 @@ static int take_one(dds_entity_t rd, int64_t *ns)
 Test(ros2, publishes_clock_to_best_effort_and_reliable_subscribers)
 {
 	const char *name = test_clock_name();
-	dds_qos_t *be = qos_of(DDS_RELIABILITY_BEST_EFFORT), *rel = qos_of(DDS_RELIABILITY_RELIABLE);
+	dds_qos_t *be = ros2_clock_qos(DDS_RELIABILITY_BEST_EFFORT);
+	dds_qos_t *rel = ros2_clock_qos(DDS_RELIABILITY_RELIABLE);
 	dds_entity_t rd[2] = { dds_create_reader(pp, topic, be, NULL),
 			       dds_create_reader(pp, topic, rel, NULL) };
 	shmclock_t *r = NULL;
