@@ -33,6 +33,7 @@ void config_defaults(struct shmclockd_config *c)
 	c->scale = 1.0;
 	c->hz = 100;
 	c->segment_mode = 0644;
+	c->control_idle_ns = 30000000000LL;
 	c->ros2_hz = 100;
 	c->ros2_domain = -1;
 	c->ros2_stale_ns = 1000000000;
@@ -254,6 +255,12 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 					 shown(v, b, sizeof(b)));
 		c->group = g->gr_gid;
 		c->has_group = true;
+	} else if (!strcmp(k, "ControlIdleTimeout")) {
+		if (get_time(x, v, k, false, &c->control_idle_ns))
+			return -EINVAL;
+		if (c->control_idle_ns < 100000000 || c->control_idle_ns > 86400000000000LL)
+			return key_error(x, k, "expected a duration from 100ms to 24h, got %s",
+					 shown(v, b, sizeof(b)));
 	} else if (!strcmp(k, "SchedPriority")) {
 		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
 		    v->valuedouble < 0 || v->valuedouble > 99)
@@ -270,7 +277,7 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 		return key_error(x, k,
 				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
 				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
-				 "ControlGroup, SchedPriority, Ros2)");
+				 "ControlGroup, ControlIdleTimeout, SchedPriority, Ros2)");
 	}
 	return 0;
 }

@@ -28,6 +28,7 @@ struct shmclockd_config {
 	bool has_group;
 	gid_t group;                    /* ControlGroup */
 	int sched_priority;             /* SchedPriority: SCHED_FIFO 1..99, 0 = normal */
+	int64_t control_idle_ns;        /* ControlIdleTimeout: drop quiet clients */
 	bool ros2_publish;              /* Ros2.Publish: publish /clock */
 	int ros2_hz;                    /* Ros2.PublishHz, 1..10000 */
 	int ros2_domain;                /* Ros2.Domain, 0..232; -1: $ROS_DOMAIN_ID, else 0 */

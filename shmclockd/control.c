@@ -419,14 +419,17 @@ int control_pollfds(struct control *c, struct pollfd *fds, int max)
 	return n;
 }
 
+/* Closes a client's connection: dropped for @why, or (NULL) the client
+ * went away by itself, which is not counted. */
 static void drop(struct control *c, struct client *cl, const char *why)
 {
-	if (why)
+	if (why) {
 		log_msg(LOG_DEBUG, "control: dropping client (uid %u): %s", (unsigned)cl->uid, why);
+		c->dropped++;
+	}
 	close(cl->fd);
 	cl->fd = -1;
 	cl->used = 0;
-	c->dropped++;
 }
 
 static void reply_error(struct client *cl, const char *msg)
@@ -577,7 +580,7 @@ void control_handle(struct control *c, const struct pollfd *fds, int n)
 			}
 	}
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
-		if (c->clients[i].fd >= 0 && now - c->clients[i].last_ns > CONTROL_IDLE_NS)
+		if (c->clients[i].fd >= 0 && now - c->clients[i].last_ns > c->cfg->control_idle_ns)
 			drop(c, &c->clients[i], "idle");
 }
 

@@ -21,7 +21,6 @@
 #define CONTROL_PROTOCOL 1
 #define CONTROL_LINE_MAX 4096
 #define CONTROL_CLIENTS_MAX 32
-#define CONTROL_IDLE_NS (30 * 1000000000LL)
 
 struct request {
 	enum cmd_kind kind;

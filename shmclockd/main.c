@@ -54,8 +54,8 @@ static void usage(FILE *f)
 		"\n"
 		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
 		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
-		"                         ControlSocket, SegmentMode, ControlGroup, SchedPriority,\n"
-		"                         Ros2)\n"
+		"                         ControlSocket, SegmentMode, ControlGroup,\n"
+		"                         ControlIdleTimeout, SchedPriority, Ros2)\n"
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
 		"      --scale X          time scale, > 0 (default 1)\n"
@@ -393,7 +393,7 @@ static pid_t spawn(char **command, const struct shmclockd_config *c, const char 
 	return pid;
 }
 
-static void reload(const struct overrides *o, const struct shmclockd_config *cur,
+static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		   struct clockthread *ct)
 {
 	static struct shmclockd_config next; /* the clock thread copies what it keeps */
@@ -422,11 +422,13 @@ static void reload(const struct overrides *o, const struct shmclockd_config *cur
 		return;
 	}
 	cmd.arg_config = &next;
-	if (clockthread_submit(ct, &cmd))
+	if (clockthread_submit(ct, &cmd)) {
 		log_msg(LOG_ERROR, "SIGHUP: %s; the clock goes on unchanged", cmd.err);
-	else
-		log_msg(LOG_INFO, "SIGHUP: reloaded %s (scale %g, %d Hz)", o->config_path, next.scale,
-			next.hz);
+		return;
+	}
+	log_msg(LOG_INFO, "SIGHUP: reloaded %s (scale %g, %d Hz)", o->config_path, next.scale, next.hz);
+	/* The control thread's own settings (this thread). */
+	cur->control_idle_ns = next.control_idle_ns;
 }
 
 int main(int argc, char **argv)
@@ -551,7 +553,10 @@ int main(int argc, char **argv)
 		int n = control_pollfds(&ctl, fds, CONTROL_CLIENTS_MAX + 1);
 
 		fds[n] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		if (poll(fds, (nfds_t)n + 1, 1000) < 0 && errno != EINTR)
+		/* Wake often enough to drop idle clients on time. */
+		int poll_ms = cfg.control_idle_ns < 2000000000 ? (int)(cfg.control_idle_ns / 2000000) : 1000;
+
+		if (poll(fds, (nfds_t)n + 1, poll_ms) < 0 && errno != EINTR)
 			break;
 		control_handle(&ctl, fds, n);
 		if (fds[n].revents) {

@@ -796,3 +796,45 @@ Test(daemon, the_socket_is_0600_in_a_0700_directory_or_group_0660_with_ControlGr
 	}
 	setenv("SHMCLOCK_RUNTIME_DIR", rt_dir, 1);
 }
+
+Test(daemon, idle_clients_are_dropped_after_ControlIdleTimeout)
+{
+	const char *name = test_clock_name();
+	char cfg[300], buf[256];
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+	pid_t d;
+	ssize_t n;
+
+	snprintf(cfg, sizeof(cfg), "%s/idle.json", rt_dir);
+	write_file(cfg, "{\"ControlIdleTimeout\": \"300ms\"}\n");
+	d = must_start(name, "-c", cfg, NULL);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	socket_path(a.sun_path, sizeof(a.sun_path), name);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	/* Half a request, then silence: closed after ~300 ms (EOF). */
+	cr_assert_eq(send(fd, "{\"cmd\":", 7, MSG_NOSIGNAL), 7);
+	{
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int64_t t0 = now_mono();
+
+		cr_assert_eq(poll(&pf, 1, 5000), 1, "an idle client was not dropped within 5 s");
+		n = recv(fd, buf, sizeof(buf), 0);
+		cr_assert_eq(n, 0, "expected EOF, got %zd bytes", n);
+		cr_assert_geq(now_mono() - t0, 250000000, "dropped before it was idle for 300 ms");
+	}
+	close(fd);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"dropped\":1"), "%s", ctl_out);
+	cr_assert_eq(daemon_stop(d), 0);
+
+	write_file(cfg, "{\"ControlIdleTimeout\": \"1ms\"}\n");
+	{
+		char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "-c", cfg, NULL };
+		char out[256], err[1024];
+		int st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+
+		cr_assert_eq(st, 2, "exit %d: %s", st, err);
+		cr_assert(strstr(err, "ControlIdleTimeout"), "%s", err);
+	}
+}
