@@ -35,5 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(c.source != NULL, "no source");
 	FUZZ_CHECK((c.segment_mode & ~0777u) == 0 && (c.segment_mode & 0400),
 		   "accepted SegmentMode %o", c.segment_mode);
+	FUZZ_CHECK(c.sched_priority >= 0 && c.sched_priority <= 99, "accepted SchedPriority %d",
+		   c.sched_priority);
+	FUZZ_CHECK(c.control_idle_ns >= 100000000 && c.control_idle_ns <= 86400000000000LL,
+		   "accepted ControlIdleTimeout %lld", (long long)c.control_idle_ns);
 	return 0;
 }
