@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "control_client.h"
 #include "latehist.h"
 
 #define FLOOD_PROCS 4
@@ -47,44 +48,15 @@ static char sock_path[108];
 
 static int connect_ctl(void)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = control_client_connect(sock_path);
 
-	if (fd < 0)
-		return -1;
-	memcpy(a.sun_path, sock_path, strlen(sock_path) + 1);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return fd < 0 ? -1 : fd;
 }
 
 /* One status request; the reply line into buf. 0 or -1. */
 static int status_line(char *buf, size_t len)
 {
-	static const char req[] = "{\"cmd\":\"status\"}\n";
-	size_t used = 0;
-	int fd = connect_ctl();
-
-	if (fd < 0)
-		return -1;
-	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)sizeof(req) - 1) {
-		close(fd);
-		return -1;
-	}
-	while (used + 1 < len) {
-		ssize_t n = recv(fd, buf + used, len - 1 - used, 0);
-
-		if (n <= 0)
-			break;
-		used += (size_t)n;
-		if (memchr(buf, '\n', used))
-			break;
-	}
-	buf[used] = 0;
-	close(fd);
-	return used && strchr(buf, '\n') ? 0 : -1;
+	return control_client_request(sock_path, "{\"cmd\":\"status\"}\n", buf, len, -1) ? -1 : 0;
 }
 
 static double num(const cJSON *o, const char *k)

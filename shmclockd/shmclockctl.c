@@ -19,6 +19,7 @@
 
 #include <shmclock/shmclock.h>
 
+#include "control_client.h"
 #include "duration.h"
 #include "paths.h"
 
@@ -59,40 +60,18 @@ static int command_help(const char *cmd)
 /* One request, one reply line. Returns the parsed reply or NULL (message printed). */
 static cJSON *request(const char *sock, const char *line)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	char buf[8192];
-	size_t used = 0;
 	cJSON *reply;
-	int fd;
+	int r = control_client_request(sock, line, buf, sizeof(buf), -1);
 
-	if (strlen(sock) >= sizeof(a.sun_path)) {
+	if (r == -ENAMETOOLONG) {
 		fprintf(stderr, "shmclockctl: socket path too long: %s\n", sock);
 		return NULL;
 	}
-	strcpy(a.sun_path, sock);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		fprintf(stderr, "shmclockctl: no shmclockd at %s: %s\n", sock, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	if (r < 0 && r != -EPROTO) {
+		fprintf(stderr, "shmclockctl: no shmclockd at %s: %s\n", sock, strerror(-r));
 		return NULL;
 	}
-	if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
-		fprintf(stderr, "shmclockctl: %s: %s\n", sock, strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	while (used < sizeof(buf) - 1) {
-		ssize_t n = recv(fd, buf + used, sizeof(buf) - 1 - used, 0);
-
-		if (n <= 0)
-			break;
-		used += (size_t)n;
-		if (memchr(buf, '\n', used))
-			break;
-	}
-	close(fd);
-	buf[used] = 0;
 	reply = cJSON_Parse(buf);
 	if (!reply)
 		fprintf(stderr, "shmclockctl: the daemon sent no valid reply\n");

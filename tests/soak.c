@@ -45,6 +45,8 @@
 
 #include <shmclock/shmclock.h>
 
+#include "control_client.h"
+
 #define SLOW_NS 10000000 /* a "slow" reader call: 10 ms */
 #define MAX_SCALE 2.0    /* the largest scale the clients set */
 #define BURST 2000       /* reads between naps */
@@ -246,35 +248,9 @@ static void reader(struct reader_stats *st)
  * error, -1 not answered (no daemon, or it died mid-request). */
 static int request(const char *req)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	char buf[8192];
-	size_t used = 0;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	if (fd < 0)
-		return -1;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
-		close(fd);
-		return -1;
-	}
-	while (used + 1 < sizeof(buf)) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&pf, 1, 2000) != 1)
-			break;
-		n = recv(fd, buf + used, sizeof(buf) - 1 - used, 0);
-		if (n <= 0)
-			break;
-		used += (size_t)n;
-		if (memchr(buf, '\n', used))
-			break;
-	}
-	buf[used] = 0;
-	close(fd);
-	if (!strchr(buf, '\n'))
+	if (control_client_request(sock_path, req, buf, sizeof(buf), 2000) < 0)
 		return -1;
 	return strstr(buf, "\"ok\":true") ? 1 : 0;
 }

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "control_client.h"
 #include "daemon.h"
 
 TestSuite(daemon, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
@@ -404,23 +405,7 @@ static int connect_ctl(const char *name)
 /* Reads until a newline, EOF or 2 s; returns the bytes read. */
 static ssize_t read_reply(int fd, char *buf, size_t len)
 {
-	size_t used = 0;
-
-	while (used + 1 < len) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&p, 1, 2000) != 1)
-			break;
-		n = read(fd, buf + used, len - 1 - used);
-		if (n <= 0)
-			break;
-		used += (size_t)n;
-		if (memchr(buf, '\n', used))
-			break;
-	}
-	buf[used] = 0;
-	return (ssize_t)used;
+	return (ssize_t)control_client_read_line(fd, buf, len, 2000);
 }
 
 Test(daemon, garbage_on_the_socket_leaves_it_serving)

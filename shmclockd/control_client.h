@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client side of the control socket (control.h has the protocol):
+ * connect, send one request line, read one reply line. Used by
+ * shmclockctl, the tests, the soak and the flood benchmark.
+ */
+#ifndef SHMCLOCKD_CONTROL_CLIENT_H
+#define SHMCLOCKD_CONTROL_CLIENT_H
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* A connection to the control socket at @path: fd, or -errno. */
+static inline int control_client_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd, e;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* Reads until a newline, EOF, or @timeout_ms without data (-1: no limit)
+ * into @buf, NUL-terminated. Returns the bytes read. */
+static inline size_t control_client_read_line(int fd, char *buf, size_t len, int timeout_ms)
+{
+	size_t used = 0;
+
+	while (used + 1 < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, timeout_ms) != 1)
+			break;
+		n = recv(fd, buf + used, len - 1 - used, 0);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+		if (memchr(buf, '\n', used))
+			break;
+	}
+	buf[len ? used : 0] = 0;
+	return used;
+}
+
+/* One request on a fresh connection; the reply line in @buf. Returns 0
+ * with a whole line, -EPROTO when the connection ended without one, or
+ * -errno (no daemon, say). */
+static inline int control_client_request(const char *path, const char *req, char *buf,
+					 size_t len, int timeout_ms)
+{
+	int fd = control_client_connect(path), e;
+
+	buf[0] = 0;
+	if (fd < 0)
+		return fd;
+	if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	control_client_read_line(fd, buf, len, timeout_ms);
+	close(fd);
+	return strchr(buf, '\n') ? 0 : -EPROTO;
+}
+
+#endif
