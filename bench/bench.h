@@ -55,6 +55,10 @@ const char *bench_find(const char *env, const char *dir, const char *file, const
  * or -1 (the child is reaped). */
 pid_t bench_spawn(char **argv, bool notify);
 void bench_sleep_s(double s);
+/* A private runtime directory for the daemons a run starts
+ * (/tmp/shmclock-bench-PID, exported as SHMCLOCK_RUNTIME_DIR). 0, or -1
+ * with a message. The caller removes it. */
+int bench_runtime_dir(char *rt, size_t len);
 
 /* Shared memory for forked children (zeroed). */
 void *bench_shared(size_t n);

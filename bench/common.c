@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -274,4 +275,15 @@ void bench_sleep_s(double s)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+int bench_runtime_dir(char *rt, size_t len)
+{
+	snprintf(rt, len, "/tmp/shmclock-bench-%d", (int)getpid());
+	if (mkdir(rt, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "shmclock-bench: %s: %s\n", rt, strerror(errno));
+		return -1;
+	}
+	setenv("SHMCLOCK_RUNTIME_DIR", rt, 1);
+	return 0;
 }

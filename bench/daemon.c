@@ -108,12 +108,8 @@ int bench_daemon(const struct bench_opts *o, cJSON *out)
 	double base_cpu, cpu;
 	pid_t pid;
 
-	snprintf(rt, sizeof(rt), "/tmp/shmclock-bench-%d", (int)getpid());
-	if (mkdir(rt, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "shmclock-bench: %s: %s\n", rt, strerror(errno));
+	if (bench_runtime_dir(rt, sizeof(rt)))
 		return 1;
-	}
-	setenv("SHMCLOCK_RUNTIME_DIR", rt, 1);
 	cJSON_AddNumberToObject(out, "seconds", secs);
 	cJSON_AddStringToObject(out, "shmclockd", daemon);
 	printf("daemon: shmclockd's CPU share of one core and memory over %.3g s%s\n", secs,

@@ -134,6 +134,20 @@ static void shm_subscriber(struct dds_shared *sh, int id, bool lat, shmclock_t *
 	_exit(0);
 }
 
+/* One update of @ns (a positive CLOCK_MONOTONIC reading): a /clock sample,
+ * or a step of the shmclock segment. */
+static void publish(bool dds, dds_entity_t wr, shmclock_writer_t *w, int64_t ns)
+{
+	if (dds) {
+		rosgraph_msgs_msg_dds__Clock_ m = { .clock = { .sec = (int32_t)(ns / 1000000000),
+							       .nanosec = (uint32_t)(ns % 1000000000) } };
+
+		dds_write(wr, &m);
+	} else {
+		shmclock_writer_advance(w, ns);
+	}
+}
+
 /* Waits until every subscriber has @want samples (or 200 ms passed). */
 static bool wait_got(struct dds_shared *sh, int subs, long want)
 {
@@ -197,16 +211,7 @@ static long run(bool dds, int subs, long n, double hz, double secs, double *lat,
 		for (long i = 0; i < n; i++) {
 			int64_t t0 = bench_mono_ns();
 
-			if (dds) {
-				rosgraph_msgs_msg_dds__Clock_ m = {
-					.clock = { .sec = (int32_t)(t0 / 1000000000),
-						   .nanosec = (uint32_t)(t0 % 1000000000) }
-				};
-
-				dds_write(wr, &m);
-			} else {
-				shmclock_writer_advance(w, t0);
-			}
+			publish(dds, wr, w, t0);
 			sent++;
 			if (!wait_got(sh, subs, sent)) {
 				lost++;
@@ -223,16 +228,7 @@ static long run(bool dds, int subs, long n, double hz, double secs, double *lat,
 
 			if (next > now)
 				bench_sleep_s((double)(next - now) / 1e9);
-			if (dds) {
-				rosgraph_msgs_msg_dds__Clock_ m = {
-					.clock = { .sec = (int32_t)(next / 1000000000),
-						   .nanosec = (uint32_t)(next % 1000000000) }
-				};
-
-				dds_write(wr, &m);
-			} else {
-				shmclock_writer_advance(w, next);
-			}
+			publish(dds, wr, w, next);
 		}
 	}
 	atomic_store(&sh->stop, 1);

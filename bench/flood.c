@@ -316,12 +316,8 @@ int bench_flood(const struct bench_opts *o, cJSON *out)
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
 	int rc;
 
-	snprintf(rt, sizeof(rt), "/tmp/shmclock-bench-%d", (int)getpid());
-	if (mkdir(rt, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "shmclock-bench: %s: %s\n", rt, strerror(errno));
+	if (bench_runtime_dir(rt, sizeof(rt)))
 		return 1;
-	}
-	setenv("SHMCLOCK_RUNTIME_DIR", rt, 1);
 	printf("flood: shmclockd's tick lateness at 10 kHz while %d processes abuse its control\n"
 	       "socket, %.3g s per phase%s; p99 x: ratio to the busy baseline (ticks late by a\n"
 	       "period or more count as skipped)\n",
