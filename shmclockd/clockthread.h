@@ -18,6 +18,7 @@
 #include "latehist.h"
 
 struct ros2;
+struct ros2_api;
 
 enum cmd_kind {
 	CMD_STATUS,
@@ -58,6 +59,7 @@ struct clockthread {
 	/* /clock publisher (ros2.c), set before clockthread_start; NULL: none.
 	 * Publishes at ros2_hz on absolute deadlines of its own. */
 	struct ros2 *ros2_pub;
+	const struct ros2_api *ros2_api;
 };
 
 /* Starts the thread. The writer must be open and the clock initialized. */

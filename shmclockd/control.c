@@ -16,9 +16,7 @@
 #include <unistd.h>
 
 #include "control.h"
-#ifdef SHMCLOCK_HAVE_ROS2
 #include "ros2.h"
-#endif
 #include "duration.h"
 #include "log.h"
 #include "source.h"
@@ -238,12 +236,11 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 	if (c->ct)
 		add_ticks(st, c->ct);
 	add_control(st, c);
-#ifdef SHMCLOCK_HAVE_ROS2
 	if (c->ros2) {
 		struct ros2_stats rs;
 		cJSON *t = cJSON_CreateObject();
 
-		ros2_get_stats(c->ros2, &rs);
+		c->ros2_api->get_stats(c->ros2, &rs);
 		cJSON_AddNumberToObject(t, "domain", rs.domain);
 		cJSON_AddBoolToObject(t, "following", rs.following);
 		cJSON_AddBoolToObject(t, "publishing", rs.publishing);
@@ -259,7 +256,6 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 		}
 		cJSON_AddItemToObject(st, "ros2", t);
 	}
-#endif
 	return finish(o);
 }
 

@@ -49,6 +49,7 @@ struct control {
 	struct clockthread *ct;
 	shmclock_t *view;                /* read-only handle: status answers */
 	struct ros2 *ros2;               /* ROS 2 link for status, or NULL */
+	const struct ros2_api *ros2_api;
 	const struct shmclockd_config *cfg;
 	struct client clients[CONTROL_CLIENTS_MAX];
 	/* requests answered ok / answered with an error; connections refused

@@ -30,9 +30,7 @@
 #include "duration.h"
 #include "log.h"
 #include "paths.h"
-#ifdef SHMCLOCK_HAVE_ROS2
 #include "ros2.h"
-#endif
 #include "source.h"
 
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
@@ -289,16 +287,36 @@ static int resolve_domain(struct shmclockd_config *cfg)
 	return 0;
 }
 
-/* The DDS participant for the ros2 source and/or the /clock publisher. */
-static int open_ros2(const struct shmclockd_config *cfg, struct ros2 **out)
+/* A /clock sample, through the clock thread (ros2_host.sample). */
+static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
 {
-	char err[256];
+	struct cmd cmd = { .kind = CMD_ADVANCE, .from_source = true, .arg_ns = ns };
+	int r = clockthread_submit(ctx, &cmd);
+
+	if (r)
+		snprintf(err, errlen, "%s", cmd.err);
+	return r;
+}
+
+/* Loads the module and opens the DDS participant for the ros2 source
+ * and/or the /clock publisher. */
+static int open_ros2(const struct shmclockd_config *cfg, struct clockthread *ct,
+		     const struct ros2_api **api, struct ros2 **out)
+{
+	static struct ros2_host host;
+	char err[512];
 	int domain = cfg->ros2_domain;
 
-	if (ros2_open(out, domain, err, sizeof(err)) ||
-	    (cfg->ros2_publish && ros2_publisher(*out, err, sizeof(err)))) {
+	*api = ros2_load(err, sizeof(err));
+	if (!*api) {
+		fprintf(stderr, "shmclockd: %s\n", err);
+		return -1;
+	}
+	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg };
+	if ((*api)->open(out, domain, &host, err, sizeof(err)) ||
+	    (cfg->ros2_publish && (*api)->publisher(*out, err, sizeof(err)))) {
 		fprintf(stderr, "shmclockd: ROS 2 (domain %d): %s\n", domain, err);
-		ros2_close(*out);
+		(*api)->close(*out);
 		*out = NULL;
 		return -1;
 	}
@@ -306,16 +324,6 @@ static int open_ros2(const struct shmclockd_config *cfg, struct ros2 **out)
 		cfg->source->id == SHMCLOCK_SOURCE_ROS2 ? ", following /clock" : "",
 		cfg->ros2_publish ? ", publishing /clock" : "");
 	return 0;
-}
-#else
-static void ros2_stop(struct ros2 *r)
-{
-	(void)r;
-}
-
-static void ros2_close(struct ros2 *r)
-{
-	(void)r;
 }
 #endif
 
@@ -438,6 +446,7 @@ int main(int argc, char **argv)
 	struct clockthread ct;
 	struct control ctl;
 	struct ros2 *ros2 = NULL;
+	const struct ros2_api *ros2_api = NULL;
 	shmclock_writer_t *w;
 	sigset_t mask, old;
 	char **command = NULL, sock[108], err[256];
@@ -501,14 +510,17 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
 	ct.ros2_pub = NULL;
+	ct.ros2_api = NULL;
 #ifdef SHMCLOCK_HAVE_ROS2
 	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 || cfg.ros2_publish) {
-		if (open_ros2(&cfg, &ros2)) {
+		if (open_ros2(&cfg, &ct, &ros2_api, &ros2)) {
 			shmclock_writer_close(w);
 			return 1;
 		}
-		if (cfg.ros2_publish)
+		if (cfg.ros2_publish) {
 			ct.ros2_pub = ros2;
+			ct.ros2_api = ros2_api;
+		}
 	}
 #endif
 	r = clockthread_start(&ct, w, &cfg);
@@ -520,22 +532,22 @@ int main(int argc, char **argv)
 	if (control_open(&ctl, sock, &cfg, &ct, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
 		clockthread_stop(&ct);
-		ros2_close(ros2);
+		if (ros2)
+			ros2_api->close(ros2);
 		shmclock_writer_close(w);
 		return 1;
 	}
-#ifdef SHMCLOCK_HAVE_ROS2
 	ctl.ros2 = ros2;
-	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 &&
-	    ros2_follow(ros2, &ct, cfg.ros2_stale_ns, err, sizeof(err))) {
+	ctl.ros2_api = ros2_api;
+	if (ros2 && cfg.source->id == SHMCLOCK_SOURCE_ROS2 &&
+	    ros2_api->follow(ros2, cfg.ros2_stale_ns, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
 		control_close(&ctl);
 		clockthread_stop(&ct);
-		ros2_close(ros2);
+		ros2_api->close(ros2);
 		shmclock_writer_close(w);
 		return 1;
 	}
-#endif
 	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", cfg.name, cfg.source->name,
 		cfg.hz, sock);
 	if (command) {
@@ -586,10 +598,12 @@ int main(int argc, char **argv)
 	}
 
 	/* The follower submits to the clock thread: it stops first. */
-	ros2_stop(ros2);
+	if (ros2)
+		ros2_api->stop(ros2);
 	control_close(&ctl);
 	clockthread_stop(&ct);
-	ros2_close(ros2);
+	if (ros2)
+		ros2_api->close(ros2);
 	shmclock_writer_close(w);
 	if (command || o.remove_on_exit) {
 		shmclock_unlink(cfg.name);

@@ -10,8 +10,6 @@
 #include <dds/dds.h>
 
 #include "Clock.h"
-#include "clockthread.h"
-#include "log.h"
 #include "ros2.h"
 #include "ros2_qos.h"
 
@@ -20,10 +18,10 @@
 #define ROS2_POLL_NS 50000000 /* how often the follower looks at staleness */
 
 struct ros2 {
+	struct ros2_host host;
 	int domain;
 	dds_entity_t participant, topic, reader, writer, waitset, readcond, stop_guard;
 	/* following */
-	struct clockthread *ct;
 	int64_t stale_ns;
 	pthread_t thread;
 	bool thread_started;
@@ -43,7 +41,9 @@ static int64_t mono_now(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void ros2_time_from_ns(int64_t ns, int32_t *sec, uint32_t *nanosec)
+/* ROS Time <-> ns. Negative times have a negative sec and 0 <= nanosec <
+ * 1e9; beyond int32 seconds saturates. */
+static void time_from_ns(int64_t ns, int32_t *sec, uint32_t *nanosec)
 {
 	int64_t s = ns / 1000000000, n = ns % 1000000000;
 
@@ -62,7 +62,7 @@ void ros2_time_from_ns(int64_t ns, int32_t *sec, uint32_t *nanosec)
 	*nanosec = (uint32_t)n;
 }
 
-int64_t ros2_time_to_ns(int32_t sec, uint32_t nanosec)
+static int64_t time_to_ns(int32_t sec, uint32_t nanosec)
 {
 	return (int64_t)sec * 1000000000 + (int64_t)nanosec;
 }
@@ -73,7 +73,10 @@ static int dds_fail(char *err, size_t errlen, const char *what, dds_return_t rc)
 	return -EIO;
 }
 
-int ros2_open(struct ros2 **out, int domain, char *err, size_t errlen)
+static void ros2_close(struct ros2 *r);
+
+static int ros2_open(struct ros2 **out, int domain, const struct ros2_host *host, char *err,
+		     size_t errlen)
 {
 	static const char enclave[] = "enclave=/;";
 	struct ros2 *r = calloc(1, sizeof(*r));
@@ -82,6 +85,7 @@ int ros2_open(struct ros2 **out, int domain, char *err, size_t errlen)
 	*out = NULL;
 	if (!r)
 		return -ENOMEM;
+	r->host = *host;
 	r->domain = domain;
 	r->last_mono = -1;
 	pthread_mutex_init(&r->mu, NULL);
@@ -117,17 +121,14 @@ static void take_samples(struct ros2 *r)
 
 	for (int i = 0; i < n; i++) {
 		const rosgraph_msgs_msg_dds__Clock_ *m = ptrs[i];
-		struct cmd cmd;
+		char why[256] = "";
 		int64_t now;
 
 		if (!infos[i].valid_data)
 			continue;
-		memset(&cmd, 0, sizeof(cmd));
-		cmd.kind = CMD_ADVANCE;
-		cmd.from_source = true;
-		cmd.arg_ns = ros2_time_to_ns(m->clock.sec, m->clock.nanosec);
-		if (clockthread_submit(r->ct, &cmd))
-			log_msg(LOG_WARN, "ros2: /clock sample refused: %s", cmd.err);
+		if (r->host.sample(r->host.ctx, time_to_ns(m->clock.sec, m->clock.nanosec), why,
+				   sizeof(why)))
+			r->host.log(LOG_WARN, "ros2: /clock sample refused: %s", why);
 		now = mono_now();
 		pthread_mutex_lock(&r->mu);
 		if (r->last_mono >= 0) {
@@ -142,7 +143,7 @@ static void take_samples(struct ros2 *r)
 		r->samples++;
 		if (r->stale) {
 			r->stale = false;
-			log_msg(LOG_INFO, "ros2: /clock samples arrive again");
+			r->host.log(LOG_INFO, "ros2: /clock samples arrive again");
 		}
 		pthread_mutex_unlock(&r->mu);
 	}
@@ -169,7 +170,7 @@ static void *follow_main(void *arg)
 		if (!r->stale && r->stale_ns > 0 && r->last_mono >= 0 &&
 		    mono_now() - r->last_mono > r->stale_ns) {
 			r->stale = true;
-			log_msg(LOG_WARN, "ros2: no /clock sample for %.3f s: the clock is stale",
+			r->host.log(LOG_WARN, "ros2: no /clock sample for %.3f s: the clock is stale",
 				(double)r->stale_ns / 1e9);
 		}
 		pthread_mutex_unlock(&r->mu);
@@ -177,13 +178,11 @@ static void *follow_main(void *arg)
 	return NULL;
 }
 
-int ros2_follow(struct ros2 *r, struct clockthread *ct, int64_t stale_ns, char *err,
-		size_t errlen)
+static int ros2_follow(struct ros2 *r, int64_t stale_ns, char *err, size_t errlen)
 {
 	dds_qos_t *qos = ros2_clock_qos(DDS_RELIABILITY_BEST_EFFORT);
 	int rc;
 
-	r->ct = ct;
 	r->stale_ns = stale_ns;
 	r->reader = dds_create_reader(r->participant, r->topic, qos, NULL);
 	dds_delete_qos(qos);
@@ -205,7 +204,7 @@ int ros2_follow(struct ros2 *r, struct clockthread *ct, int64_t stale_ns, char *
 	return 0;
 }
 
-int ros2_publisher(struct ros2 *r, char *err, size_t errlen)
+static int ros2_publisher(struct ros2 *r, char *err, size_t errlen)
 {
 	dds_qos_t *qos = ros2_clock_qos(DDS_RELIABILITY_RELIABLE);
 
@@ -216,12 +215,12 @@ int ros2_publisher(struct ros2 *r, char *err, size_t errlen)
 	return 0;
 }
 
-int ros2_publish(struct ros2 *r, int64_t sim_ns)
+static int ros2_publish(struct ros2 *r, int64_t sim_ns)
 {
 	rosgraph_msgs_msg_dds__Clock_ m;
 	dds_return_t rc;
 
-	ros2_time_from_ns(sim_ns, &m.clock.sec, &m.clock.nanosec);
+	time_from_ns(sim_ns, &m.clock.sec, &m.clock.nanosec);
 	rc = dds_write(r->writer, &m);
 	if (rc < 0)
 		return -EIO;
@@ -231,7 +230,7 @@ int ros2_publish(struct ros2 *r, int64_t sim_ns)
 	return 0;
 }
 
-void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
+static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->domain = r->domain;
@@ -246,7 +245,7 @@ void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
 	pthread_mutex_unlock(&r->mu);
 }
 
-void ros2_stop(struct ros2 *r)
+static void ros2_stop(struct ros2 *r)
 {
 	if (!r || !r->thread_started)
 		return;
@@ -255,7 +254,7 @@ void ros2_stop(struct ros2 *r)
 	r->thread_started = false;
 }
 
-void ros2_close(struct ros2 *r)
+static void ros2_close(struct ros2 *r)
 {
 	if (!r)
 		return;
@@ -265,3 +264,13 @@ void ros2_close(struct ros2 *r)
 	pthread_mutex_destroy(&r->mu);
 	free(r);
 }
+
+__attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api = {
+	.open = ros2_open,
+	.follow = ros2_follow,
+	.publisher = ros2_publisher,
+	.publish = ros2_publish,
+	.get_stats = ros2_get_stats,
+	.stop = ros2_stop,
+	.close = ros2_close,
+};

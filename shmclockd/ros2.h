@@ -3,15 +3,18 @@
  * ROS 2 interop over DDS (Eclipse Cyclone DDS): the `ros2` time source
  * follows the ROS 2 topic /clock (DDS topic rt/clock, type
  * rosgraph_msgs::msg::dds_::Clock_), and any source can publish /clock.
- * Built only with the Meson feature `ros2` (Cyclone DDS found); without it
- * the config's Ros2 keys and TimeSource "ros2" are clear errors.
  *
- * QoS, as rclcpp and AWSIM use them: the follower reads BEST_EFFORT,
- * VOLATILE, KEEP_LAST 1 (a RELIABLE reader would never match AWSIM's
- * best-effort writer); the publisher writes RELIABLE, VOLATILE, KEEP_LAST 1
- * so that best-effort and reliable subscribers both match. XCDR1 data
- * representation and participant user data "enclave=/;" as the ROS 2 RMW
- * layers put them.
+ * It lives in a module of its own, libshmclockd-ros2.so, that shmclockd
+ * loads only when the config asks for ROS 2: linked in, Cyclone DDS would
+ * cost every shmclockd ~4 MiB of resident memory and ~10 ms of start-up
+ * whether it speaks DDS or not. Built with the Meson feature `ros2`
+ * (Cyclone DDS found); without it the config's Ros2 keys and TimeSource
+ * "ros2" are clear errors.
+ *
+ * QoS (ros2_qos.h), as rclcpp and AWSIM use them: the follower reads best
+ * effort (a reliable reader would never match AWSIM's best-effort writer);
+ * the publisher writes reliable so that both kinds of subscriber match.
+ * XCDR1 and participant user data "enclave=/;" as the ROS 2 RMW layers.
  */
 #ifndef SHMCLOCKD_ROS2_H
 #define SHMCLOCKD_ROS2_H
@@ -20,7 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct clockthread;
+#include "log.h"
+
 struct ros2;
 
 struct ros2_stats {
@@ -33,32 +37,38 @@ struct ros2_stats {
 	uint64_t published;      /* /clock samples written (publishing) */
 };
 
-/* A DDS participant on @domain. 0, or -errno with a one-line err. */
-int ros2_open(struct ros2 **out, int domain, char *err, size_t errlen);
+/* What the daemon lends the module. */
+struct ros2_host {
+	void *ctx;
+	/* A /clock sample for the clock (the follower thread calls it): 0, or
+	 * -errno with a message in err. */
+	int (*sample)(void *ctx, int64_t ns, char *err, size_t errlen);
+	__attribute__((format(printf, 2, 3))) void (*log)(enum log_level level, const char *fmt, ...);
+};
 
-/* Follows /clock: each sample becomes the clock's next stepped value
- * through the clock thread (a backward one is a jump). Stale after
- * @stale_ns without a sample. Starts a thread. */
-int ros2_follow(struct ros2 *r, struct clockthread *ct, int64_t stale_ns, char *err,
-		size_t errlen);
+struct ros2_api {
+	/* A DDS participant on @domain. 0, or -errno with a one-line err. */
+	int (*open)(struct ros2 **out, int domain, const struct ros2_host *host, char *err,
+		    size_t errlen);
+	/* Follows /clock: each sample goes to host->sample (a backward one is
+	 * a jump there). Stale after @stale_ns without a sample. A thread. */
+	int (*follow)(struct ros2 *r, int64_t stale_ns, char *err, size_t errlen);
+	/* Creates the /clock writer; publish() then writes one sample. */
+	int (*publisher)(struct ros2 *r, char *err, size_t errlen);
+	int (*publish)(struct ros2 *r, int64_t sim_ns);
+	void (*get_stats)(struct ros2 *r, struct ros2_stats *st);
+	/* Stops following (joins the thread): before the clock thread stops. */
+	void (*stop)(struct ros2 *r);
+	/* Deletes the participant and everything in it. NULL is accepted. */
+	void (*close)(struct ros2 *r);
+};
 
-/* Creates the /clock writer; ros2_publish() then writes. */
-int ros2_publisher(struct ros2 *r, char *err, size_t errlen);
+/* The module's one exported symbol. */
+#define ROS2_API_SYMBOL "shmclockd_ros2_api"
+#define ROS2_MODULE "libshmclockd-ros2.so"
 
-/* Writes one /clock sample of @sim_ns (the clock thread calls it). */
-int ros2_publish(struct ros2 *r, int64_t sim_ns);
-
-void ros2_get_stats(struct ros2 *r, struct ros2_stats *st);
-
-/* Stops following (joins the thread): before the clock thread stops. */
-void ros2_stop(struct ros2 *r);
-
-/* Deletes the participant and everything in it. NULL is accepted. */
-void ros2_close(struct ros2 *r);
-
-/* ROS Time <-> ns. Negative times have a negative sec and 0 <= nanosec <
- * 1e9; out of int32 seconds saturates. */
-void ros2_time_from_ns(int64_t ns, int32_t *sec, uint32_t *nanosec);
-int64_t ros2_time_to_ns(int32_t sec, uint32_t nanosec);
+/* The daemon's side: loads the module ($SHMCLOCKD_ROS2_MODULE, else next
+ * to the shmclockd executable, else the installed one). NULL with err. */
+const struct ros2_api *ros2_load(char *err, size_t errlen);
 
 #endif
