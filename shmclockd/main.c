@@ -298,8 +298,8 @@ static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
 	return r;
 }
 
-/* Loads the module and opens the DDS participant for the ros2 source
- * and/or the /clock publisher. */
+/* Opens the DDS participant for the ros2 source and/or the /clock
+ * publisher (the module is loaded already). */
 static int open_ros2(const struct shmclockd_config *cfg, struct clockthread *ct,
 		     const struct ros2_api **api, struct ros2 **out)
 {
@@ -307,11 +307,6 @@ static int open_ros2(const struct shmclockd_config *cfg, struct clockthread *ct,
 	char err[512];
 	int domain = cfg->ros2_domain;
 
-	*api = ros2_load(err, sizeof(err));
-	if (!*api) {
-		fprintf(stderr, "shmclockd: %s\n", err);
-		return -1;
-	}
 	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg };
 	if ((*api)->open(out, domain, &host, err, sizeof(err)) ||
 	    (cfg->ros2_publish && (*api)->publisher(*out, err, sizeof(err)))) {
@@ -467,6 +462,14 @@ int main(int argc, char **argv)
 #ifdef SHMCLOCK_HAVE_ROS2
 	if (resolve_domain(&cfg))
 		return 2;
+	/* The DDS module, before the clock is touched. */
+	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 || cfg.ros2_publish) {
+		ros2_api = ros2_load(err, sizeof(err));
+		if (!ros2_api) {
+			fprintf(stderr, "shmclockd: %s\n", err);
+			return 1;
+		}
+	}
 #endif
 	r = shmclock_writer_open_mode(cfg.name, cfg.segment_mode, &w);
 	if (r == -EBUSY) {

@@ -445,3 +445,57 @@ Test(ros2, shmclockd_clock_reaches_a_fast_dds_subscriber)
 	shmclock_close(r);
 	cr_assert_eq(daemon_stop(d), 0);
 }
+
+static bool maps_mention(pid_t pid, const char *what)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+Test(ros2, dds_is_loaded_only_for_a_ros2_config_and_a_missing_module_is_a_clear_error)
+{
+	const char *name = test_clock_name();
+	pid_t d = daemon_start("-n", name, NULL);
+
+	cr_assert_gt(d, 0);
+	cr_assert_not(maps_mention(d, "libddsc"), "a shmclockd without ROS 2 mapped Cyclone DDS");
+	cr_assert_eq(daemon_stop(d), 0);
+
+	d = start_with(name, "{\"Ros2\": {\"Publish\": true, \"Domain\": %d}}", domain);
+	cr_assert(maps_mention(d, "libshmclockd-ros2.so") && maps_mention(d, "libddsc"));
+	cr_assert_eq(daemon_stop(d), 0);
+
+	setenv("SHMCLOCKD_ROS2_MODULE", "/nonexistent/libshmclockd-ros2.so", 1);
+	{
+		char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "-c", cfg_path,
+				 "--log-level=warn", NULL };
+		char out[256], err[1024];
+		int st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+
+		unsetenv("SHMCLOCKD_ROS2_MODULE");
+		cr_assert_eq(st, 1, "exit %d: %s", st, err);
+		cr_assert(strstr(err, "ROS 2 support is not installed"), "%s", err);
+		cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "one line: %s", err);
+	}
+	/* Refused before the clock was touched: a new name is not created. */
+	{
+		const char *fresh = test_clock_name();
+		char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)fresh, "-c", cfg_path, NULL };
+		char out[256], err[1024], shm[128];
+
+		setenv("SHMCLOCKD_ROS2_MODULE", "/nonexistent/libshmclockd-ros2.so", 1);
+		cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 1, "%s", err);
+		unsetenv("SHMCLOCKD_ROS2_MODULE");
+		snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", fresh);
+		cr_assert_neq(access(shm, F_OK), 0, "the clock was created before the refusal");
+	}
+}
