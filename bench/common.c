@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "paths.h"
 
 volatile int64_t bench_sink;
 
@@ -179,26 +180,14 @@ void bench_clock_close(const char *name, shmclock_writer_t *w, shmclock_t *clk)
 const char *bench_find(const char *env, const char *dir, const char *file, const char *fallback,
 		       char *buf, size_t len)
 {
-	const char *e = env ? getenv(env) : NULL;
-	char self[PATH_MAX];
-	ssize_t n;
+	const char *e = env ? getenv(env) : NULL, *beside;
+	char rel[PATH_MAX];
 
 	if (e && *e)
 		return e;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		char *slash;
-
-		self[n] = 0;
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			if ((size_t)snprintf(buf, len, "%s/../%s/%s", self, dir, file) < len &&
-			    access(buf, R_OK) == 0)
-				return buf;
-		}
-	}
-	return fallback;
+	snprintf(rel, sizeof(rel), "../%s/%s", dir, file);
+	beside = paths_beside_self(rel, buf, len);
+	return beside ? beside : fallback;
 }
 
 void *bench_shared(size_t n)

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "clocks.h"
+#include "paths.h"
 
 #define PROG "shmclock-run"
 
@@ -48,26 +49,12 @@ static void usage(FILE *f)
  * installed library. */
 static const char *find_shim(char *buf, size_t len)
 {
-	const char *env = getenv("SHMCLOCK_PRELOAD");
-	char self[PATH_MAX];
-	ssize_t n;
+	const char *env = getenv("SHMCLOCK_PRELOAD"), *beside;
 
 	if (env && *env)
 		return env;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		char *slash;
-
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			if ((size_t)snprintf(buf, len, "%s/libshmclock-preload.so", self) < len &&
-			    access(buf, R_OK) == 0)
-				return buf;
-		}
-	}
-	return SHMCLOCK_PRELOAD_INSTALLED;
+	beside = paths_beside_self("libshmclock-preload.so", buf, len);
+	return beside ? beside : SHMCLOCK_PRELOAD_INSTALLED;
 }
 
 int main(int argc, char **argv)

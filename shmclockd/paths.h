@@ -14,4 +14,8 @@ void paths_runtime_dir(char *out, size_t len);
 /* <runtime dir>/<name>.sock; -ENAMETOOLONG if it does not fit a sockaddr_un. */
 int paths_default_socket(const char *name, char *out, size_t len);
 
+/* <directory of the running program>/<rel> in buf if that file is
+ * readable (a build tree keeps its pieces side by side), else NULL. */
+const char *paths_beside_self(const char *rel, char *buf, size_t len);
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "paths.h"
 #include "ros2.h"
 
 #ifndef SHMCLOCKD_MODULE_DIR
@@ -25,32 +26,17 @@ static void *try_open(const char *path, char *err, size_t errlen)
 
 const struct ros2_api *ros2_load(char *err, size_t errlen)
 {
-	const char *env = getenv("SHMCLOCKD_ROS2_MODULE");
-	char self[PATH_MAX], path[PATH_MAX + 64];
+	const char *env = getenv("SHMCLOCKD_ROS2_MODULE"), *beside;
+	char path[PATH_MAX];
 	void *h = NULL;
-	ssize_t n;
 
 	err[0] = 0;
-	if (env && *env) {
+	if (env && *env)
 		h = try_open(env, err, errlen);
-	} else {
-		/* Next to this shmclockd (the build tree), else installed. */
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		if (n > 0) {
-			char *slash;
-
-			self[n] = 0;
-			slash = strrchr(self, '/');
-			if (slash) {
-				*slash = 0;
-				snprintf(path, sizeof(path), "%s/%s", self, ROS2_MODULE);
-				if (access(path, R_OK) == 0)
-					h = try_open(path, err, errlen);
-			}
-		}
-		if (!h && !err[0])
-			h = try_open(SHMCLOCKD_MODULE_DIR "/" ROS2_MODULE, err, errlen);
-	}
+	else if ((beside = paths_beside_self(ROS2_MODULE, path, sizeof(path))))
+		h = try_open(beside, err, errlen); /* the build tree */
+	else
+		h = try_open(SHMCLOCKD_MODULE_DIR "/" ROS2_MODULE, err, errlen);
 	if (!h) {
 		char why[256];
 
