@@ -154,12 +154,31 @@ cJSON *bench_machine(void)
 	return m;
 }
 
+/* The private clock a run has open, removed if a signal ends the run (a
+ * closed pipe under `| head`, Ctrl-C): the segment path, ready made. */
+static char live_path[128];
+static pid_t live_owner;
+
+static void on_fatal(int sig)
+{
+	/* unlink is async-signal-safe; only the process that made it. */
+	if (live_path[0] && getpid() == live_owner)
+		unlink(live_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int bench_clock_open(char *name, size_t len, shmclock_writer_t **w, shmclock_t **clk)
 {
+	static const int fatal[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
 	static int seq;
 	int r;
 
 	snprintf(name, len, "bench-%d-%d", (int)getpid(), seq++);
+	snprintf(live_path, sizeof(live_path), "/dev/shm/shmclock.%s", name);
+	live_owner = getpid();
+	for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+		signal(fatal[i], on_fatal);
 	r = shmclock_writer_open(name, w);
 	if (r == 0)
 		r = shmclock_writer_set_time(*w, 0);
@@ -175,6 +194,7 @@ void bench_clock_close(const char *name, shmclock_writer_t *w, shmclock_t *clk)
 	shmclock_close(clk);
 	shmclock_writer_close(w);
 	shmclock_unlink(name);
+	live_path[0] = 0;
 }
 
 const char *bench_find(const char *env, const char *dir, const char *file, const char *fallback,
