@@ -223,10 +223,65 @@ static void a_sleeper_is_cancelled_from_another_thread_and_jumps_are_delivered(v
 	shmclock_writer_close(w);
 }
 
+/*
+ * A cancel issued while the sleeper is between its last look at the token
+ * and its futex wait: the wake-up finds nobody waiting, and the word the
+ * sleeper waits on (the segment's, read-only here) cannot be changed to
+ * stop it from sleeping. The sleep must still end soon: each of these
+ * sleeps is 1000 simulated seconds long, and a lost cancel would sleep it.
+ */
+static void *racer_main(void *p)
+{
+	struct sleeper *s = p;
+
+	/* 10 s of real time at most: a lost cancel fails, it does not hang. */
+	s->result = shmclock_sleep_for_ex(s->clk, shmclock_sec(1000), 0, shmclock_sec(10),
+					  &s->cancel);
+	return NULL;
+}
+
+static void a_cancel_racing_the_sleeper_into_its_wait_is_not_lost(void)
+{
+	struct ctx c = { .name = test_clock_name() };
+	shmclock_writer_t *w;
+	int64_t worst = 0;
+
+	REQUIRE((shmclock_writer_open(c.name, &w)) == 0);
+	REQUIRE((shmclock_writer_set_time(w, 0)) == 0);
+	REQUIRE((shmclock_open(c.name, &c.clk)) == 0);
+	for (int i = 0; i < 300; i++) {
+		struct sleeper s = { .clk = c.clk, .cancel = SHMCLOCK_CANCEL_INIT };
+		pthread_t t;
+		int64_t t0;
+
+		pthread_create(&t, NULL, racer_main, &s);
+		/* Cancel at every moment of the sleeper's start: now, or after
+		 * a few microseconds of spinning. */
+		for (volatile int k = 0; k < (i % 30) * 200; k++)
+			;
+		t0 = now_mono();
+		shmclock_cancel(c.clk, &s.cancel);
+		pthread_join(t, NULL);
+		if (now_mono() - t0 > worst)
+			worst = now_mono() - t0;
+		EXPECT(s.result == -ECANCELED, "round %d: %s", i, shmclock_strerror(s.result));
+		if (s.result != -ECANCELED)
+			break;
+	}
+	printf("# cancel racing 300 sleepers into their waits: slowest wake %.3f ms\n",
+	       (double)worst / 1e6);
+	/* Not a speed claim: a lost cancel sleeps 1000 s; 5 s means found. */
+	EXPECT(worst < 5000000000LL, "a cancel took %.3f s", (double)worst / 1e9);
+	shmclock_close(c.clk);
+	shmclock_writer_close(w);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } cases[] = {
+	{ "a_cancel_racing_the_sleeper_into_its_wait_is_not_lost",
+	  a_cancel_racing_the_sleeper_into_its_wait_is_not_lost },
 	{ "two_threads_no_torn_reads", two_threads_no_torn_reads },
 	{ "two_readers_time_never_goes_back_while_callbacks_churn",
 	  two_readers_time_never_goes_back_while_callbacks_churn },

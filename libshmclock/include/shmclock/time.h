@@ -210,7 +210,9 @@ int shmclock_sleep_for_ex(shmclock_t *clk, shmclock_duration_t d, unsigned flags
 int shmclock_sleep_until(shmclock_t *clk, shmclock_sim_time_t t, unsigned flags);
 int shmclock_sleep_for(shmclock_t *clk, shmclock_duration_t d, unsigned flags);
 
-/* Wake the sleeper(s) of @cancel with -ECANCELED (sticky until reset). */
+/* Wake the sleeper(s) of @cancel with -ECANCELED (sticky until reset): at
+ * once, or within 50 ms when the cancel races a sleeper into its wait (a
+ * reader cannot change the shared word sleepers wait on). */
 void shmclock_cancel(shmclock_t *clk, shmclock_cancel_t *cancel);
 void shmclock_cancel_reset(shmclock_cancel_t *cancel);
 /* Wake every sleep on @clk that started before this call, with -ECANCELED
