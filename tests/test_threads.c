@@ -289,10 +289,20 @@ static const struct {
 	  a_sleeper_is_cancelled_from_another_thread_and_jumps_are_delivered },
 };
 
+/* Killed (a meson timeout, Ctrl-C): the case's clocks go too. */
+static void on_kill(int sig)
+{
+	test_cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int main(void)
 {
 	int n = (int)(sizeof(cases) / sizeof(cases[0])), failed = 0;
 
+	signal(SIGTERM, on_kill);
+	signal(SIGINT, on_kill);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("TAP version 13\n1..%d\n", n);
 	for (int i = 0; i < n; i++) {
