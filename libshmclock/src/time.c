@@ -197,8 +197,8 @@ SHMCLOCK_EXPORT int shmclock_open_wait(const char *name, unsigned flags,
  * it lands between the sleeper's look at the token and its wait, and the
  * sleeper would sleep on to its deadline. Every wait is therefore at most
  * this long before the sleeper looks again: a cancel is seen at once, or
- * in the worst race within this time. (test_threads found it; 20 wake-ups a
- * second per sleeping thread is the price.)
+ * in the worst race within this time. (The TSan run of test_threads found
+ * it; 20 wake-ups a second per sleeping thread is the price.)
  */
 #define CANCEL_RECHECK_NS (50 * 1000000LL)
 
@@ -267,7 +267,10 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 		 * it unseen. A signal-aware sleep therefore always has one. */
 		if ((flags & SHMCLOCK__SLEEP_SIGNAL) && wake - mono > SIGNAL_WAIT_MAX_NS)
 			wake = mono + SIGNAL_WAIT_MAX_NS;
-		if (wake - mono > CANCEL_RECHECK_NS)
+		/* Not for the preload shim's signal-aware sleeps: nothing
+		 * cancels them, and a signal landing between two waits would go
+		 * unseen (the shim must end the sleep with EINTR). */
+		if (!(flags & SHMCLOCK__SLEEP_SIGNAL) && wake - mono > CANCEL_RECHECK_NS)
 			wake = mono + CANCEL_RECHECK_NS;
 		/* Returns on a commit, a cancel, a signal or the deadline; all
 		 * of them lead back to the checks above, except a signal when
