@@ -46,13 +46,6 @@ struct ticks {
 
 static char sock_path[108];
 
-static int connect_ctl(void)
-{
-	int fd = control_client_connect(sock_path);
-
-	return fd < 0 ? -1 : fd;
-}
-
 /* One status request; the reply line into buf. 0 or -1. */
 static int status_line(char *buf, size_t len)
 {
@@ -150,10 +143,10 @@ static void slow_load(volatile uint64_t *done)
 
 	memset(junk, 'x', sizeof(junk));
 	for (int i = 0; i < SLOW_CONNS; i++)
-		fds[i] = connect_ctl();
+		fds[i] = control_client_connect(sock_path);
 	for (unsigned k = 0;; k++) {
 		for (int i = 0; i < SLOW_CONNS; i++) {
-			if (fds[i] < 0 && (fds[i] = connect_ctl()) < 0)
+			if (fds[i] < 0 && (fds[i] = control_client_connect(sock_path)) < 0)
 				continue;
 			/* Every 8th round one connection sends an over-long line;
 			 * the rest dribble one byte of a request never finished. */
