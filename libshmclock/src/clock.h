@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <urcu/list.h>
 
@@ -53,6 +54,7 @@ struct shmclock {
 	_Atomic uint64_t seen_key;     /* key this process has delivered */
 
 	bool fallback;                 /* seg is our own page of system time */
+	uid_t owner;                   /* the segment file's owner */
 	char name[SHMCLOCK_NAME_MAX + 1];
 
 	pthread_mutex_t jump_lock;     /* one delivery at a time */

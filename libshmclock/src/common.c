@@ -164,13 +164,16 @@ SHMCLOCK_EXPORT const char *shmclock_strerror(int err)
 	case -ESTALE:
 		return "no writer is alive: time is extrapolated from the last committed state";
 	case -EAGAIN:
-		return "the writer is stuck in the middle of an update";
+		return "the writer was stopped at the start of an update";
 	case -EBUSY:
 		return "another live writer holds the clock";
+	case -EPERM:
+		return "the clock belongs to another user, who is not trusted (see SHMCLOCK_TRUST)";
+	case -ENOSPC:
+		return "no space left in /dev/shm";
 	case -ERANGE:
 		return "value out of range";
 	case -EACCES:
-	case -EPERM:
 		return "permission denied";
 	case -ENOMEM:
 		return "out of memory";

@@ -35,6 +35,16 @@ static inline int64_t shmclock__sat_add(int64_t a, int64_t b)
 	return r;
 }
 
+/* a - b, clamped likewise. */
+static inline int64_t shmclock__sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 static inline int64_t shmclock__ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;

@@ -16,6 +16,24 @@
  * (S1), backup loads (S2), mono = clock (S3), fence (acquire) and seq still
  * s1 (S4), else retry.
  *
+ * Slow path with a live writer mid-update: fence (acquire, T0), backup
+ * loads and the published anchor (T1), mono = clock (T2), fence (acquire) and seq still s1 (T3);
+ * if the anchor is this update's (T4: later than the backup's mono_base),
+ * the value is the backup's function at min(mono, anchor): the last
+ * committed time, frozen at the instant the update takes effect. Else the
+ * writer is within the few instructions between its odd store and W2a:
+ * spin, yield, then sleep on the change futex, at most SHMCLOCK_STUCK_NS.
+ *
+ * Why the frozen value is safe (T4): a reader that returned a value with
+ * the old mapping read its clock before the odd store was visible to it,
+ * so before this reader's T2 (which follows its R1 load of the odd seq):
+ * its value is at most old(min(mono, anchor)) when mono <= anchor, and at
+ * most old(anchor) otherwise, since its clock was before the writer's
+ * anchor too (the argument below). Every later read, with the new mapping,
+ * gets new(t) for a t >= anchor, and new(anchor) = old(anchor). A stuck
+ * writer therefore freezes readers' time; it never makes it jump back, and
+ * it never makes a reader wait.
+ *
  * R1..R6 and S1..S4 are the reader's steps in the Promela model next to
  * this file (seqlock.pml); spin checks it in CI (tests/spin_check.sh).
  *
@@ -40,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,8 +76,57 @@
 #define SLEEP_SLICE_MIN_NS 50000
 #define SLEEP_SLICE_MAX_NS 2000000
 
-/* Maps the named segment read-only and checks its header. */
-static int map_segment(const char *name, const struct shmclock_seg **out)
+/* Whether $SHMCLOCK_TRUST (user names or uids, separated by commas or
+ * spaces; "*" trusts every owner) names @owner. */
+static bool trusted_by_env(uid_t owner)
+{
+	const char *t = getenv("SHMCLOCK_TRUST");
+
+	while (t && *t) {
+		char word[64];
+		size_t n = strcspn(t, ", \t");
+
+		if (n && n < sizeof(word)) {
+			char *end;
+			unsigned long u;
+
+			memcpy(word, t, n);
+			word[n] = 0;
+			if (!strcmp(word, "*"))
+				return true;
+			u = strtoul(word, &end, 10);
+			if (!*end && u == owner)
+				return true;
+			if (*end) {
+				struct passwd pw, *res = NULL;
+				char buf[1024];
+
+				if (!getpwnam_r(word, &pw, buf, sizeof(buf), &res) && res &&
+				    res->pw_uid == owner)
+					return true;
+			}
+		}
+		t += n;
+		t += strspn(t, ", \t");
+	}
+	return false;
+}
+
+/*
+ * A segment is believed only if its owner could not fool us: root, this
+ * user, or a user named in $SHMCLOCK_TRUST (or any with
+ * SHMCLOCK_OPEN_TRUST_ANY_OWNER). /dev/shm is writable by everyone, so
+ * anyone can create a clock under a free name and set any time in it.
+ */
+static bool trusted(uid_t owner, unsigned flags)
+{
+	return owner == 0 || owner == geteuid() || owner == getuid() ||
+	       (flags & SHMCLOCK_OPEN_TRUST_ANY_OWNER) || trusted_by_env(owner);
+}
+
+/* Maps the named segment read-only and checks its owner and header. */
+static int map_segment(const char *name, unsigned flags, const struct shmclock_seg **out,
+		       uid_t *owner)
 {
 	char shm[SHMCLOCK_PATH_MAX];
 	struct stat st;
@@ -79,6 +147,11 @@ static int map_segment(const char *name, const struct shmclock_seg **out)
 	if (!S_ISREG(st.st_mode) || st.st_size != SHMCLOCK_SEG_SIZE) {
 		close(fd);
 		return -EPROTO;
+	}
+	*owner = st.st_uid;
+	if (!trusted(st.st_uid, flags)) {
+		close(fd);
+		return -EPERM;
 	}
 	map = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ, MAP_SHARED, fd, 0);
 	r = map == MAP_FAILED ? -errno : 0;
@@ -141,12 +214,14 @@ SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_
 	const struct shmclock_seg *seg = NULL;
 	struct shmclock *clk;
 	bool fallback = false;
+	uid_t owner = geteuid();
 	int r;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (flags & ~(SHMCLOCK_OPEN_FALLBACK_SYSTEM | SHMCLOCK_OPEN_WATCH_JUMPS))
+	if (flags & ~(SHMCLOCK_OPEN_FALLBACK_SYSTEM | SHMCLOCK_OPEN_WATCH_JUMPS |
+		      SHMCLOCK_OPEN_TRUST_ANY_OWNER))
 		return -EINVAL;
 	if (!name && !(flags & SHMCLOCK_OPEN_FALLBACK_SYSTEM))
 		return -EINVAL;
@@ -154,7 +229,7 @@ SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_
 	if (r && r != -ENOENT)
 		return r;
 	if (!r)
-		r = map_segment(name, &seg);
+		r = map_segment(name, flags, &seg, &owner);
 	if (r == -ENOENT && (flags & SHMCLOCK_OPEN_FALLBACK_SYSTEM)) {
 		r = system_segment(&seg);
 		fallback = true;
@@ -168,6 +243,7 @@ SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_
 	}
 	clk->seg = seg;
 	clk->fallback = fallback;
+	clk->owner = owner;
 	snprintf(clk->name, sizeof(clk->name), "%s", name ? name : "");
 	shmclock__jump_init(clk);
 	if (flags & SHMCLOCK_OPEN_WATCH_JUMPS) {
@@ -214,7 +290,9 @@ SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
  *
  * Returns 0 when seq has moved on (the caller retries the fast path), 1 with
  * *p filled from the backup and *mono read while that backup was the
- * committed state (the writer is dead), or -EAGAIN.
+ * committed state (the writer is dead), 2 likewise with *mono capped at the
+ * published anchor of the update in progress (the writer is alive, T1-T4
+ * at the top), or -EAGAIN.
  *
  * The clock reading belongs inside the window the seq re-check closes, as
  * on the fast path. Taken after the re-check (as this code once did), a
@@ -249,6 +327,33 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			if (atomic_load_explicit(&s->seq, memory_order_relaxed) == odd)
 				return 1;
 			return 0;
+		} else {
+			/* T1: the backup loads, and the anchor the writer published
+			 * after its odd store (writer.c, commit_begin, W2a). */
+			int64_t anchor, m;
+
+			/* T0. Pairs with the release fence of a writer taking the
+			 * clock over (writer.c, attach_segment, V0): the lock word
+			 * showed it alive, so the anchor below is not one its dead
+			 * predecessor left. */
+			atomic_thread_fence(memory_order_acquire);
+			shmclock__load_backup(s, p);
+			anchor = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+			/* T2: the clock reading, after R1 saw seq odd. */
+			m = shmclock__mono_ns();
+			/* T3. Pairs with the release fences before the writer's odd
+			 * store (W1) and after it (the seq_cst fence W2, before
+			 * W2a): if seq is still `odd`, the backup is the state
+			 * committed before it, and an anchor newer than that
+			 * state's mono_base is this update's. */
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&s->seq, memory_order_relaxed) != odd)
+				return 0;
+			/* T4 */
+			if (anchor > p->mono_base) {
+				*mono = m < anchor ? m : anchor;
+				return 2;
+			}
 		}
 		if (spins < SPIN_LIMIT) {
 			spins++;
@@ -299,6 +404,10 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 			if (r == 1) {
 				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 				return -ESTALE;
+			}
+			if (r == 2) {
+				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
+				return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
 			}
 			continue;
 		}
@@ -460,6 +569,7 @@ SHMCLOCK_EXPORT int shmclock_info(shmclock_t *clk, shmclock_info_t *info)
 	if (r == -EAGAIN)
 		return r;
 	shmclock__fill_info(clk->seg, &p, mono, lock, info);
+	info->owner_uid = clk->owner;
 	return 0;
 }
 

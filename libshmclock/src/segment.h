@@ -7,7 +7,8 @@
  * Every byte not named below is reserved and must be zero; readers refuse a
  * segment whose header says otherwise (-EPROTO).
  *
- * ABI version 1. Byte by byte:
+ * ABI version 2 (version 1 had no anchor_mono_ns; its 0x158 was reserved
+ * and readers of either refuse the other with -EPROTO). Byte by byte:
  *
  *  off   size  field                 meaning
  *  ---- header line (written once, at creation) ----------------------------
@@ -58,7 +59,15 @@
  *  0x144  4    reserved, zero
  *  0x148  8    heartbeat_mono_ns     the writer's last sign of life
  *  0x150  8    commits               number of commits so far
- *  0x158 40    reserved, zero
+ *  0x158  8    anchor_mono_ns        the CLOCK_MONOTONIC anchor of the update
+ *                                    in progress, stored right after the
+ *                                    writer's anchor reading (W2a); equal to
+ *                                    the backup's mono_base when no update
+ *                                    has published one. Lets readers of a
+ *                                    live writer stuck mid-update return the
+ *                                    last committed time, frozen at the
+ *                                    anchor, instead of waiting (reader.c, T1-T4)
+ *  0x160 32    reserved, zero
  *  ---- backup line: the last committed state, read only when the writer
  *       died mid-update (seq odd and writer_lock dead) ---------------------
  *  0x180  4    flags
@@ -88,7 +97,7 @@
 #include <shmclock/static/shmclock.h>
 
 #define SHMCLOCK_MAGIC UINT64_C(0x31304b4c434d4853) /* "SHMCLK01" little endian */
-#define SHMCLOCK_ABI_VERSION 1u
+#define SHMCLOCK_ABI_VERSION 2u
 #define SHMCLOCK_SEG_SIZE 4096u
 #define SHMCLOCK_CACHELINE 64u
 
@@ -157,7 +166,8 @@ struct shmclock_seg {
 	uint32_t reserved3;
 	_Atomic int64_t heartbeat_mono_ns;
 	_Atomic uint64_t commits;
-	uint8_t reserved4[40];
+	_Atomic int64_t anchor_mono_ns;
+	uint8_t reserved4[32];
 
 	/* backup line */
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t b_flags;
@@ -193,6 +203,7 @@ static_assert(offsetof(struct shmclock_seg, writer_start_unix_ns) == 0x108, "lay
 static_assert(offsetof(struct shmclock_seg, change_futex) == 0x140, "layout");
 static_assert(offsetof(struct shmclock_seg, heartbeat_mono_ns) == 0x148, "layout");
 static_assert(offsetof(struct shmclock_seg, commits) == 0x150, "layout");
+static_assert(offsetof(struct shmclock_seg, anchor_mono_ns) == 0x158, "layout");
 static_assert(offsetof(struct shmclock_seg, b_flags) == 0x180, "layout");
 static_assert(offsetof(struct shmclock_seg, b_nominal_mult) == 0x1b8, "layout");
 static_assert(offsetof(struct shmclock_seg, tail) == 0x1c0, "layout");

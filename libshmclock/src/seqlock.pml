@@ -4,8 +4,10 @@
  * A Promela model of the segment protocol: the writer's commit (writer.c,
  * commit_begin / commit_end), a writer killed at any step and the next
  * writer's recovery from the backup line (writer.c, recover), and readers on
- * the fast path (reader.c, now_fast) and on the dead-writer path (reader.c,
- * wait_writer and shmclock__snapshot). tests/spin_check.sh runs it with spin
+ * the fast path (reader.c, now_fast), on the dead-writer path (reader.c,
+ * wait_writer and shmclock__snapshot) and on the stuck-writer path (a live
+ * writer mid-update: the last committed time, capped at the anchor the
+ * writer published, T0..T4). tests/spin_check.sh runs it with spin
  * in CI, together with mutants that must fail.
  *
  * Checked, in every interleaving:
@@ -16,8 +18,8 @@
  *     lexicographic order (a jump starts a new epoch and may go back).
  *
  * Spin explores interleavings under sequential consistency. The C code gets
- * the same orders from the fences each step names (W1..W6, V1..V5,
- * R1..R6, S1..S4); each fence in the C code names the step here. The
+ * the same orders from the fences each step names (W1..W6 with W2a,
+ * V0..V5, R1..R6, S1..S4, T0..T4); each fence in the C code names the step here. The
  * clock is a shared counter that each reading may advance or not: readings
  * never go backwards and may repeat, as CLOCK_MONOTONIC across CPUs (time
  * that passes while nobody looks is not observable).
@@ -50,6 +52,7 @@
 byte mono;                              /* CLOCK_MONOTONIC */
 byte seq;                               /* odd while a writer updates */
 bit alive = 1;                          /* writer_lock: TID set, OWNER_DIED clear */
+byte anc;                               /* anchor_mono_ns */
 
 /* record line and backup line: mono_base, sim_base, mult, jump_epoch, and
  * the ghost field gen naming the commit the values came from. */
@@ -93,7 +96,12 @@ died:
 	/* The kernel's robust-futex exit handling sets OWNER_DIED. */
 	kills++;
 	alive = 0;
-	/* The next writer takes the flock and the robust mutex. */
+#ifndef MUTANT_NO_ANCHOR_WITHDRAW
+	/* V0: the next writer withdraws the dead writer's anchor (release
+	 * fence), and only then */
+	anc = b_mb;
+#endif
+	/* takes the robust mutex: readers see a live writer again. */
 	alive = 1;
 	/* recover(): V1 acquire load of seq */
 	if
@@ -125,6 +133,8 @@ commits:
 		/* W2: seq_cst fence, then the clock reading that anchors the change */
 		clock(mw); KILLPOINT;
 #endif
+		/* W2a: publish the anchor for readers that find the update stuck */
+		anc = mw; KILLPOINT;
 		/* W3: the time every reader agrees on at mw */
 		timefn(p_mb, p_sb, p_mult, mw, cur);
 		/* The change (forward jumps and scale 1 add no new behaviour). */
@@ -153,7 +163,7 @@ commits:
 }
 
 proctype Reader() {
-	byte n, s1, s2, m, mb, sb, mult, ep, gen, v, seen_ep, seen_v;
+	byte n, s1, s2, m, mb, sb, mult, ep, gen, v, seen_ep, seen_v, a;
 
 	do
 	:: n < READS ->
@@ -207,9 +217,29 @@ slow:
 #endif
 			goto done
 		:: else ->
-			/* a live writer mid-update: spin until seq moves */
+			/* a live writer mid-update. T0: acquire fence (pairs with
+			 * V0); T1: the backup loads and the published anchor */
+			d_step { mb = b_mb; sb = b_sb };
+			d_step { mult = b_mult; ep = b_ep; gen = b_gen };
+			a = anc;
+			/* T2: the clock reading */
+			clock(m);
+			/* T3: acquire fence, then: is seq still the odd value we saw? */
 			if
 			:: seq != s1 -> goto retry
+			:: else -> skip
+			fi;
+			/* T4: this update's anchor: the last committed time, frozen
+			 * at the anchor; else wait (spin) until seq moves */
+			if
+			:: a > mb ->
+#ifndef MUTANT_NO_ANCHOR_CAP
+				if
+				:: m > a -> m = a
+				:: else -> skip
+				fi;
+#endif
+				goto done
 			:: else -> goto slow
 			fi
 		fi;
@@ -225,7 +255,7 @@ done:
 			:: else -> skip
 			fi;
 			/* forget this read: fewer distinct states */
-			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; gen = 0; v = 0;
+			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; gen = 0; v = 0; a = 0;
 			seen_ep = 0; seen_v = 0
 		}
 	:: else -> break

@@ -2,11 +2,13 @@
 /*
  * The writer side: create or recover the segment, commit changes.
  *
- * Exclusivity: flock(LOCK_EX) on the segment for the process (released by
- * the kernel when the process dies, however it dies) plus a process-shared
- * robust mutex in the segment for the thread. The mutex's futex word is what
- * readers look at: the kernel sets its OWNER_DIED bit when the owner exits,
- * so readers learn that the writer is gone without a system call.
+ * Exclusivity: a process-shared robust mutex in the segment, nothing else.
+ * Only a process that can map the page writable can take it, so a reader
+ * (O_RDONLY, PROT_READ) can never lock a writer out; an flock(), which any
+ * read-only opener can take, once let one do exactly that. The mutex's futex
+ * word is also what readers look at: the kernel sets its OWNER_DIED bit when
+ * the owner exits however it exits, so readers learn that the writer is
+ * gone without a system call, and the next writer takes the mutex over.
  *
  * Commit protocol (see reader.c for the read side and the argument why time
  * cannot go backwards across readers). The steps W1..W6 and V1..V5 are the
@@ -17,6 +19,7 @@
  *                  seq = odd (relaxed)                                      W1
  *                  fence (seq_cst)          seq odd before the clock reading W2
  *                  mono = clock             the anchor                      W2
+ *                  anchor_mono_ns = mono    published for stuck readers    W2a
  *                  cur = eval(old, mono)    the time every reader agrees on W3
  *   (caller)       new params anchored at (mono, cur)
  *   commit_end:    record stores (relaxed)                                  W4
@@ -37,7 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,6 +56,7 @@ struct shmclock_writer {
 	int64_t anchor_mono;         /* set by commit_begin */
 	int64_t anchor_sim;
 	bool no_wake;                /* shmclock_writer_set_wake(w, false) */
+	bool lost;                   /* another writer took the clock over */
 };
 
 #define SCALE_ONE (UINT64_C(1) << 32)
@@ -78,8 +81,8 @@ static void init_segment(struct shmclock_seg *s)
 	pthread_mutexattr_destroy(&a);
 }
 
-/* Take the robust mutex for the calling thread. We hold the flock, so a
- * holder that is not us is dead or a leftover: recover it. */
+/* Take the robust mutex for the calling thread: 0, or -EBUSY while a live
+ * thread holds it. A dead holder's mutex is taken over (EOWNERDEAD). */
 static int take_mutex(struct shmclock_seg *s)
 {
 	int r = pthread_mutex_trylock(&s->writer_lock.mutex);
@@ -87,7 +90,8 @@ static int take_mutex(struct shmclock_seg *s)
 	if (r == EOWNERDEAD)
 		r = pthread_mutex_consistent(&s->writer_lock.mutex);
 	if (r == ENOTRECOVERABLE) {
-		/* Released while inconsistent; nobody can hold it, re-create it. */
+		/* Released while inconsistent (our code never does that: it marks
+		 * the mutex consistent at once); nobody can hold it, re-create it. */
 		pthread_mutexattr_t a;
 
 		pthread_mutexattr_init(&a);
@@ -97,8 +101,6 @@ static int take_mutex(struct shmclock_seg *s)
 		pthread_mutexattr_destroy(&a);
 		r = pthread_mutex_trylock(&s->writer_lock.mutex);
 	}
-	/* EBUSY: a live thread holds it but its process let the flock go
-	 * (it forked, or misuses the API). Treat it as a live writer. */
 	return -r;
 }
 
@@ -176,9 +178,15 @@ static int create_segment(const char *name, unsigned mode, struct shmclock_write
 	if (fd < 0)
 		return -errno;
 	/* fchmod, not the open mode: the umask must not narrow what we promise. */
-	if (fchmod(fd, mode) < 0 || ftruncate(fd, SHMCLOCK_SEG_SIZE) < 0 ||
-	    flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	if (fchmod(fd, mode) < 0 || ftruncate(fd, SHMCLOCK_SEG_SIZE) < 0) {
 		r = -errno;
+		goto fail;
+	}
+	/* A tmpfs page is allocated on first touch, and a full /dev/shm answers
+	 * that touch with SIGBUS: allocate it now, where ENOSPC is an error. */
+	r = posix_fallocate(fd, 0, SHMCLOCK_SEG_SIZE);
+	if (r) {
+		r = -r;
 		goto fail;
 	}
 	s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -204,7 +212,23 @@ fail:
 	return r;
 }
 
-static int attach_segment(int fd, struct shmclock_writer *w)
+/* Whether the name still refers to the file open as @fd: 1, 0 (removed or
+ * replaced), or -errno. */
+static int still_named(const char *name, int fd)
+{
+	char path[SHMCLOCK_PATH_MAX + 16];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "%s%s%s", SHMCLOCK_SHM_DIR, SHMCLOCK_SHM_PREFIX, name);
+	if (fstat(fd, &a) < 0)
+		return -errno;
+	if (lstat(path, &b) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* -EAGAIN: the file was unlinked while we took it over; open the name again. */
+static int attach_segment(const char *name, int fd, unsigned mode, struct shmclock_writer *w)
 {
 	struct shmclock_seg *s;
 	struct stat st;
@@ -218,20 +242,59 @@ static int attach_segment(int fd, struct shmclock_writer *w)
 	 * could write it (or chmod it so) and change time under us. */
 	if (st.st_uid != geteuid())
 		return -EPERM;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? -EBUSY : -errno;
 	s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (s == MAP_FAILED)
 		return -errno;
 	r = shmclock__check_header(s, st.st_size);
-	if (!r)
-		r = take_mutex(s);
 	if (r) {
 		munmap(s, SHMCLOCK_SEG_SIZE);
 		return r;
 	}
+	/*
+	 * V0: withdraw the anchor a dead writer may have published for the
+	 * update it died in. Once we hold the lock, readers see a live writer
+	 * with that update's odd seq (until recover() below) and would take
+	 * the stuck-writer path (reader.c, T4), capping time at the dead
+	 * writer's anchor, below what they returned while it was dead. Done
+	 * before the lock, since that is when readers start to see us alive.
+	 * Safe whoever holds the clock: an anchor no later than the backup's
+	 * mono_base (which never decreases) only makes readers wait.
+	 */
+	atomic_store_explicit(&s->anchor_mono_ns,
+			      atomic_load_explicit(&s->b_mono_base, memory_order_relaxed),
+			      memory_order_relaxed);
+	/* Pairs with the readers' acquire fence after their lock-word load
+	 * (reader.c, T0): who sees us alive sees the withdrawn anchor. */
+	atomic_thread_fence(memory_order_release);
+	r = take_mutex(s);
+	if (r) {
+		munmap(s, SHMCLOCK_SEG_SIZE);
+		return r;
+	}
+	/* We hold the clock now. The previous writer may have removed the
+	 * name between our open and our take-over (--remove-on-exit): then
+	 * this file is an orphan nobody will read, and the name is free. */
+	r = still_named(name, fd);
+	/* The mode promised is the mode of this start, not of the first one:
+	 * a restart with the default mode narrows a wider one left before. */
+	if (r == 1 && (st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)
+		r = -errno;
+	if (r != 1) {
+		pthread_mutex_unlock(&s->writer_lock.mutex);
+		munmap(s, SHMCLOCK_SEG_SIZE);
+		return r < 0 ? r : -EAGAIN;
+	}
 	w->seg = s;
 	w->fd = fd;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_check_mode(unsigned mode)
+{
+	/* The owner reads and writes (a restart maps it read-write); nobody
+	 * else writes, or they could change time; nothing is executable. */
+	if ((mode & ~0777u) || (mode & 0600) != 0600 || (mode & 0133))
+		return -EINVAL;
 	return 0;
 }
 
@@ -251,8 +314,9 @@ SHMCLOCK_EXPORT int shmclock_writer_open_mode(const char *name, unsigned mode,
 		return r;
 	if (mode == 0)
 		mode = 0644;
-	if (mode & ~0777u)
-		return -EINVAL;
+	r = shmclock_writer_check_mode(mode);
+	if (r)
+		return r;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -262,9 +326,11 @@ SHMCLOCK_EXPORT int shmclock_writer_open_mode(const char *name, unsigned mode,
 		int fd = shm_open(shm, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
 
 		if (fd >= 0) {
-			r = attach_segment(fd, w);
+			r = attach_segment(name, fd, mode, w);
 			if (r)
 				close(fd);
+			if (r == -EAGAIN)
+				continue;
 			break;
 		}
 		if (errno != ENOENT) {
@@ -275,6 +341,8 @@ SHMCLOCK_EXPORT int shmclock_writer_open_mode(const char *name, unsigned mode,
 		if (r != -EEXIST)
 			break;
 	}
+	if (r == -EAGAIN)
+		r = -EBUSY; /* the name kept changing under us */
 	if (r) {
 		free(w);
 		return r;
@@ -299,22 +367,48 @@ SHMCLOCK_EXPORT void shmclock_writer_close(shmclock_writer_t *w)
 {
 	if (!w)
 		return;
-	pthread_mutex_unlock(&w->seg->writer_lock.mutex);
+	if (!w->lost)
+		pthread_mutex_unlock(&w->seg->writer_lock.mutex);
 	munmap(w->seg, SHMCLOCK_SEG_SIZE);
-	close(w->fd); /* drops the flock */
+	close(w->fd);
 	free(w);
 }
 
-/* See the protocol at the top. Sets w->anchor_mono and w->anchor_sim. */
-static void commit_begin(struct shmclock_writer *w)
+SHMCLOCK_EXPORT int shmclock_writer_unlink(shmclock_writer_t *w, const char *name)
+{
+	char shm[SHMCLOCK_PATH_MAX];
+	int r = shmclock__check_name(name);
+
+	if (r)
+		return r;
+	if (w->lost)
+		return -EBUSY;
+	/* Holding the clock: no successor can have replaced the file yet (it
+	 * would need our lock), so what the name refers to now stays ours
+	 * until the unlink. */
+	r = still_named(name, w->fd);
+	if (r <= 0)
+		return r ? r : -ENOENT;
+	shmclock__shm_name(shm, name);
+	return shm_unlink(shm) < 0 ? -errno : 0;
+}
+
+/* See the protocol at the top. Sets w->anchor_mono and w->anchor_sim.
+ * -EBUSY: this handle lost the clock to another writer (see take_mutex). */
+static int commit_begin(struct shmclock_writer *w)
 {
 	struct shmclock_seg *s = w->seg;
 
+	if (w->lost)
+		return -EBUSY;
 	/* The thread that took the lock has exited: take it for this one, so
-	 * readers see a live writer again. */
-	if (atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed) &
-	    SHMCLOCK_LOCK_OWNER_DIED)
-		take_mutex(s);
+	 * readers see a live writer again. Another writer may have taken it
+	 * over first (it saw the owner dead too): then the clock is theirs. */
+	if ((atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed) &
+	     SHMCLOCK_LOCK_OWNER_DIED) && take_mutex(s)) {
+		w->lost = true;
+		return -EBUSY;
+	}
 	/* Model step W1. Pairs with the reader's acquire fence after loading
 	 * the backup (reader.c, wait_writer, S4): the backup is complete before
 	 * seq is odd. */
@@ -326,8 +420,14 @@ static void commit_begin(struct shmclock_writer *w)
 	 * release is not enough), and before any record store. */
 	atomic_thread_fence(memory_order_seq_cst);
 	w->anchor_mono = shmclock__mono_ns();
+	/* W2a: the anchor, for readers that find this update in progress
+	 * (reader.c, T1-T4). Ordered after the odd store by the W2 fence; a
+	 * reader that loads it and then sees seq still odd knows it belongs to
+	 * this update. */
+	atomic_store_explicit(&s->anchor_mono_ns, w->anchor_mono, memory_order_relaxed);
 	/* W3 */
 	w->anchor_sim = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, w->anchor_mono);
+	return 0;
 }
 
 static void commit_end(struct shmclock_writer *w)
@@ -366,7 +466,9 @@ static void jump_to(struct shmclock_writer *w, int64_t sim_ns, bool only_backwar
 {
 	struct shmclock_params *p = &w->p;
 	bool was_init = p->flags & SHMCLOCK_F_INIT;
-	int64_t delta = sim_ns - w->anchor_sim;
+	/* Saturated: from -9.2e9 s to +9.2e9 s is a forward jump, not a
+	 * wrapped negative one; INT64_MAX / INT64_MIN say "at least". */
+	int64_t delta = shmclock__sat_sub(sim_ns, w->anchor_sim);
 
 	if (was_init && !(only_backwards && delta >= 0)) {
 		p->jump_epoch++;
@@ -379,7 +481,10 @@ static void jump_to(struct shmclock_writer *w, int64_t sim_ns, bool only_backwar
 
 SHMCLOCK_EXPORT int shmclock_writer_set_time(shmclock_writer_t *w, int64_t sim_ns)
 {
-	commit_begin(w);
+	int r;
+
+	if ((r = commit_begin(w)))
+		return r;
 	jump_to(w, sim_ns, false);
 	commit_end(w);
 	return 0;
@@ -387,7 +492,10 @@ SHMCLOCK_EXPORT int shmclock_writer_set_time(shmclock_writer_t *w, int64_t sim_n
 
 SHMCLOCK_EXPORT int shmclock_writer_advance(shmclock_writer_t *w, int64_t sim_ns)
 {
-	commit_begin(w);
+	int r;
+
+	if ((r = commit_begin(w)))
+		return r;
 	w->p.flags |= SHMCLOCK_F_STEPPED;
 	jump_to(w, sim_ns, true);
 	commit_end(w);
@@ -396,11 +504,14 @@ SHMCLOCK_EXPORT int shmclock_writer_advance(shmclock_writer_t *w, int64_t sim_ns
 
 SHMCLOCK_EXPORT int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns)
 {
+	int r;
+
 	if (delta_ns < 0)
 		return -EINVAL;
 	if (!(w->p.flags & SHMCLOCK_F_INIT))
 		return -ENODATA;
-	commit_begin(w);
+	if ((r = commit_begin(w)))
+		return r;
 	w->anchor_sim = w->anchor_sim > INT64_MAX - delta_ns ? INT64_MAX : w->anchor_sim + delta_ns;
 	reanchor(w);
 	commit_end(w);
@@ -410,13 +521,20 @@ SHMCLOCK_EXPORT int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns)
 SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale)
 {
 	double m;
+	int r;
 
 	if (!isfinite(scale) || !(scale > 0))
 		return -EINVAL;
 	m = nearbyint(scale * 4294967296.0);
 	if (m < 1.0 || m >= 9223372036854775808.0) /* [2^-32, 2^31) */
 		return -ERANGE;
-	commit_begin(w);
+	/* The 32.32 rate is exact to 2^-33 absolute: refuse a scale it would
+	 * miss by more than 0.1 % (below about 1.2e-7) rather than run 7 %
+	 * slow at 1e-9 without a word. */
+	if (fabs(m / 4294967296.0 - scale) > scale * 1e-3)
+		return -ERANGE;
+	if ((r = commit_begin(w)))
+		return r;
 	w->p.nominal_mult = (uint64_t)m;
 	reanchor(w);
 	commit_end(w);
@@ -425,7 +543,10 @@ SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale
 
 static int set_flag(struct shmclock_writer *w, uint32_t flag, bool on)
 {
-	commit_begin(w);
+	int r;
+
+	if ((r = commit_begin(w)))
+		return r;
 	if (on)
 		w->p.flags |= flag;
 	else
@@ -447,21 +568,32 @@ SHMCLOCK_EXPORT int shmclock_writer_resume(shmclock_writer_t *w)
 
 SHMCLOCK_EXPORT int shmclock_writer_set_source(shmclock_writer_t *w, int source)
 {
+	int r;
+
 	if (source < 0 || source > 255)
 		return -EINVAL;
-	commit_begin(w);
+	if ((r = commit_begin(w)))
+		return r;
 	w->p.flags = (w->p.flags & ~SHMCLOCK_F_SOURCE_MASK) |
 		     ((uint32_t)source << SHMCLOCK_F_SOURCE_SHIFT);
-	/* A continuous clock that was stepped becomes continuous again only
-	 * through set_time(); a source change alone keeps the mode. */
+	/* The mode (running, paused, stepped) is not the source's business:
+	 * shmclock_writer_set_stepped() changes it. */
 	reanchor(w);
 	commit_end(w);
 	return 0;
 }
 
+SHMCLOCK_EXPORT int shmclock_writer_set_stepped(shmclock_writer_t *w, bool stepped)
+{
+	return set_flag(w, SHMCLOCK_F_STEPPED, stepped);
+}
+
 SHMCLOCK_EXPORT int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const int64_t *unix_ns)
 {
-	commit_begin(w);
+	int r;
+
+	if ((r = commit_begin(w)))
+		return r;
 	if (unix_ns) {
 		w->p.flags |= SHMCLOCK_F_UNIX_ZERO;
 		w->p.unix_at_zero_ns = *unix_ns;
@@ -503,5 +635,6 @@ SHMCLOCK_EXPORT int shmclock_writer_info(shmclock_writer_t *w, shmclock_info_t *
 	shmclock__fill_info(w->seg, &w->p, shmclock__mono_ns(),
 			    atomic_load_explicit(&w->seg->writer_lock.word, memory_order_relaxed),
 			    info);
+	info->owner_uid = geteuid(); /* created by us, or refused (attach_segment) */
 	return 0;
 }

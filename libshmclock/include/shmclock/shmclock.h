@@ -15,8 +15,13 @@
  *   -ENODATA  the clock was never initialized (no time to report)
  *   -ESTALE   no writer is alive; the value is still filled in, computed
  *             from the last committed state (time keeps its last rate)
- *   -EAGAIN   the writer is alive but stuck in the middle of an update for
- *             longer than SHMCLOCK_STUCK_NS (stopped by a debugger, say)
+ *   -EAGAIN   the writer is alive but was stopped (a debugger, SIGSTOP)
+ *             within the few instructions that open an update, for longer
+ *             than SHMCLOCK_STUCK_NS. A writer stopped anywhere later in an
+ *             update does not make reads wait or fail: they return the last
+ *             committed time, frozen at the instant the update takes effect
+ *   -EPERM    the segment belongs to a user this process does not trust
+ *             (see SHMCLOCK_OPEN_TRUST_ANY_OWNER in <shmclock/time.h>)
  *   -EBUSY    (writers) another live writer holds the clock
  *
  * Handles are not shared-state objects: one shmclock_t may be used from many
@@ -47,7 +52,8 @@ enum shmclock_source {
 	SHMCLOCK_SOURCE_ROS2 = 5,
 };
 
-/* A reader waits at most this long for a live writer stuck mid-update. */
+/* A reader waits at most this long for a live writer stopped between its
+ * first store of an update and the publication of the update's anchor. */
 #define SHMCLOCK_STUCK_NS 1000000000LL
 
 /**
@@ -55,9 +61,13 @@ enum shmclock_source {
  * @name: [A-Za-z0-9_.-], 1 to 64 characters.
  * @out:  receives the handle on success.
  *
+ * Only a segment owned by root, by this user or by a trusted user is opened
+ * (see SHMCLOCK_OPEN_TRUST_ANY_OWNER in <shmclock/time.h>).
+ *
  * Return: 0; -EINVAL bad name; -ENOENT no such clock; -EPROTO the file is not
  * a shmclock segment of this ABI version (wrong size, magic, version or
- * layout, or not a regular file); -EACCES; -ENOMEM.
+ * layout, or not a regular file); -EPERM the segment's owner is not trusted;
+ * -EACCES; -ENOMEM.
  */
 int shmclock_open(const char *name, shmclock_t **out);
 
@@ -104,6 +114,7 @@ typedef struct shmclock_info {
 	int64_t writer_start_unix_ns;
 	int64_t heartbeat_age_ns;  /* since the writer's last heartbeat; -1 never */
 	uint64_t commits;          /* changes published so far */
+	uint32_t owner_uid;        /* owner of the segment file */
 } shmclock_info_t;
 
 /**

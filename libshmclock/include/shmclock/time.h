@@ -101,6 +101,11 @@ int shmclock_sim_to_steady(shmclock_t *clk, shmclock_sim_time_t t, shmclock_stea
 /* Start a watcher thread that delivers jump callbacks even when no thread
  * of this process reads the clock (see shmclock_jump_watch). */
 #define SHMCLOCK_OPEN_WATCH_JUMPS 0x2u
+/* Believe a segment whoever owns it. By default only segments owned by root,
+ * this user, or a user named in $SHMCLOCK_TRUST (user names or uids,
+ * separated by commas; "*": anyone) are opened; others give -EPERM, since
+ * anyone can create a clock under a free name in /dev/shm and set any time. */
+#define SHMCLOCK_OPEN_TRUST_ANY_OWNER 0x4u
 
 /* shmclock_open() with flags. @name NULL with FALLBACK_SYSTEM: system time. */
 int shmclock_open_ex(const char *name, unsigned flags, shmclock_t **out);

@@ -2,8 +2,9 @@
 /*
  * <shmclock/writer.h> — own and publish a shared simulation clock.
  *
- * One writer per clock: an exclusive lock is held for the writer's lifetime,
- * and a second writer gets -EBUSY. Every change is committed atomically:
+ * One writer per clock: a robust mutex inside the segment is held for the
+ * writer's lifetime, and a second writer gets -EBUSY. Only a process that
+ * can map the segment writable can take it: readers cannot lock a writer out. Every change is committed atomically:
  * readers in every process see either the old or the new time function,
  * re-anchored at the instant of the change so that pause, resume and scale
  * changes never move time backwards. Only shmclock_writer_set_time() and a
@@ -12,7 +13,8 @@
  * A writer handle is not thread-safe: call it from one thread at a time. The
  * thread that opens it holds the lock readers use to tell that the writer is
  * alive; if that thread exits before the writer is closed, readers see a
- * dead writer until the next change, which re-takes the lock.
+ * dead writer until the next change, which re-takes the lock, unless another
+ * writer took the clock over meanwhile: every call then returns -EBUSY.
  *
  * Every call returns 0 or a negative errno (see <shmclock/shmclock.h>).
  */
@@ -45,15 +47,40 @@ typedef struct shmclock_writer shmclock_writer_t;
  * (who could then change time through it) is refused, not used.
  *
  * Return: 0; -EINVAL bad name; -EBUSY another live writer holds it;
- * -EPROTO the existing file is not a shmclock segment (it is left alone);
- * -EPERM the existing segment belongs to another user (left alone);
- * -EACCES; -ENOMEM.
+ * -EPROTO the existing file is not a shmclock segment of this ABI version
+ * (it is left alone: remove it to start a new clock); -EPERM the existing
+ * segment belongs to another user (left alone); -ENOSPC /dev/shm is full
+ * (nothing is left behind); -EACCES; -ENOMEM.
  */
 int shmclock_writer_open(const char *name, shmclock_writer_t **out);
 
-/** shmclock_writer_open_mode() - as shmclock_writer_open(), with the file
- * mode for a newly created segment (e.g. 0640); 0 means 0644. */
+/**
+ * shmclock_writer_open_mode() - as shmclock_writer_open(), with the file
+ * mode of the segment (e.g. 0640); 0 means 0644. The mode is applied to an
+ * existing segment too, so each start promises its own mode.
+ * Return: as shmclock_writer_open(); -EINVAL @mode fails
+ * shmclock_writer_check_mode().
+ */
 int shmclock_writer_open_mode(const char *name, unsigned mode, shmclock_writer_t **out);
+
+/**
+ * shmclock_writer_check_mode() - 0 if @mode is a mode a clock may have: the
+ * owner reads and writes it (0600 set), nobody else writes it and nothing
+ * executes it (0133 clear). Else -EINVAL.
+ */
+int shmclock_writer_check_mode(unsigned mode);
+
+/**
+ * shmclock_writer_unlink() - remove the clock's name, while still holding
+ * it: a successor that starts at the same time either finds the name (and
+ * waits for our close) or creates a new segment; its file is never removed
+ * by us. Readers that have the old segment mapped keep it (and see a dead
+ * writer after the close); new readers get -ENOENT until a writer creates
+ * the name again.
+ * Return: 0; -EINVAL bad name; -ENOENT the name no longer refers to this
+ * writer's segment (nothing is removed); -EBUSY this handle lost the clock.
+ */
+int shmclock_writer_unlink(shmclock_writer_t *w, const char *name);
 
 /**
  * shmclock_writer_close() - release the clock. The segment stays, with its
@@ -67,16 +94,18 @@ void shmclock_writer_close(shmclock_writer_t *w);
  * The first call initializes the clock, running at the nominal scale
  * (1 unless set) or paused if pause() came first. Later calls keep the
  * clock's state (running, paused or stepped), bump the jump epoch and record
- * the signed jump size.
- * Return: 0.
+ * the signed jump size (saturated at INT64_MIN / INT64_MAX for a jump
+ * larger than the int64_t range).
+ * Return: 0; -EBUSY this handle lost the clock (see above), as every call
+ * that changes the clock.
  */
 int shmclock_writer_set_time(shmclock_writer_t *w, int64_t sim_ns);
 
 /**
  * shmclock_writer_set_scale() - change the rate continuously.
  * Return: 0; -EINVAL @scale is not finite or not > 0; -ERANGE @scale is
- * too small or too large for the 32.32 fixed-point rate (below about
- * 2.4e-10 or at least 2^31).
+ * too small or too large for the 32.32 fixed-point rate to hold within
+ * 0.1 % (below about 1.2e-7, or at least 2^31).
  */
 int shmclock_writer_set_scale(shmclock_writer_t *w, double scale);
 
@@ -102,8 +131,18 @@ int shmclock_writer_advance(shmclock_writer_t *w, int64_t sim_ns);
  */
 int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns);
 
-/** shmclock_writer_set_source() - record the time source (enum shmclock_source). */
+/** shmclock_writer_set_source() - record the time source (enum
+ * shmclock_source). It does not change the mode: see set_stepped(). */
 int shmclock_writer_set_source(shmclock_writer_t *w, int source);
+
+/**
+ * shmclock_writer_set_stepped() - whether time arrives in steps (advance(),
+ * step(): no extrapolation in between) or runs continuously at the scale.
+ * Continuous: no jump. advance() sets it; only this call clears it, e.g.
+ * when a clock that was stepped is taken over by a continuous source.
+ * Return: 0.
+ */
+int shmclock_writer_set_stepped(shmclock_writer_t *w, bool stepped);
 
 /**
  * shmclock_writer_set_unix_at_zero() - the UNIX time of simulation zero,
