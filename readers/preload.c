@@ -108,6 +108,9 @@ __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Cut short (a long clock name, say): still one whole line. */
+	if (n >= (int)sizeof(msg))
+		memcpy(msg + sizeof(msg) - 5, "...\n", 5);
 	if (n > 0)
 		(void)!write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 }
@@ -269,18 +272,28 @@ static inline int64_t ts_to_ns(const struct timespec *ts)
 
 static _Atomic bool warned_stuck;
 
-/* Simulated time of clock @id; false when the clock cannot answer (a
- * writer stuck mid-update), and the caller reads the real clock. */
+/*
+ * Simulated time of clock @id. Never the real clock once the program has
+ * seen simulated time: the two differ by anything up to the machine's
+ * uptime. A writer stopped in the middle of an update does not delay the
+ * read (the library returns the last committed time); one stopped within
+ * the first instructions of an update makes the library wait up to a
+ * second and answer -EAGAIN, and then we ask again: a clock that is being
+ * set blocks its readers, it never lies to them.
+ */
 static inline bool sim_read(clockid_t id, int64_t *ns)
 {
-	int r = is_rt(id) ? shmclock_now_unix(clk, ns) : shmclock_now(clk, ns);
+	for (;;) {
+		int r = is_rt(id) ? shmclock_now_unix(clk, ns) : shmclock_now(clk, ns);
 
-	if (__builtin_expect(r == 0 || r == -ESTALE, 1))
-		return true;
-	if (!atomic_exchange_explicit(&warned_stuck, true, memory_order_relaxed))
-		say("shmclock-preload: clock '%s': %s; this read used the real clock\n",
-		    shmclock_name(clk), shmclock_strerror(r));
-	return false;
+		if (__builtin_expect(r == 0 || r == -ESTALE, 1))
+			return true;
+		if (!atomic_exchange_explicit(&warned_stuck, true, memory_order_relaxed))
+			say("shmclock-preload: clock '%s': %s; waiting for it\n", shmclock_name(clk),
+			    shmclock_strerror(r));
+		if (r != -EAGAIN)
+			return false; /* -ENODATA cannot follow a start; kept safe */
+	}
 }
 
 EXPORT int clock_gettime(clockid_t id, struct timespec *ts)

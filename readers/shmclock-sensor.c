@@ -3,9 +3,11 @@
  * shmclock-sensor: an example sensor model. It produces frames at a
  * simulated rate and stamps each, as OSI SensorData does, with its
  * measurement time and its publish time (measurement + modelled latency),
- * sleeping in simulated time. It keeps working through pause (it waits),
+ * sleeping in simulated time. Frames are pipelined, as a real sensor's
+ * are: a latency longer than the period delays each frame's publication,
+ * not the next measurement. It keeps working through pause (it waits),
  * scale changes (its frames come faster or slower in real time) and jumps
- * (a backward jump restarts its schedule; a frame in flight is dropped).
+ * (a jump restarts its schedule; the frames in flight are dropped).
  *
  * Output, one line per event:
  *   frame N measured NS published NS missed M [unix ISO]
@@ -17,6 +19,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,14 @@
 
 static shmclock_t *clk;
 static shmclock_cancel_t cancel_tok = SHMCLOCK_CANCEL_INIT;
+static _Atomic bool jumped; /* set by the post-jump callback */
+
+/* Frames measured and not yet published: a ring, oldest at head. */
+#define INFLIGHT 4096
+static struct frame {
+	int64_t measured;
+	uint64_t missed;
+} inflight[INFLIGHT];
 
 static void usage(FILE *f)
 {
@@ -54,8 +66,10 @@ static void on_signal(int sig)
 static void on_jump(const shmclock_jump_t *j, bool before, void *user)
 {
 	(void)user;
-	if (!before)
+	if (!before) {
 		printf("jump %" PRId64 " epoch %" PRIu64 "\n", j->delta_ns, j->jump_epoch);
+		atomic_store(&jumped, true);
+	}
 }
 
 int main(int argc, char **argv)
@@ -85,6 +99,12 @@ int main(int argc, char **argv)
 		case 'r':
 			if (!cli_positive("shmclock-sensor", "--rate", optarg, 1e6, &hz))
 				return 2;
+			/* The period must fit in int64_t ns (rates below ~1.1e-10 Hz). */
+			if (1e9 / hz >= 9.2e18) {
+				fprintf(stderr, "shmclock-sensor: --rate %s is too low (at least 1e-9 Hz)\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'l':
 			if (!cli_duration("shmclock-sensor", "--latency", optarg, &latency))
@@ -116,35 +136,61 @@ int main(int argc, char **argv)
 	shmclock_jump_callback_add(clk, th, on_jump, NULL, NULL);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	shmclock_rate_init(&rate, clk, shmclock_nsec((int64_t)(1e9 / hz)));
+	r = shmclock_rate_init(&rate, clk, shmclock_nsec((int64_t)(1e9 / hz)));
+	if (r) {
+		fprintf(stderr, "shmclock-sensor: --rate %g: %s\n", hz, shmclock_strerror(r));
+		shmclock_close(clk);
+		return 2;
+	}
 	rate.cancel = &cancel_tok;
 
-	for (long n = 0; frames < 0 || n < frames; n++) {
-		shmclock_sim_time_t measured, published;
-		shmclock_sys_time_t unix_time;
-		uint64_t missed;
-		char iso[64] = "";
+	/*
+	 * Two kinds of event, in simulated-time order: the next measurement
+	 * (a rate boundary) and the publication of the oldest frame in flight
+	 * (its measurement + LATENCY). head..tail are frame numbers.
+	 */
+	for (long head = 0, tail = 0; frames < 0 || head < frames;) {
+		bool measure_done = frames >= 0 && tail >= frames;
 
-		r = shmclock_rate_sleep(&rate, &missed);
-		if (r)
-			break;
-		shmclock_sim_now(clk, &measured);
-		/* Processing takes LATENCY of simulated time; a jump meanwhile
-		 * makes the frame meaningless. */
-		published = shmclock_sim_add(measured, shmclock_nsec(latency));
-		r = shmclock_sleep_until_ex(clk, published, SHMCLOCK_SLEEP_JUMP_ERROR,
-					    SHMCLOCK_DURATION_INFINITE, &cancel_tok);
-		if (r == -EINTR) {
-			printf("drop %ld (clock jumped while processing)\n", n);
+		if (atomic_exchange(&jumped, false)) {
+			/* Frames measured on the other side of a jump mean nothing. */
+			for (; head < tail; head++)
+				printf("drop %ld (clock jumped while processing)\n", head);
 			continue;
 		}
-		if (r)
-			break;
-		if (!shmclock_sim_to_sys(clk, measured, &unix_time))
-			snprintf(iso, sizeof(iso), " unix %s",
-				 time_format_iso(unix_time.ns, why, sizeof(why)));
-		printf("frame %ld measured %" PRId64 " published %" PRId64 " missed %" PRIu64 "%s\n",
-		       n, measured.ns, published.ns, missed, iso);
+		if (head < tail &&
+		    (measure_done || tail - head == INFLIGHT ||
+		     rate.next_ns >= inflight[head % INFLIGHT].measured + latency)) {
+			const struct frame *f = &inflight[head % INFLIGHT];
+			shmclock_sim_time_t published = { f->measured + latency };
+			shmclock_sys_time_t unix_time;
+			char iso[64] = "";
+
+			r = shmclock_sleep_until_ex(clk, published, SHMCLOCK_SLEEP_JUMP_ERROR,
+						    SHMCLOCK_DURATION_INFINITE, &cancel_tok);
+			if (r == -EINTR)
+				continue; /* the jump callback has set `jumped` */
+			if (r)
+				break;
+			if (!shmclock_sim_to_sys(clk, (shmclock_sim_time_t){ f->measured }, &unix_time))
+				snprintf(iso, sizeof(iso), " unix %s",
+					 time_format_iso(unix_time.ns, why, sizeof(why)));
+			printf("frame %ld measured %" PRId64 " published %" PRId64 " missed %" PRIu64 "%s\n",
+			       head, f->measured, published.ns, f->missed, iso);
+			head++;
+			continue;
+		}
+		{
+			shmclock_sim_time_t measured;
+			uint64_t missed;
+
+			r = shmclock_rate_sleep(&rate, &missed);
+			if (r)
+				break;
+			shmclock_sim_now(clk, &measured);
+			inflight[tail % INFLIGHT] = (struct frame){ measured.ns, missed };
+			tail++;
+		}
 	}
 	shmclock_close(clk);
 	return r == -ECANCELED || r == 0 ? 0 : 1;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clockthread.h"
+#include "duration.h"
 #include "log.h"
 #include "ros2.h"
 #include "source.h"
@@ -49,8 +50,9 @@ static void wait_until(_Atomic uint32_t *word, uint32_t val, int64_t deadline)
 {
 	struct timespec ts = { (time_t)(deadline / 1000000000), (long)(deadline % 1000000000) };
 
-	syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, val, &ts, NULL,
-		FUTEX_BITSET_MATCH_ANY);
+	/* INT64_MAX: no deadline, only a command wakes us. */
+	syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, val,
+		deadline == INT64_MAX ? NULL : &ts, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
 static void wake(_Atomic uint32_t *word)
@@ -112,6 +114,85 @@ static int apply_reload(struct clockthread *ct, const struct shmclockd_config *n
 	return 0;
 }
 
+/* A fresh clock, or a continued one after a restart: time does not jump. */
+static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c,
+		      const struct init_args *a)
+{
+	const struct source_ops *s = c->source;
+	shmclock_info_t in;
+	char buf[64];
+	int r = 0;
+
+	shmclock_writer_info(w, &in);
+	if (in.initialized && in.source == s->id && !a->reset) {
+		log_msg(LOG_INFO, "continuing clock '%s' at %s (%s, scale %g%s); --reset starts over",
+			c->name, duration_format(in.sim_ns, buf, sizeof(buf)), s->name, in.scale,
+			in.paused ? ", paused" : "");
+		/* A continuous clock left stepped by an older shmclockd (which
+		 * never cleared the mode) would stay frozen. */
+		if (in.stepped != s->stepped)
+			r = shmclock_writer_set_stepped(w, s->stepped);
+		/* What the command line asks for explicitly is continuous and
+		 * applies; the config's TimeScale and Paused describe a fresh
+		 * start (--reset). */
+		if (!r && a->scale_given && s->scalable && c->scale != in.scale) {
+			r = shmclock_writer_set_scale(w, c->scale);
+			log_msg(LOG_INFO, "--scale %g applied to the continued clock", c->scale);
+		}
+		if (!r && a->paused_given && !in.paused) {
+			r = shmclock_writer_pause(w);
+			log_msg(LOG_INFO, "--paused applied to the continued clock");
+		}
+		/* Labels that do not move time still follow the new config. */
+		if (!r && c->has_unix_zero &&
+		    (!in.has_unix_at_zero || in.unix_at_zero_ns != c->unix_zero_ns))
+			r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
+		return r;
+	}
+	if (in.initialized)
+		log_msg(LOG_INFO, "resetting clock '%s' (was %s, %s)", c->name,
+			shmclock_source_name(in.source), duration_format(in.sim_ns, buf, sizeof(buf)));
+	r = shmclock_writer_set_source(w, s->id);
+	/* The mode is the new source's: a clock that was stepped (fixed,
+	 * external) runs again under a continuous source. */
+	if (!r)
+		r = shmclock_writer_set_stepped(w, s->stepped);
+	if (!r && s->scalable)
+		r = shmclock_writer_set_scale(w, c->scale);
+	if (!r && in.paused != c->paused)
+		r = c->paused ? shmclock_writer_pause(w) : shmclock_writer_resume(w);
+	if (!r && c->has_unix_zero)
+		r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
+	if (!r)
+		r = s->start(w, c);
+	return r;
+}
+
+/* Over windows of about a second of running time: the rate simulated time
+ * really advanced at. Paused, or jumped: a new window. */
+static void measure_scale(struct clockthread *ct, int64_t now)
+{
+	shmclock_info_t in;
+
+	shmclock_writer_info(ct->w, &in);
+	if (!in.initialized || in.paused || in.jump_epoch != ct->win_epoch || !ct->win_mono) {
+		ct->win_mono = now;
+		ct->win_sim = in.sim_ns;
+		ct->win_epoch = in.jump_epoch;
+		if (in.paused)
+			atomic_store_explicit(&ct->achieved_scale, 0.0, memory_order_relaxed);
+		return;
+	}
+	if (now - ct->win_mono < 1000000000)
+		return;
+	/* Relaxed: a statistic for status. */
+	atomic_store_explicit(&ct->achieved_scale,
+			      (double)(in.sim_ns - ct->win_sim) / (double)(now - ct->win_mono),
+			      memory_order_relaxed);
+	ct->win_mono = now;
+	ct->win_sim = in.sim_ns;
+}
+
 /* Applies one command; on the clock thread only. */
 static int apply(struct clockthread *ct, struct cmd *c)
 {
@@ -124,6 +205,11 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	switch (c->kind) {
 	case CMD_STATUS:
 	case CMD_STOP:
+		break;
+	case CMD_INIT:
+		r = init_clock(w, &ct->cfg, &c->arg_init);
+		if (!r)
+			ct->started = true;
 		break;
 	case CMD_PAUSE:
 		r = shmclock_writer_pause(w);
@@ -200,7 +286,7 @@ static void *clock_main(void *arg)
 			shmclock_writer_info(ct->w, &c->info);
 			if (c->kind == CMD_STOP)
 				stop = 1;
-			if (c->kind == CMD_SCALE || c->kind == CMD_RELOAD) {
+			if (c->kind == CMD_SCALE || c->kind == CMD_RELOAD || c->kind == CMD_INIT) {
 				period = tick_period(ct);
 				set_slack(ct->ros2_pub && pub_period < period ? pub_period : period);
 			}
@@ -210,6 +296,13 @@ static void *clock_main(void *arg)
 			wake(&c->done);
 		}
 		now = mono_now();
+		if (!ct->started) {
+			/* Nothing is touched before CMD_INIT. */
+			next = pub_next = now;
+			if (!stop)
+				wait_until(&ct->kick, k, INT64_MAX);
+			continue;
+		}
 		if (ct->ros2_pub && now >= pub_next) {
 			shmclock_info_t in;
 
@@ -228,6 +321,7 @@ static void *clock_main(void *arg)
 			latehist_add(&ct->lateness, late);
 			if (ct->cfg.source->tick)
 				ct->cfg.source->tick(ct->w, &ct->cfg, now);
+			measure_scale(ct, now);
 			shmclock_writer_heartbeat(ct->w);
 			atomic_fetch_add_explicit(&ct->ticks, 1, memory_order_relaxed);
 			next += period;
@@ -260,6 +354,9 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 	atomic_init(&ct->ticks, 0);
 	atomic_init(&ct->late_ticks, 0);
 	atomic_init(&ct->worst_lateness_ns, 0);
+	atomic_init(&ct->achieved_scale, 0.0);
+	ct->started = false;
+	ct->win_mono = 0;
 	for (int i = 0; i < LATEHIST_N; i++)
 		atomic_init(&ct->lateness.n[i], 0);
 	r = pthread_create(&ct->thread, NULL, clock_main, ct);

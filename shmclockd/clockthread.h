@@ -29,7 +29,15 @@ enum cmd_kind {
 	CMD_STEP,    /* arg_ns: forward by a duration */
 	CMD_ADVANCE, /* arg_ns: next value of an external source */
 	CMD_RELOAD,  /* arg_config */
+	CMD_INIT,    /* arg_init: start or continue the clock; ticks begin after it */
 	CMD_STOP,
+};
+
+/* How CMD_INIT treats an existing clock. */
+struct init_args {
+	bool reset;        /* --reset: start over from the config */
+	bool scale_given;  /* --scale on the command line: applied to a continued clock */
+	bool paused_given; /* --paused likewise */
 };
 
 struct cmd {
@@ -38,6 +46,7 @@ struct cmd {
 	double arg_scale;
 	int64_t arg_ns;
 	const struct shmclockd_config *arg_config;
+	struct init_args arg_init;
 	bool from_source;                /* sent by the time source (ros2), not a client */
 	/* results, valid once done != 0 */
 	int rc;
@@ -53,7 +62,13 @@ struct clockthread {
 	struct cds_wfcq_tail tail;
 	_Atomic uint32_t kick;           /* futex: bumped after each enqueue */
 	pthread_t thread;
+	bool started;                    /* CMD_INIT done: the clock thread ticks */
 	_Atomic uint64_t ticks, late_ticks;
+	/* The rate simulated time actually ran at over the last second of
+	 * running (the fixed source may fall short of TimeScale); 0: unknown. */
+	_Atomic double achieved_scale;
+	int64_t win_mono, win_sim;       /* clock thread only: the window's start */
+	uint64_t win_epoch;
 	_Atomic int64_t worst_lateness_ns;
 	struct latehist lateness;        /* how late each tick ran */
 	/* /clock publisher (ros2.c), set before clockthread_start; NULL: none.
@@ -62,7 +77,9 @@ struct clockthread {
 	const struct ros2_api *ros2_api;
 };
 
-/* Starts the thread. The writer must be open and the clock initialized. */
+/* Starts the thread. The writer must be open. The thread changes nothing
+ * until a CMD_INIT is submitted: a start that fails before it leaves the
+ * clock as it found it. */
 int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 		      const struct shmclockd_config *cfg);
 

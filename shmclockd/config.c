@@ -45,6 +45,8 @@ struct ctx {
 	size_t len;
 	char *err;
 	size_t errlen;
+	int depth;   /* of the object whose keys are being applied: 1 top level */
+	int nth;     /* which occurrence of a key an error is about (1: the first) */
 };
 
 static int line_at(const struct ctx *x, size_t off)
@@ -56,23 +58,108 @@ static int line_at(const struct ctx *x, size_t off)
 	return line;
 }
 
-/* The line of "key": in the text (the first occurrence used as a key). */
+/*
+ * Decodes the JSON string starting at text[*i] (the opening quote) into
+ * out (truncated to n bytes, NUL-terminated; \u escapes of ASCII decoded,
+ * others kept as '?'), leaving *i after the closing quote.
+ */
+static void json_string(const struct ctx *x, size_t *i, char *out, size_t n)
+{
+	size_t o = 0, j = *i + 1;
+
+	while (j < x->len && x->text[j] != '"') {
+		char ch = x->text[j++];
+
+		if (ch == '\\' && j < x->len) {
+			char e = x->text[j++];
+
+			switch (e) {
+			case 'u': {
+				unsigned u = 0;
+				int k;
+
+				for (k = 0; k < 4 && j < x->len; k++, j++) {
+					char h = x->text[j];
+
+					u = u * 16 + (unsigned)(h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+				}
+				ch = u < 0x80 ? (char)u : '?';
+				break;
+			}
+			case 'n': ch = '\n'; break;
+			case 't': ch = '\t'; break;
+			case 'r': ch = '\r'; break;
+			case 'b': ch = '\b'; break;
+			case 'f': ch = '\f'; break;
+			default: ch = e; break; /* \" \\ \/ */
+			}
+		}
+		if (o + 1 < n)
+			out[o++] = ch;
+	}
+	out[o] = 0;
+	*i = j < x->len ? j + 1 : j;
+}
+
+/*
+ * The line of the x->nth key `key` of an object at nesting depth x->depth,
+ * found by scanning the JSON text itself (cJSON keeps no positions). Keys
+ * are compared decoded, so "\u0054imeSource" is TimeSource. 0: not found.
+ */
 static int line_of_key(const struct ctx *x, const char *key)
 {
-	size_t k = strlen(key);
+	char s[128];
+	int line = 1, depth = 0, seen = 0;
 
-	for (size_t i = 0; i + k + 2 <= x->len; i++) {
-		if (x->text[i] == '"' && !strncmp(x->text + i + 1, key, k) && x->text[i + 1 + k] == '"') {
-			size_t j = i + k + 2;
+	for (size_t i = 0; i < x->len;) {
+		char ch = x->text[i];
 
-			while (j < x->len && (x->text[j] == ' ' || x->text[j] == '\t' ||
-					      x->text[j] == '\n' || x->text[j] == '\r'))
-				j++;
-			if (j < x->len && x->text[j] == ':')
-				return line_at(x, i);
+		if (ch == '"') {
+			int at = line;
+			size_t j;
+
+			for (j = i + 1; j < x->len && x->text[j] != '"'; j++) {
+				if (x->text[j] == '\\')
+					j++;
+				else if (x->text[j] == '\n')
+					line++;
+			}
+			json_string(x, &i, s, sizeof(s));
+			for (j = i; j < x->len && strchr(" \t\r\n", x->text[j]); j++)
+				line += x->text[j] == '\n';
+			i = j;
+			if (j < x->len && x->text[j] == ':' && depth == x->depth && !strcmp(s, key) &&
+			    ++seen == x->nth)
+				return at;
+			continue;
 		}
+		if (ch == '{' || ch == '[')
+			depth++;
+		else if (ch == '}' || ch == ']')
+			depth--;
+		else if (ch == '\n')
+			line++;
+		i++;
 	}
 	return 0;
+}
+
+/* Whether v's key appeared before it in object o; if so, an error pointing
+ * at this (the later) occurrence. A key twice is a mistake whichever would
+ * win. */
+static int key_error(const struct ctx *x, const char *key, const char *fmt, ...);
+
+static bool twice(const struct ctx *x, const cJSON *o, const cJSON *v)
+{
+	struct ctx at = *x;
+
+	at.nth = 1;
+	for (const cJSON *u = o->child; u != v; u = u->next)
+		at.nth += !strcmp(u->string, v->string);
+	if (at.nth == 1)
+		return false;
+	key_error(&at, v->string, "given twice");
+	return true;
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -129,11 +216,18 @@ static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_conf
 	const cJSON *v;
 	char b[64];
 
+	struct ctx in = *x;
+
 	if (!cJSON_IsObject(o))
 		return key_error(x, "Ros2", "expected an object like {\"Publish\": true}, got %s",
 				 shown(o, b, sizeof(b)));
+	in.depth = x->depth + 1;
+	x = &in;
 	cJSON_ArrayForEach(v, o) {
 		const char *k = v->string;
+
+		if (twice(x, o, v))
+			return -EINVAL;
 
 		if (!strcmp(k, "Publish")) {
 			if (!cJSON_IsBool(v))
@@ -182,9 +276,8 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 					       text_quote(v->valuestring, b, sizeof(b)),
 					       source_names());
 	} else if (!strcmp(k, "TimeScale")) {
-		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > 0) ||
-		    v->valuedouble < 1e-6 || v->valuedouble > 1e6)
-			return key_error(x, k, "expected a number in [1e-6, 1e6], got %s",
+		if (!cJSON_IsNumber(v) || !config_scale_ok(v->valuedouble))
+			return key_error(x, k, "expected a number from 1e-6 to 1e6, got %s",
 					 shown(v, b, sizeof(b)));
 		c->scale = v->valuedouble;
 	} else if (!strcmp(k, "PublishHz")) {
@@ -238,8 +331,10 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 
 		if (cJSON_IsString(v))
 			m = strtol(v->valuestring, &end, 8);
-		if (!end || *end || m < 0 || m > 0777 || !(m & 0400))
-			return key_error(x, k, "expected an octal mode string like \"0644\" (owner-readable), got %s",
+		if (!end || *end || end == v->valuestring || m < 0 || m > 0777 ||
+		    shmclock_writer_check_mode((unsigned)m))
+			return key_error(x, k, "expected an octal mode string like \"0644\" or \"0640\": the "
+					 "owner reads and writes, nobody else writes, got %s",
 					 shown(v, b, sizeof(b)));
 		c->segment_mode = (unsigned)m;
 	} else if (!strcmp(k, "ControlGroup")) {
@@ -285,12 +380,27 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 int config_load_text(const char *what, const char *text, size_t len, struct shmclockd_config *c,
 		     char *err, size_t errlen)
 {
-	struct ctx x = { what, text, len, err, errlen };
+	struct ctx x = { what, text, len, err, errlen, 1, 1 };
 	const char *end = NULL;
 	cJSON *root, *v;
 	int r = 0;
 
 	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	if (root && end) {
+		/* One object and nothing after it but white space (and the NUL
+		 * cJSON may have stopped at). */
+		size_t off = (size_t)(end - text);
+
+		while (off < len && (text[off] == ' ' || text[off] == '\t' || text[off] == '\n' ||
+				     text[off] == '\r' || text[off] == 0))
+			off++;
+		if (off < len) {
+			snprintf(err, errlen, "%s:%d: unexpected text after the config object", what,
+				 line_at(&x, off));
+			cJSON_Delete(root);
+			return -EINVAL;
+		}
+	}
 	if (!root) {
 		size_t off = end && end >= text ? (size_t)(end - text) : 0;
 
@@ -303,17 +413,10 @@ int config_load_text(const char *what, const char *text, size_t len, struct shmc
 		return -EINVAL;
 	}
 	cJSON_ArrayForEach(v, root) {
-		/* A key twice is a mistake whichever one would win. */
-		for (const cJSON *u = root->child; u != v; u = u->next)
-			if (!strcmp(u->string, v->string)) {
-				r = key_error(&x, v->string, "given twice");
-				goto out;
-			}
-		r = apply_key(&x, v, c);
+		r = twice(&x, root, v) ? -EINVAL : apply_key(&x, v, c);
 		if (r)
 			break;
 	}
-out:
 	cJSON_Delete(root);
 	return r;
 }
@@ -325,7 +428,9 @@ int config_load_file(const char *path, struct shmclockd_config *c, char *err, si
 	ssize_t n;
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO (or a device) must not hang the daemon in open()
+	 * or read(); it is refused below as not a regular file. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		r = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));

@@ -10,6 +10,15 @@
 
 #define CONFIG_ERR_MAX 512
 
+/* TimeScale, --scale and the control request `scale` share these limits. */
+#define CONFIG_SCALE_MIN 1e-6
+#define CONFIG_SCALE_MAX 1e6
+
+static inline bool config_scale_ok(double scale)
+{
+	return scale >= CONFIG_SCALE_MIN && scale <= CONFIG_SCALE_MAX; /* false for NaN */
+}
+
 struct source_ops;
 
 struct shmclockd_config {

@@ -29,6 +29,15 @@ static int64_t mono_now(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 static int bad(char *err, size_t errlen, const char *msg)
 {
 	snprintf(err, errlen, "%s", msg);
@@ -117,8 +126,8 @@ int control_parse_request(const char *line, size_t len, struct request *req, cha
 		} else {
 			req->scale = NAN;
 		}
-		if (!isfinite(req->scale) || !(req->scale > 0))
-			r = bad(err, errlen, "scale needs \"value\": a finite number > 0");
+		if (!config_scale_ok(req->scale))
+			r = bad(err, errlen, "scale needs \"value\": a number from 1e-6 to 1e6");
 		break;
 	case CMD_SET:
 	case CMD_ADVANCE:
@@ -200,6 +209,7 @@ static void add_control(cJSON *st, const struct control *c)
 	cJSON_AddNumberToObject(t, "dropped", (double)c->dropped);
 	cJSON_AddNumberToObject(t, "evicted", (double)c->evicted);
 	cJSON_AddNumberToObject(t, "clients", n);
+	cJSON_AddNumberToObject(t, "fd_exhausted", (double)c->fd_exhausted);
 	cJSON_AddItemToObject(st, "control", t);
 }
 
@@ -220,6 +230,13 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 	cJSON_AddStringToObject(st, "sim_ns", buf);
 	cJSON_AddStringToObject(st, "sim", duration_format(in->sim_ns, buf, sizeof(buf)));
 	cJSON_AddNumberToObject(st, "scale", in->scale);
+	if (c->ct) {
+		/* Relaxed: a statistic. 0 until a second of running time. */
+		double a = atomic_load_explicit(&c->ct->achieved_scale, memory_order_relaxed);
+
+		if (a > 0)
+			cJSON_AddNumberToObject(st, "scale_achieved", a);
+	}
 	cJSON_AddBoolToObject(st, "paused", in->paused);
 	cJSON_AddBoolToObject(st, "stepped", in->stepped);
 	cJSON_AddNumberToObject(st, "jump_epoch", (double)in->jump_epoch);
@@ -227,8 +244,11 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 	if (in->has_unix_at_zero) {
 		snprintf(buf, sizeof(buf), "%lld", (long long)in->unix_at_zero_ns);
 		cJSON_AddStringToObject(st, "unix_at_zero_ns", buf);
+		/* Saturated: StartTime near 2262 plus UnixTimeAtZero must not
+		 * wrap to 1969. */
 		cJSON_AddStringToObject(st, "sim_unix",
-					time_format_iso(in->unix_at_zero_ns + in->sim_ns, buf, sizeof(buf)));
+					time_format_iso(sat_add(in->unix_at_zero_ns, in->sim_ns), buf,
+							sizeof(buf)));
 	}
 	cJSON_AddNumberToObject(st, "publish_hz", cfg->hz);
 	cJSON_AddNumberToObject(st, "writer_pid", in->writer_pid);
@@ -323,6 +343,7 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+	c->spare_fd = -1;
 	c->ct = ct;
 	c->cfg = cfg;
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
@@ -391,6 +412,7 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 	if (listen(fd, 16) < 0)
 		goto fail;
 	c->fd = fd;
+	c->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* Without it, status goes through the clock thread as other requests. */
 	if (shmclock_open(cfg->name, &c->view) < 0)
 		log_msg(LOG_DEBUG, "control: no read-only view of '%s': status via the clock thread",
@@ -408,7 +430,10 @@ int control_pollfds(struct control *c, struct pollfd *fds, int max)
 {
 	int n = 0;
 
-	fds[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+	/* A paused listener is polled as "nothing" (fd -1) so the indexes
+	 * stay; the client loop in control_handle matches by fd. */
+	fds[n++] = (struct pollfd){ .fd = mono_now() < c->listen_paused_until ? -1 : c->fd,
+				    .events = POLLIN };
 	for (int i = 0; i < CONTROL_CLIENTS_MAX && n < max; i++)
 		if (c->clients[i].fd >= 0)
 			fds[n++] = (struct pollfd){ .fd = c->clients[i].fd, .events = POLLIN };
@@ -437,19 +462,54 @@ static void reply_error(struct client *cl, const char *msg)
 	free(line);
 }
 
+/*
+ * accept4() failed with EMFILE / ENFILE: the connection stays queued and
+ * the listener stays readable, so poll() would return at once forever (a
+ * core at 100 %). Give the spare descriptor up to accept it, tell the
+ * client why, close it, take the spare back; without a spare, stop polling
+ * the listener for a while (queued clients then wait, they are not lost).
+ */
+static void out_of_fds(struct control *c)
+{
+	int fd;
+
+	if (c->fd_exhausted++ % 1000 == 0)
+		log_msg(LOG_WARN, "control: out of file descriptors (%s); refusing clients until some "
+				  "are free", strerror(errno));
+	if (c->spare_fd >= 0) {
+		close(c->spare_fd);
+		fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0) {
+			struct client tmp = { .fd = fd };
+
+			reply_error(&tmp, "shmclockd is out of file descriptors; try again later");
+			close(fd);
+		}
+		c->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			return;
+	}
+	c->listen_paused_until = mono_now() + 100000000;
+}
+
 static void accept_one(struct control *c)
 {
-	struct ucred cred;
+	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t len = sizeof(cred);
 	struct client tmp;
 	int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE)
+			out_of_fds(c);
 		return;
+	}
 	tmp.fd = fd;
+	/* Credentials we could not read are nobody's: refused, and logged as
+	 * uid 4294967295 rather than as whatever the stack held. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
 	    !allowed(c, cred.uid, cred.gid)) {
-		tmp.uid = len == sizeof(cred) ? cred.uid : (uid_t)-1;
+		tmp.uid = cred.uid;
 		reply_error(&tmp, "permission denied: this user may not control the clock");
 		/* A flood of refused connections must not flood the log. */
 		if (c->refused < 10 || c->refused % 1000 == 0)
@@ -580,8 +640,24 @@ void control_handle(struct control *c, const struct pollfd *fds, int n)
 			drop(c, &c->clients[i], "idle");
 }
 
+int control_poll_ms(const struct control *c)
+{
+	int64_t ms = c->cfg->control_idle_ns < 2000000000 ? c->cfg->control_idle_ns / 2000000 : 1000;
+
+	if (c->listen_paused_until) {
+		int64_t left = (c->listen_paused_until - mono_now()) / 1000000 + 1;
+
+		if (left > 0 && left < ms)
+			ms = left;
+	}
+	return (int)ms;
+}
+
 void control_close(struct control *c)
 {
+	if (c->spare_fd >= 0)
+		close(c->spare_fd);
+	c->spare_fd = -1;
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		if (c->clients[i].fd >= 0)
 			close(c->clients[i].fd);

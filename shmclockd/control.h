@@ -56,6 +56,12 @@ struct control {
 	 * (peer credentials), dropped (idle, oversized, not reading, evicted),
 	 * evicted (the longest idle, for a new client when the table is full) */
 	unsigned long served, errors, refused, dropped, evicted;
+	/* Out of file descriptors: a descriptor kept in reserve to accept and
+	 * close a connection with (-1: none), and, when even that fails, the
+	 * instant until which the listener is not polled. */
+	int spare_fd;
+	int64_t listen_paused_until;
+	unsigned long fd_exhausted;      /* accepts that failed for want of fds */
 };
 
 /* The reply to a request that succeeded: the clock's status, the clock
@@ -71,6 +77,10 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 
 /* Fills pollfds for the listener and clients; returns how many. */
 int control_pollfds(struct control *c, struct pollfd *fds, int max);
+
+/* How long the main loop may sleep in poll(): until the next idle client
+ * is due to be dropped or a paused listener to be polled again. */
+int control_poll_ms(const struct control *c);
 
 /* Handles what poll() reported on the fds control_pollfds() filled. */
 void control_handle(struct control *c, const struct pollfd *fds, int n);

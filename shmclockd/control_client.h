@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A connection to the control socket at @path: fd, or -errno. */
@@ -35,17 +36,29 @@ static inline int control_client_connect(const char *path)
 	return fd;
 }
 
-/* Reads until a newline, EOF, or @timeout_ms without data (-1: no limit)
- * into @buf, NUL-terminated. Returns the bytes read. */
+static inline int64_t control_client_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads until a newline, EOF, or @timeout_ms in all (-1: no limit) into
+ * @buf, NUL-terminated. Returns the bytes read. */
 static inline size_t control_client_read_line(int fd, char *buf, size_t len, int timeout_ms)
 {
+	int64_t deadline = control_client_ms() + timeout_ms;
 	size_t used = 0;
 
 	while (used + 1 < len) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - control_client_ms();
 		ssize_t n;
 
-		if (poll(&p, 1, timeout_ms) != 1)
+		if (timeout_ms >= 0 && left <= 0)
+			break;
+		if (poll(&p, 1, timeout_ms < 0 ? -1 : (int)left) != 1)
 			break;
 		n = recv(fd, buf + used, len - 1 - used, 0);
 		if (n <= 0)
@@ -59,8 +72,8 @@ static inline size_t control_client_read_line(int fd, char *buf, size_t len, int
 }
 
 /* One request on a fresh connection; the reply line in @buf. Returns 0
- * with a whole line, -EPROTO when the connection ended without one, or
- * -errno (no daemon, say). */
+ * with a whole line, -ETIMEDOUT when none came within @timeout_ms, -EPROTO
+ * when the connection ended without one, or -errno (no daemon, say). */
 static inline int control_client_request(const char *path, const char *req, char *buf,
 					 size_t len, int timeout_ms)
 {
@@ -74,9 +87,15 @@ static inline int control_client_request(const char *path, const char *req, char
 		close(fd);
 		return -e;
 	}
-	control_client_read_line(fd, buf, len, timeout_ms);
-	close(fd);
-	return strchr(buf, '\n') ? 0 : -EPROTO;
+	{
+		int64_t t0 = control_client_ms();
+
+		control_client_read_line(fd, buf, len, timeout_ms);
+		close(fd);
+		if (strchr(buf, '\n'))
+			return 0;
+		return timeout_ms >= 0 && control_client_ms() - t0 >= timeout_ms ? -ETIMEDOUT : -EPROTO;
+	}
 }
 
 #endif

@@ -56,7 +56,8 @@ static void usage(FILE *f)
 		"                         ControlIdleTimeout, SchedPriority, Ros2)\n"
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
-		"      --scale X          time scale, > 0 (default 1)\n"
+		"      --scale X          time scale, 1e-6 to 1e6 (default 1); applied to a\n"
+		"                         continued clock too (as --paused)\n"
 		"      --hz N             clock-thread rate, 1..10000 (default 100)\n"
 		"      --sched-priority N run the clock thread SCHED_FIFO at N, 1..99 (needs\n"
 		"                         CAP_SYS_NICE; default 0: normal scheduling)\n"
@@ -193,8 +194,8 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			break;
 		case 'x':
 			o->scale = strtod(optarg, &end);
-			if (end == optarg || *end || !isfinite(o->scale) || !(o->scale > 0))
-				return die_usage("--scale must be a finite number > 0", optarg);
+			if (end == optarg || *end || !config_scale_ok(o->scale))
+				return die_usage("--scale must be a number from 1e-6 to 1e6", optarg);
 			break;
 		case 'z':
 			o->hz = (int)strtol(optarg, &end, 10);
@@ -322,40 +323,6 @@ static int open_ros2(const struct shmclockd_config *cfg, struct clockthread *ct,
 }
 #endif
 
-/* A fresh clock, or a continued one after a restart: time does not jump. */
-static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c, bool reset)
-{
-	const struct source_ops *s = c->source;
-	shmclock_info_t in;
-	char buf[64];
-	int r = 0;
-
-	shmclock_writer_info(w, &in);
-	if (in.initialized && in.source == s->id && !reset) {
-		log_msg(LOG_INFO, "continuing clock '%s' at %s (%s, scale %g%s); --reset starts over",
-			c->name, duration_format(in.sim_ns, buf, sizeof(buf)), s->name, in.scale,
-			in.paused ? ", paused" : "");
-		/* Labels that do not move time still follow the new config. */
-		if (c->has_unix_zero &&
-		    (!in.has_unix_at_zero || in.unix_at_zero_ns != c->unix_zero_ns))
-			r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
-		return r;
-	}
-	if (in.initialized)
-		log_msg(LOG_INFO, "resetting clock '%s' (was %s, %s)", c->name,
-			shmclock_source_name(in.source), duration_format(in.sim_ns, buf, sizeof(buf)));
-	r = shmclock_writer_set_source(w, s->id);
-	if (!r && s->scalable)
-		r = shmclock_writer_set_scale(w, c->scale);
-	if (!r && c->paused)
-		r = shmclock_writer_pause(w);
-	if (!r && c->has_unix_zero)
-		r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
-	if (!r)
-		r = s->start(w, c);
-	return r;
-}
-
 static void notify_ready(const struct overrides *o)
 {
 	const char *ns = getenv("NOTIFY_SOCKET");
@@ -434,73 +401,88 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 	cur->control_idle_ns = next.control_idle_ns;
 }
 
-int main(int argc, char **argv)
-{
+/* Everything main() holds, released in one place (stop()). */
+struct daemon {
 	struct shmclockd_config cfg;
 	struct overrides o;
-	struct clockthread ct;
-	struct control ctl;
-	struct ros2 *ros2 = NULL;
-	const struct ros2_api *ros2_api = NULL;
 	shmclock_writer_t *w;
-	sigset_t mask, old;
-	char **command = NULL, sock[108], err[256];
-	pid_t child = -1;
-	int r, sfd, status = 0, stopping = 0;
+	struct clockthread ct;
+	bool ct_running;
+	struct control ctl;
+	bool ctl_open;
+	struct ros2 *ros2;
+	const struct ros2_api *ros2_api;
+	int sfd;
+	sigset_t old_mask;
+	char sock[108];
+};
 
-	r = parse_args(argc, argv, &o, &command);
-	if (r)
-		return r;
-	r = load_config(&cfg, &o);
-	if (r)
-		return r;
-	if (cfg.socket_path[0])
-		snprintf(sock, sizeof(sock), "%s", cfg.socket_path);
-	else if (paths_default_socket(cfg.name, sock, sizeof(sock)))
-		return die_usage("the default control socket path is too long; set --socket", NULL);
+/* The clock's existing writer, for the "already served" message. */
+static void say_busy(const char *name)
+{
+	shmclock_t *rd;
+	shmclock_info_t in;
+
+	if (shmclock_open(name, &rd) == 0 && shmclock_info(rd, &in) == 0)
+		fprintf(stderr, "shmclockd: clock '%s' is already served by pid %d (stop it or pick another --name)\n",
+			name, (int)in.writer_pid);
+	else
+		fprintf(stderr, "shmclockd: clock '%s' is already served by another writer\n", name);
+	shmclock_close(rd);
+}
+
+static int open_writer(struct daemon *d)
+{
+	const char *name = d->cfg.name;
+	int r = shmclock_writer_open_mode(name, d->cfg.segment_mode, &d->w);
+
+	switch (r) {
+	case 0:
+		return 0;
+	case -EBUSY:
+		say_busy(name);
+		break;
+	case -EPERM:
+		fprintf(stderr, "shmclockd: /dev/shm/shmclock.%s belongs to another user (uid %d), not to uid %u: "
+			"refusing to use a segment someone else can write; remove it or run as its owner\n",
+			name, segment_owner(name), (unsigned)geteuid());
+		break;
+	case -EPROTO:
+		fprintf(stderr, "shmclockd: /dev/shm/shmclock.%s is not a clock of this version (segment ABI %u); "
+			"it is left alone: remove it to start a new clock there\n", name, 2u);
+		break;
+	default:
+		fprintf(stderr, "shmclockd: cannot open clock '%s' (/dev/shm/shmclock.%s): %s\n", name,
+			name, shmclock_strerror(r));
+	}
+	return -1;
+}
+
+/*
+ * Takes every resource that can fail (the segment, signals, the clock
+ * thread, DDS, the control socket) and only then lets the clock thread
+ * start or continue the clock: a start that fails leaves the clock as it
+ * found it. 0, or 1 with a message printed (stop() releases what was taken).
+ */
+static int start(struct daemon *d)
+{
+	struct cmd init = { .kind = CMD_INIT };
+	char err[256];
+	sigset_t mask;
+	int r;
 
 #ifdef SHMCLOCK_HAVE_ROS2
-	if (resolve_domain(&cfg))
-		return 2;
 	/* The DDS module, before the clock is touched. */
-	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 || cfg.ros2_publish) {
-		ros2_api = ros2_load(err, sizeof(err));
-		if (!ros2_api) {
+	if (d->cfg.source->id == SHMCLOCK_SOURCE_ROS2 || d->cfg.ros2_publish) {
+		d->ros2_api = ros2_load(err, sizeof(err));
+		if (!d->ros2_api) {
 			fprintf(stderr, "shmclockd: %s\n", err);
 			return 1;
 		}
 	}
 #endif
-	r = shmclock_writer_open_mode(cfg.name, cfg.segment_mode, &w);
-	if (r == -EBUSY) {
-		shmclock_t *rd;
-		shmclock_info_t in;
-
-		if (shmclock_open(cfg.name, &rd) == 0 && shmclock_info(rd, &in) == 0)
-			fprintf(stderr, "shmclockd: clock '%s' is already served by pid %d (stop it or pick another --name)\n",
-				cfg.name, (int)in.writer_pid);
-		else
-			fprintf(stderr, "shmclockd: clock '%s' is already served by another writer\n", cfg.name);
+	if (open_writer(d))
 		return 1;
-	}
-	if (r == -EPERM) {
-		fprintf(stderr, "shmclockd: /dev/shm/shmclock.%s belongs to another user (uid %d), not to uid %u: "
-			"refusing to use a segment someone else can write; remove it or run as its owner\n",
-			cfg.name, segment_owner(cfg.name), (unsigned)geteuid());
-		return 1;
-	}
-	if (r) {
-		fprintf(stderr, "shmclockd: cannot open clock '%s' (/dev/shm/shmclock.%s): %s\n", cfg.name,
-			cfg.name, shmclock_strerror(r));
-		return 1;
-	}
-	r = init_clock(w, &cfg, o.reset);
-	if (r) {
-		fprintf(stderr, "shmclockd: cannot initialize clock '%s': %s\n", cfg.name, shmclock_strerror(r));
-		shmclock_writer_close(w);
-		return 1;
-	}
-
 	/* Signals are read from a signalfd in the main loop; every thread
 	 * inherits the blocked mask. */
 	sigemptyset(&mask);
@@ -509,75 +491,136 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &mask, &old);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-
-	ct.ros2_pub = NULL;
-	ct.ros2_api = NULL;
+	sigprocmask(SIG_BLOCK, &mask, &d->old_mask);
+	d->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (d->sfd < 0) {
+		fprintf(stderr, "shmclockd: signalfd: %s\n", strerror(errno));
+		return 1;
+	}
+	d->ct.ros2_pub = NULL;
+	d->ct.ros2_api = NULL;
+	r = clockthread_start(&d->ct, d->w, &d->cfg);
+	if (r) {
+		fprintf(stderr, "shmclockd: cannot start the clock thread: %s\n", strerror(-r));
+		return 1;
+	}
+	d->ct_running = true;
 #ifdef SHMCLOCK_HAVE_ROS2
-	if (cfg.source->id == SHMCLOCK_SOURCE_ROS2 || cfg.ros2_publish) {
-		if (open_ros2(&cfg, &ct, &ros2_api, &ros2)) {
-			shmclock_writer_close(w);
+	if (d->ros2_api) {
+		if (open_ros2(&d->cfg, &d->ct, &d->ros2_api, &d->ros2))
 			return 1;
-		}
-		if (cfg.ros2_publish) {
-			ct.ros2_pub = ros2;
-			ct.ros2_api = ros2_api;
+		if (d->cfg.ros2_publish) {
+			d->ct.ros2_pub = d->ros2;
+			d->ct.ros2_api = d->ros2_api;
 		}
 	}
 #endif
-	r = clockthread_start(&ct, w, &cfg);
-	if (r || sfd < 0) {
-		fprintf(stderr, "shmclockd: cannot start: %s\n", strerror(r ? -r : errno));
-		shmclock_writer_close(w);
-		return 1;
-	}
-	if (control_open(&ctl, sock, &cfg, &ct, err, sizeof(err))) {
+	if (control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
-		clockthread_stop(&ct);
-		if (ros2)
-			ros2_api->close(ros2);
-		shmclock_writer_close(w);
 		return 1;
 	}
-	ctl.ros2 = ros2;
-	ctl.ros2_api = ros2_api;
-	if (ros2 && cfg.source->id == SHMCLOCK_SOURCE_ROS2 &&
-	    ros2_api->follow(ros2, cfg.ros2_stale_ns, err, sizeof(err))) {
+	d->ctl_open = true;
+	d->ctl.ros2 = d->ros2;
+	d->ctl.ros2_api = d->ros2_api;
+	/* Everything is in place: now the clock. */
+	init.arg_init = (struct init_args){ .reset = d->o.reset,
+					    .scale_given = !isnan(d->o.scale),
+					    .paused_given = d->o.paused };
+	if (clockthread_submit(&d->ct, &init)) {
+		fprintf(stderr, "shmclockd: cannot initialize clock '%s': %s\n", d->cfg.name, init.err);
+		return 1;
+	}
+	if (d->ros2 && d->cfg.source->id == SHMCLOCK_SOURCE_ROS2 &&
+	    d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
-		control_close(&ctl);
-		clockthread_stop(&ct);
-		ros2_api->close(ros2);
-		shmclock_writer_close(w);
 		return 1;
 	}
-	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", cfg.name, cfg.source->name,
-		cfg.hz, sock);
+	return 0;
+}
+
+/* Releases what start() took, in reverse. */
+static void stop(struct daemon *d, bool remove)
+{
+	/* The follower submits to the clock thread: it stops first. */
+	if (d->ros2)
+		d->ros2_api->stop(d->ros2);
+	if (d->ctl_open)
+		control_close(&d->ctl);
+	if (d->ct_running)
+		clockthread_stop(&d->ct);
+	if (d->ros2)
+		d->ros2_api->close(d->ros2);
+	if (d->sfd >= 0)
+		close(d->sfd);
+	if (!d->w)
+		return;
+	/* Removed while we still hold the clock: a successor that starts now
+	 * either waits for us or creates a new segment, which we never touch. */
+	if (remove) {
+		int r = shmclock_writer_unlink(d->w, d->cfg.name);
+
+		if (r)
+			log_msg(LOG_WARN, "clock '%s' not removed: %s", d->cfg.name,
+				r == -ENOENT ? "it is no longer ours" : shmclock_strerror(r));
+		else
+			log_msg(LOG_INFO, "removed clock '%s'", d->cfg.name);
+	}
+	shmclock_writer_close(d->w);
+	d->w = NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon d = { .sfd = -1 };
+	char **command = NULL;
+	pid_t child = -1;
+	int r, status = 0, stopping = 0;
+
+	r = parse_args(argc, argv, &d.o, &command);
+	if (r)
+		return r;
+	r = load_config(&d.cfg, &d.o);
+	if (r)
+		return r;
+	if (d.cfg.socket_path[0])
+		snprintf(d.sock, sizeof(d.sock), "%s", d.cfg.socket_path);
+	else if (paths_default_socket(d.cfg.name, d.sock, sizeof(d.sock)))
+		return die_usage("the default control socket path is too long; set --socket", NULL);
+#ifdef SHMCLOCK_HAVE_ROS2
+	if (resolve_domain(&d.cfg))
+		return 2;
+#endif
+	if (start(&d)) {
+		stop(&d, false);
+		return 1;
+	}
+	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", d.cfg.name,
+		d.cfg.source->name, d.cfg.hz, d.sock);
 	if (command) {
-		child = spawn(command, &cfg, sock, &old);
+		child = spawn(command, &d.cfg, d.sock, &d.old_mask);
 		if (child < 0) {
 			fprintf(stderr, "shmclockd: fork: %s\n", strerror(errno));
 			status = 1;
 			stopping = 1;
 		}
 	}
-	notify_ready(&o);
+	notify_ready(&d.o);
 
 	while (!stopping) {
 		struct pollfd fds[CONTROL_CLIENTS_MAX + 2];
-		int n = control_pollfds(&ctl, fds, CONTROL_CLIENTS_MAX + 1);
+		int n = control_pollfds(&d.ctl, fds, CONTROL_CLIENTS_MAX + 1);
+		/* Wake often enough to drop idle clients and re-arm a listener
+		 * paused for want of descriptors on time. */
+		int poll_ms = control_poll_ms(&d.ctl);
 
-		fds[n] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		/* Wake often enough to drop idle clients on time. */
-		int poll_ms = cfg.control_idle_ns < 2000000000 ? (int)(cfg.control_idle_ns / 2000000) : 1000;
-
+		fds[n] = (struct pollfd){ .fd = d.sfd, .events = POLLIN };
 		if (poll(fds, (nfds_t)n + 1, poll_ms) < 0 && errno != EINTR)
 			break;
-		control_handle(&ctl, fds, n);
+		control_handle(&d.ctl, fds, n);
 		if (fds[n].revents) {
 			struct signalfd_siginfo si;
 
-			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			while (read(d.sfd, &si, sizeof(si)) == sizeof(si)) {
 				int sig = (int)si.ssi_signo;
 
 				if (sig == SIGCHLD && child > 0) {
@@ -591,7 +634,7 @@ int main(int argc, char **argv)
 				} else if (child > 0 && (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)) {
 					kill(child, sig); /* CI mode: the command decides */
 				} else if (sig == SIGHUP) {
-					reload(&o, &cfg, &ct);
+					reload(&d.o, &d.cfg, &d.ct);
 				} else if (sig == SIGTERM || sig == SIGINT) {
 					log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
 					stopping = 1;
@@ -599,20 +642,8 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-
-	/* The follower submits to the clock thread: it stops first. */
-	if (ros2)
-		ros2_api->stop(ros2);
-	control_close(&ctl);
-	clockthread_stop(&ct);
-	if (ros2)
-		ros2_api->close(ros2);
-	shmclock_writer_close(w);
-	if (command || o.remove_on_exit) {
-		shmclock_unlink(cfg.name);
-		log_msg(LOG_INFO, "removed clock '%s'", cfg.name);
-	} else {
-		log_msg(LOG_INFO, "stopped; clock '%s' stays for the next shmclockd to continue", cfg.name);
-	}
+	stop(&d, command || d.o.remove_on_exit);
+	if (!command && !d.o.remove_on_exit)
+		log_msg(LOG_INFO, "stopped; clock '%s' stays for the next shmclockd to continue", d.cfg.name);
 	return status;
 }

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,6 +44,8 @@ static void usage(FILE *f)
 		fprintf(f, "  %-8s %-30s %s\n", commands[i].name, commands[i].args, commands[i].help);
 	fprintf(f, "\n  -n, --name NAME   clock name (default: $SHMCLOCK_NAME, else default)\n"
 		   "      --socket PATH control socket (default: the daemon's default for NAME)\n"
+		   "  -t, --timeout S   wait at most S seconds for the daemon's reply (default 5;\n"
+		   "                    0: forever); exit status 3 when it does not come\n"
 		   "  -h, --help        this help; COMMAND --help for one command\n");
 }
 
@@ -57,13 +60,27 @@ static int command_help(const char *cmd)
 	return 1;
 }
 
-/* One request, one reply line. Returns the parsed reply or NULL (message printed). */
-static cJSON *request(const char *sock, const char *line)
+/* How long to wait for the daemon's reply, ms (--timeout). */
+static int timeout_ms = 5000;
+
+/* One request, one reply line. Returns the parsed reply or NULL (message
+ * printed; *rc is the exit status). */
+static cJSON *request(const char *sock, const char *line, int *rc)
 {
 	char buf[8192];
 	cJSON *reply;
-	int r = control_client_request(sock, line, buf, sizeof(buf), -1);
+	int r = control_client_request(sock, line, buf, sizeof(buf), timeout_ms);
 
+	*rc = 1;
+	if (r == -ETIMEDOUT) {
+		/* The request is in the daemon's socket: a daemon that was only
+		 * stopped (SIGSTOP, a debugger) will still apply it later. */
+		fprintf(stderr, "shmclockctl: shmclockd at %s did not answer within %g s (stopped, or "
+				"overloaded?); the request may still be applied when it runs again\n",
+			sock, timeout_ms / 1000.0);
+		*rc = 3;
+		return NULL;
+	}
 	if (r == -ENAMETOOLONG) {
 		fprintf(stderr, "shmclockctl: socket path too long: %s\n", sock);
 		return NULL;
@@ -109,7 +126,11 @@ static void print_status(const cJSON *st)
 		printf("time        (not initialized)\n");
 	if (cJSON_GetObjectItemCaseSensitive(st, "sim_unix"))
 		printf("world time  %s\n", str_of(st, "sim_unix"));
-	printf("scale       %g%s\n", num_of(st, "scale"), bool_of(st, "paused") ? "  PAUSED" : "");
+	printf("scale       %g%s", num_of(st, "scale"), bool_of(st, "paused") ? "  PAUSED" : "");
+	if (cJSON_GetObjectItemCaseSensitive(st, "scale_achieved") &&
+	    fabs(num_of(st, "scale_achieved") / num_of(st, "scale") - 1) > 0.01)
+		printf("  (achieved %g)", num_of(st, "scale_achieved"));
+	printf("\n");
 	printf("jump epoch  %.0f (last jump %s)\n", num_of(st, "jump_epoch"),
 	       duration_format((int64_t)num_of(st, "last_jump_ns"), buf, sizeof(buf)));
 	printf("publish     %.0f Hz, %.0f commits\n", num_of(st, "publish_hz"), num_of(st, "commits"));
@@ -220,6 +241,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "name", required_argument, NULL, 'n' },
 		{ "socket", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -233,8 +255,20 @@ int main(int argc, char **argv)
 
 	if (!name || !*name)
 		name = "default";
-	while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+n:t:h", opts, NULL)) != -1) {
+		char *end;
+		double t;
+
 		switch (c) {
+		case 't':
+			t = strtod(optarg, &end);
+			if (end == optarg || *end || !(t >= 0) || t > 86400) {
+				fprintf(stderr, "shmclockctl: --timeout takes seconds from 0 (forever) to 86400, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			timeout_ms = t == 0 ? -1 : t * 1000 < 1 ? 1 : (int)(t * 1000);
+			break;
 		case 'n':
 			name = optarg;
 			sockopt = NULL;
@@ -319,10 +353,10 @@ int main(int argc, char **argv)
 		line[n] = '\n';
 		line[n + 1] = 0;
 	}
-	reply = request(sock, line);
+	reply = request(sock, line, &rc);
 	free(line);
 	if (!reply)
-		return 1;
+		return rc;
 	ok = cJSON_GetObjectItemCaseSensitive(reply, "ok");
 	if (!cJSON_IsTrue(ok)) {
 		const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");

@@ -358,13 +358,18 @@ SHMCLOCK_EXPORT int shmclock_rate_sleep(shmclock_rate_t *r, uint64_t *missed)
 				return e;
 			continue;
 		}
-		if (!r->next_ns || (i.jump_epoch != r->epoch && i.sim_ns < r->next_ns - r->period_ns)) {
-			/* First call, or the clock went back: a new schedule. */
+		if (!r->next_ns || i.jump_epoch != r->epoch) {
+			/* First call, or the clock jumped (either way): a new
+			 * schedule. Boundaries a forward jump passed over are not
+			 * the caller's lateness, and counting them overflowed. */
 			r->next_ns = sat_add(i.sim_ns, r->period_ns);
 		} else if (i.sim_ns >= r->next_ns) {
-			/* Late: skip the boundaries that passed, this cycle ends now. */
-			m = (uint64_t)((i.sim_ns - r->next_ns) / r->period_ns);
-			r->next_ns = sat_add(r->next_ns, (int64_t)(m + 1) * r->period_ns);
+			/* Late: skip the boundaries that passed, this cycle ends now.
+			 * (m + 1) * period cannot overflow: m < (2^64) / period. */
+			m = ((uint64_t)i.sim_ns - (uint64_t)r->next_ns) / (uint64_t)r->period_ns;
+			r->next_ns = (uint64_t)(m + 1) > (uint64_t)INT64_MAX / (uint64_t)r->period_ns
+					     ? INT64_MAX
+					     : sat_add(r->next_ns, (int64_t)(m + 1) * r->period_ns);
 			r->epoch = i.jump_epoch;
 			break;
 		}
