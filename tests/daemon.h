@@ -188,4 +188,59 @@ static inline int ctl(const char *name, ...)
 	return run_capture(argv, ctl_out, sizeof(ctl_out), ctl_err, sizeof(ctl_err));
 }
 
+/* Readers and daemons that must work: a failure ends the test. */
+static inline shmclock_t *open_reader(const char *name)
+{
+	shmclock_t *r = NULL;
+
+	cr_assert_eq(shmclock_open(name, &r), 0, "open %s", name);
+	return r;
+}
+
+static inline shmclock_info_t info_of(shmclock_t *r)
+{
+	shmclock_info_t i;
+	int e = shmclock_info(r, &i);
+
+	cr_assert(e == 0 || e == -ESTALE, "info: %s", shmclock_strerror(e));
+	return i;
+}
+
+static inline int64_t now_of(shmclock_t *r)
+{
+	int64_t t = 0;
+	int e = shmclock_now(r, &t);
+
+	cr_assert_eq(e, 0, "now: %s", shmclock_strerror(e));
+	return t;
+}
+
+static inline pid_t must_start(const char *name, ...)
+{
+	char *args[32];
+	int n = 0;
+	va_list ap;
+	pid_t pid;
+
+	args[n++] = (char *)"-n";
+	args[n++] = (char *)name;
+	va_start(ap, name);
+	for (const char *a; (a = va_arg(ap, const char *)) && n < 31;)
+		args[n++] = (char *)a;
+	va_end(ap);
+	args[n] = NULL;
+	pid = daemon_start_v(args, NULL);
+	cr_assert_gt(pid, 0, "shmclockd -n %s did not get ready", name);
+	return pid;
+}
+
+static inline void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
 #endif

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -125,6 +126,23 @@ static inline int64_t atomic_max(_Atomic int64_t *m, int64_t v)
 						      memory_order_acquire))
 		;
 	return cur;
+}
+
+/* The clock's page mapped writable, as only a writer (or a test playing
+ * one) may. NULL if it cannot be. */
+static inline void *map_clock_rw(const char *name)
+{
+	char path[128];
+	void *seg;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return NULL;
+	seg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return seg == MAP_FAILED ? NULL : seg;
 }
 
 #endif

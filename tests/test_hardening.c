@@ -28,52 +28,6 @@ TestSuite(hardening, .init = daemon_setup, .fini = daemon_teardown, .timeout = 9
 #define MS 1000000LL
 #define SEC 1000000000LL
 
-static shmclock_t *open_reader(const char *name)
-{
-	shmclock_t *r = NULL;
-	int e = shmclock_open(name, &r);
-
-	cr_assert_eq(e, 0, "open %s: %s", name, shmclock_strerror(e));
-	return r;
-}
-
-static shmclock_info_t info_of(shmclock_t *r)
-{
-	shmclock_info_t i;
-	int e = shmclock_info(r, &i);
-
-	cr_assert(e == 0 || e == -ESTALE, "info: %s", shmclock_strerror(e));
-	return i;
-}
-
-static int64_t now_of(shmclock_t *r)
-{
-	int64_t t = 0;
-	int e = shmclock_now(r, &t);
-
-	cr_assert(e == 0 || e == -ESTALE, "now: %s", shmclock_strerror(e));
-	return t;
-}
-
-static pid_t must_start(const char *name, ...)
-{
-	char *args[32];
-	int n = 0;
-	va_list ap;
-	pid_t pid;
-
-	args[n++] = (char *)"-n";
-	args[n++] = (char *)name;
-	va_start(ap, name);
-	for (const char *a; (a = va_arg(ap, const char *)) && n < 31;)
-		args[n++] = (char *)a;
-	va_end(ap);
-	args[n] = NULL;
-	pid = daemon_start_v(args, NULL);
-	cr_assert_gt(pid, 0, "shmclockd -n %s did not get ready", name);
-	return pid;
-}
-
 /* shmclockd ARGS... run to its end; exit status, stderr in err. */
 static int daemon_run(char *err, size_t errlen, ...)
 {
@@ -88,15 +42,6 @@ static int daemon_run(char *err, size_t errlen, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	return run_capture(argv, out, sizeof(out), err, errlen);
-}
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
 }
 
 static void need_root(void)
@@ -264,16 +209,9 @@ Test(hardening, readers_refuse_a_clock_another_user_created)
  * published. Returns the writable mapping. */
 static struct shmclock_seg *stop_mid_update(const char *name, int64_t *anchor)
 {
-	char path[128];
-	struct shmclock_seg *seg;
-	int fd;
+	struct shmclock_seg *seg = map_clock_rw(name);
 
-	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
-	fd = open(path, O_RDWR);
-	cr_assert_geq(fd, 0);
-	seg = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	cr_assert_neq(seg, MAP_FAILED);
-	close(fd);
+	cr_assert_not_null(seg);
 	atomic_fetch_add(&seg->seq, 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	*anchor = now_mono();

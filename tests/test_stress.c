@@ -303,25 +303,21 @@ static int64_t cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Holds seq odd for `stall_ns` as a writer descheduled mid-update would,
- * with `nreaders` reader processes (more than cores) calling now() meanwhile. */
+/* Holds seq odd for `stall_ns` as a writer descheduled between its odd
+ * store and the publication of its anchor would (the one place where
+ * readers must wait: a writer stopped after it is test_hardening's), with
+ * `nreaders` reader processes (more than cores) calling now() meanwhile. */
 static void stall(const char *name, int64_t stall_ns, int nreaders, struct stall_result *res)
 {
 	_Atomic int *go = shared_alloc(sizeof(*go));
 	shmclock_writer_t *w;
 	struct shmclock_seg *seg;
-	char path[128];
 	pid_t kids[16];
-	int fd;
 
 	cr_assert_eq(shmclock_writer_open(name, &w), 0);
 	cr_assert_eq(shmclock_writer_set_time(w, 0), 0);
-	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
-	fd = open(path, O_RDWR);
-	cr_assert_geq(fd, 0);
-	seg = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	cr_assert_neq(seg, MAP_FAILED);
-	close(fd);
+	seg = map_clock_rw(name);
+	cr_assert_not_null(seg);
 	for (int i = 0; i < nreaders; i++) {
 		if ((kids[i] = test_fork()) == 0) {
 			shmclock_t *c;
