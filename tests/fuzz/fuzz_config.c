@@ -28,12 +28,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_CHECK(c.hz >= 1 && c.hz <= 10000, "accepted PublishHz %d", c.hz);
-	FUZZ_CHECK(c.scale > 0 && c.scale <= 1e6, "accepted TimeScale %g", c.scale);
+	FUZZ_CHECK(config_scale_ok(c.scale), "accepted TimeScale %g", c.scale);
 	FUZZ_CHECK(c.name[0] && strlen(c.name) <= 64 && !strchr(c.name, '/'),
 		   "accepted Name \"%s\"", c.name);
 	FUZZ_CHECK(c.step_ns >= 0, "accepted StepNs %lld", (long long)c.step_ns);
 	FUZZ_CHECK(c.source != NULL, "no source");
-	FUZZ_CHECK((c.segment_mode & ~0777u) == 0 && (c.segment_mode & 0400),
+	/* The library's rule: owner rw, nobody else writes, nothing executes. */
+	FUZZ_CHECK((c.segment_mode & ~0777u) == 0 && (c.segment_mode & 0600) == 0600 &&
+			   !(c.segment_mode & 0133),
 		   "accepted SegmentMode %o", c.segment_mode);
 	FUZZ_CHECK(c.sched_priority >= 0 && c.sched_priority <= 99, "accepted SchedPriority %d",
 		   c.sched_priority);
