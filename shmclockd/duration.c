@@ -172,7 +172,14 @@ static int iso_parse(const char *s, int64_t *ns)
 	t = timegm(&tm);
 	if (tm.tm_mday != D) /* timegm normalised 31 Feb into March */
 		return -EINVAL;
-	/* int64 ns reach from 1677 to 2262; four-digit years go further. */
+	/* int64 ns reach from 1677 to 2262; four-digit years go further.
+	 * Before 1970 the fraction counts towards zero: borrow a second, or
+	 * the whole seconds of an instant just after INT64_MIN overflow
+	 * although the instant itself fits. */
+	if (t < 0 && frac > 0) {
+		t++;
+		frac -= 1000000000;
+	}
 	if (__builtin_mul_overflow((int64_t)t, (int64_t)1000000000, ns) ||
 	    __builtin_add_overflow(*ns, frac, ns))
 		return -ERANGE;
