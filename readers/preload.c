@@ -52,7 +52,7 @@
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
 
-#include "clock.h" /* the handle (jumps_off) and the internal sleep flag */
+#include "clock.h" /* the internal sleep flag */
 #include "clocks.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -184,7 +184,9 @@ static int do_init(void)
 	}
 	if (!sim_mask)
 		return ST_REAL;
-	r = shmclock_open(name, &clk);
+	/* No callbacks, ever: a read only records a jump's key, with no lock,
+	 * so reads stay async-signal-safe. */
+	r = shmclock_open_ex(name, SHMCLOCK_OPEN_NO_CALLBACKS, &clk);
 	if (r) {
 		say("shmclock-preload: clock '%s': %s; using the real clocks\n", name,
 		    shmclock_strerror(r));
@@ -199,7 +201,6 @@ static int do_init(void)
 		clk = NULL;
 		return ST_REAL;
 	}
-	clk->jumps_off = true;
 	pthread_atfork(NULL, NULL, child_after_fork);
 	return ST_SIM;
 }

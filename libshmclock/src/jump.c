@@ -169,7 +169,7 @@ SHMCLOCK_EXPORT int shmclock_jump_callback_add(shmclock_t *clk, shmclock_jump_th
 {
 	struct shmclock_jump_reg *r;
 
-	if (!clk || !cb || th.min_forward_ns < 0 || th.min_backward_ns < 0)
+	if (!clk || !cb || th.min_forward_ns < 0 || th.min_backward_ns < 0 || clk->jumps_off)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)

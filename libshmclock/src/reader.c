@@ -221,7 +221,9 @@ SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_
 		return -EINVAL;
 	*out = NULL;
 	if (flags & ~(SHMCLOCK_OPEN_FALLBACK_SYSTEM | SHMCLOCK_OPEN_WATCH_JUMPS |
-		      SHMCLOCK_OPEN_TRUST_ANY_OWNER))
+		      SHMCLOCK_OPEN_TRUST_ANY_OWNER | SHMCLOCK_OPEN_NO_CALLBACKS))
+		return -EINVAL;
+	if ((flags & SHMCLOCK_OPEN_NO_CALLBACKS) && (flags & SHMCLOCK_OPEN_WATCH_JUMPS))
 		return -EINVAL;
 	if (!name && !(flags & SHMCLOCK_OPEN_FALLBACK_SYSTEM))
 		return -EINVAL;
@@ -246,6 +248,7 @@ SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_
 	clk->owner = owner;
 	snprintf(clk->name, sizeof(clk->name), "%s", name ? name : "");
 	shmclock__jump_init(clk);
+	clk->jumps_off = flags & SHMCLOCK_OPEN_NO_CALLBACKS;
 	if (flags & SHMCLOCK_OPEN_WATCH_JUMPS) {
 		r = shmclock_jump_watch(clk, true);
 		if (r) {

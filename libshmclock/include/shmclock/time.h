@@ -106,6 +106,11 @@ int shmclock_sim_to_steady(shmclock_t *clk, shmclock_sim_time_t t, shmclock_stea
  * separated by commas; "*": anyone) are opened; others give -EPERM, since
  * anyone can create a clock under a free name in /dev/shm and set any time. */
 #define SHMCLOCK_OPEN_TRUST_ANY_OWNER 0x4u
+/* Reads never run or wait for jump callbacks, and none can be added
+ * (-EINVAL). For bindings whose callbacks need a lock of their own (Python's
+ * GIL): their reads must not wait for a callback that waits for that lock.
+ * Such a binding runs its callbacks on a second handle's watcher thread. */
+#define SHMCLOCK_OPEN_NO_CALLBACKS 0x8u
 
 /* shmclock_open() with flags. @name NULL with FALLBACK_SYSTEM: system time. */
 int shmclock_open_ex(const char *name, unsigned flags, shmclock_t **out);

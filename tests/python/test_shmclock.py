@@ -1,0 +1,403 @@
+# SPDX-License-Identifier: MIT
+"""The Python package shmclock against the built shmclockd (meson test python).
+
+Each case has its own clock name and runtime directory; daemons and clocks
+are removed even when a case fails.
+"""
+
+import asyncio
+import datetime
+import gc
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import shmclock
+
+SHMCLOCKD = os.environ.get("SHMCLOCKD")
+SHMCLOCKCTL = os.environ.get("SHMCLOCKCTL")
+SHMCLOCK_CAT = os.environ.get("SHMCLOCK_CAT")
+MS = 1_000_000
+SEC = 1_000_000_000
+
+
+class Daemon:
+    """shmclockd -n NAME ARGS..., ready when constructed; stop() / kill()."""
+
+    def __init__(self, name, rtdir, *args):
+        r, w = os.pipe()
+        env = dict(os.environ, SHMCLOCK_RUNTIME_DIR=rtdir)
+        self.proc = subprocess.Popen(
+            [SHMCLOCKD, "-n", name, f"--notify-fd={w}", "--log-level=warn", *args],
+            pass_fds=(w,), env=env)
+        os.close(w)
+        try:
+            ready = os.read(r, 16) if _readable(r, 5.0) else b""
+        finally:
+            os.close(r)
+        if not ready.startswith(b"READY=1"):
+            self.kill()
+            raise RuntimeError(f"shmclockd -n {name} did not get ready")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(5)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def _readable(fd, timeout):
+    import select
+
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
+class ClockTest(unittest.TestCase):
+    counter = 0
+
+    def setUp(self):
+        if not SHMCLOCKD:
+            self.skipTest("SHMCLOCKD is not set: run through meson test")
+        ClockTest.counter += 1
+        self.name = f"py-{os.getpid()}-{ClockTest.counter}-{time.monotonic_ns() % 1000000}"
+        self.rtdir = tempfile.mkdtemp(prefix="shmclock-py-")
+        self.daemons = []
+        self.addCleanup(self._cleanup)
+
+    def _cleanup(self):
+        for d in self.daemons:
+            d.kill()
+        for f in os.listdir(self.rtdir):
+            os.unlink(os.path.join(self.rtdir, f))
+        os.rmdir(self.rtdir)
+        for n in (self.name, self.name + "-2"):
+            try:
+                os.unlink(f"/dev/shm/shmclock.{n}")
+            except FileNotFoundError:
+                pass
+
+    def daemon(self, *args, name=None):
+        d = Daemon(name or self.name, self.rtdir, *args)
+        self.daemons.append(d)
+        return d
+
+    def ctl(self, *args):
+        env = dict(os.environ, SHMCLOCK_RUNTIME_DIR=self.rtdir)
+        subprocess.run([SHMCLOCKCTL, "-n", self.name, *args], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+
+    def later(self, delay, fn, *args):
+        t = threading.Timer(delay, fn, args)
+        t.start()
+        self.addCleanup(t.join)
+        return t
+
+    # ------------------------------------------------------------ reading
+
+    def test_now_info_and_context_manager(self):
+        self.daemon("--start", "5s")
+        with shmclock.Clock(self.name) as c:
+            a = c.now()
+            time.sleep(0.02)
+            b = c.now()
+            self.assertGreaterEqual(a, 5 * SEC)
+            self.assertGreater(b - a, 10 * MS)
+            info = c.info()
+            self.assertIsInstance(info, shmclock.ClockInfo)
+            self.assertEqual(info.source, "simulation")
+            self.assertTrue(info.initialized and info.writer_alive)
+            self.assertFalse(info.paused)
+            self.assertEqual(info.scale, 1.0)
+            self.assertEqual(info.owner_uid, os.geteuid())
+            self.assertIsNone(info.unix_at_zero_ns)
+            with self.assertRaises(AttributeError):
+                info.sim_ns = 0  # frozen
+            self.assertEqual(c.name, self.name)
+            self.assertFalse(c.closed)
+        self.assertTrue(c.closed)
+        with self.assertRaises(ValueError):
+            c.now()
+        c.close()  # idempotent
+
+    def test_name_defaults_to_SHMCLOCK_NAME(self):
+        self.daemon()
+        old = os.environ.get("SHMCLOCK_NAME")
+        os.environ["SHMCLOCK_NAME"] = self.name
+        try:
+            with shmclock.Clock() as c:
+                self.assertEqual(c.name, self.name)
+        finally:
+            if old is None:
+                del os.environ["SHMCLOCK_NAME"]
+            else:
+                os.environ["SHMCLOCK_NAME"] = old
+
+    def test_now_unix_is_the_simulated_world(self):
+        self.daemon("--start", "1s", "--unix-zero", "2030-01-01T00:00:00Z", "--paused")
+        with shmclock.Clock(self.name) as c:
+            self.assertEqual(c.now_unix(), 1893456000 * SEC + 1 * SEC)
+            self.assertEqual(c.info().unix_at_zero_ns, 1893456000 * SEC)
+
+    def test_errors_are_exceptions(self):
+        with self.assertRaises(FileNotFoundError):
+            shmclock.Clock(self.name)
+        with self.assertRaises(ValueError):
+            shmclock.Clock("bad/name")
+        d = self.daemon()
+        c = shmclock.Clock(self.name)
+        self.addCleanup(c.close)
+        with self.assertRaises(TypeError):
+            c.sleep("1s")
+        with self.assertRaises(ValueError):
+            c.sleep(-1)
+        with self.assertRaises(OSError) as e:
+            shmclock.Writer(self.name)
+        self.assertEqual(e.exception.errno, 16)  # EBUSY: the daemon holds it
+        d.kill()
+        with self.assertRaises(shmclock.StaleClockError) as e:
+            c.now()
+        self.assertGreater(e.exception.value, 0)
+        self.assertIsInstance(e.exception, OSError)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to act as another user")
+    def test_a_clock_of_an_untrusted_user_is_a_PermissionError(self):
+        pid = os.fork()  # a child, not a new interpreter: uid 65534 may not run ours
+        if pid == 0:
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                w = shmclock.Writer(self.name)
+                w.set_time(7)
+                w.close()
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        self.assertEqual(os.waitpid(pid, 0)[1], 0)
+        with self.assertRaises(PermissionError):
+            shmclock.Clock(self.name)
+        with shmclock.Clock(self.name, trust_any_owner=True) as c:
+            self.assertEqual(c.info().owner_uid, 65534)
+
+    def test_fallback_system_and_wait(self):
+        with shmclock.Clock(self.name, fallback_system=True) as c:
+            self.assertTrue(c.is_fallback)
+            self.assertLess(abs(c.now() - time.time_ns()), 1 * SEC)
+        self.later(0.3, self.daemon)
+        t0 = time.monotonic()
+        with shmclock.Clock(self.name, wait=5.0) as c:
+            self.assertGreaterEqual(time.monotonic() - t0, 0.2)
+            self.assertFalse(c.is_fallback)
+        with self.assertRaises(TimeoutError):
+            shmclock.Clock(self.name + "-2", wait=datetime.timedelta(milliseconds=200))
+
+    # ------------------------------------------------------------ sleeping
+
+    def test_sleep_takes_int_float_and_timedelta(self):
+        self.daemon("--scale", "10")
+        with shmclock.Clock(self.name) as c:
+            for d in (500 * MS, 0.5, datetime.timedelta(milliseconds=500)):
+                t0 = time.monotonic()
+                a = c.now()
+                c.sleep(d)
+                self.assertGreaterEqual(c.now() - a, 500 * MS)
+                self.assertLess(time.monotonic() - t0, 0.3)  # 0.05 s at scale 10
+
+    def test_sleep_follows_pause_and_scale(self):
+        self.daemon()
+        with shmclock.Clock(self.name) as c:
+            self.ctl("pause")
+            self.later(0.3, self.ctl, "resume")
+            t0 = time.monotonic()
+            c.sleep(0.1)
+            self.assertGreaterEqual(time.monotonic() - t0, 0.35)
+            self.ctl("scale", "10")
+            t0 = time.monotonic()
+            c.sleep(2.0)
+            self.assertLess(time.monotonic() - t0, 1.0)  # 0.2 s at scale 10
+
+    def test_sleep_until_and_wait_change(self):
+        self.daemon("--paused")
+        with shmclock.Clock(self.name) as c:
+            self.assertFalse(c.wait_change(timeout=0.1))
+            self.later(0.1, self.ctl, "step", "1s")
+            self.assertTrue(c.wait_change(timeout=5.0))
+            target = c.now() + 2 * SEC
+            self.later(0.1, self.ctl, "step", "2s")
+            c.sleep_until(target)
+            self.assertGreaterEqual(c.now(), target)
+
+    def test_ctrl_c_interrupts_a_sleep_quickly(self):
+        self.daemon("--paused")
+        code = ("import shmclock, sys, time\n"
+                "c = shmclock.Clock(sys.argv[1])\n"
+                "print('sleeping', flush=True)\n"
+                "try:\n"
+                "    c.sleep(10)\n"
+                "except KeyboardInterrupt:\n"
+                "    print(time.monotonic_ns(), flush=True)\n")
+        p = subprocess.Popen([sys.executable, "-c", code, self.name], stdout=subprocess.PIPE,
+                             env=dict(os.environ), text=True)
+        self.addCleanup(p.kill)
+        self.assertEqual(p.stdout.readline().strip(), "sleeping")
+        time.sleep(0.2)
+        sent = time.monotonic_ns()
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=5)
+        self.assertTrue(out.strip(), "no KeyboardInterrupt")
+        latency = (int(out.strip()) - sent) / 1e6
+        print(f"# Ctrl-C to KeyboardInterrupt: {latency:.1f} ms", file=sys.stderr)
+        self.assertLess(latency, 500)
+
+    def test_rate_keeps_its_period(self):
+        self.daemon()
+        with shmclock.Clock(self.name) as c:
+            r = c.rate(0.02)
+            self.assertEqual(r.sleep(), 0)
+            prev = c.now()
+            for missed, _ in zip(r, range(5)):
+                self.assertEqual(missed, 0)
+                now = c.now()
+                self.assertGreaterEqual(now - prev, 10 * MS)
+                prev = now
+            with self.assertRaises(ValueError):
+                c.rate(0)
+
+    # ------------------------------------------------------------ jumps
+
+    def test_jump_callback_from_another_process(self):
+        self.daemon()
+        seen = []
+        done = threading.Event()
+
+        def cb(j):
+            seen.append(j)
+            if not j.before:
+                done.set()
+
+        with shmclock.Clock(self.name) as c:
+            h = c.on_jump(cb, min_backward=0.001)
+            self.ctl("set", "100s")  # forward: below no threshold asked
+            self.ctl("set", "50s")
+            self.assertTrue(done.wait(5), "no callback")
+            self.assertEqual([j.before for j in seen], [True, False])
+            self.assertTrue(seen[0].backward and not seen[0].forward)
+            self.assertLess(seen[0].delta_ns, -40 * SEC)
+            h.remove()
+            h.remove()
+            seen.clear()
+            self.ctl("set", "10s")
+            time.sleep(0.3)
+            self.assertEqual(seen, [])
+
+    def test_a_failing_callback_does_not_stop_the_clock(self):
+        self.daemon()
+        with shmclock.Clock(self.name) as c:
+            c.on_jump(lambda j: 1 / 0)
+            self.ctl("set", "5s")
+            time.sleep(0.2)
+            self.assertGreaterEqual(c.now(), 5 * SEC)
+
+    # ------------------------------------------------------------ asyncio
+
+    def test_asyncio_sleeps_follow_pause_without_blocking_the_loop(self):
+        self.daemon()
+        c = shmclock.Clock(self.name)
+        self.addCleanup(c.close)
+        self.later(0.05, self.ctl, "pause")
+        self.later(0.35, self.ctl, "resume")
+
+        async def main():
+            ticks = 0
+            stop = asyncio.Event()
+
+            async def ticker():
+                nonlocal ticks
+                while not stop.is_set():
+                    ticks += 1
+                    await asyncio.sleep(0.01)
+
+            t = asyncio.create_task(ticker())
+            t0 = time.monotonic()
+            start = c.now()
+            await asyncio.gather(c.asleep(0.1), c.asleep(0.2),
+                                 c.asleep_until(start + 300 * MS))
+            elapsed = time.monotonic() - t0
+            stop.set()
+            await t
+            return elapsed, ticks, c.now() - start
+
+        elapsed, ticks, sim = asyncio.run(main())
+        self.assertGreaterEqual(sim, 300 * MS)
+        self.assertGreaterEqual(elapsed, 0.55)  # 0.3 s simulated + 0.3 s paused
+        self.assertGreater(ticks, 30, "the event loop was blocked")
+
+    # ------------------------------------------------------------ writer
+
+    def test_the_writer_drives_a_C_reader(self):
+        with shmclock.Writer(self.name) as w:
+            w.pause()
+            w.set_time(42 * SEC)
+            self.assertEqual(w.now(), 42 * SEC)
+            out = subprocess.run([SHMCLOCK_CAT, "-n", self.name], capture_output=True, text=True,
+                                 check=True).stdout
+            self.assertEqual(int(out), 42 * SEC)
+            w.step(datetime.timedelta(seconds=1))
+            w.advance(50 * SEC)
+            w.set_scale(2.0)
+            w.set_unix_at_zero(1_000 * SEC)
+            info = w.info()
+            self.assertTrue(info.stepped and info.paused)
+            self.assertEqual(info.scale, 2.0)
+            with shmclock.Clock(self.name) as c:
+                self.assertEqual(c.now(), 50 * SEC)
+                self.assertEqual(c.now_unix(), 1_050 * SEC)
+            with self.assertRaises(ValueError):
+                w.set_scale(-1)
+        with self.assertRaises(ValueError):
+            w.pause()
+
+    # ------------------------------------------------------------ leaks
+
+    def test_no_leaked_references_or_memory(self):
+        self.daemon()
+        c = shmclock.Clock(self.name)
+        self.addCleanup(c.close)
+        for _ in range(1000):
+            c.now()
+            c.info()
+        gc.collect()
+        before = sys.getrefcount(c), len(gc.get_objects())
+        for _ in range(100000):
+            c.now()
+            c.info()
+        gc.collect()
+        self.assertEqual(sys.getrefcount(c), before[0])
+        self.assertLess(len(gc.get_objects()) - before[1], 100)
+
+        def rss_kb():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+        for _ in range(10000):
+            shmclock.Clock(self.name).close()
+        gc.collect()
+        r0 = rss_kb()
+        for _ in range(100000):
+            with shmclock.Clock(self.name) as k:
+                k.now()
+        gc.collect()
+        grown = rss_kb() - r0
+        print(f"# RSS after 100000 opens and closes: {grown:+d} KiB", file=sys.stderr)
+        self.assertLess(grown, 4096)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
