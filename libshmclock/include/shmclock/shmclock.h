@@ -40,7 +40,14 @@
 extern "C" {
 #endif
 
+#ifdef __cplusplus
+/* C++ spells the handle's tag differently so that the name `shmclock` stays
+ * free for the namespace of <shmclock/shmclock.hpp>. The handle is only
+ * ever passed by pointer to these extern "C" functions: the same bytes. */
+typedef struct shmclock_handle shmclock_t;
+#else
 typedef struct shmclock shmclock_t;
+#endif
 
 /* Where the writer's time comes from (DESIGN.md "Time sources"). */
 enum shmclock_source {

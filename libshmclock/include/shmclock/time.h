@@ -20,7 +20,9 @@
 #ifndef SHMCLOCK_TIME_H
 #define SHMCLOCK_TIME_H
 
+#ifndef __cplusplus
 #include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,31 +39,40 @@ typedef struct shmclock_sys_time { int64_t ns; } shmclock_sys_time_t;       /* U
 typedef struct shmclock_steady_time { int64_t ns; } shmclock_steady_time_t; /* CLOCK_MONOTONIC */
 typedef struct shmclock_duration { int64_t ns; } shmclock_duration_t;
 
-#define SHMCLOCK_DURATION_INFINITE ((shmclock_duration_t){ -1 })
+/* A value of a kind: a compound literal in C, aggregate initialization in
+ * C++ (which has no compound literals); <shmclock/shmclock.hpp> wraps all
+ * of this in std::chrono types. */
+#ifdef __cplusplus
+#define SHMCLOCK__MAKE(type, v) (type{ (v) })
+#else
+#define SHMCLOCK__MAKE(type, v) ((type){ (v) })
+#endif
 
-static inline shmclock_duration_t shmclock_nsec(int64_t ns) { return (shmclock_duration_t){ ns }; }
-static inline shmclock_duration_t shmclock_usec(int64_t us) { return (shmclock_duration_t){ us * 1000 }; }
-static inline shmclock_duration_t shmclock_msec(int64_t ms) { return (shmclock_duration_t){ ms * 1000000 }; }
+#define SHMCLOCK_DURATION_INFINITE SHMCLOCK__MAKE(shmclock_duration_t, -1)
+
+static inline shmclock_duration_t shmclock_nsec(int64_t ns) { return SHMCLOCK__MAKE(shmclock_duration_t, ns); }
+static inline shmclock_duration_t shmclock_usec(int64_t us) { return SHMCLOCK__MAKE(shmclock_duration_t, us * 1000); }
+static inline shmclock_duration_t shmclock_msec(int64_t ms) { return SHMCLOCK__MAKE(shmclock_duration_t, ms * 1000000); }
 static inline shmclock_duration_t shmclock_sec(double s)
 {
-	return (shmclock_duration_t){ (int64_t)(s * 1e9) };
+	return SHMCLOCK__MAKE(shmclock_duration_t, (int64_t)(s * 1e9));
 }
 
 /* Per kind: explicit construction, time + duration, time - time, compare. */
 #define SHMCLOCK__KIND(kind)                                                                   \
 	static inline shmclock_##kind##_time_t shmclock_##kind##_time(int64_t ns)              \
 	{                                                                                      \
-		return (shmclock_##kind##_time_t){ ns };                                       \
+		return SHMCLOCK__MAKE(shmclock_##kind##_time_t, ns);                           \
 	}                                                                                      \
 	static inline shmclock_##kind##_time_t shmclock_##kind##_add(shmclock_##kind##_time_t t, \
 								    shmclock_duration_t d)     \
 	{                                                                                      \
-		return (shmclock_##kind##_time_t){ t.ns + d.ns };                              \
+		return SHMCLOCK__MAKE(shmclock_##kind##_time_t, t.ns + d.ns);                  \
 	}                                                                                      \
 	static inline shmclock_duration_t shmclock_##kind##_diff(shmclock_##kind##_time_t a,    \
 								 shmclock_##kind##_time_t b)    \
 	{                                                                                      \
-		return (shmclock_duration_t){ a.ns - b.ns };                                   \
+		return SHMCLOCK__MAKE(shmclock_duration_t, a.ns - b.ns);                       \
 	}                                                                                      \
 	static inline int shmclock_##kind##_cmp(shmclock_##kind##_time_t a,                    \
 						shmclock_##kind##_time_t b)                    \
@@ -199,7 +210,11 @@ int shmclock_jump_watch(shmclock_t *clk, bool on);
 
 /* A cancel token: one per sleeper or timer that must be woken on its own. */
 typedef struct shmclock_cancel {
+#ifdef __cplusplus
+	int cancelled; /* the same bytes: only the library touches it, atomically */
+#else
 	_Atomic int cancelled;
+#endif
 } shmclock_cancel_t;
 
 #define SHMCLOCK_CANCEL_INIT { 0 }

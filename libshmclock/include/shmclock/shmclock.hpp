@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+//
+// <shmclock/shmclock.hpp> — shmclock for C++17, header-only over libshmclock.
+//
+//   shmclock::clock c{"sim"};                  // or $SHMCLOCK_NAME, else "default"
+//   auto t = c.now();                          // shmclock::sim_clock::time_point
+//   c.sleep_for(std::chrono::milliseconds(10)); // 10 ms of simulated time
+//
+//   auto t = shmclock::sim_clock::now();       // a process-wide clock, opened lazily
+//   shmclock::sleep_until(t + 100ms);          // follows pause and scale
+//
+// Errors are std::system_error with std::generic_category() and the errno
+// (ENOENT no such clock, EPERM untrusted owner, EBUSY another writer, ...);
+// what() carries the library's message.
+//
+// Why sleep_until / sleep_for / wait_until of our own: std::this_thread::
+// sleep_until(sim_clock::time_point) converts the wait into real time once,
+// at the start, so it oversleeps when the clock runs faster than real time,
+// undersleeps when slower, and ignores a pause. Ours re-plan on every change
+// of the clock (the writer's futex), without polling.
+#ifndef SHMCLOCK_SHMCLOCK_HPP
+#define SHMCLOCK_SHMCLOCK_HPP
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <shmclock/shmclock.h>
+#include <shmclock/time.h>
+#include <shmclock/writer.h>
+
+namespace shmclock {
+
+// The error for -errno r from the library, as a std::system_error.
+[[noreturn]] inline void throw_error(int r, const std::string &what)
+{
+	throw std::system_error(-r, std::generic_category(), what + ": " + shmclock_strerror(r));
+}
+
+// $SHMCLOCK_NAME, else "default": the name every shmclock program uses.
+inline std::string default_name()
+{
+	const char *n = std::getenv("SHMCLOCK_NAME");
+	return n && *n ? n : "default";
+}
+
+class clock;
+
+// Simulated time as a std::chrono clock. Not steady: it pauses, and jumps
+// when the writer sets it. now() reads a process-wide clock (default_name(),
+// opened on first use; a std::system_error if it cannot be).
+struct sim_clock {
+	using rep = std::int64_t;
+	using period = std::nano;
+	using duration = std::chrono::nanoseconds;
+	using time_point = std::chrono::time_point<sim_clock>;
+	static constexpr bool is_steady = false;
+
+	static time_point now();
+	// The process-wide clock now() reads.
+	static clock &instance();
+};
+
+// A registered jump callback; destroying (or reset()) unregisters it. Once
+// that returns, the callback is not running and will not run again.
+class jump_handle {
+public:
+	using callback = std::function<void(const shmclock_jump_t &, bool before)>;
+
+	jump_handle() = default;
+	jump_handle(const jump_handle &) = delete;
+	jump_handle &operator=(const jump_handle &) = delete;
+	jump_handle(jump_handle &&o) noexcept
+		: c_(std::exchange(o.c_, nullptr)), id_(o.id_), fn_(std::move(o.fn_))
+	{
+	}
+	jump_handle &operator=(jump_handle &&o) noexcept
+	{
+		if (this != &o) {
+			reset();
+			c_ = std::exchange(o.c_, nullptr);
+			id_ = o.id_;
+			fn_ = std::move(o.fn_);
+		}
+		return *this;
+	}
+	~jump_handle() { reset(); }
+
+	void reset() noexcept
+	{
+		if (c_)
+			shmclock_jump_callback_remove(c_, id_);
+		c_ = nullptr;
+		fn_.reset();
+	}
+
+private:
+	friend class clock;
+	static void trampoline(const shmclock_jump_t *j, bool before, void *user) noexcept
+	{
+		// An exception must not unwind through C: a callback that
+		// throws has its exception dropped.
+		try {
+			(*static_cast<callback *>(user))(*j, before);
+		} catch (...) {
+		}
+	}
+
+	shmclock_t *c_ = nullptr;
+	std::uint64_t id_ = 0;
+	std::unique_ptr<callback> fn_;
+};
+
+// A clock, read-only (RAII over shmclock_t; movable, not copyable).
+class clock {
+public:
+	explicit clock(const std::string &name = default_name(), unsigned flags = 0)
+	{
+		int r = shmclock_open_ex(name.c_str(), flags, &c_);
+		if (r)
+			throw_error(r, "shmclock: clock '" + name + "'");
+	}
+	clock(const clock &) = delete;
+	clock &operator=(const clock &) = delete;
+	clock(clock &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+	clock &operator=(clock &&o) noexcept
+	{
+		if (this != &o) {
+			shmclock_close(c_);
+			c_ = std::exchange(o.c_, nullptr);
+		}
+		return *this;
+	}
+	~clock() { shmclock_close(c_); }
+
+	// Simulation time. A dead writer is not an error here: the time is
+	// computed from the last committed state (info().writer_alive says so).
+	sim_clock::time_point now() const { return sim_clock::time_point(sim_clock::duration(now_ns())); }
+	std::int64_t now_ns() const
+	{
+		std::int64_t t;
+		int r = shmclock_now(c_, &t);
+		if (r && r != -ESTALE)
+			throw_error(r, "shmclock: now");
+		return t;
+	}
+	// The simulated world's UNIX time, ns (UnixTimeAtZero + now).
+	std::int64_t now_unix_ns() const
+	{
+		std::int64_t t;
+		int r = shmclock_now_unix(c_, &t);
+		if (r && r != -ESTALE)
+			throw_error(r, "shmclock: now_unix");
+		return t;
+	}
+	shmclock_info_t info() const
+	{
+		shmclock_info_t i;
+		int r = shmclock_info(c_, &i);
+		if (r)
+			throw_error(r, "shmclock: info");
+		return i;
+	}
+
+	// Sleep in simulated time, across pause, resume, scale changes and
+	// steps, without polling. sleep_for counts a backward jump as no time
+	// elapsed (the library's rule).
+	void sleep_until(sim_clock::time_point t) const
+	{
+		int r = shmclock_sleep_until(c_, shmclock_sim_time(t.time_since_epoch().count()), 0);
+		if (r)
+			throw_error(r, "shmclock: sleep_until");
+	}
+	template <class Rep, class Period>
+	void sleep_for(std::chrono::duration<Rep, Period> d) const
+	{
+		auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+		int r = shmclock_sleep_for_ex(c_, shmclock_nsec(ns), 0, SHMCLOCK_DURATION_INFINITE, nullptr);
+		if (r)
+			throw_error(r, "shmclock: sleep_for");
+	}
+
+	// Wait (real time, at most timeout) for the next change of the clock.
+	template <class Rep, class Period>
+	bool wait_change(std::chrono::duration<Rep, Period> timeout) const
+	{
+		auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+		std::uint32_t tok = shmclock_change_token(c_);
+		int r = shmclock_wait_change(c_, tok, shmclock_nsec(ns));
+		if (r && r != -ETIMEDOUT)
+			throw_error(r, "shmclock: wait_change");
+		return r == 0;
+	}
+
+	// std::condition_variable::wait_until in simulated time: returns
+	// std::cv_status::timeout once the clock reaches t, no_timeout when
+	// notified (spuriously too, as the standard's). The wait is planned in
+	// real time from the clock's current rate and re-planned at least every
+	// 20 ms, so a pause, resume or scale change is followed within 20 ms.
+	std::cv_status wait_until(std::condition_variable &cv, std::unique_lock<std::mutex> &lock,
+				  sim_clock::time_point t) const
+	{
+		using namespace std::chrono;
+		constexpr auto slice = milliseconds(20);
+
+		for (;;) {
+			if (now() >= t)
+				return std::cv_status::timeout;
+			shmclock_steady_time_t at;
+			auto limit = steady_clock::now() + slice;
+			if (shmclock_sim_to_steady(c_, shmclock_sim_time(t.time_since_epoch().count()), &at) == 0) {
+				auto due = steady_clock::time_point(nanoseconds(at.ns));
+				if (due < limit)
+					limit = due;
+			}
+			if (cv.wait_until(lock, limit) == std::cv_status::no_timeout)
+				return std::cv_status::no_timeout;
+		}
+	}
+	template <class Predicate>
+	bool wait_until(std::condition_variable &cv, std::unique_lock<std::mutex> &lock,
+			sim_clock::time_point t, Predicate pred) const
+	{
+		while (!pred())
+			if (wait_until(cv, lock, t) == std::cv_status::timeout)
+				return pred();
+		return true;
+	}
+
+	// Call fn(jump, before) around jumps: before == true first, before the
+	// process sees the new time, then false. By default every jump.
+	jump_handle on_jump(jump_handle::callback fn,
+			    shmclock_jump_threshold_t threshold = { true, 1, 1 })
+	{
+		jump_handle h;
+		h.fn_ = std::make_unique<jump_handle::callback>(std::move(fn));
+		int r = shmclock_jump_callback_add(c_, threshold, &jump_handle::trampoline, h.fn_.get(), &h.id_);
+		if (r)
+			throw_error(r, "shmclock: on_jump");
+		h.c_ = c_;
+		return h;
+	}
+
+	shmclock_t *native_handle() const noexcept { return c_; }
+	std::string name() const { return shmclock_name(c_); }
+
+private:
+	shmclock_t *c_ = nullptr;
+};
+
+inline clock &sim_clock::instance()
+{
+	static clock c{ default_name() };
+	return c;
+}
+
+inline sim_clock::time_point sim_clock::now()
+{
+	return instance().now();
+}
+
+// The process-wide clock's sleeps and waits (sim_clock::instance()).
+inline void sleep_until(sim_clock::time_point t)
+{
+	sim_clock::instance().sleep_until(t);
+}
+template <class Rep, class Period>
+inline void sleep_for(std::chrono::duration<Rep, Period> d)
+{
+	sim_clock::instance().sleep_for(d);
+}
+inline std::cv_status wait_until(std::condition_variable &cv, std::unique_lock<std::mutex> &lock,
+				 sim_clock::time_point t)
+{
+	return sim_clock::instance().wait_until(cv, lock, t);
+}
+template <class Predicate>
+inline bool wait_until(std::condition_variable &cv, std::unique_lock<std::mutex> &lock,
+		       sim_clock::time_point t, Predicate pred)
+{
+	return sim_clock::instance().wait_until(cv, lock, t, std::move(pred));
+}
+
+// A fixed simulated period (rclcpp's Rate): sleep() returns at each
+// boundary and says how many it missed; a backward jump starts over.
+class rate {
+public:
+	template <class Rep, class Period>
+	rate(const clock &c, std::chrono::duration<Rep, Period> period)
+	{
+		auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
+		int r = shmclock_rate_init(&r_, c.native_handle(), shmclock_nsec(ns));
+		if (r)
+			throw_error(r, "shmclock: rate");
+	}
+	std::uint64_t sleep()
+	{
+		std::uint64_t missed = 0;
+		int r = shmclock_rate_sleep(&r_, &missed);
+		if (r)
+			throw_error(r, "shmclock: rate::sleep");
+		return missed;
+	}
+	void reset() { shmclock_rate_reset(&r_); }
+
+private:
+	shmclock_rate_t r_{};
+};
+
+// The clock's writer (RAII over shmclock_writer_t; movable).
+class writer {
+public:
+	explicit writer(const std::string &name = default_name(), unsigned mode = 0644)
+	{
+		int r = shmclock_writer_open_mode(name.c_str(), mode, &w_);
+		if (r)
+			throw_error(r, "shmclock: writer '" + name + "'");
+	}
+	writer(const writer &) = delete;
+	writer &operator=(const writer &) = delete;
+	writer(writer &&o) noexcept : w_(std::exchange(o.w_, nullptr)) {}
+	writer &operator=(writer &&o) noexcept
+	{
+		if (this != &o) {
+			shmclock_writer_close(w_);
+			w_ = std::exchange(o.w_, nullptr);
+		}
+		return *this;
+	}
+	~writer() { shmclock_writer_close(w_); }
+
+	void set_time(sim_clock::time_point t) { check(shmclock_writer_set_time(w_, t.time_since_epoch().count()), "set_time"); }
+	void advance(sim_clock::time_point t) { check(shmclock_writer_advance(w_, t.time_since_epoch().count()), "advance"); }
+	template <class Rep, class Period>
+	void step(std::chrono::duration<Rep, Period> d)
+	{
+		check(shmclock_writer_step(w_, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()), "step");
+	}
+	void set_scale(double s) { check(shmclock_writer_set_scale(w_, s), "set_scale"); }
+	void pause() { check(shmclock_writer_pause(w_), "pause"); }
+	void resume() { check(shmclock_writer_resume(w_), "resume"); }
+	void set_unix_at_zero(std::int64_t unix_ns) { check(shmclock_writer_set_unix_at_zero(w_, &unix_ns), "set_unix_at_zero"); }
+	sim_clock::time_point now() const
+	{
+		std::int64_t t;
+		check(shmclock_writer_now(w_, &t), "now");
+		return sim_clock::time_point(sim_clock::duration(t));
+	}
+	shmclock_info_t info() const
+	{
+		shmclock_info_t i;
+		shmclock_writer_info(w_, &i);
+		return i;
+	}
+	shmclock_writer_t *native_handle() const noexcept { return w_; }
+
+private:
+	static void check(int r, const char *what)
+	{
+		if (r)
+			throw_error(r, std::string("shmclock: writer ") + what);
+	}
+	shmclock_writer_t *w_ = nullptr;
+};
+
+} // namespace shmclock
+
+#endif
