@@ -75,6 +75,7 @@ int bench_sleep(const struct bench_opts *o, cJSON *out);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
+int bench_bindings(const struct bench_opts *o, cJSON *out);
 int bench_plot(const char *json_path, const char *png_path);
 
 extern volatile int64_t bench_sink; /* keeps the reads alive */

@@ -31,6 +31,8 @@ static void usage(FILE *f)
 	      "             CPU at 1 kHz for 1, 4, 8 subscribers (built with Cyclone DDS)\n"
 	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
 	      "             slow clients vs the same CPU load without sockets\n"
+	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
+	      "             (Clock.now vs time.monotonic_ns), each in its own process\n"
 	      "  all        all of the above, one JSON document\n"
 	      "  plot       read-latency CDFs of every contender on one chart (gnuplot)\n"
 	      "\n"
@@ -57,6 +59,9 @@ static const struct {
 	{ "sleep", bench_sleep },
 	{ "daemon", bench_daemon },
 	{ "flood", bench_flood },
+#ifdef SHMCLOCK_HAVE_BINDINGS
+	{ "bindings", bench_bindings },
+#endif
 #ifdef SHMCLOCK_HAVE_ROS2
 	{ "dds", bench_dds },
 #endif
