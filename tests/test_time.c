@@ -750,3 +750,79 @@ Test(time, timer_runs_at_simulated_period)
 	cr_assert_leq(runs, 51);
 	shmclock_close(c);
 }
+
+/* Issue 21, item 1. A pre-jump callback of clock A that reads clock B (whose
+ * jump is pending, so B's callbacks run nested on this thread) and then A
+ * again, and that removes one of A's callbacks: nothing may wait for a lock
+ * or a grace period this thread holds. Run in a child so that a deadlock
+ * fails the case instead of hanging the suite. */
+struct nested {
+	shmclock_t *a, *b;
+	uint64_t spare_id;
+	int a_calls, b_calls, reads_ok;
+};
+
+static void nested_b_cb(const shmclock_jump_t *j, bool before, void *user)
+{
+	(void)j;
+	(void)before;
+	((struct nested *)user)->b_calls++;
+}
+
+static void nested_spare_cb(const shmclock_jump_t *j, bool before, void *user)
+{
+	(void)j;
+	(void)before;
+	(void)user;
+}
+
+static void nested_a_cb(const shmclock_jump_t *j, bool before, void *user)
+{
+	struct nested *n = user;
+	int64_t t;
+
+	(void)j;
+	n->a_calls++;
+	if (!before)
+		return;
+	n->reads_ok += shmclock_now(n->b, &t) == 0; /* delivers B's jump here */
+	n->reads_ok += shmclock_now(n->a, &t) == 0; /* A again: must not wait for A */
+	n->reads_ok += shmclock_jump_callback_remove(n->a, n->spare_id) == 0;
+}
+
+Test(time, a_callback_reading_another_clock_then_its_own_does_not_deadlock)
+{
+	const char *na = test_clock_name(), *nb = test_clock_name();
+	pid_t pid;
+
+	pid = test_fork();
+	if (pid == 0) {
+		shmclock_writer_t *wa, *wb;
+		struct nested n = { 0 };
+		shmclock_jump_threshold_t all = { true, 1, 1 };
+		int64_t t;
+
+		alarm(10); /* a deadlock ends the child with SIGALRM */
+		if (shmclock_writer_open(na, &wa) || shmclock_writer_open(nb, &wb) ||
+		    shmclock_writer_set_time(wa, 0) || shmclock_writer_set_time(wb, 0) ||
+		    shmclock_open(na, &n.a) || shmclock_open(nb, &n.b))
+			_exit(3);
+		if (shmclock_jump_callback_add(n.a, all, nested_a_cb, &n, NULL) ||
+		    shmclock_jump_callback_add(n.a, all, nested_spare_cb, &n, &n.spare_id) ||
+		    shmclock_jump_callback_add(n.b, all, nested_b_cb, &n, NULL))
+			_exit(4);
+		shmclock_writer_set_time(wa, 10 * SEC);
+		shmclock_writer_set_time(wb, 20 * SEC);
+		if (shmclock_now(n.a, &t) || t < 10 * SEC)
+			_exit(5);
+		/* A: before and after; B: before and after, nested in A's. */
+		if (n.a_calls != 2 || n.b_calls != 2 || n.reads_ok != 3)
+			_exit(6);
+		_exit(0);
+	}
+	{
+		int st = test_wait(pid);
+
+		cr_assert_eq(st, 0, "exit status %d (142 = SIGALRM: deadlocked)", st);
+	}
+}

@@ -38,8 +38,27 @@ struct shmclock_jump_reg {
 	struct shmclock_jump_reg *next_dead;
 };
 
-/* The clock whose callbacks this thread is running, if any. */
-static _Thread_local struct shmclock *delivering;
+/*
+ * The clocks whose callbacks this thread is running, innermost first: a
+ * callback of clock A may read clock B, which delivers B's jump on this
+ * thread. A stack, not one pointer: the nested delivery must leave A marked,
+ * or the callback's next read of A would wait for A's jump_lock, which this
+ * thread holds, and a remove inside it would wait for a grace period inside
+ * its own read section.
+ */
+struct delivery {
+	const struct shmclock *clk;
+	struct delivery *outer;
+};
+static _Thread_local struct delivery *delivering;
+
+static bool delivering_on_this_thread(const struct shmclock *clk)
+{
+	for (const struct delivery *d = delivering; d; d = d->outer)
+		if (d->clk == clk)
+			return true;
+	return false;
+}
 
 void shmclock__jump_init(struct shmclock *clk)
 {
@@ -121,8 +140,10 @@ bool shmclock__jump_deliver(struct shmclock *clk)
 	int64_t mono;
 	uint32_t lock;
 
-	/* A callback reading its own clock: the jump is being delivered. */
-	if (delivering == clk)
+	struct delivery me = { clk, delivering };
+
+	/* A callback reading a clock whose jump this thread is delivering. */
+	if (delivering_on_this_thread(clk))
 		return false;
 	if (clk->jumps_off) {
 		if (shmclock__snapshot(clk->seg, &p, &mono, &lock) != -EAGAIN)
@@ -152,13 +173,13 @@ bool shmclock__jump_deliver(struct shmclock *clk)
 	} else if (p.jump_epoch < (old >> 16)) {
 		j.kind |= SHMCLOCK_JUMP_CLOCK_CHANGE; /* a new clock under the same name */
 	}
-	delivering = clk;
+	delivering = &me;
 	run_callbacks(clk, &j, true);
 	/* Pairs with the acquire load of seen_key in shmclock_now: a thread
 	 * that sees the new key also sees what the pre-jump callbacks did. */
 	atomic_store_explicit(&clk->seen_key, key, memory_order_release);
 	run_callbacks(clk, &j, false);
-	delivering = NULL;
+	delivering = me.outer;
 out:
 	pthread_mutex_unlock(&clk->jump_lock);
 	return true;
