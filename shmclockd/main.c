@@ -397,8 +397,12 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		return;
 	}
 	log_msg(LOG_INFO, "SIGHUP: reloaded %s (scale %g, %d Hz)", o->config_path, next.scale, next.hz);
-	/* The control thread's own settings (this thread). */
-	cur->control_idle_ns = next.control_idle_ns;
+	/* The whole new config, not the fields someone remembered to copy:
+	 * the control side (this thread: ControlGroup, ControlIdleTimeout,
+	 * what status reports) reads *cur. A copy of one field once let a
+	 * revoked ControlGroup keep control. What may not change was checked
+	 * equal above. */
+	*cur = next;
 }
 
 /* Everything main() holds, released in one place (stop()). */

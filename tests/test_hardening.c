@@ -827,3 +827,56 @@ Test(hardening, the_shims_cut_short_messages_end_in_a_newline)
 	cr_assert_gt(strlen(err), 0);
 	cr_assert_eq(err[strlen(err) - 1], '\n', "message: %s", err);
 }
+
+/* ------------------------------------------- issue 21, item 3 (reload) */
+
+/* As uid/gid 65534 (a member of ControlGroup "nogroup" by its gid): 1 if
+ * the daemon answers a status request, 0 if it refuses. */
+static int nobody_may_control(const char *sock)
+{
+	struct {
+		_Atomic int ok, err;
+		char reply[256];
+	} *res = shared_alloc(sizeof(*res));
+	pid_t c = test_fork();
+
+	if (c == 0) {
+		char reply[8192];
+		int e;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		e = control_client_request(sock, "{\"cmd\":\"status\"}\n", reply, sizeof(reply), 2000);
+		atomic_store(&res->err, e);
+		snprintf(res->reply, sizeof(res->reply), "%s", reply);
+		atomic_store(&res->ok, !e && strstr(reply, "\"ok\":true") != NULL);
+		_exit(0);
+	}
+	cr_assert_eq(test_wait(c), 0);
+	fprintf(stderr, "# uid 65534 asks for status: %.40s (%s)\n", res->reply,
+		atomic_load(&res->err) ? strerror(-atomic_load(&res->err)) : "answered");
+	return atomic_load(&res->ok);
+}
+
+Test(hardening, SIGHUP_applies_ControlGroup_and_what_status_reports)
+{
+	const char *name = test_clock_name();
+	char cfg[256], sock[256];
+	pid_t d;
+
+	need_root();
+	snprintf(cfg, sizeof(cfg), "%s/group.json", rt_dir);
+	socket_path(sock, sizeof(sock), name);
+	write_file(cfg, "{ \"ControlGroup\": \"nogroup\", \"PublishHz\": 50 }\n");
+	d = must_start(name, "-c", cfg, NULL);
+	chmod(rt_dir, 0755); /* only the credential check stands */
+	cr_assert_eq(nobody_may_control(sock), 1, "a ControlGroup member was refused");
+	/* Revoked by a reload: refused from then on. */
+	write_file(cfg, "{ \"PublishHz\": 40 }\n");
+	kill(d, SIGHUP);
+	sleep_ns(300 * MS);
+	chmod(sock, 0666);
+	cr_assert_eq(nobody_may_control(sock), 0, "a revoked ControlGroup still controls the clock");
+	cr_assert(strstr(status_json(name), "\"publish_hz\":40"), "status: %s", ctl_out);
+	cr_assert_eq(daemon_stop(d), 0);
+}
