@@ -826,3 +826,65 @@ Test(time, a_callback_reading_another_clock_then_its_own_does_not_deadlock)
 		cr_assert_eq(st, 0, "exit status %d (142 = SIGALRM: deadlocked)", st);
 	}
 }
+
+/* Issue 21, item 5: a rate's boundary at simulation time 0 (a clock that
+ * started before zero) must not read as "no schedule yet". */
+struct stepper {
+	shmclock_writer_t *w;
+	int64_t after_ns, step_ns;
+	shmclock_t *clk;
+	shmclock_cancel_t *cancel;
+};
+
+static void *step_later(void *arg)
+{
+	struct stepper *s = arg;
+
+	sleep_ns(s->after_ns);
+	if (s->w)
+		shmclock_writer_step(s->w, s->step_ns);
+	else
+		shmclock_cancel(s->clk, s->cancel);
+	return NULL;
+}
+
+Test(time, a_rate_boundary_at_time_zero_keeps_the_schedule)
+{
+	const char *name = test_clock_name();
+	shmclock_writer_t *w;
+	shmclock_cancel_t cancel = SHMCLOCK_CANCEL_INIT;
+	shmclock_rate_t r;
+	shmclock_t *c;
+	pthread_t th;
+	uint64_t missed = 99;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_pause(w), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, -1 * SEC), 0);
+	c = reader(name);
+	cr_assert_eq(shmclock_rate_init(&r, c, shmclock_msec(500)), 0);
+	r.cancel = &cancel;
+	/* First boundary: -0.5 s, reached by a step from another thread. */
+	{
+		struct stepper s = { w, 50 * MS, 500 * MS, NULL, NULL };
+
+		pthread_create(&th, NULL, step_later, &s);
+		cr_assert_eq(shmclock_rate_sleep(&r, &missed), 0);
+		pthread_join(th, NULL);
+	}
+	cr_assert_eq(r.next_ns, 0, "the next boundary is at 0");
+	/* Past it (0.2 s): late, so the cycle ends at once. Read as "unset",
+	 * a new schedule would wait for 0.7 s on a paused clock: cancelled. */
+	cr_assert_eq(shmclock_writer_step(w, 700 * MS), 0);
+	{
+		struct stepper s = { NULL, 1 * SEC, 0, c, &cancel };
+
+		pthread_create(&th, NULL, step_later, &s);
+		cr_assert_eq(shmclock_rate_sleep(&r, &missed), 0, "the rate restarted its schedule");
+		cr_assert_eq(missed, 0);
+		cr_assert_eq(r.next_ns, 500 * MS);
+		pthread_join(th, NULL);
+	}
+	shmclock_close(c);
+	shmclock_writer_close(w);
+}

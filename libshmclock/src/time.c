@@ -338,7 +338,7 @@ SHMCLOCK_EXPORT int shmclock_rate_init(shmclock_rate_t *r, shmclock_t *clk,
 
 SHMCLOCK_EXPORT void shmclock_rate_reset(shmclock_rate_t *r)
 {
-	r->next_ns = 0;
+	r->scheduled = false;
 	r->epoch = 0;
 }
 
@@ -358,7 +358,10 @@ SHMCLOCK_EXPORT int shmclock_rate_sleep(shmclock_rate_t *r, uint64_t *missed)
 				return e;
 			continue;
 		}
-		if (!r->next_ns || i.jump_epoch != r->epoch) {
+		/* Not next_ns == 0 for "unset": a boundary at simulation time 0
+		 * (a clock started before zero) would restart the schedule. */
+		if (!r->scheduled || i.jump_epoch != r->epoch) {
+			r->scheduled = true;
 			/* First call, or the clock jumped (either way): a new
 			 * schedule. Boundaries a forward jump passed over are not
 			 * the caller's lateness, and counting them overflowed. */

@@ -249,10 +249,11 @@ void shmclock_cancel_sleeps(shmclock_t *clk);
 typedef struct shmclock_rate {
 	shmclock_t *clk;
 	int64_t period_ns;
-	int64_t next_ns;         /* next deadline, simulation ns; 0: unset */
+	int64_t next_ns;         /* next deadline, simulation ns, once scheduled */
 	uint64_t epoch;          /* jump epoch the deadline belongs to */
 	uint64_t missed_total;
 	shmclock_cancel_t *cancel;
+	bool scheduled;          /* next_ns is set (any value, 0 included) */
 } shmclock_rate_t;
 
 /* A fixed simulated period; the first rate_sleep ends one period from now. */
