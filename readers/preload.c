@@ -162,6 +162,7 @@ static void resolve_all(void)
 }
 
 static void child_after_fork(void);
+static void wrefs_probe(void);
 
 static int do_init(void)
 {
@@ -201,6 +202,7 @@ static int do_init(void)
 		clk = NULL;
 		return ST_REAL;
 	}
+	wrefs_probe();
 	pthread_atfork(NULL, NULL, child_after_fork);
 	return ST_SIM;
 }
@@ -266,9 +268,20 @@ static void ns_to_ts(int64_t ns, struct timespec *ts)
 	ts->tv_nsec = (long)r;
 }
 
+/* Seconds and a fraction as ns, saturating: a timeout of {LONG_MAX, 0}
+ * (forever, to most programs) must not wrap into the past. */
+static inline int64_t sec_to_ns(int64_t sec, int64_t frac_ns)
+{
+	int64_t s;
+
+	if (__builtin_mul_overflow(sec, (int64_t)NS, &s))
+		return sec > 0 ? INT64_MAX : INT64_MIN;
+	return shmclock__sat_add(s, frac_ns);
+}
+
 static inline int64_t ts_to_ns(const struct timespec *ts)
 {
-	return shmclock__sat_add((int64_t)ts->tv_sec * NS, ts->tv_nsec);
+	return sec_to_ns((int64_t)ts->tv_sec, ts->tv_nsec);
 }
 
 static _Atomic bool warned_stuck;
@@ -523,7 +536,7 @@ EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *
 
 	if (!tv || !sim_on(CLOCK_MONOTONIC) || tv->tv_sec < 0 || tv->tv_usec < 0)
 		return r_select(nfds, rd, wr, ex, tv);
-	target = shmclock__sat_add(sim_now_or(0), (int64_t)tv->tv_sec * NS + tv->tv_usec * 1000);
+	target = shmclock__sat_add(sim_now_or(0), sec_to_ns((int64_t)tv->tv_sec, (int64_t)tv->tv_usec * 1000));
 	/* select() rewrites the sets: each slice starts from the caller's. */
 	if (rd)
 		r0 = *rd;
@@ -578,19 +591,61 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
 {
 	if (!sim_on(id) || bad_ts(abs))
 		return r_cond_clockwait(c, m, id, abs);
-	return cond_wait_sim(c, m, id, ts_to_ns(abs) - sim_offset(id));
+	return cond_wait_sim(c, m, id, shmclock__sat_sub(ts_to_ns(abs), sim_offset(id)));
+}
+
+/*
+ * The clock a condvar was initialised with. POSIX offers no way to ask a
+ * condvar (only its attributes) and programs do not tell us, so we read
+ * where glibc keeps it: bit 1 of __wrefs (nptl pthread_cond_common.c since
+ * glibc 2.25: 0 CLOCK_REALTIME, 1 CLOCK_MONOTONIC). That is private, so it
+ * is believed only after wrefs_probe() has seen it hold on this very glibc
+ * at start-up; otherwise every condvar is taken as CLOCK_REALTIME (the
+ * default, and what PTHREAD_COND_INITIALIZER gives) and we say so once.
+ */
+static bool wrefs_known;
+
+static bool wrefs_clock_bit(const pthread_cond_t *c)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 25))
+	return c->__data.__wrefs & 2;
+#else
+	(void)c;
+	return false;
+#endif
+}
+
+static void wrefs_probe(void)
+{
+	pthread_condattr_t a;
+	pthread_cond_t mono, real;
+	bool ok = false;
+
+	if (!pthread_condattr_init(&a)) {
+		if (!pthread_condattr_setclock(&a, CLOCK_MONOTONIC) && !pthread_cond_init(&mono, &a)) {
+			ok = wrefs_clock_bit(&mono);
+			pthread_cond_destroy(&mono);
+		}
+		if (!pthread_condattr_setclock(&a, CLOCK_REALTIME) && !pthread_cond_init(&real, &a)) {
+			ok = ok && !wrefs_clock_bit(&real);
+			pthread_cond_destroy(&real);
+		}
+		pthread_condattr_destroy(&a);
+	}
+	wrefs_known = ok;
+	if (!ok)
+		say("shmclock-preload: this libc does not say which clock a condition variable "
+		    "uses; pthread_cond_timedwait timeouts are taken as CLOCK_REALTIME\n");
 }
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 				  const struct timespec *abs)
 {
-	/* glibc keeps the condvar's clock in bit 1 of __wrefs (nptl
-	 * pthread_cond_common.c: 0 CLOCK_REALTIME, 1 CLOCK_MONOTONIC). */
-	clockid_t id = (c->__data.__wrefs & 2) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+	clockid_t id = wrefs_known && wrefs_clock_bit(c) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
 
 	if (!sim_on(id) || bad_ts(abs))
 		return r_cond_timedwait(c, m, abs);
-	return cond_wait_sim(c, m, id, ts_to_ns(abs) - sim_offset(id));
+	return cond_wait_sim(c, m, id, shmclock__sat_sub(ts_to_ns(abs), sim_offset(id)));
 }
 
 /* ------------------------------------------------------------ timers */

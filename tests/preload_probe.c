@@ -9,6 +9,9 @@
  *   preload-probe eintr          a signal handler ends a 100 s nanosleep:
  *       prints "rc -1 errno EINTR rem S" (rem in whole seconds).
  *   preload-probe alarm          alarm(2) then pause(): prints "alarm".
+ *   preload-probe forever        select() on a pipe with a timeout of
+ *       {LONG_MAX, 0} while a thread writes to it 300 ms later: prints
+ *       "ready" (or "timed out", what a wrapped timeout gave).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +141,37 @@ static int cmd_alarm(void)
 	return 0;
 }
 
+static int pipe_fds[2];
+
+static void *write_later(void *arg)
+{
+	struct timespec ts = { 0, 300000000 };
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+	if (write(pipe_fds[1], "x", 1) != 1)
+		perror("write");
+	return NULL;
+}
+
+static int cmd_forever(void)
+{
+	struct timeval tv = { .tv_sec = (time_t)(~0ULL >> 1), .tv_usec = 0 }; /* LONG_MAX */
+	pthread_t th;
+	fd_set rd;
+	int r;
+
+	if (pipe(pipe_fds))
+		return 1;
+	pthread_create(&th, NULL, write_later, NULL);
+	FD_ZERO(&rd);
+	FD_SET(pipe_fds[0], &rd);
+	r = select(pipe_fds[0] + 1, &rd, NULL, NULL, &tv);
+	printf("%s\n", r == 1 && FD_ISSET(pipe_fds[0], &rd) ? "ready" : "timed out");
+	pthread_join(th, NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -146,6 +181,8 @@ int main(int argc, char **argv)
 		return cmd_eintr();
 	if (argc == 2 && !strcmp(argv[1], "alarm"))
 		return cmd_alarm();
-	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm\n");
+	if (argc == 2 && !strcmp(argv[1], "forever"))
+		return cmd_forever();
+	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm | forever\n");
 	return 2;
 }

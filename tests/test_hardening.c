@@ -880,3 +880,21 @@ Test(hardening, SIGHUP_applies_ControlGroup_and_what_status_reports)
 	cr_assert(strstr(status_json(name), "\"publish_hz\":40"), "status: %s", ctl_out);
 	cr_assert_eq(daemon_stop(d), 0);
 }
+
+/* ------------------------------------- issue 21, item 6 (shim timeouts) */
+
+Test(hardening, the_shim_takes_a_timeout_of_centuries_as_a_long_wait)
+{
+	const char *name = test_clock_name();
+	/* {LONG_MAX, 0}: 9.2e27 ns. Multiplied before saturating, it wrapped
+	 * into a timeout in the past: select returned at once, nothing ready. */
+	char *argv[] = { (char *)bin("SHMCLOCK_RUN"), "-n", (char *)name, "--",
+			 (char *)bin("PRELOAD_PROBE"), "forever", NULL };
+	char out[256], err[1024];
+	pid_t d = must_start(name, NULL);
+	int st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+
+	cr_assert_eq(st, 0, "exit %d: %s", st, err);
+	cr_assert(!strncmp(out, "ready", 5), "select(..., {LONG_MAX, 0}) under the shim: %s", out);
+	cr_assert_eq(daemon_stop(d), 0);
+}
