@@ -712,9 +712,16 @@ static void timer_sync(struct sim_timer *t)
 		return;
 	}
 	if (t->real_int > 0) {
-		/* Periodic: count the expiries the kernel has delivered. */
+		/* Periodic: count the expiries the kernel has delivered since
+		 * the plan, and move the plan's origin past them too, so that a
+		 * second look (timer_gettime, then the helper's re-plan) does not
+		 * count them again and push the next expiry out. */
+		int64_t k;
+
 		now = real_mono();
-		t->next += (now + left - t->real_first + t->real_int / 2) / t->real_int * t->interval;
+		k = (now + left - t->real_first + t->real_int / 2) / t->real_int;
+		t->next += k * t->interval;
+		t->real_first += k * t->real_int;
 	}
 }
 

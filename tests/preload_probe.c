@@ -12,6 +12,9 @@
  *   preload-probe forever        select() on a pipe with a timeout of
  *       {LONG_MAX, 0} while a thread writes to it 300 ms later: prints
  *       "ready" (or "timed out", what a wrapped timeout gave).
+ *   preload-probe timer          a 100 ms periodic CLOCK_MONOTONIC timer,
+ *       looked at once with timer_gettime after 450 ms: prints how many
+ *       expiries arrived in 2 s ("expiries N").
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -141,6 +144,39 @@ static int cmd_alarm(void)
 	return 0;
 }
 
+static _Atomic int expiries;
+
+static void on_timer(int s)
+{
+	(void)s;
+	atomic_fetch_add(&expiries, 1);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, ms % 1000 * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int cmd_timer(void)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN };
+	struct itimerspec its = { { 0, 100000000 }, { 0, 100000000 } }, cur;
+	timer_t t;
+
+	signal(SIGRTMIN, on_timer);
+	if (timer_create(CLOCK_MONOTONIC, &sev, &t) || timer_settime(t, 0, &its, NULL))
+		return 1;
+	sleep_ms(450);
+	timer_gettime(t, &cur);
+	sleep_ms(1550);
+	timer_delete(t);
+	printf("expiries %d\n", atomic_load(&expiries));
+	return 0;
+}
+
 static int pipe_fds[2];
 
 static void *write_later(void *arg)
@@ -183,6 +219,8 @@ int main(int argc, char **argv)
 		return cmd_alarm();
 	if (argc == 2 && !strcmp(argv[1], "forever"))
 		return cmd_forever();
-	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm | forever\n");
+	if (argc == 2 && !strcmp(argv[1], "timer"))
+		return cmd_timer();
+	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm | forever | timer\n");
 	return 2;
 }

@@ -898,3 +898,22 @@ Test(hardening, the_shim_takes_a_timeout_of_centuries_as_a_long_wait)
 	cr_assert(!strncmp(out, "ready", 5), "select(..., {LONG_MAX, 0}) under the shim: %s", out);
 	cr_assert_eq(daemon_stop(d), 0);
 }
+
+/* ---------------------------------------- issue 21, item 2 (shim timers) */
+
+Test(hardening, a_periodic_timer_looked_at_loses_no_expiry)
+{
+	const char *name = test_clock_name();
+	char *argv[] = { (char *)bin("SHMCLOCK_RUN"), "-n", (char *)name, "--",
+			 (char *)bin("PRELOAD_PROBE"), "timer", NULL };
+	char out[256], err[1024];
+	pid_t d = must_start(name, NULL);
+	int st = run_capture(argv, out, sizeof(out), err, sizeof(err)), n = -1;
+
+	cr_assert_eq(st, 0, "exit %d: %s", st, err);
+	cr_assert_eq(sscanf(out, "expiries %d", &n), 1, "output: %s", out);
+	fprintf(stderr, "# 100 ms timer over 2 s with one timer_gettime: %d expiries\n", n);
+	/* 20 due; one either side for where the 2 s fall on a loaded machine. */
+	cr_assert(n >= 19 && n <= 21, "%d expiries in 2 s of a 100 ms timer", n);
+	cr_assert_eq(daemon_stop(d), 0);
+}
