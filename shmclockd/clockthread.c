@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <shmclock/time.h>
+
 #include "clockthread.h"
 #include "duration.h"
 #include "log.h"
@@ -34,13 +36,6 @@ static void set_slack(int64_t period_ns)
 		log_msg(LOG_DEBUG, "clock thread: timer slack: %s", strerror(errno));
 }
 
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Sleep until `deadline` (CLOCK_MONOTONIC, absolute) or until *word moves
  * from `val`. FUTEX_WAIT_BITSET takes an absolute deadline, so ticks are
@@ -260,7 +255,7 @@ static int apply(struct clockthread *ct, struct cmd *c)
 static void *clock_main(void *arg)
 {
 	struct clockthread *ct = arg;
-	int64_t next = mono_now(), period = tick_period(ct);
+	int64_t next = shmclock_steady_now().ns, period = tick_period(ct);
 	/* /clock: a rate in real time of its own, whatever the scale. */
 	int64_t pub_next = next;
 	int64_t pub_period = 1000000000 / (ct->cfg.ros2_hz > 0 ? ct->cfg.ros2_hz : 100);
@@ -295,7 +290,7 @@ static void *clock_main(void *arg)
 			atomic_store_explicit(&c->done, 1, memory_order_release);
 			wake(&c->done);
 		}
-		now = mono_now();
+		now = shmclock_steady_now().ns;
 		if (!ct->started) {
 			/* Nothing is touched before CMD_INIT. */
 			next = pub_next = now;

@@ -15,19 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <shmclock/time.h>
+
 #include "control.h"
 #include "ros2.h"
 #include "duration.h"
 #include "log.h"
 #include "source.h"
 
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int64_t sat_add(int64_t a, int64_t b)
 {
@@ -432,7 +427,7 @@ int control_pollfds(struct control *c, struct pollfd *fds, int max)
 
 	/* A paused listener is polled as "nothing" (fd -1) so the indexes
 	 * stay; the client loop in control_handle matches by fd. */
-	fds[n++] = (struct pollfd){ .fd = mono_now() < c->listen_paused_until ? -1 : c->fd,
+	fds[n++] = (struct pollfd){ .fd = shmclock_steady_now().ns < c->listen_paused_until ? -1 : c->fd,
 				    .events = POLLIN };
 	for (int i = 0; i < CONTROL_CLIENTS_MAX && n < max; i++)
 		if (c->clients[i].fd >= 0)
@@ -489,7 +484,7 @@ static void out_of_fds(struct control *c)
 		if (fd >= 0)
 			return;
 	}
-	c->listen_paused_until = mono_now() + 100000000;
+	c->listen_paused_until = shmclock_steady_now().ns + 100000000;
 }
 
 static void accept_one(struct control *c)
@@ -543,7 +538,7 @@ static void accept_one(struct control *c)
 	slot->fd = fd;
 	slot->uid = cred.uid;
 	slot->used = 0;
-	slot->last_ns = mono_now();
+	slot->last_ns = shmclock_steady_now().ns;
 }
 
 static void handle_line(struct control *c, struct client *cl, const char *line, size_t len)
@@ -596,7 +591,7 @@ static void read_client(struct control *c, struct client *cl)
 		return;
 	}
 	cl->used += (size_t)n;
-	cl->last_ns = mono_now();
+	cl->last_ns = shmclock_steady_now().ns;
 	start = cl->buf;
 	while (cl->fd >= 0 && (nl = memchr(start, '\n', cl->used - (size_t)(start - cl->buf)))) {
 		size_t len = (size_t)(nl - start);
@@ -620,7 +615,7 @@ static void read_client(struct control *c, struct client *cl)
 
 void control_handle(struct control *c, const struct pollfd *fds, int n)
 {
-	int64_t now = mono_now();
+	int64_t now = shmclock_steady_now().ns;
 
 	for (int k = 0; k < n; k++) {
 		if (!fds[k].revents)
@@ -645,7 +640,7 @@ int control_poll_ms(const struct control *c)
 	int64_t ms = c->cfg->control_idle_ns < 2000000000 ? c->cfg->control_idle_ns / 2000000 : 1000;
 
 	if (c->listen_paused_until) {
-		int64_t left = (c->listen_paused_until - mono_now()) / 1000000 + 1;
+		int64_t left = (c->listen_paused_until - shmclock_steady_now().ns) / 1000000 + 1;
 
 		if (left > 0 && left < ms)
 			ms = left;
