@@ -848,7 +848,7 @@ static int nobody_may_control(const char *sock)
 			_exit(3);
 		e = control_client_request(sock, "{\"cmd\":\"status\"}\n", reply, sizeof(reply), 2000);
 		atomic_store(&res->err, e);
-		snprintf(res->reply, sizeof(res->reply), "%s", reply);
+		snprintf(res->reply, sizeof(res->reply), "%.200s", reply);
 		atomic_store(&res->ok, !e && strstr(reply, "\"ok\":true") != NULL);
 		_exit(0);
 	}
@@ -916,4 +916,45 @@ Test(hardening, a_periodic_timer_looked_at_loses_no_expiry)
 	/* 20 due; one either side for where the 2 s fall on a loaded machine. */
 	cr_assert(n >= 19 && n <= 21, "%d expiries in 2 s of a 100 ms timer", n);
 	cr_assert_eq(daemon_stop(d), 0);
+}
+
+/* -------------------------------- issue 21, item 4 (peer credentials) */
+
+Test(hardening, a_client_whose_credentials_cannot_be_read_is_refused_and_logged_as_nobody)
+{
+	const char *name = test_clock_name();
+	char sock[256], reply[512], logpath[300], log[4096];
+	pid_t d;
+	int fd;
+
+	snprintf(logpath, sizeof(logpath), "%s/daemon.log", rt_dir);
+	/* An ASan shmclockd accepts a library loaded before its runtime. */
+	setenv("LD_PRELOAD", bin("FAIL_PEERCRED"), 1);
+	setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+	fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	{
+		int saved = dup(2);
+
+		dup2(fd, 2); /* the daemon inherits it as its log */
+		d = must_start(name, NULL);
+		dup2(saved, 2);
+		close(saved);
+	}
+	close(fd);
+	unsetenv("LD_PRELOAD");
+	unsetenv("ASAN_OPTIONS");
+	socket_path(sock, sizeof(sock), name);
+	/* The daemon refuses on accept, before any request: just read. */
+	fd = control_client_connect(sock);
+	cr_assert_geq(fd, 0);
+	control_client_read_line(fd, reply, sizeof(reply), 2000);
+	close(fd);
+	cr_assert(strstr(reply, "permission denied"), "reply: %s", reply);
+	cr_assert_eq(daemon_stop(d), 0);
+	fd = open(logpath, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	slurp(fd, log, sizeof(log));
+	/* Not whatever the stack held: the credentials nobody has. */
+	cr_assert(strstr(log, "refused uid 4294967295 (pid 0)"), "log: %s", log);
 }
