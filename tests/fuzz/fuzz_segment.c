@@ -6,9 +6,11 @@
  * valid header, and reading never changes a byte of it.
  *
  * One adjustment keeps each run short: a segment whose seq is odd while its
- * lock word names a live writer makes a reader wait up to a second for that
- * writer (by design); such inputs get the lock word's OWNER_DIED bit, which
- * sends the reader down the dead-writer path (the backup copy) instead.
+ * lock word names a live writer that has not published the anchor of its
+ * update makes a reader wait up to a second for that writer (by design);
+ * such inputs get the lock word's OWNER_DIED bit, which sends the reader
+ * down the dead-writer path (the backup copy) instead. With an anchor
+ * published the reader does not wait (the stuck-writer path): left as is.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,12 +51,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_cleanup_hook = cleanup;
 	}
 	memcpy(before, data, size);
-	if (size >= offsetof(struct shmclock_seg, writer_lock) + 4) {
+	if (size >= offsetof(struct shmclock_seg, b_mono_base) + 8) {
 		uint32_t seq, lock;
+		int64_t anchor, b_mono_base;
 
 		memcpy(&seq, before + offsetof(struct shmclock_seg, seq), 4);
 		memcpy(&lock, before + offsetof(struct shmclock_seg, writer_lock), 4);
-		if ((seq & 1) && (lock & SHMCLOCK_LOCK_TID_MASK) && !(lock & SHMCLOCK_LOCK_OWNER_DIED)) {
+		memcpy(&anchor, before + offsetof(struct shmclock_seg, anchor_mono_ns), 8);
+		memcpy(&b_mono_base, before + offsetof(struct shmclock_seg, b_mono_base), 8);
+		if ((seq & 1) && (lock & SHMCLOCK_LOCK_TID_MASK) && !(lock & SHMCLOCK_LOCK_OWNER_DIED) &&
+		    anchor <= b_mono_base) {
 			lock |= SHMCLOCK_LOCK_OWNER_DIED;
 			memcpy(before + offsetof(struct shmclock_seg, writer_lock), &lock, 4);
 		}
