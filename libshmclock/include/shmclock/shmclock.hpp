@@ -21,6 +21,7 @@
 #ifndef SHMCLOCK_SHMCLOCK_HPP
 #define SHMCLOCK_SHMCLOCK_HPP
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

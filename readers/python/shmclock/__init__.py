@@ -28,6 +28,7 @@ their own (see Clock.on_jump).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import datetime
 import os
 import threading
@@ -348,6 +349,4 @@ def _close_all():
 
 # Jump callbacks run on library threads that take the GIL: stop them before
 # the interpreter goes away.
-import atexit  # noqa: E402
-
 atexit.register(_close_all)
