@@ -87,7 +87,7 @@ verify() {
 small="-DNREADERS=1 -DREADS=2 -DMAXC=2 -DMAXKILLS=1"
 verify holds $small
 for m in ANCHOR_BEFORE_ODD NO_RECHECK NO_BACKUP_RECHECK CLOCK_AFTER_RECHECK NO_ANCHOR_CAP \
-	NO_ANCHOR_WITHDRAW; do
+	NO_ANCHOR_WITHDRAW NO_JUMP_TOTAL JUMP_TOTAL_AFTER_RECHECK; do
 	verify fails $small -DMUTANT_$m
 done
 if [ "$quick" != quick ]; then

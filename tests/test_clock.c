@@ -346,3 +346,39 @@ Test(clock, every_error_has_a_message)
 	}
 	cr_expect_str_eq(shmclock_version(), SHMCLOCK_VERSION_STRING);
 }
+
+Test(clock, the_jump_free_time_ignores_every_jump_and_survives_a_new_writer)
+{
+	struct pair p = open_pair();
+	shmclock_info_t i;
+	int64_t t, m;
+
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 10000000000), 0);
+	cr_assert_eq(shmclock_now_monotonic(p.r, &m), 0);
+	cr_expect_eq(m, 10000000000, "equal to the simulation time until the first jump");
+	cr_assert_eq(shmclock_writer_set_time(p.w, 4000000000), 0); /* back 6 s */
+	cr_assert_eq(shmclock_now_monotonic(p.r, &m), 0);
+	cr_expect_eq(m, 10000000000, "a jump back does not move it");
+	cr_assert_eq(shmclock_writer_step(p.w, 250), 0);
+	cr_assert_eq(shmclock_now_monotonic(p.r, &m), 0);
+	cr_expect_eq(m, 10000000250, "a step does");
+	cr_assert_eq(shmclock_writer_set_time(p.w, 7000000000), 0); /* forward 3 s */
+	cr_assert_eq(shmclock_now_monotonic(p.r, &m), 0);
+	cr_expect_eq(m, 10000000250, "a jump forward does not move it either");
+	i = info_of(p.r);
+	cr_expect_eq(i.jump_total_ns, 7000000000 - 10000000250);
+	/* A stepped source going back is a jump; forward steps are not. */
+	cr_assert_eq(shmclock_writer_advance(p.w, 8000000000), 0);
+	cr_assert_eq(shmclock_writer_advance(p.w, 7500000000), 0);
+	cr_assert_eq(shmclock_now_monotonic(p.r, &m), 0);
+	cr_expect_eq(m, 10000000250 + 1000000000);
+	/* The next writer continues the sum. */
+	shmclock_writer_close(p.w);
+	cr_assert_eq(shmclock_writer_open(p.name, &p.w), 0);
+	cr_assert_eq(shmclock_now(p.r, &t), 0);
+	cr_assert_eq(shmclock_now_monotonic(p.r, &m), 0);
+	cr_expect_eq(m, 10000000250 + 1000000000, "kept across writers");
+	cr_expect_eq(t - m, info_of(p.r).jump_total_ns);
+	close_pair(&p);
+}

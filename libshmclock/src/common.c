@@ -113,6 +113,7 @@ void shmclock__load_record(const struct shmclock_seg *s, struct shmclock_params 
 	p->last_jump_ns = atomic_load_explicit(&s->last_jump_ns, memory_order_relaxed);
 	p->unix_at_zero_ns = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
 	p->nominal_mult = atomic_load_explicit(&s->nominal_mult, memory_order_relaxed);
+	p->jump_total_ns = atomic_load_explicit(&s->jump_total_ns, memory_order_relaxed);
 }
 
 void shmclock__load_backup(const struct shmclock_seg *s, struct shmclock_params *p)
@@ -125,6 +126,7 @@ void shmclock__load_backup(const struct shmclock_seg *s, struct shmclock_params 
 	p->last_jump_ns = atomic_load_explicit(&s->b_last_jump_ns, memory_order_relaxed);
 	p->unix_at_zero_ns = atomic_load_explicit(&s->b_unix_at_zero_ns, memory_order_relaxed);
 	p->nominal_mult = atomic_load_explicit(&s->b_nominal_mult, memory_order_relaxed);
+	p->jump_total_ns = atomic_load_explicit(&s->b_jump_total_ns, memory_order_relaxed);
 }
 
 int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns)

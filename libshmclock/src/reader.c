@@ -437,7 +437,7 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
  * callbacks itself.
  */
 static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *sim_ns,
-						 int64_t *uz)
+						 int64_t *uz, int64_t *jt)
 {
 	for (;;) {
 		struct shmclock_params p;
@@ -457,27 +457,32 @@ static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *
 		*sim_ns = shmclock__eval(p.mono_base, p.sim_base, p.mult, mono);
 		if (uz)
 			*uz = (p.flags & SHMCLOCK_F_UNIX_ZERO) ? p.unix_at_zero_ns : 0;
+		if (jt)
+			*jt = p.jump_total_ns;
 		return r;
 	}
 }
 
 /*
- * The fast path of shmclock_now() and shmclock_now_unix(); inlined into both
- * so that shmclock_now(), whose @uz is a constant NULL, loads nothing extra.
+ * The fast path of shmclock_now(), shmclock_now_unix() and
+ * shmclock_now_monotonic(); inlined into each so that shmclock_now(), whose
+ * @uz and @jt are constant NULLs, loads nothing extra. @jt (the jump total)
+ * lives in the info line: the monotonic read touches a second cache line,
+ * inside the same seq window (model step R3).
  */
 static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, int64_t *sim_ns,
-							  int64_t *uz)
+							  int64_t *uz, int64_t *jt)
 {
 	const struct shmclock_seg *s = clk->seg;
 	uint32_t s1, flags, lock;
-	int64_t mono_base, sim_base, mono, unix_zero = 0;
+	int64_t mono_base, sim_base, mono, unix_zero = 0, jtot = 0;
 	uint64_t mult, epoch;
 
 	/* Model step R1. Pairs with the release store of the even seq in
 	 * commit_end (W5) and recover (V3). */
 	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
 	if (__builtin_expect(s1 & 1, 0))
-		return now_checked(clk, sim_ns, uz);
+		return now_checked(clk, sim_ns, uz, jt);
 	/*
 	 * The clock reading comes first so that the record's fields need not
 	 * live across the call (fewer callee-saved registers to spill). It is
@@ -493,36 +498,50 @@ static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, 
 	epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
 	if (uz)
 		unix_zero = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
+	if (jt)
+		jtot = atomic_load_explicit(&s->jump_total_ns, memory_order_relaxed);
 	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed); /* R4 */
 	/* R5. Pairs with the writer's full fence after its odd store
 	 * (commit_begin, W2). Orders the loads above and the clock reading before
 	 * the re-read of seq; see the diagram at the top. */
 	atomic_thread_fence(memory_order_acquire);
 	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
-		return now_checked(clk, sim_ns, uz);
+		return now_checked(clk, sim_ns, uz, jt);
 	/* Acquire pairs with the release store of seen_key in jump delivery:
 	 * seeing the new key means the pre-jump callbacks have returned. */
 	if (__builtin_expect(shmclock__key(epoch, flags) !=
 				     atomic_load_explicit(&clk->seen_key, memory_order_acquire),
 			     0))
-		return now_checked(clk, sim_ns, uz);
+		return now_checked(clk, sim_ns, uz, jt);
 	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
 		return -ENODATA;
 	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono); /* R6 */
 	if (uz)
 		*uz = (flags & SHMCLOCK_F_UNIX_ZERO) ? unix_zero : 0;
+	if (jt)
+		*jt = jtot;
 	return __builtin_expect(shmclock__writer_alive(lock), 1) ? 0 : -ESTALE;
 }
 
 SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 {
-	return now_fast(clk, sim_ns, NULL);
+	return now_fast(clk, sim_ns, NULL, NULL);
+}
+
+SHMCLOCK_EXPORT int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns)
+{
+	int64_t sim, jt;
+	int r = now_fast(clk, &sim, NULL, &jt);
+
+	if (r == 0 || r == -ESTALE)
+		*ns = shmclock__sat_sub(sim, jt);
+	return r;
 }
 
 SHMCLOCK_EXPORT int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns)
 {
 	int64_t sim, uz;
-	int r = now_fast(clk, &sim, &uz);
+	int r = now_fast(clk, &sim, &uz, NULL);
 
 	if (r == 0 || r == -ESTALE)
 		*unix_ns = shmclock__sat_add(sim, uz);
@@ -546,6 +565,7 @@ void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_par
 	info->unix_at_zero_ns = info->has_unix_at_zero ? p->unix_at_zero_ns : 0;
 	info->jump_epoch = p->jump_epoch;
 	info->last_jump_ns = p->last_jump_ns;
+	info->jump_total_ns = p->jump_total_ns;
 	info->writer_alive = shmclock__writer_alive(lock);
 	info->writer_pid = atomic_load_explicit(&s->writer_pid, memory_order_relaxed);
 	info->writer_generation = atomic_load_explicit(&s->writer_generation, memory_order_relaxed);

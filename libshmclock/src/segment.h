@@ -7,8 +7,9 @@
  * Every byte not named below is reserved and must be zero; readers refuse a
  * segment whose header says otherwise (-EPROTO).
  *
- * ABI version 2 (version 1 had no anchor_mono_ns; its 0x158 was reserved
- * and readers of either refuse the other with -EPROTO). Byte by byte:
+ * ABI version 2 (version 1 had no anchor_mono_ns and no jump_total_ns;
+ * their bytes were reserved, and readers of either version refuse the
+ * other with -EPROTO). Byte by byte:
  *
  *  off   size  field                 meaning
  *  ---- header line (written once, at creation) ----------------------------
@@ -46,7 +47,14 @@
  *  ---- info line (written under seq, read by shmclock_info) --------------
  *  0x0c0  8    nominal_mult          the rate set by the user, 32.32 fixed
  *                                    point, kept while paused or stepped
- *  0x0c8 56    reserved, zero
+ *  0x0c8  8    jump_total_ns         signed sum of every jump so far
+ *                                    (saturating): sim - jump_total_ns is the
+ *                                    jump-free simulated time, which only the
+ *                                    rate, pauses and steps move (what the
+ *                                    preload shim shows as CLOCK_MONOTONIC;
+ *                                    shmclock_now_monotonic() reads it in the
+ *                                    same seq window as the record)
+ *  0x0d0 48    reserved, zero
  *  ---- writer line (written when a writer takes the clock) ---------------
  *  0x100  4    writer_pid            process id of the writer (in its pid
  *                                    namespace; information only)
@@ -79,7 +87,9 @@
  *  0x1a8  8    last_jump_ns
  *  0x1b0  8    unix_at_zero_ns
  *  0x1b8  8    nominal_mult
- *  0x1c0 ...   reserved, zero, to the end of the page
+ *  ---- backup overflow line ----------------------------------------------
+ *  0x1c0  8    jump_total_ns         the backup's jump_total_ns
+ *  0x1c8 ...   reserved, zero, to the end of the page
  *
  * Fields that race (everything after the header) are accessed only through
  * C11 atomics. The protocol is described in writer.c (commit) and reader.c
@@ -123,6 +133,7 @@ struct shmclock_params {
 	int64_t last_jump_ns;
 	int64_t unix_at_zero_ns;
 	uint64_t nominal_mult;
+	int64_t jump_total_ns;
 };
 
 struct shmclock_seg {
@@ -153,7 +164,8 @@ struct shmclock_seg {
 
 	/* info line */
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint64_t nominal_mult;
-	uint8_t reserved1[56];
+	_Atomic int64_t jump_total_ns;
+	uint8_t reserved1[48];
 
 	/* writer line */
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic int32_t writer_pid;
@@ -179,8 +191,9 @@ struct shmclock_seg {
 	_Atomic int64_t b_last_jump_ns;
 	_Atomic int64_t b_unix_at_zero_ns;
 	_Atomic uint64_t b_nominal_mult;
+	_Atomic int64_t b_jump_total_ns;
 
-	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x1c0];
+	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x1c8];
 };
 
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
@@ -206,7 +219,9 @@ static_assert(offsetof(struct shmclock_seg, commits) == 0x150, "layout");
 static_assert(offsetof(struct shmclock_seg, anchor_mono_ns) == 0x158, "layout");
 static_assert(offsetof(struct shmclock_seg, b_flags) == 0x180, "layout");
 static_assert(offsetof(struct shmclock_seg, b_nominal_mult) == 0x1b8, "layout");
-static_assert(offsetof(struct shmclock_seg, tail) == 0x1c0, "layout");
+static_assert(offsetof(struct shmclock_seg, jump_total_ns) == 0x0c8, "layout");
+static_assert(offsetof(struct shmclock_seg, b_jump_total_ns) == 0x1c0, "layout");
+static_assert(offsetof(struct shmclock_seg, tail) == 0x1c8, "layout");
 
 /* The inline fast path's view of the record line must be this one. */
 #define SHMCLOCK_SAME_FIELD(f, g) \

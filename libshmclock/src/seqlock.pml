@@ -15,7 +15,12 @@
  *     as a whole (the ghost history hist_* holds each commit's fields);
  *   - time never goes backwards across readers: a read that starts after
  *     another read has returned gets (jump epoch, value) no smaller, in
- *     lexicographic order (a jump starts a new epoch and may go back).
+ *     lexicographic order (a jump starts a new epoch and may go back);
+ *   - the jump-free time (simulation time minus the sum of all jumps,
+ *     shmclock_now_monotonic(), the shim's CLOCK_MONOTONIC) never goes
+ *     backwards across readers, jumps included. The model's jumps go back
+ *     by one, so the sum is kept as jb, the number of jumps back, and the
+ *     jump-free time is value + jb.
  *
  * Spin explores interleavings under sequential consistency. The C code gets
  * the same orders from the fences each step names (W1..W6 with W2a,
@@ -25,7 +30,10 @@
  * that passes while nobody looks is not observable).
  *
  * The fields of a line are stored (and loaded) in two halves, each one
- * step: {mono_base, sim_base} then {mult, jump_epoch, gen}. Loads and stores
+ * step: {mono_base, sim_base} then {mult, jump_epoch, jump_total, gen}
+ * (jump_total_ns lives in the info line in C, stored and loaded after the
+ * record's fields inside the same seq window; where a field sits among the
+ * halves does not change what the halves can mix). Loads and stores
  * go in the same order, so what a reader can get from a line being written
  * is old fields then new ones, or new then old: two halves give both mixes,
  * and finer steps would add interleavings but no new outcome.
@@ -54,16 +62,17 @@ byte seq;                               /* odd while a writer updates */
 bit alive = 1;                          /* writer_lock: TID set, OWNER_DIED clear */
 byte anc;                               /* anchor_mono_ns */
 
-/* record line and backup line: mono_base, sim_base, mult, jump_epoch, and
- * the ghost field gen naming the commit the values came from. */
-byte r_mb, r_sb, r_mult = 1, r_ep, r_gen;
-byte b_mb, b_sb, b_mult = 1, b_ep, b_gen;
+/* record line and backup line: mono_base, sim_base, mult, jump_epoch,
+ * jump_total (jb), and the ghost field gen naming the commit the values
+ * came from. */
+byte r_mb, r_sb, r_mult = 1, r_ep, r_jb, r_gen;
+byte b_mb, b_sb, b_mult = 1, b_ep, b_jb, b_gen;
 
 /* ghost: what commit g stored (commit 0 is the initial state) */
-byte hist_mb[NGEN], hist_sb[NGEN], hist_mult[NGEN], hist_ep[NGEN];
+byte hist_mb[NGEN], hist_sb[NGEN], hist_mult[NGEN], hist_ep[NGEN], hist_jb[NGEN];
 
-/* ghost: the largest (epoch, value) any read has returned */
-byte last_ep, last_v;
+/* ghost: the largest (epoch, value) and jump-free value any read returned */
+byte last_ep, last_v, last_mv;
 
 inline timefn(mb, sb, mult, m, out) {
 	if
@@ -88,7 +97,7 @@ inline clock(out) {
 
 proctype Writer() {
 	byte kills, ncommits, mw, cur;
-	byte p_mb, p_sb, p_mult = 1, p_ep, p_gen;  /* the writer's own copy (w->p) */
+	byte p_mb, p_sb, p_mult = 1, p_ep, p_jb, p_gen;  /* the writer's own copy (w->p) */
 
 	goto commits;                    /* the first writer made the segment */
 
@@ -107,18 +116,18 @@ died:
 	if
 	:: seq % 2 == 1 ->
 		/* V2: the backup is the last committed state; copy it to the record */
-		p_mb = b_mb; p_sb = b_sb; p_mult = b_mult; p_ep = b_ep; p_gen = b_gen;
+		p_mb = b_mb; p_sb = b_sb; p_mult = b_mult; p_ep = b_ep; p_jb = b_jb; p_gen = b_gen;
 		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
-		d_step { r_mult = p_mult; r_ep = p_ep; r_gen = p_gen }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_gen = p_gen }; KILLPOINT;
 		/* V3: release store of the even seq */
 		seq++; KILLPOINT
 	:: else ->
 		/* V4: the record is the last committed state */
-		p_mb = r_mb; p_sb = r_sb; p_mult = r_mult; p_ep = r_ep; p_gen = r_gen
+		p_mb = r_mb; p_sb = r_sb; p_mult = r_mult; p_ep = r_ep; p_jb = r_jb; p_gen = r_gen
 	fi;
 	/* V5: release fence, then the backup stores */
 	d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
-	d_step { b_mult = p_mult; b_ep = p_ep; b_gen = p_gen }; KILLPOINT;
+	d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_gen = p_gen }; KILLPOINT;
 
 commits:
 	do
@@ -143,33 +152,38 @@ commits:
 		if
 		:: p_mult = 0                        /* pause */
 		:: p_mult = 2                        /* scale 2 (or resume) */
-		:: cur > 0 -> p_sb = cur - 1; p_ep++ /* jump back */
+		:: cur > 0 -> p_sb = cur - 1; p_ep++;  /* jump back */
+#ifndef MUTANT_NO_JUMP_TOTAL
+			p_jb++                               /* ... counted */
+#else
+			skip
+#endif
 		fi;
 		p_gen = ncommits;
 		d_step {
 			hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
-			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep
+			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb
 		}
-		/* W4: the record stores (relaxed) */
+		/* W4: the record stores (relaxed), jump_total last */
 		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
-		d_step { r_mult = p_mult; r_ep = p_ep; r_gen = p_gen }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_gen = p_gen }; KILLPOINT;
 		/* W5: release store of the even seq */
 		seq++; KILLPOINT;
 		/* W6: release fence, then the backup stores */
 		d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
-		d_step { b_mult = p_mult; b_ep = p_ep; b_gen = p_gen }; KILLPOINT
+		d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_gen = p_gen }; KILLPOINT
 	:: else -> break
 	od
 }
 
 proctype Reader() {
-	byte n, s1, s2, m, mb, sb, mult, ep, gen, v, seen_ep, seen_v, a;
+	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a;
 
 	do
 	:: n < READS ->
 		n++;
 		/* ghost: what had been returned when this read started */
-		d_step { seen_ep = last_ep; seen_v = last_v }
+		d_step { seen_ep = last_ep; seen_v = last_v; seen_mv = last_mv }
 retry:
 		/* R1: acquire load of seq, and R2: the clock reading. One step: a
 		 * writer step between the two either changes seq (the reader then
@@ -181,9 +195,13 @@ retry:
 			:: else -> clock(m)
 			fi
 		}
-		/* R3: the record loads (relaxed) */
+		/* R3: the record loads (relaxed), and the jump total */
 		d_step { mb = r_mb; sb = r_sb };
+#ifndef MUTANT_JUMP_TOTAL_AFTER_RECHECK
+		d_step { mult = r_mult; ep = r_ep; jb = r_jb; gen = r_gen };
+#else
 		d_step { mult = r_mult; ep = r_ep; gen = r_gen };
+#endif
 		/* R4: the lock word (only tells the caller the writer is gone) */
 		/* R5: acquire fence, then re-read seq */
 		s2 = seq;
@@ -193,6 +211,9 @@ retry:
 		:: else -> skip
 		fi;
 #endif
+#ifdef MUTANT_JUMP_TOTAL_AFTER_RECHECK
+		jb = r_jb;                           /* wrong: outside the window */
+#endif
 		goto done;
 slow:
 		/* S1: the lock word (relaxed) */
@@ -200,7 +221,7 @@ slow:
 		:: alive == 0 ->
 			/* S2: the backup loads (relaxed) */
 			d_step { mb = b_mb; sb = b_sb };
-			d_step { mult = b_mult; ep = b_ep; gen = b_gen };
+			d_step { mult = b_mult; ep = b_ep; jb = b_jb; gen = b_gen };
 #ifndef MUTANT_CLOCK_AFTER_RECHECK
 			/* S3: the clock reading, inside the window S4 closes */
 			clock(m);
@@ -220,7 +241,7 @@ slow:
 			/* a live writer mid-update. T0: acquire fence (pairs with
 			 * V0); T1: the backup loads and the published anchor */
 			d_step { mb = b_mb; sb = b_sb };
-			d_step { mult = b_mult; ep = b_ep; gen = b_gen };
+			d_step { mult = b_mult; ep = b_ep; jb = b_jb; gen = b_gen };
 			a = anc;
 			/* T2: the clock reading */
 			clock(m);
@@ -248,15 +269,21 @@ done:
 		timefn(mb, sb, mult, m, v);
 		d_step {
 			assert(mb == hist_mb[gen] && sb == hist_sb[gen] &&
-			       mult == hist_mult[gen] && ep == hist_ep[gen]);   /* not torn */
+			       mult == hist_mult[gen] && ep == hist_ep[gen] &&
+			       jb == hist_jb[gen]);                             /* not torn */
 			assert(ep > seen_ep || (ep == seen_ep && v >= seen_v)); /* not backwards */
+			assert(v + jb >= seen_mv);            /* jump-free time not backwards */
 			if
 			:: ep > last_ep || (ep == last_ep && v > last_v) -> last_ep = ep; last_v = v
 			:: else -> skip
 			fi;
+			if
+			:: v + jb > last_mv -> last_mv = v + jb
+			:: else -> skip
+			fi;
 			/* forget this read: fewer distinct states */
-			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; gen = 0; v = 0; a = 0;
-			seen_ep = 0; seen_v = 0
+			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; gen = 0; v = 0; a = 0;
+			seen_ep = 0; seen_v = 0; seen_mv = 0
 		}
 	:: else -> break
 	od

@@ -212,7 +212,9 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 	bool started = false;
 	uint64_t epoch0 = 0;
 
-	if (flags & ~(SHMCLOCK_SLEEP_JUMP_ERROR | SHMCLOCK__SLEEP_SIGNAL))
+	bool mono_tl = flags & SHMCLOCK__SLEEP_MONO;
+
+	if (flags & ~(SHMCLOCK_SLEEP_JUMP_ERROR | SHMCLOCK__SLEEP_SIGNAL | SHMCLOCK__SLEEP_MONO))
 		return -EINVAL;
 	for (;;) {
 		/* Loaded before the snapshot: a commit after this load changes
@@ -238,13 +240,17 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 				shmclock__jump_deliver(clk);
 			if (p.flags & SHMCLOCK_F_INIT) {
 				int64_t now = shmclock__eval(p.mono_base, p.sim_base, p.mult, mono);
+				/* The jump-free timeline: sim - jump_total, so its
+				 * target is target + jump_total in simulation time. */
+				int64_t jt = mono_tl ? p.jump_total_ns : 0;
 
+				now = shmclock__sat_sub(now, jt);
 				if (!started) {
 					started = true;
 					epoch0 = p.jump_epoch;
 					if (relative)
 						target = sat_add(now, rel_ns);
-				} else if (p.jump_epoch != epoch0) {
+				} else if (p.jump_epoch != epoch0 && !mono_tl) {
 					if (flags & SHMCLOCK_SLEEP_JUMP_ERROR)
 						return -EINTR;
 					/* rclcpp#2383: a backward jump is no time elapsed. */
@@ -255,7 +261,7 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 				if (now >= target)
 					return 0;
 				if (p.mult)
-					wake = mono_for(&p, target);
+					wake = mono_for(&p, sat_add(target, jt));
 			}
 		}
 		if (mono >= deadline)
@@ -279,6 +285,27 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 		    (flags & SHMCLOCK__SLEEP_SIGNAL))
 			return -EINTR;
 	}
+}
+
+int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *now,
+		   int64_t *due)
+{
+	struct shmclock_params p;
+	int64_t mono, jt;
+	uint32_t lock;
+
+	if (shmclock__snapshot(clk->seg, &p, &mono, &lock) == -EAGAIN)
+		return -EAGAIN;
+	if (!(p.flags & SHMCLOCK_F_INIT))
+		return 2;
+	jt = mono_tl ? p.jump_total_ns : 0;
+	*now = shmclock__sat_sub(shmclock__eval(p.mono_base, p.sim_base, p.mult, mono), jt);
+	if (*now >= target)
+		return 0;
+	if (!p.mult)
+		return 2;
+	*due = mono_for(&p, sat_add(target, jt));
+	return 1;
 }
 
 SHMCLOCK_EXPORT int shmclock_sleep_until_ex(shmclock_t *clk, shmclock_sim_time_t t,

@@ -114,6 +114,7 @@ static void store_backup(struct shmclock_seg *s, const struct shmclock_params *p
 	atomic_store_explicit(&s->b_last_jump_ns, p->last_jump_ns, memory_order_relaxed);
 	atomic_store_explicit(&s->b_unix_at_zero_ns, p->unix_at_zero_ns, memory_order_relaxed);
 	atomic_store_explicit(&s->b_nominal_mult, p->nominal_mult, memory_order_relaxed);
+	atomic_store_explicit(&s->b_jump_total_ns, p->jump_total_ns, memory_order_relaxed);
 }
 
 static void store_record(struct shmclock_seg *s, const struct shmclock_params *p)
@@ -126,6 +127,7 @@ static void store_record(struct shmclock_seg *s, const struct shmclock_params *p
 	atomic_store_explicit(&s->last_jump_ns, p->last_jump_ns, memory_order_relaxed);
 	atomic_store_explicit(&s->unix_at_zero_ns, p->unix_at_zero_ns, memory_order_relaxed);
 	atomic_store_explicit(&s->nominal_mult, p->nominal_mult, memory_order_relaxed);
+	atomic_store_explicit(&s->jump_total_ns, p->jump_total_ns, memory_order_relaxed);
 }
 
 /*
@@ -473,6 +475,8 @@ static void jump_to(struct shmclock_writer *w, int64_t sim_ns, bool only_backwar
 	if (was_init && !(only_backwards && delta >= 0)) {
 		p->jump_epoch++;
 		p->last_jump_ns = delta;
+		/* The jump-free time (sim - jump_total_ns) does not move. */
+		p->jump_total_ns = shmclock__sat_add(p->jump_total_ns, delta);
 	}
 	p->flags |= SHMCLOCK_F_INIT;
 	w->anchor_sim = sim_ns;

@@ -102,6 +102,19 @@ int shmclock_now(shmclock_t *clk, int64_t *sim_ns);
  */
 int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns);
 
+/**
+ * shmclock_now_monotonic() - the jump-free simulated time, in ns: the
+ * simulation time minus the sum of every jump the clock has made
+ * (shmclock_info_t.jump_total_ns), read in the same snapshot. The clock's
+ * rate, pauses and steps move it; a jump (a `set`, forwards or backwards,
+ * a reset, an external source going back) never does, so it never
+ * decreases. It is what the preload shim shows as CLOCK_MONOTONIC, and
+ * the right time for relative timeouts: it equals the simulation time until
+ * the first jump. Touches a second cache line of the segment; otherwise
+ * the same cost and returns as shmclock_now().
+ */
+int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns);
+
 /* A consistent snapshot of everything the segment says. */
 typedef struct shmclock_info {
 	int64_t sim_ns;            /* simulation time at the snapshot */
@@ -122,6 +135,8 @@ typedef struct shmclock_info {
 	int64_t heartbeat_age_ns;  /* since the writer's last heartbeat; -1 never */
 	uint64_t commits;          /* changes published so far */
 	uint32_t owner_uid;        /* owner of the segment file */
+	int64_t jump_total_ns;     /* signed sum of all jumps: sim_ns minus this
+				    * is the jump-free time (shmclock_now_monotonic) */
 } shmclock_info_t;
 
 /**
