@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* Reading the clocks: clock_gettime, gettimeofday, time, timespec_get. */
+#include "preload.h"
+
+#include <sys/time.h>
+
+int (*shim_real_gettime)(clockid_t, struct timespec *);
+static int (*r_gettimeofday)(struct timeval *, void *);
+static time_t (*r_time)(time_t *);
+static int (*r_timespec_get)(struct timespec *, int);
+
+void shim_resolve_clocks(void)
+{
+	RESOLVE(shim_real_gettime, "clock_gettime");
+	RESOLVE(r_gettimeofday, "gettimeofday");
+	RESOLVE(r_time, "time");
+	RESOLVE(r_timespec_get, "timespec_get");
+	/* Without a vDSO the library reads libc's clock_gettime, which is
+	 * ours here: point it at the real one. */
+	if (shmclock__gettime == clock_gettime)
+		shmclock__gettime = shim_real_gettime;
+}
+
+EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	int64_t ns;
+
+	if (sim_on(id) && sim_read(id, &ns)) {
+		ns_to_ts(ns, ts);
+		return 0;
+	}
+	return shim_real_gettime(id, ts);
+}
+
+/* glibc declares tv nonnull, yet its gettimeofday accepts NULL; so do we. */
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
+EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+	struct timespec ts;
+	int64_t ns;
+
+	if (!sim_on(CLOCK_REALTIME) || !sim_read(CLOCK_REALTIME, &ns))
+		return r_gettimeofday(tv, tz);
+	if (tz)
+		r_gettimeofday(NULL, tz); /* obsolete; the real one fills it */
+	if (tv) {
+		ns_to_ts(ns, &ts);
+		tv->tv_sec = ts.tv_sec;
+		tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	}
+	return 0;
+}
+
+EXPORT time_t time(time_t *t)
+{
+	struct timespec ts;
+	int64_t ns;
+
+	if (!sim_on(CLOCK_REALTIME) || !sim_read(CLOCK_REALTIME, &ns))
+		return r_time(t);
+	ns_to_ts(ns, &ts);
+	if (t)
+		*t = ts.tv_sec;
+	return ts.tv_sec;
+}
+
+EXPORT int timespec_get(struct timespec *ts, int base)
+{
+	int64_t ns;
+
+	if (base != TIME_UTC || !sim_on(CLOCK_REALTIME) || !sim_read(CLOCK_REALTIME, &ns))
+		return r_timespec_get(ts, base);
+	ns_to_ts(ns, ts);
+	return base;
+}

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libshmclock-preload.so, shared by its files: set-up and state (core.c),
+ * reading the simulated clocks (clocks.c), sleeps (sleeps.c), waits with
+ * timeouts (waits.c), timers (timers.c). Everything here has hidden
+ * visibility: the shim exports only what preload.map names.
+ *
+ * The clocks, as a program under the shim sees them:
+ *   realtime   CLOCK_REALTIME(_COARSE), gettimeofday, time, timespec_get:
+ *              the simulated world's UNIX time (shmclock_now_unix()); it
+ *              follows every jump, as a real machine's clock follows a
+ *              settimeofday.
+ *   monotonic  CLOCK_MONOTONIC(_RAW, _COARSE), and boottime, CLOCK_BOOTTIME
+ *              (_ALARM): the jump-free simulated time
+ *              (shmclock_now_monotonic()): the rate, pauses and steps move
+ *              it, no jump does, forwards or backwards. It never decreases.
+ *
+ * Waits, on two timelines (struct deadline):
+ *   - relative timeouts and sleeps, and absolute ones on a monotonic clock,
+ *     end on the jump-free timeline: they last their simulated duration
+ *     whatever jumps happen (POSIX: setting a clock does not affect relative
+ *     timers);
+ *   - absolute CLOCK_REALTIME ones end on the simulation timeline: they
+ *     follow jumps (a jump past the deadline ends the wait).
+ */
+#ifndef SHMCLOCK_PRELOAD_H
+#define SHMCLOCK_PRELOAD_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <shmclock/shmclock.h>
+#include <shmclock/time.h>
+
+#include "clock.h" /* the internal sleep flags and shmclock__plan */
+#include "clocks.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define NS 1000000000LL
+/* Longest real-time slice of a wait with a timeout (waits.c): a pause or a
+ * new scale is followed within one. While paused a waiter wakes 1 / SLICE
+ * times a second and burns no CPU in between. */
+#define SLICE_NS 20000000LL
+
+enum { ST_UNINIT, ST_INIT, ST_SIM, ST_REAL };
+
+extern _Atomic int shim_state;
+extern shmclock_t *shim_clk;
+extern unsigned shim_mask;
+
+/* One line on stderr (write(2): no stdio state touched), unless quiet. */
+__attribute__((format(printf, 1, 2))) void shim_say(const char *fmt, ...);
+
+/* The next definition of @sym (libc's); aborts, saying so, if none. */
+void *shim_real(const char *sym);
+/* Same, NULL when this libc lacks it. */
+void *shim_real_opt(const char *sym);
+
+/* POSIX allows the object-to-function pointer conversion dlsym needs. */
+#define RESOLVE(ptr, sym)                        \
+	do {                                     \
+		void *f_ = shim_real(sym);       \
+		memcpy(&(ptr), &f_, sizeof(f_)); \
+	} while (0)
+#define RESOLVE_OPT(ptr, sym)                    \
+	do {                                     \
+		void *f_ = shim_real_opt(sym);   \
+		memcpy(&(ptr), &f_, sizeof(f_)); \
+	} while (0)
+
+/* Each family resolves the functions it stands in front of (at set-up,
+ * before anything is simulated). */
+void shim_resolve_clocks(void);
+void shim_resolve_sleeps(void);
+void shim_resolve_waits(void);
+void shim_resolve_timers(void);
+/* The real clock_gettime (clocks.c). */
+extern int (*shim_real_gettime)(clockid_t, struct timespec *);
+/* Timers do not survive fork (timers.c). */
+void shim_timers_after_fork(void);
+/* Condition variables: which clock glibc says a condvar uses (waits.c). */
+void shim_wrefs_probe(void);
+
+bool shim_init_slow(void);
+
+/* Whether @id is simulated (initialising on the first call). */
+static inline bool sim_on(clockid_t id)
+{
+	int st = atomic_load_explicit(&shim_state, memory_order_acquire);
+
+	if (__builtin_expect(st < ST_SIM, 0) && !shim_init_slow())
+		return false;
+	if (st == ST_REAL)
+		return false;
+	return (unsigned)id < 32 && (shim_mask & (1u << id));
+}
+
+/* The shim has a simulated clock (no initialisation). */
+static inline bool sim_active(void)
+{
+	return atomic_load_explicit(&shim_state, memory_order_acquire) == ST_SIM;
+}
+
+static inline bool is_rt(clockid_t id)
+{
+	return (SHMCLOCK_G_REALTIME >> id) & 1;
+}
+
+/* ------------------------------------------------------------ conversions */
+
+static inline void ns_to_ts(int64_t ns, struct timespec *ts)
+{
+	int64_t s = ns / NS, r = ns % NS;
+
+	if (r < 0) {
+		r += NS;
+		s--;
+	}
+	ts->tv_sec = (time_t)s;
+	ts->tv_nsec = (long)r;
+}
+
+/* Seconds and a fraction as ns, saturating: a timeout of {LONG_MAX, 0}
+ * (forever, to most programs) must not wrap into the past. */
+static inline int64_t sec_to_ns(int64_t sec, int64_t frac_ns)
+{
+	int64_t s;
+
+	if (__builtin_mul_overflow(sec, (int64_t)NS, &s))
+		return sec > 0 ? INT64_MAX : INT64_MIN;
+	return shmclock__sat_add(s, frac_ns);
+}
+
+static inline int64_t ts_to_ns(const struct timespec *ts)
+{
+	return sec_to_ns((int64_t)ts->tv_sec, ts->tv_nsec);
+}
+
+static inline bool bad_ts(const struct timespec *ts)
+{
+	return !ts || ts->tv_nsec < 0 || ts->tv_nsec >= NS || ts->tv_sec < 0;
+}
+
+/* Real CLOCK_MONOTONIC, never ours. */
+static inline int64_t real_mono(void)
+{
+	struct timespec ts;
+
+	shim_real_gettime(CLOCK_MONOTONIC, &ts);
+	return ts_to_ns(&ts);
+}
+
+/* ------------------------------------------------------------ reading */
+
+bool sim_read_slow(clockid_t id, int64_t *ns, int r);
+
+/*
+ * The simulated value of clock @id: the world's UNIX time for the realtime
+ * group, the jump-free time for the others. Never the real clock once the
+ * program has seen simulated time; false only if the clock can never
+ * answer (core.c, sim_read_slow).
+ */
+static inline bool sim_read(clockid_t id, int64_t *ns)
+{
+	int r = is_rt(id) ? shmclock_now_unix(shim_clk, ns) : shmclock_now_monotonic(shim_clk, ns);
+
+	if (__builtin_expect(r == 0 || r == -ESTALE, 1))
+		return true;
+	return sim_read_slow(id, ns, r);
+}
+
+/* The offset from clock @id's values to its timeline: UnixTimeAtZero for
+ * the realtime group (values minus it are simulation time), 0 otherwise. */
+int64_t sim_offset(clockid_t id);
+
+/* The jump-free time now, or @dflt when the clock cannot answer. */
+int64_t mono_now_or(int64_t dflt);
+
+/* ------------------------------------------------------------ deadlines */
+
+/* Where a wait ends: @target on the jump-free timeline (@mono) or on the
+ * simulation timeline. */
+struct deadline {
+	bool mono;
+	int64_t target;
+};
+
+/* A relative timeout of @ns simulated ns from now. */
+struct deadline dl_after(int64_t ns);
+/* An absolute timeout @abs on clock @id. */
+struct deadline dl_at(clockid_t id, const struct timespec *abs);
+/* Simulated ns left (0 once reached). */
+int64_t dl_left(const struct deadline *d);
+
+/*
+ * The one wait in simulated time. @once makes the real call with a timeout
+ * of @slice real ns (0: do not wait, just look) and sets *expired when that
+ * timeout ran out; shim_wait repeats it, re-planned from the clock each
+ * time, until it returns without *expired or the deadline is reached, and
+ * returns what the last call returned. A pause, a scale change or a step is
+ * followed within one slice (SLICE_NS).
+ */
+int shim_wait(const struct deadline *d, int (*once)(void *ctx, int64_t slice, bool *expired),
+	      void *ctx);
+
+/* The next real-time slice of a wait for @d: 0 once reached, else at most
+ * SLICE_NS (SLICE_NS while paused or stepped). */
+int64_t dl_slice(const struct deadline *d);
+
+#endif
