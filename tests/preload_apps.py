@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The programs people run, under the preload shim (issue 16).
+
+Every case is a real program (python3, node, bash, a C program) that waits
+5 s of its own time with one kind of timeout, which must time out. All
+cases of a group run at once, against one clock at scale 10 (5 simulated
+s are 0.5 s of real time), in one scenario:
+
+  plain   the clock runs: each wait ends after 5 simulated s, well before
+          5 real s;
+  pause   2 simulated s in, the clock pauses for 2 real s: the waits end
+          after it (≈ 2.5 real s), and burn no CPU while paused;
+  back    2 simulated s in, `set` one hour back;
+  fwd     2 simulated s in, `set` one hour forward.
+
+Relative timeouts, and absolute ones on CLOCK_MONOTONIC, last their 5
+simulated s through both jumps, and the program's monotonic readings never
+decrease (they show 5 s, not 5 s minus or plus an hour). Absolute
+CLOCK_REALTIME deadlines follow the jump: the forward one ends them at the
+jump, the backward one keeps them waiting. Each scenario runs on a
+system-source clock and on a simulation-source clock.
+
+The clock starts paused; every program says "ready" just before its wait,
+and the clock runs only once all have: they all wait from the same
+simulated instant.
+
+usage: preload_apps.py [--source S]... [--scenario S]... [--case NAME]...
+Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_RUN, SHMCLOCK_PRELOAD,
+PRELOAD_WAITS (the C program), CASES_DIR (cases.py, cases.js).
+Exit 0 all passed, 1 a failure, 77 nothing could run.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+NS = 1_000_000_000
+WAIT_NS = 5 * NS
+HOUR_NS = 3600 * NS
+SCALE = 10
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# Kinds: "rel" ends on the jump-free timeline (relative timeouts, absolute
+# CLOCK_MONOTONIC ones); "rt" is an absolute CLOCK_REALTIME deadline.
+C_REL = ["poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+         "nanosleep", "timerfd", "timerfd_abs_mono", "sem_clockwait", "mutex_clocklock",
+         "cond_mono"]
+C_RT = ["sem_timedwait", "mutex_timedlock", "rwlock_timedrdlock", "rwlock_timedwrlock",
+        "timedjoin", "mq_timedreceive", "cond_timedwait", "timerfd_abs_rt"]
+PY = ["event", "condition", "lock", "queue_get", "timer", "join", "asyncio_sleep",
+      "asyncio_wait_for", "selector"]
+NODE = ["setTimeout", "setInterval", "execFile"]
+
+
+def cases(env):
+    out = []
+    for m in C_REL:
+        out.append(("c:" + m, [env["PRELOAD_WAITS"], m], "rel", True))
+    for m in C_RT:
+        out.append(("c:" + m, [env["PRELOAD_WAITS"], m], "rt", True))
+    for m in PY:
+        out.append(("py:" + m, [sys.executable, os.path.join(env["CASES_DIR"], "cases.py"), m],
+                    "rel", True))
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node:
+        for m in NODE:
+            out.append(("node:" + m, [node, os.path.join(env["CASES_DIR"], "cases.js"), m],
+                        "rel", True))
+    else:
+        print("# skip node cases: node is not installed (apt-get install nodejs)")
+    # bash's read -t waits with pselect; bash has no monotonic clock to show.
+    out.append(("bash:read-t", ["bash", "-c",
+                                'echo ready; if read -t 5 x; then r=no-timeout; '
+                                'else r=timeout; fi; echo "done - - $r"'],
+                "rel", False))
+    return out
+
+
+class Proc:
+    def __init__(self, name, argv, kind, has_mono, run, clock, environ):
+        self.name, self.kind, self.has_mono = name, kind, has_mono
+        self.ready = self.done = None
+        self.m0 = self.m1 = None
+        self.outcome = None
+        self.lines = []
+        # stdin: a pipe nobody writes (bash's read -t waits on it).
+        self.p = subprocess.Popen([run, "-n", clock, "--"] + argv, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  env=environ, text=True, start_new_session=True)
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            now = time.monotonic()
+            line = line.strip()
+            self.lines.append(line)
+            if line == "ready" and self.ready is None:
+                self.ready = now
+            elif line.startswith("done "):
+                f = line.split()
+                if f[1] != "-":
+                    self.m0, self.m1 = int(f[1]), int(f[2])
+                self.outcome = f[3]
+                self.done = now
+
+    def cpu(self):
+        try:
+            with open("/proc/%d/stat" % self.p.pid) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            return (int(st[11]) + int(st[12])) / CLK_TCK
+        except OSError:
+            return None
+
+    def kill(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.p.wait()
+
+
+class Daemon:
+    def __init__(self, env, source, tmp):
+        self.env = env
+        self.name = "apps-%d-%s-%d" % (os.getpid(), source, int(time.monotonic() * 1000) % 100000)
+        self.sock = os.path.join(tmp, self.name + ".sock")
+        argv = [env["SHMCLOCKD"], "-n", self.name, "--socket", self.sock, "--source", source,
+                "--scale", str(SCALE), "--paused", "--remove-on-exit", "--hz", "100"]
+        if source == "simulation":
+            argv += ["--start", "10000s", "--unix-zero", "2026-01-01T00:00:00Z"]
+        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+        for _ in range(200):
+            if os.path.exists(self.sock) and self.ctl("status", check=False) == 0:
+                return
+            if self.p.poll() is not None:
+                raise RuntimeError("shmclockd exited: " + self.p.stderr.read().strip())
+            time.sleep(0.02)
+        raise RuntimeError("shmclockd did not come up")
+
+    def ctl(self, *args, check=True):
+        r = subprocess.run([self.env["SHMCLOCKCTL"], "-n", self.name, "--socket", self.sock]
+                           + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        if check and r.returncode:
+            raise RuntimeError("shmclockctl %s: %s" % (" ".join(args), r.stderr.strip()))
+        return r.stdout if check else r.returncode
+
+    def sim_ns(self):
+        return int(json.loads(self.ctl("status", "--json"))["status"]["sim_ns"])
+
+    def stop(self):
+        self.p.terminate()
+        try:
+            self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
+def fmt_s(ns):
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return "%s%d.%09d" % (sign, ns // NS, ns % NS)
+
+
+def run_group(env, source, scenario, selected, tmp):
+    """Returns a list of failure lines."""
+    fails = []
+    d = Daemon(env, source, tmp)
+    environ = dict(os.environ, SHMCLOCK_QUIET="1")
+    procs = []
+    try:
+        for name, argv, kind, has_mono in selected:
+            procs.append(Proc(name, argv, kind, has_mono, env["SHMCLOCK_RUN"], d.name, environ))
+        limit = time.monotonic() + 60
+        while any(p.ready is None and p.p.poll() is None for p in procs):
+            if time.monotonic() > limit:
+                break
+            time.sleep(0.02)
+        for p in procs:
+            if p.ready is None:
+                fails.append("%s: never said ready: %s" % (p.name, " | ".join(p.lines[-3:])))
+        d.ctl("resume")
+        t_run = time.monotonic()
+        cpu_paused = {}
+        if scenario != "plain":
+            time.sleep(0.2)  # 2 simulated s
+            if scenario == "pause":
+                d.ctl("pause")
+                before = {p.name: p.cpu() for p in procs}
+                time.sleep(2.0)
+                for p in procs:
+                    a, b = before[p.name], p.cpu()
+                    if a is not None and b is not None:
+                        cpu_paused[p.name] = b - a
+                d.ctl("resume")
+            elif scenario == "back":
+                d.ctl("set", fmt_s(d.sim_ns() - HOUR_NS))
+            else:
+                d.ctl("set", fmt_s(d.sim_ns() + HOUR_NS))
+        # Everything due ends within a few real s; the realtime deadlines a
+        # backward jump moved an hour out must still be waiting then.
+        limit = time.monotonic() + 8
+        while any(p.done is None for p in procs) and time.monotonic() < limit:
+            if all(p.done is not None or (scenario == "back" and p.kind == "rt") for p in procs) \
+                    and time.monotonic() > t_run + 3:
+                break
+            time.sleep(0.02)
+        for p in procs:
+            fails += check(p, scenario, t_run, cpu_paused.get(p.name))
+    finally:
+        for p in procs:
+            p.kill()
+        d.stop()
+    return fails
+
+
+def check(p, scenario, t_run, cpu_paused):
+    out = []
+    tag = p.name
+
+    def bad(msg):
+        out.append("%s: %s (output: %s)" % (tag, msg, " | ".join(p.lines[-4:])))
+
+    if scenario == "back" and p.kind == "rt":
+        if p.done is not None:
+            bad("an absolute CLOCK_REALTIME deadline ended although the clock jumped an hour "
+                "back before it (after %.2f real s)" % (p.done - t_run))
+        return out
+    if p.done is None:
+        bad("did not end within 8 real s of the clock running")
+        return out
+    if p.outcome != "timeout":
+        bad("ended as '%s', not as a timeout" % p.outcome)
+    real = p.done - t_run
+    el = p.m1 - p.m0 if p.m0 is not None else None
+    if el is not None and el < 0:
+        bad("its CLOCK_MONOTONIC went back %.3f s" % (-el / NS))
+    if scenario == "fwd" and p.kind == "rt":
+        # Ended by the jump, 2 simulated s in.
+        if el is not None and not el < WAIT_NS:
+            bad("the forward jump did not end its CLOCK_REALTIME deadline (%.3f s)" % (el / NS))
+        return out
+    if el is not None and not (WAIT_NS * 0.999 <= el < WAIT_NS + 60 * NS):
+        bad("its monotonic clock shows %.3f s for a 5 s wait" % (el / NS))
+    if real > (5.0 if scenario == "pause" else 3.5):
+        bad("took %.2f real s: not simulated time at scale %d" % (real, SCALE))
+    if scenario == "pause":
+        if real < 2.0:
+            bad("ended %.2f real s after the start: the 2 s pause did not hold it" % real)
+        if cpu_paused is not None and cpu_paused > 0.3:
+            bad("burned %.2f s of CPU during the 2 s pause" % cpu_paused)
+    print("ok %-28s real %.2fs%s%s" % (
+        tag, real, "" if el is None else " mono %.3fs" % (el / NS),
+        "" if cpu_paused is None else " cpu-paused %.3fs" % cpu_paused))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", action="append", choices=["system", "simulation"])
+    ap.add_argument("--scenario", action="append", choices=["plain", "pause", "back", "fwd"])
+    ap.add_argument("--case", action="append", help="only these cases (e.g. py:event)")
+    a = ap.parse_args()
+    need = ["SHMCLOCKD", "SHMCLOCKCTL", "SHMCLOCK_RUN", "SHMCLOCK_PRELOAD", "PRELOAD_WAITS",
+            "CASES_DIR"]
+    missing = [k for k in need if not os.environ.get(k)]
+    if missing:
+        print("preload_apps.py: set %s" % ", ".join(missing), file=sys.stderr)
+        return 2
+    env = {k: os.environ[k] for k in need}
+    selected = [c for c in cases(env) if not a.case or c[0] in a.case]
+    if not selected:
+        print("skip: no case selected")
+        return 77
+    failures = []
+    tmp = tempfile.mkdtemp(prefix="shmclock-apps.")
+    try:
+        for source in a.source or ["system", "simulation"]:
+            for scenario in a.scenario or ["plain", "pause", "back", "fwd"]:
+                print("# %s source, %s" % (source, scenario), flush=True)
+                f = run_group(env, source, scenario, selected, tmp)
+                for line in f:
+                    print("FAIL [%s/%s] %s" % (source, scenario, line), flush=True)
+                failures += f
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d failures" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
