@@ -12,7 +12,9 @@
  *
  * Relative timeouts: poll, ppoll, select, pselect, epoll_wait, epoll_pwait,
  * epoll_pwait2, nanosleep, timerfd (a one-shot CLOCK_MONOTONIC timerfd in
- * an epoll with no timeout), timerfd_abs_mono. Absolute CLOCK_MONOTONIC:
+ * an epoll with no timeout), timerfd_periodic (a 1 s periodic one, read
+ * with blocking reads until 5 expiries have come: "timeout" if exactly 5),
+ * timerfd_abs_mono. Absolute CLOCK_MONOTONIC:
  * sem_clockwait, mutex_clocklock, cond_mono. Absolute CLOCK_REALTIME:
  * sem_timedwait, mutex_timedlock, rwlock_timedrdlock, rwlock_timedwrlock,
  * timedjoin, mq_timedreceive, cond_timedwait, timerfd_abs_rt.
@@ -130,6 +132,20 @@ static int run(const char *mode)
 	if (!strcmp(mode, "nanosleep")) {
 		puts("ready"), fflush(stdout);
 		return nanosleep(&ts, NULL) == 0;
+	}
+	if (!strcmp(mode, "timerfd_periodic")) {
+		int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+		struct itimerspec its = { { 1, 0 }, { 1, 0 } };
+		uint64_t n, total = 0;
+
+		if (tfd < 0)
+			return -1;
+		puts("ready"), fflush(stdout);
+		if (timerfd_settime(tfd, 0, &its, NULL))
+			return -1;
+		while (total < WAIT_S && read(tfd, &n, sizeof(n)) == sizeof(n))
+			total += n;
+		return total == WAIT_S;
 	}
 	if (!strncmp(mode, "timerfd", 7)) {
 		bool rt = !strcmp(mode, "timerfd_abs_rt");
