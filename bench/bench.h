@@ -72,6 +72,8 @@ int bench_read(const struct bench_opts *o, cJSON *out);
 int bench_scale(const struct bench_opts *o, cJSON *out);
 int bench_propagate(const struct bench_opts *o, cJSON *out);
 int bench_sleep(const struct bench_opts *o, cJSON *out);
+int bench_waits(const struct bench_opts *o, cJSON *out);
+int bench_waits_child(const char *mode);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);

@@ -31,6 +31,9 @@ static void usage(FILE *f)
 	      "             CPU at 1 kHz for 1, 4, 8 subscribers (built with Cyclone DDS)\n"
 	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
 	      "             slow clients vs the same CPU load without sockets\n"
+	      "  waits      a waiter under the preload shim on a paused clock: wake-ups and\n"
+	      "             CPU per second (poll, select, epoll, semaphore, condvar, sleep)\n"
+	      "             vs the same epoll wait without the shim\n"
 	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
 	      "             (Clock.now vs time.monotonic_ns), each in its own process\n"
 	      "  all        all of the above, one JSON document\n"
@@ -43,7 +46,7 @@ static void usage(FILE *f)
 	      "  -s, --samples N      batches (read, scale) or sleeps (sleep) per contender\n"
 	      "  -b, --batch N        reads per timed batch (default 50)\n"
 	      "  -p, --period MS      sleep: sleep length (default 2)\n"
-	      "  -d, --duration S     propagate, daemon, flood: seconds per measured run\n"
+	      "  -d, --duration S     propagate, daemon, flood, waits: seconds per measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -h, --help           this help\n",
 	      f);
@@ -59,6 +62,7 @@ static const struct {
 	{ "sleep", bench_sleep },
 	{ "daemon", bench_daemon },
 	{ "flood", bench_flood },
+	{ "waits", bench_waits },
 #ifdef SHMCLOCK_HAVE_BINDINGS
 	{ "bindings", bench_bindings },
 #endif
@@ -155,6 +159,9 @@ int main(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
+	/* Internal: the waiter bench_waits runs under the shim. */
+	if (!strcmp(argv[1], "__waits-child") && argc == 3)
+		return bench_waits_child(argv[2]);
 	if (!strcmp(argv[1], "plot")) {
 		if (argc != 4) {
 			fprintf(stderr, "usage: shmclock-bench plot RESULTS.json OUT.png\n");

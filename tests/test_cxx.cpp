@@ -181,6 +181,16 @@ int main()
 		CHECK(w.info().writer_alive);
 	});
 
+	run("now_monotonic_ns ignores a jump back", [&] {
+		shmclock::clock c{ name };
+		w.pause();
+		std::int64_t m0 = c.now_monotonic_ns(), j0 = c.info().jump_total_ns;
+		w.set_time(c.now() - 30s);
+		CHECK(c.now_monotonic_ns() == m0);
+		CHECK(c.info().jump_total_ns - j0 == -30000000000LL);
+		w.resume();
+	});
+
 	shmclock_unlink(name.c_str());
 	return failures ? 1 : 0;
 }

@@ -146,6 +146,17 @@ class ClockTest(unittest.TestCase):
             self.assertEqual(c.now_unix(), 1893456000 * SEC + 1 * SEC)
             self.assertEqual(c.info().unix_at_zero_ns, 1893456000 * SEC)
 
+    def test_now_monotonic_is_not_moved_by_jumps(self):
+        self.daemon("--start", "100s", "--paused")
+        with shmclock.Clock(self.name) as c:
+            self.assertEqual(c.now_monotonic(), 100 * SEC, "equal to now() before a jump")
+            self.ctl("set", "40s")
+            self.assertEqual(c.now(), 40 * SEC)
+            self.assertEqual(c.now_monotonic(), 100 * SEC)
+            self.assertEqual(c.info().jump_total_ns, -60 * SEC)
+            self.ctl("step", "1s")
+            self.assertEqual(c.now_monotonic(), 101 * SEC)
+
     def test_errors_are_exceptions(self):
         with self.assertRaises(FileNotFoundError):
             shmclock.Clock(self.name)

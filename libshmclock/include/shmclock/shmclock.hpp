@@ -161,6 +161,16 @@ public:
 			throw_error(r, "shmclock: now_unix");
 		return t;
 	}
+	// The jump-free simulated time, ns (shmclock_now_monotonic): never
+	// moved by a jump, never decreasing.
+	std::int64_t now_monotonic_ns() const
+	{
+		std::int64_t t;
+		int r = shmclock_now_monotonic(c_, &t);
+		if (r && r != -ESTALE)
+			throw_error(r, "shmclock: now_monotonic");
+		return t;
+	}
 	shmclock_info_t info() const
 	{
 		shmclock_info_t i;

@@ -103,6 +103,7 @@ static PyStructSequence_Field info_fields[] = {
 	{ "heartbeat_age_ns", "since the writer's last heartbeat, ns, or None" },
 	{ "commits", "changes published so far" },
 	{ "owner_uid", "owner of the segment file" },
+	{ "jump_total_ns", "signed sum of all jumps, ns: sim_ns minus it is now_monotonic()" },
 	{ NULL, NULL },
 };
 
@@ -110,7 +111,7 @@ static PyStructSequence_Desc info_desc = {
 	"shmclock.ClockInfo",
 	"A consistent snapshot of a clock (immutable).",
 	info_fields,
-	17,
+	18,
 };
 
 static PyObject *make_info(const shmclock_info_t *in)
@@ -138,6 +139,7 @@ static PyObject *make_info(const shmclock_info_t *in)
 	SET(in->heartbeat_age_ns < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(in->heartbeat_age_ns));
 	SET(PyLong_FromUnsignedLongLong(in->commits));
 	SET(PyLong_FromUnsignedLong(in->owner_uid));
+	SET(PyLong_FromLongLong(in->jump_total_ns));
 #undef SET
 	if (PyErr_Occurred()) {
 		Py_DECREF(o);
@@ -308,6 +310,19 @@ static PyObject *Clock_now_unix(ClockObject *self, PyObject *unused)
 	if (closed(self))
 		return NULL;
 	r = shmclock_now_unix(self->h, &t);
+	if (r == 0)
+		return PyLong_FromLongLong(t);
+	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
+}
+
+static PyObject *Clock_now_monotonic(ClockObject *self, PyObject *unused)
+{
+	int64_t t;
+	int r;
+
+	if (closed(self))
+		return NULL;
+	r = shmclock_now_monotonic(self->h, &t);
 	if (r == 0)
 		return PyLong_FromLongLong(t);
 	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
@@ -526,6 +541,10 @@ static PyMethodDef Clock_methods[] = {
 	{ "now", (PyCFunction)Clock_now, METH_NOARGS,
 	  "now() -> int\n\nThe current simulation time, ns. Lock-free, no system call.\n"
 	  "Raises StaleClockError (its .value is the time) when no writer is alive." },
+	{ "now_monotonic", (PyCFunction)Clock_now_monotonic, METH_NOARGS,
+	  "now_monotonic() -> int\n\nThe jump-free simulated time, ns: now() minus the sum of\n"
+	  "every jump. Moved by the rate, pauses and steps, never by a jump; never\n"
+	  "decreases. The right time for relative timeouts." },
 	{ "now_unix", (PyCFunction)Clock_now_unix, METH_NOARGS,
 	  "now_unix() -> int\n\nThe simulated world's UNIX time, ns (UnixTimeAtZero + now())." },
 	{ "info", (PyCFunction)Clock_info, METH_NOARGS, "info() -> ClockInfo\n\nA consistent snapshot." },
