@@ -54,7 +54,7 @@ int main()
 	const std::string name = "cxx-" + std::to_string(getpid());
 	const std::string other = name + "-none";
 	setenv("SHMCLOCK_NAME", name.c_str(), 1);
-	std::printf("1..9\n");
+	std::printf("1..10\n");
 
 	shmclock::writer w{ name };
 	w.set_time(sim_clock::time_point(1s));
