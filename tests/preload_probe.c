@@ -15,8 +15,13 @@
  *   preload-probe timer          a 100 ms periodic CLOCK_MONOTONIC timer,
  *       looked at once with timer_gettime after 450 ms: prints how many
  *       expiries arrived in 2 s ("expiries N").
+ *   preload-probe tfdclose       creates and closes 8 armed timerfds, waits
+ *       1.5 s of real time (a raw system call: the clock may be paused), and
+ *       prints how many descriptors more than before are open ("extra N":
+ *       the shim's own for those timerfds must be gone).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -208,6 +215,38 @@ static int cmd_forever(void)
 	return 0;
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static int cmd_tfdclose(void)
+{
+	struct itimerspec its = { { 0, 0 }, { 3600, 0 } };
+	struct timespec real = { 1, 500000000 };
+	int before = open_fds();
+
+	for (int i = 0; i < 8; i++) {
+		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+
+		if (fd < 0 || timerfd_settime(fd, 0, &its, NULL))
+			return 1;
+		close(fd);
+	}
+	/* Real time, whatever the clock does: not through the shim. */
+	syscall(SYS_nanosleep, &real, NULL);
+	printf("extra %d\n", open_fds() - before);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -221,6 +260,9 @@ int main(int argc, char **argv)
 		return cmd_forever();
 	if (argc == 2 && !strcmp(argv[1], "timer"))
 		return cmd_timer();
-	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm | forever | timer\n");
+	if (argc == 2 && !strcmp(argv[1], "tfdclose"))
+		return cmd_tfdclose();
+	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm | forever | timer | "
+			"tfdclose\n");
 	return 2;
 }

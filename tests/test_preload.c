@@ -251,6 +251,22 @@ Test(preload, a_signal_ends_a_sleep_with_EINTR_and_alarm_is_simulated)
 	daemon_stop(d);
 }
 
+/* The shim's own descriptors behind a timerfd (an eventfd's duplicate and a
+ * real timerfd) go when the program closes it, also while paused: its
+ * helper must look in real time, not wait a simulated second. */
+Test(preload, a_closed_timerfd_leaves_nothing_open_even_while_paused)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--paused", NULL);
+	int extra = -1;
+
+	cr_assert_eq(run(name, "--", bin("PRELOAD_PROBE"), "tfdclose", NULL), 0, "%s", err);
+	cr_assert_eq(sscanf(out, "extra %d", &extra), 1, "%s", out);
+	/* The helper's own epoll stays (one per process). */
+	cr_expect_leq(extra, 1, "%d descriptors left behind by 8 closed timerfds", extra);
+	daemon_stop(d);
+}
+
 Test(preload, a_missing_clock_is_refused_or_falls_back_with_one_message)
 {
 	const char *name = test_clock_name();
