@@ -31,6 +31,7 @@
 #include "log.h"
 #include "paths.h"
 #include "ros2.h"
+#include "ros2_glue.h"
 #include "source.h"
 
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
@@ -265,63 +266,6 @@ static int segment_owner(const char *name)
 	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
 }
 
-#ifdef SHMCLOCK_HAVE_ROS2
-/* The DDS domain: Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it),
- * else 0. Checked before the clock is touched. */
-static int resolve_domain(struct shmclockd_config *cfg)
-{
-	const char *env = getenv("ROS_DOMAIN_ID");
-	char *end;
-
-	if (cfg->ros2_domain < 0 && env && *env) {
-		long d = strtol(env, &end, 10);
-
-		if (*end || d < 0 || d > 232) {
-			fprintf(stderr, "shmclockd: ROS_DOMAIN_ID must be a DDS domain id from 0 to 232, not '%s'\n",
-				env);
-			return -1;
-		}
-		cfg->ros2_domain = (int)d;
-	}
-	if (cfg->ros2_domain < 0)
-		cfg->ros2_domain = 0;
-	return 0;
-}
-
-/* A /clock sample, through the clock thread (ros2_host.sample). */
-static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
-{
-	struct cmd cmd = { .kind = CMD_ADVANCE, .from_source = true, .arg_ns = ns };
-	int r = clockthread_submit(ctx, &cmd);
-
-	if (r)
-		snprintf(err, errlen, "%s", cmd.err);
-	return r;
-}
-
-/* Opens the DDS participant for the ros2 source and/or the /clock
- * publisher (the module is loaded already). */
-static int open_ros2(const struct shmclockd_config *cfg, struct clockthread *ct,
-		     const struct ros2_api **api, struct ros2 **out)
-{
-	static struct ros2_host host;
-	char err[512];
-	int domain = cfg->ros2_domain;
-
-	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg };
-	if ((*api)->open(out, domain, &host, err, sizeof(err)) ||
-	    (cfg->ros2_publish && (*api)->publisher(*out, err, sizeof(err)))) {
-		fprintf(stderr, "shmclockd: ROS 2 (domain %d): %s\n", domain, err);
-		(*api)->close(*out);
-		*out = NULL;
-		return -1;
-	}
-	log_msg(LOG_INFO, "ros2: domain %d%s%s", domain,
-		cfg->source->id == SHMCLOCK_SOURCE_ROS2 ? ", following /clock" : "",
-		cfg->ros2_publish ? ", publishing /clock" : "");
-	return 0;
-}
-#endif
 
 static void notify_ready(const struct overrides *o)
 {
@@ -377,12 +321,10 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
-#ifdef SHMCLOCK_HAVE_ROS2
-	if (resolve_domain(&next)) {
+	if (ros2_glue_domain(&next)) {
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
-#endif
 	if (strcmp(next.name, cur->name) || next.source != cur->source ||
 	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode ||
 	    next.ros2_publish != cur->ros2_publish || next.ros2_hz != cur->ros2_hz ||
@@ -475,16 +417,9 @@ static int start(struct daemon *d)
 	sigset_t mask;
 	int r;
 
-#ifdef SHMCLOCK_HAVE_ROS2
 	/* The DDS module, before the clock is touched. */
-	if (d->cfg.source->id == SHMCLOCK_SOURCE_ROS2 || d->cfg.ros2_publish) {
-		d->ros2_api = ros2_load(err, sizeof(err));
-		if (!d->ros2_api) {
-			fprintf(stderr, "shmclockd: %s\n", err);
-			return 1;
-		}
-	}
-#endif
+	if (ros2_glue_load(&d->cfg, &d->ros2_api))
+		return 1;
 	if (open_writer(d))
 		return 1;
 	/* Signals are read from a signalfd in the main loop; every thread
@@ -509,16 +444,14 @@ static int start(struct daemon *d)
 		return 1;
 	}
 	d->ct_running = true;
-#ifdef SHMCLOCK_HAVE_ROS2
 	if (d->ros2_api) {
-		if (open_ros2(&d->cfg, &d->ct, &d->ros2_api, &d->ros2))
+		if (ros2_glue_open(&d->cfg, &d->ct, d->ros2_api, &d->ros2))
 			return 1;
 		if (d->cfg.ros2_publish) {
 			d->ct.ros2_pub = d->ros2;
 			d->ct.ros2_api = d->ros2_api;
 		}
 	}
-#endif
 	if (control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
 		return 1;
@@ -590,10 +523,8 @@ int main(int argc, char **argv)
 		snprintf(d.sock, sizeof(d.sock), "%s", d.cfg.socket_path);
 	else if (paths_default_socket(d.cfg.name, d.sock, sizeof(d.sock)))
 		return die_usage("the default control socket path is too long; set --socket", NULL);
-#ifdef SHMCLOCK_HAVE_ROS2
-	if (resolve_domain(&d.cfg))
+	if (ros2_glue_domain(&d.cfg))
 		return 2;
-#endif
 	if (start(&d)) {
 		stop(&d, false);
 		return 1;

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's side of ROS 2, with Cyclone DDS (ros2_glue.h). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ros2_glue.h"
+#include "source.h"
+
+/* The DDS domain: Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it),
+ * else 0. Checked before the clock is touched. */
+int ros2_glue_domain(struct shmclockd_config *cfg)
+{
+	const char *env = getenv("ROS_DOMAIN_ID");
+	char *end;
+
+	if (cfg->ros2_domain < 0 && env && *env) {
+		long d = strtol(env, &end, 10);
+
+		if (*end || d < 0 || d > 232) {
+			fprintf(stderr, "shmclockd: ROS_DOMAIN_ID must be a DDS domain id from 0 to 232, not '%s'\n",
+				env);
+			return -1;
+		}
+		cfg->ros2_domain = (int)d;
+	}
+	if (cfg->ros2_domain < 0)
+		cfg->ros2_domain = 0;
+	return 0;
+}
+
+/* A /clock sample, through the clock thread (ros2_host.sample). */
+static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
+{
+	struct cmd cmd = { .kind = CMD_ADVANCE, .from_source = true, .arg_ns = ns };
+	int r = clockthread_submit(ctx, &cmd);
+
+	if (r)
+		snprintf(err, errlen, "%s", cmd.err);
+	return r;
+}
+
+/* Opens the DDS participant for the ros2 source and/or the /clock
+ * publisher (the module is loaded already). */
+int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
+		   const struct ros2_api *api, struct ros2 **out)
+{
+	static struct ros2_host host;
+	char err[512];
+	int domain = cfg->ros2_domain;
+
+	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg };
+	if (api->open(out, domain, &host, err, sizeof(err)) ||
+	    (cfg->ros2_publish && api->publisher(*out, err, sizeof(err)))) {
+		fprintf(stderr, "shmclockd: ROS 2 (domain %d): %s\n", domain, err);
+		api->close(*out);
+		*out = NULL;
+		return -1;
+	}
+	log_msg(LOG_INFO, "ros2: domain %d%s%s", domain,
+		cfg->source->id == SHMCLOCK_SOURCE_ROS2 ? ", following /clock" : "",
+		cfg->ros2_publish ? ", publishing /clock" : "");
+	return 0;
+}
+
+int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api)
+{
+	char err[256];
+
+	*api = NULL;
+	if (cfg->source->id != SHMCLOCK_SOURCE_ROS2 && !cfg->ros2_publish)
+		return 0;
+	*api = ros2_load(err, sizeof(err));
+	if (!*api) {
+		fprintf(stderr, "shmclockd: %s\n", err);
+		return -1;
+	}
+	return 0;
+}

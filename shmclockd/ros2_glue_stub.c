@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Built without ROS 2 support: nothing to load or open (ros2_glue.h). */
+#include "ros2_glue.h"
+
+int ros2_glue_domain(struct shmclockd_config *cfg)
+{
+	(void)cfg;
+	return 0;
+}
+
+int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api)
+{
+	(void)cfg;
+	*api = NULL;
+	return 0;
+}
+
+int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
+		   const struct ros2_api *api, struct ros2 **out)
+{
+	(void)cfg;
+	(void)ct;
+	(void)api;
+	*out = NULL;
+	return 0;
+}
