@@ -382,3 +382,26 @@ Test(clock, the_jump_free_time_ignores_every_jump_and_survives_a_new_writer)
 	cr_expect_eq(t - m, info_of(p.r).jump_total_ns);
 	close_pair(&p);
 }
+
+/* One table (SHMCLOCK_ERRNO_MAP) gives every code one meaning and its
+ * message: no code twice, no message twice, strerror says the table's. */
+Test(clock, every_error_code_has_one_meaning_and_its_message)
+{
+#define CODE(name, msg) name,
+#define MSG(name, msg) msg,
+	static const int codes[] = { SHMCLOCK_ERRNO_MAP(CODE) };
+	static const char *const msgs[] = { SHMCLOCK_ERRNO_MAP(MSG) };
+#undef CODE
+#undef MSG
+	size_t n = sizeof(codes) / sizeof(codes[0]);
+
+	cr_assert_geq(n, 17);
+	for (size_t i = 0; i < n; i++) {
+		cr_expect_str_eq(shmclock_strerror(-codes[i]), msgs[i], "code %d", codes[i]);
+		for (size_t j = i + 1; j < n; j++) {
+			cr_expect_neq(codes[i], codes[j], "code %d twice", codes[i]);
+			cr_expect_str_neq(msgs[i], msgs[j], "message twice: %s", msgs[i]);
+		}
+	}
+	cr_expect_str_eq(shmclock_strerror(0), "success");
+}

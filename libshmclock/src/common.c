@@ -155,36 +155,11 @@ SHMCLOCK_EXPORT const char *shmclock_strerror(int err)
 	switch (err) {
 	case 0:
 		return "success";
-	case -ENOENT:
-		return "no such clock";
-	case -EINVAL:
-		return "invalid argument (a clock name is 1 to 64 of [A-Za-z0-9_.-])";
-	case -EPROTO:
-		return "not a shmclock segment of this version (bad size, magic, version or layout)";
-	case -ENODATA:
-		return "the clock has not been initialized";
-	case -ESTALE:
-		return "no writer is alive: time is extrapolated from the last committed state";
-	case -EAGAIN:
-		return "the writer was stopped at the start of an update";
-	case -EBUSY:
-		return "another live writer holds the clock";
-	case -EPERM:
-		return "the clock belongs to another user, who is not trusted (see SHMCLOCK_TRUST)";
-	case -ENOSPC:
-		return "no space left in /dev/shm";
-	case -ERANGE:
-		return "value out of range";
-	case -EACCES:
-		return "permission denied";
-	case -ENOMEM:
-		return "out of memory";
-	case -ETIMEDOUT:
-		return "timed out";
-	case -ECANCELED:
-		return "cancelled";
-	case -EINTR:
-		return "the clock jumped";
+#define SHMCLOCK_STRERROR_CASE(name, msg) \
+	case -name:                       \
+		return msg;
+	SHMCLOCK_ERRNO_MAP(SHMCLOCK_STRERROR_CASE)
+#undef SHMCLOCK_STRERROR_CASE
 	default:
 		return err < 0 ? strerror(-err) : "unknown status";
 	}

@@ -50,7 +50,7 @@ SHMCLOCK_EXPORT int shmclock_sim_to_sys(shmclock_t *clk, shmclock_sim_time_t t,
 	if (r && r != -ESTALE)
 		return r;
 	if (!i.has_unix_at_zero)
-		return -ENODATA;
+		return -EOPNOTSUPP;
 	out->ns = sat_add(i.unix_at_zero_ns, t.ns);
 	return 0;
 }
@@ -88,7 +88,7 @@ SHMCLOCK_EXPORT int shmclock_sim_to_steady(shmclock_t *clk, shmclock_sim_time_t 
 		return 0;
 	}
 	if (p.mult == 0)
-		return -EAGAIN;
+		return -EOVERFLOW;
 	out->ns = mono_for(&p, t.ns);
 	return 0;
 }

@@ -7,22 +7,17 @@
  * read-only and compute the current simulation time themselves: lock-free,
  * with no system call when the vDSO serves clock_gettime(CLOCK_MONOTONIC).
  *
- * Every call returns 0 or a negative errno; errno itself is never set on
- * purpose. shmclock_strerror() turns a code into a message. The errors:
- *   -ENOENT   no such clock
- *   -EINVAL   bad name or argument
- *   -EPROTO   not a shmclock segment (bad magic, version, size or layout)
- *   -ENODATA  the clock was never initialized (no time to report)
- *   -ESTALE   no writer is alive; the value is still filled in, computed
- *             from the last committed state (time keeps its last rate)
+ * Every call returns 0 or a negative errno from SHMCLOCK_ERRNO_MAP below,
+ * each with one meaning; errno itself is never set on purpose.
+ * shmclock_strerror() gives the map's message for a code. Notes:
+ *   -ESTALE   the value is still filled in, computed from the last committed
+ *             state (time keeps its last rate)
  *   -EAGAIN   the writer is alive but was stopped (a debugger, SIGSTOP)
  *             within the few instructions that open an update, for longer
  *             than SHMCLOCK_STUCK_NS. A writer stopped anywhere later in an
  *             update does not make reads wait or fail: they return the last
  *             committed time, frozen at the instant the update takes effect
- *   -EPERM    the segment belongs to a user this process does not trust
- *             (see SHMCLOCK_OPEN_TRUST_ANY_OWNER in <shmclock/time.h>)
- *   -EBUSY    (writers) another live writer holds the clock
+ *   -EPERM    see SHMCLOCK_OPEN_TRUST_ANY_OWNER in <shmclock/time.h>
  *
  * Handles are not shared-state objects: one shmclock_t may be used from many
  * threads at once (the read path writes nothing), but close it only once no
@@ -30,6 +25,32 @@
  */
 #ifndef SHMCLOCK_SHMCLOCK_H
 #define SHMCLOCK_SHMCLOCK_H
+
+/*
+ * Every error code the library returns (negated), and its one meaning, as
+ * X(NAME, message): the source of shmclock_strerror() and of the bindings'
+ * tables (expand it after including <errno.h>).
+ */
+#define SHMCLOCK_ERRNO_MAP(X)                                                                  \
+	X(ENOENT, "no such clock")                                                             \
+	X(EINVAL, "invalid argument (a clock name is 1 to 64 of [A-Za-z0-9_.-])")              \
+	X(EPROTO, "not a shmclock segment of this version (bad size, magic, version or "      \
+		  "layout)")                                                                   \
+	X(EPERM, "the clock belongs to another user, who is not trusted (see SHMCLOCK_TRUST)") \
+	X(EACCES, "permission denied")                                                         \
+	X(ENODATA, "the clock has not been initialized")                                       \
+	X(ESTALE, "no writer is alive: time is extrapolated from the last committed state")   \
+	X(EAGAIN, "the writer was stopped at the start of an update")                          \
+	X(EBUSY, "another live writer holds the clock")                                        \
+	X(ENOSPC, "no space left in /dev/shm")                                                 \
+	X(ENOMEM, "out of memory")                                                             \
+	X(ERANGE, "value out of range")                                                        \
+	X(EOVERFLOW, "the clock is paused or stepped: no instant is known at which it "       \
+		     "reaches that time")                                                      \
+	X(EOPNOTSUPP, "the clock has no UnixTimeAtZero: its time is not a UNIX time")         \
+	X(ETIMEDOUT, "timed out")                                                              \
+	X(ECANCELED, "cancelled")                                                              \
+	X(EINTR, "the clock jumped")
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -93,14 +93,15 @@ shmclock_sys_time_t shmclock_sys_now(void);
 
 /*
  * OSI: simulated-world UNIX time of simulation time @t, when the clock
- * carries the UNIX time of simulation zero (-ENODATA when it does not).
+ * carries the UNIX time of simulation zero (-EOPNOTSUPP when it does not).
  */
 int shmclock_sim_to_sys(shmclock_t *clk, shmclock_sim_time_t t, shmclock_sys_time_t *out);
 
 /*
  * The CLOCK_MONOTONIC instant at which the clock reaches @t under its
- * current rate (now if already reached). -EAGAIN while paused or stepped:
- * no instant is known.
+ * current rate (now if already reached). -EOVERFLOW while paused or
+ * stepped: no instant is known; -ENODATA not started; -EAGAIN the writer
+ * is stuck at the start of an update.
  */
 int shmclock_sim_to_steady(shmclock_t *clk, shmclock_sim_time_t t, shmclock_steady_time_t *out);
 

@@ -404,7 +404,7 @@ static PyObject *Clock_real_delay(ClockObject *self, PyObject *args)
 	if (!PyArg_ParseTuple(args, "L", &t) || closed(self))
 		return NULL;
 	r = shmclock_sim_to_steady(self->h, shmclock_sim_time(t), &at);
-	if (r == -EAGAIN || r == -ENODATA)
+	if (r == -EOVERFLOW || r == -EAGAIN || r == -ENODATA)
 		Py_RETURN_NONE;
 	if (r && r != -ESTALE)
 		return raise_errno(r, self->name);
