@@ -35,7 +35,7 @@
  * it never makes a reader wait.
  *
  * R1..R6 and S1..S4 are the reader's steps in the Promela model next to
- * this file (seqlock.pml); spin checks it in CI (tests/spin_check.sh).
+ * this file (seqlock.pml); spin checks it in CI (tests/lib/spin_check.sh).
  *
  * Why time cannot go backwards across readers: the writer makes seq odd,
  * executes a full fence and only then reads the clock to anchor the new

@@ -7,7 +7,7 @@
  * the fast path (reader.c, now_fast), on the dead-writer path (reader.c,
  * wait_writer and shmclock__snapshot) and on the stuck-writer path (a live
  * writer mid-update: the last committed time, capped at the anchor the
- * writer published, T0..T4). tests/spin_check.sh runs it with spin
+ * writer published, T0..T4). tests/lib/spin_check.sh runs it with spin
  * in CI, together with mutants that must fail.
  *
  * Checked, in every interleaving:

@@ -13,7 +13,7 @@
  * Commit protocol (see reader.c for the read side and the argument why time
  * cannot go backwards across readers). The steps W1..W6 and V1..V5 are the
  * steps of the Promela model next to this file (seqlock.pml), which spin
- * checks in CI (tests/spin_check.sh) with the writer killed at any step:
+ * checks in CI (tests/lib/spin_check.sh) with the writer killed at any step:
  *
  *   commit_begin:  fence (release)          backup complete before seq odd  W1
  *                  seq = odd (relaxed)                                      W1

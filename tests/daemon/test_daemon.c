@@ -11,7 +11,7 @@
 #include <sys/un.h>
 
 #include "control_client.h"
-#include "daemon.h"
+#include "../daemon.h"
 
 TestSuite(daemon, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
 
@@ -203,7 +203,7 @@ Test(daemon, fixed_source_advances_whole_steps)
 }
 
 #ifndef SHMCLOCK_HAVE_ROS2
-/* Built with ROS 2 support, tests/test_ros2.c covers the source instead. */
+/* Built with ROS 2 support, tests/daemon/test_ros2.c covers the source instead. */
 Test(daemon, ros2_source_is_a_clear_error)
 {
 	const char *name = test_clock_name();

@@ -6,7 +6,7 @@
 #include <setjmp.h>
 #include <sys/stat.h>
 
-#include "helpers.h"
+#include "../helpers.h"
 #include "segment.h"
 
 TestSuite(segment, .fini = test_cleanup, .timeout = 30);

@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 
-#include "helpers.h"
+#include "../helpers.h"
 #include <shmclock/time.h>
 
 static int failures_in_case;

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
-#include "daemon.h"
+#include "../daemon.h"
 
 TestSuite(readers, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
 

@@ -12,7 +12,7 @@
 #include <linux/seccomp.h>
 #include <sys/syscall.h>
 
-#include "helpers.h"
+#include "../helpers.h"
 #include "segment.h"
 #include <shmclock/static/shmclock.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Node.js timers, run under the preload shim by tests/preload_apps.py.
+// Node.js timers, run under the preload shim by tests/preload/preload_apps.py.
 //
 //     node cases.js CASE
 //

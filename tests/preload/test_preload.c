@@ -11,7 +11,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 
-#include "daemon.h"
+#include "../daemon.h"
 
 TestSuite(preload, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
 

@@ -11,7 +11,7 @@
 #include <math.h>
 
 #include "Clock.h"
-#include "daemon.h"
+#include "../daemon.h"
 #include "ros2_qos.h"
 
 static int domain;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A program that knows nothing of shmclock, run under the preload shim by
- * tests/preload_apps.py: one wait of 5 s (of whatever time its clock shows)
+ * tests/preload/preload_apps.py: one wait of 5 s (of whatever time its clock shows)
  * with the call MODE names, which must time out.
  *
  *   preload-waits MODE

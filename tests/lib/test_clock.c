@@ -5,7 +5,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "helpers.h"
+#include "../helpers.h"
 #include <shmclock/static/shmclock.h>
 
 TestSuite(clock, .fini = test_cleanup, .timeout = 30);

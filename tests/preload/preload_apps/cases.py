@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Python's timeouts, run under the preload shim by tests/preload_apps.py.
+"""Python's timeouts, run under the preload shim by tests/preload/preload_apps.py.
 
     python3 cases.py CASE
 

@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
-#include "helpers.h"
+#include "../helpers.h"
 #include <shmclock/time.h>
 
 TestSuite(time, .fini = test_cleanup, .timeout = 60);

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the daemon's modules, linked against the internal daemon
+ * library (libshmclockd-core) and libshmclock/common: the config parser,
+ * the control request parser, the duration and time parsers. The fuzzers
+ * check they never crash and always answer one line; these check that they
+ * answer right.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include <shmclock/shmclock.h>
+
+#include "config.h"
+#include "control.h"
+#include "duration.h"
+#include "source.h"
+
+#define SEC 1000000000LL
+#define MS 1000000LL
+
+static int load(const char *text, struct shmclockd_config *c, char *err, size_t n)
+{
+	config_defaults(c);
+	return config_load_text("test.json", text, strlen(text), c, err, n);
+}
+
+TestSuite(units, .timeout = 30);
+
+Test(units, config_defaults_are_the_documented_ones)
+{
+	struct shmclockd_config c;
+
+	config_defaults(&c);
+	cr_expect_str_eq(c.name, "default");
+	cr_expect_eq(c.scale, 1.0);
+	cr_expect_eq(c.hz, 100);
+	cr_expect_eq(c.source->id, SHMCLOCK_SOURCE_SIMULATION);
+	cr_expect_not(c.paused);
+	cr_expect_eq(c.segment_mode, 0644u);
+}
+
+Test(units, config_reads_every_kind_of_value)
+{
+	struct shmclockd_config c;
+	char err[256] = "";
+
+	cr_assert_eq(load("{\"Name\":\"sim1\",\"TimeSource\":\"fixed\",\"TimeScale\":2.5,"
+			  "\"PublishHz\":250,\"StartTime\":\"1.5s\",\"Paused\":true,\"StepNs\":4000000,"
+			  "\"UnixTimeAtZero\":\"2030-01-01T00:00:00Z\",\"ControlIdleTimeout\":\"10s\"}",
+			  &c, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_str_eq(c.name, "sim1");
+	cr_expect_eq(c.source->id, SHMCLOCK_SOURCE_FIXED);
+	cr_expect_eq(c.scale, 2.5);
+	cr_expect_eq(c.hz, 250);
+	cr_expect(c.has_start);
+	cr_expect_eq(c.start_ns, 1500 * MS);
+	cr_expect(c.paused);
+	cr_expect_eq(c.step_ns, 4 * MS);
+	cr_expect(c.has_unix_zero);
+	cr_expect_eq(c.unix_zero_ns, 1893456000LL * SEC);
+	cr_expect_eq(c.control_idle_ns, 10 * SEC);
+}
+
+Test(units, config_errors_name_the_key_and_leave_one_line)
+{
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+		{ "{\"TimeScale\":0}", "TimeScale" },
+		{ "{\"TimeScale\":\"fast\"}", "TimeScale" },
+		{ "{\"PublishHz\":20000}", "PublishHz" },
+		{ "{\"TimeSource\":\"sundial\"}", "TimeSource" },
+		{ "{\"Name\":\"a/b\"}", "Name" },
+		{ "{\"StartTime\":\"yesterday\"}", "StartTime" },
+		{ "{\"Bogus\":1}", "Bogus" },
+		{ "{\"TimeScale\":1,\"TimeScale\":2}", "TimeScale" },
+		{ "{\"TimeScale\":1} trailing", "" },
+		{ "[1,2]", "" },
+	};
+	struct shmclockd_config c;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char err[512] = "";
+
+		cr_expect_neq(load(bad[i].text, &c, err, sizeof(err)), 0, "accepted: %s", bad[i].text);
+		cr_expect(strstr(err, bad[i].want) != NULL, "'%s': the error '%s' does not name %s",
+			  bad[i].text, err, bad[i].want);
+		cr_expect(err[0] && !strchr(err, '\n'), "'%s': not one line: '%s'", bad[i].text, err);
+	}
+}
+
+Test(units, control_requests_parse_to_their_command)
+{
+	struct request r;
+	char err[256] = "";
+
+	cr_assert_eq(control_parse_request("{\"v\":1,\"cmd\":\"pause\"}", 21, &r, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(r.kind, CMD_PAUSE);
+	{
+		const char *l = "{\"v\":1,\"cmd\":\"scale\",\"value\":0.5}";
+
+		cr_assert_eq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+		cr_expect_eq(r.kind, CMD_SCALE);
+		cr_expect_eq(r.scale, 0.5);
+	}
+	{
+		const char *l = "{\"v\":1,\"cmd\":\"set\",\"time\":\"90s\"}";
+
+		cr_assert_eq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+		cr_expect_eq(r.kind, CMD_SET);
+		cr_expect_eq(r.ns, 90 * SEC);
+	}
+}
+
+Test(units, bad_control_requests_are_refused_with_one_line)
+{
+	static const char *const bad[] = {
+		"",
+		"not json",
+		"{\"v\":2,\"cmd\":\"pause\"}",
+		"{\"v\":1,\"cmd\":\"explode\"}",
+		"{\"v\":1,\"cmd\":\"scale\"}",
+		"{\"v\":1,\"cmd\":\"scale\",\"value\":-1}",
+		"{\"v\":1,\"cmd\":\"set\",\"time\":\"soon\"}",
+		"{\"v\":1,\"cmd\":\"step\",\"duration\":\"-1s\"}",
+	};
+	struct request r;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char err[256] = "";
+
+		cr_expect_eq(control_parse_request(bad[i], strlen(bad[i]), &r, err, sizeof(err)),
+			     -EINVAL, "accepted: %s", bad[i]);
+		cr_expect(err[0] && !strchr(err, '\n'), "'%s': '%s'", bad[i], err);
+	}
+}
+
+Test(units, durations_and_times_parse_and_format_back)
+{
+	static const struct {
+		const char *text;
+		long long ns;
+	} ok[] = {
+		{ "1.5s", 1500 * MS }, { "250ms", 250 * MS }, { "2", 2 * SEC },
+		{ "1m", 60 * SEC },    { "10us", 10000 },     { "0", 0 },
+	};
+	char err[256], buf[64];
+	int64_t ns;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_assert_eq(duration_parse(ok[i].text, &ns, err, sizeof(err)), 0, "%s: %s",
+			     ok[i].text, err);
+		cr_expect_eq(ns, ok[i].ns, "%s", ok[i].text);
+		cr_assert_eq(duration_parse(duration_format(ns, buf, sizeof(buf)), &ns, err,
+					    sizeof(err)),
+			     0, "%s does not read back", buf);
+		cr_expect_eq(ns, ok[i].ns, "%s read back as %lld", buf, (long long)ns);
+	}
+	cr_expect_neq(duration_parse("fast", &ns, err, sizeof(err)), 0);
+	cr_expect_neq(duration_parse("1.5parsecs", &ns, err, sizeof(err)), 0);
+	cr_assert_eq(time_parse("2030-01-01T00:00:00Z", &ns, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(ns, 1893456000LL * SEC);
+	cr_expect_str_eq(time_format_iso(ns, buf, sizeof(buf)), "2030-01-01T00:00:00.000000000Z");
+}
