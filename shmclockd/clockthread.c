@@ -197,7 +197,7 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	int r = 0;
 
 	shmclock_writer_info(w, &in);
-	switch (c->kind) {
+	switch (c->req.kind) {
 	case CMD_STATUS:
 	case CMD_STOP:
 		break;
@@ -215,33 +215,33 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	case CMD_SCALE:
 		if (!src->scalable)
 			return fail(c, -EINVAL, "the time scale does not apply to this source (it is stepped from outside)");
-		r = shmclock_writer_set_scale(w, c->arg_scale);
+		r = shmclock_writer_set_scale(w, c->req.scale);
 		if (r == -EINVAL || r == -ERANGE)
 			return fail(c, r, "scale must be a finite number > 0 (and between ~2.4e-10 and 2^31)");
 		if (!r)
-			ct->cfg.scale = c->arg_scale;
+			ct->cfg.scale = c->req.scale;
 		break;
 	case CMD_SET:
 		/* A stepped clock stays stepped: its first value initializes it. */
-		r = src->stepped && !in.initialized ? shmclock_writer_advance(w, c->arg_ns)
-						    : shmclock_writer_set_time(w, c->arg_ns);
+		r = src->stepped && !in.initialized ? shmclock_writer_advance(w, c->req.ns)
+						    : shmclock_writer_set_time(w, c->req.ns);
 		break;
 	case CMD_STEP:
 		if (!src->stepped && !in.paused)
 			return fail(c, -EINVAL, "step needs a paused clock or a stepped source (pause first)");
-		if (c->arg_ns < 0)
+		if (c->req.ns < 0)
 			return fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
-		r = shmclock_writer_step(w, c->arg_ns);
+		r = shmclock_writer_step(w, c->req.ns);
 		if (r == -ENODATA)
 			return fail(c, r, "the clock has no time yet (set or advance it first)");
 		break;
 	case CMD_ADVANCE:
-		if (src->id == SHMCLOCK_SOURCE_ROS2 && !c->from_source)
+		if (src->feed == FEED_ROS2 && !c->from_source)
 			return fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
 						"external source");
-		if (src != &source_external && src->id != SHMCLOCK_SOURCE_ROS2)
+		if (src->feed == FEED_NONE)
 			return fail(c, -EINVAL, "advance is for the external source (use set or step)");
-		r = shmclock_writer_advance(w, c->arg_ns);
+		r = shmclock_writer_advance(w, c->req.ns);
 		break;
 	case CMD_RELOAD:
 		r = apply_reload(ct, c->arg_config);
@@ -279,9 +279,9 @@ static void *clock_main(void *arg)
 
 			c->rc = apply(ct, c);
 			shmclock_writer_info(ct->w, &c->info);
-			if (c->kind == CMD_STOP)
+			if (c->req.kind == CMD_STOP)
 				stop = 1;
-			if (c->kind == CMD_SCALE || c->kind == CMD_RELOAD || c->kind == CMD_INIT) {
+			if (c->req.kind == CMD_SCALE || c->req.kind == CMD_RELOAD || c->req.kind == CMD_INIT) {
 				period = tick_period(ct);
 				set_slack(ct->ros2_pub && pub_period < period ? pub_period : period);
 			}
@@ -377,7 +377,7 @@ int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
 
 void clockthread_stop(struct clockthread *ct)
 {
-	struct cmd c = { .kind = CMD_STOP };
+	struct cmd c = { .req.kind = CMD_STOP };
 
 	clockthread_submit(ct, &c);
 	pthread_join(ct->thread, NULL);

@@ -16,22 +16,11 @@
 
 #include "config.h"
 #include "latehist.h"
+#include "protocol.h"
 
 struct ros2;
 struct ros2_api;
 
-enum cmd_kind {
-	CMD_STATUS,
-	CMD_PAUSE,
-	CMD_RESUME,
-	CMD_SCALE,   /* arg_scale */
-	CMD_SET,     /* arg_ns: a jump */
-	CMD_STEP,    /* arg_ns: forward by a duration */
-	CMD_ADVANCE, /* arg_ns: next value of an external source */
-	CMD_RELOAD,  /* arg_config */
-	CMD_INIT,    /* arg_init: start or continue the clock; ticks begin after it */
-	CMD_STOP,
-};
 
 /* How CMD_INIT treats an existing clock. */
 struct init_args {
@@ -42,9 +31,7 @@ struct init_args {
 
 struct cmd {
 	struct cds_wfcq_node node;
-	enum cmd_kind kind;
-	double arg_scale;
-	int64_t arg_ns;
+	struct request req;              /* the command and its argument */
 	const struct shmclockd_config *arg_config;
 	struct init_args arg_init;
 	bool from_source;                /* sent by the time source (ros2), not a client */

@@ -465,7 +465,7 @@ int config_load_file(const char *path, struct shmclockd_config *c, char *err, si
 
 int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 {
-	if (c->ros2_publish && c->source->id == SHMCLOCK_SOURCE_ROS2) {
+	if (c->ros2_publish && c->source->feed == FEED_ROS2) {
 		snprintf(err, errlen, "Ros2.Publish: this shmclockd follows /clock (TimeSource ros2) and "
 			 "would publish it back: refused (no echo loop)");
 		return -EINVAL;

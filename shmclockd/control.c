@@ -68,17 +68,10 @@ static int arg_time(const cJSON *root, const char *key, int dates, int64_t *ns, 
 int control_parse_request(const char *line, size_t len, struct request *req, char *err,
 			  size_t errlen)
 {
-	static const struct {
-		const char *name;
-		enum cmd_kind kind;
-	} cmds[] = {
-		{ "status", CMD_STATUS }, { "pause", CMD_PAUSE }, { "resume", CMD_RESUME },
-		{ "scale", CMD_SCALE },   { "set", CMD_SET },     { "step", CMD_STEP },
-		{ "advance", CMD_ADVANCE },
-	};
+	const struct proto_cmd *pc;
 	const cJSON *v, *cmd;
+	char names[160], msg[256];
 	cJSON *root;
-	size_t i;
 	int r = 0;
 
 	memset(req, 0, sizeof(*req));
@@ -96,20 +89,21 @@ int control_parse_request(const char *line, size_t len, struct request *req, cha
 	}
 	cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
 	if (!cJSON_IsString(cmd)) {
-		r = bad(err, errlen, "\"cmd\" is required: status, pause, resume, scale, set, step or advance");
+		snprintf(msg, sizeof(msg), "\"cmd\" is required: %s", proto_names(names, sizeof(names)));
+		r = bad(err, errlen, msg);
 		goto out;
 	}
-	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(cmd->valuestring, cmds[i].name))
-			break;
-	if (i == sizeof(cmds) / sizeof(cmds[0])) {
-		r = bad(err, errlen, "unknown command (known: status, pause, resume, scale, set, step, advance)");
+	pc = proto_find(cmd->valuestring);
+	if (!pc) {
+		snprintf(msg, sizeof(msg), "unknown command (known: %s)",
+			 proto_names(names, sizeof(names)));
+		r = bad(err, errlen, msg);
 		goto out;
 	}
-	req->kind = cmds[i].kind;
-	switch (req->kind) {
-	case CMD_SCALE:
-		v = cJSON_GetObjectItemCaseSensitive(root, "value");
+	req->kind = pc->kind;
+	switch (pc->arg) {
+	case PARG_SCALE:
+		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
 		if (cJSON_IsString(v)) {
 			char *end;
 
@@ -121,19 +115,24 @@ int control_parse_request(const char *line, size_t len, struct request *req, cha
 		} else {
 			req->scale = NAN;
 		}
-		if (!config_scale_ok(req->scale))
-			r = bad(err, errlen, "scale needs \"value\": a number from 1e-6 to 1e6");
+		if (!config_scale_ok(req->scale)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from 1e-6 to 1e6",
+				 pc->name, pc->key);
+			r = bad(err, errlen, msg);
+		}
 		break;
-	case CMD_SET:
-	case CMD_ADVANCE:
-		r = arg_time(root, "time", 1, &req->ns, err, errlen);
+	case PARG_TIME:
+		r = arg_time(root, pc->key, 1, &req->ns, err, errlen);
 		break;
-	case CMD_STEP:
-		r = arg_time(root, "duration", 0, &req->ns, err, errlen);
-		if (!r && req->ns < 0)
-			r = bad(err, errlen, "step takes a duration >= 0 (use set to go back)");
+	case PARG_DURATION:
+		r = arg_time(root, pc->key, 0, &req->ns, err, errlen);
+		if (!r && req->ns < 0) {
+			snprintf(msg, sizeof(msg), "%s takes a duration >= 0 (use set to go back)",
+				 pc->name);
+			r = bad(err, errlen, msg);
+		}
 		break;
-	default:
+	case PARG_NONE:
 		break;
 	}
 out:
@@ -553,12 +552,10 @@ static void handle_line(struct control *c, struct client *cl, const char *line, 
 		return;
 	}
 	memset(&cmd, 0, sizeof(cmd));
-	cmd.kind = req.kind;
-	cmd.arg_scale = req.scale;
-	cmd.arg_ns = req.ns;
+	cmd.req = req;
 	/* Status is read from the segment here, lock-free, as any reader
 	 * would: a client polling status never wakes the clock thread. */
-	if (cmd.kind == CMD_STATUS && c->view) {
+	if (cmd.req.kind == CMD_STATUS && c->view) {
 		int r = shmclock_info(c->view, &cmd.info);
 
 		if (r == 0 || r == -ESTALE)
@@ -569,7 +566,7 @@ static void handle_line(struct control *c, struct client *cl, const char *line, 
 		reply_error(cl, cmd.err);
 		return;
 	}
-	if (cmd.kind != CMD_STATUS)
+	if (cmd.req.kind != CMD_STATUS)
 		log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
 			(unsigned)cl->uid);
 answer:

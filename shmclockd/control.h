@@ -18,15 +18,8 @@
 #include "clockthread.h"
 #include "config.h"
 
-#define CONTROL_PROTOCOL 1
 #define CONTROL_LINE_MAX 4096
 #define CONTROL_CLIENTS_MAX 32
-
-struct request {
-	enum cmd_kind kind;
-	double scale;
-	int64_t ns;
-};
 
 /* Parses one request line (without its newline). 0, or -EINVAL with err. */
 int control_parse_request(const char *line, size_t len, struct request *req, char *err,

@@ -311,7 +311,7 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		   struct clockthread *ct)
 {
 	static struct shmclockd_config next; /* the clock thread copies what it keeps */
-	struct cmd cmd = { .kind = CMD_RELOAD };
+	struct cmd cmd = { .req.kind = CMD_RELOAD };
 
 	if (!o->config_path) {
 		log_msg(LOG_INFO, "SIGHUP: no config file to reload");
@@ -412,7 +412,7 @@ static int open_writer(struct daemon *d)
  */
 static int start(struct daemon *d)
 {
-	struct cmd init = { .kind = CMD_INIT };
+	struct cmd init = { .req.kind = CMD_INIT };
 	char err[256];
 	sigset_t mask;
 	int r;
@@ -467,7 +467,7 @@ static int start(struct daemon *d)
 		fprintf(stderr, "shmclockd: cannot initialize clock '%s': %s\n", d->cfg.name, init.err);
 		return 1;
 	}
-	if (d->ros2 && d->cfg.source->id == SHMCLOCK_SOURCE_ROS2 &&
+	if (d->ros2 && d->cfg.source->feed == FEED_ROS2 &&
 	    d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, sizeof(err))) {
 		fprintf(stderr, "shmclockd: %s\n", err);
 		return 1;

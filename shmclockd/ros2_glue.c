@@ -32,7 +32,7 @@ int ros2_glue_domain(struct shmclockd_config *cfg)
 /* A /clock sample, through the clock thread (ros2_host.sample). */
 static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
 {
-	struct cmd cmd = { .kind = CMD_ADVANCE, .from_source = true, .arg_ns = ns };
+	struct cmd cmd = { .req = { .kind = CMD_ADVANCE, .ns = ns }, .from_source = true };
 	int r = clockthread_submit(ctx, &cmd);
 
 	if (r)
@@ -58,7 +58,7 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 		return -1;
 	}
 	log_msg(LOG_INFO, "ros2: domain %d%s%s", domain,
-		cfg->source->id == SHMCLOCK_SOURCE_ROS2 ? ", following /clock" : "",
+		cfg->source->feed == FEED_ROS2 ? ", following /clock" : "",
 		cfg->ros2_publish ? ", publishing /clock" : "");
 	return 0;
 }
@@ -68,7 +68,7 @@ int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **a
 	char err[256];
 
 	*api = NULL;
-	if (cfg->source->id != SHMCLOCK_SOURCE_ROS2 && !cfg->ros2_publish)
+	if (cfg->source->feed != FEED_ROS2 && !cfg->ros2_publish)
 		return 0;
 	*api = ros2_load(err, sizeof(err));
 	if (!*api) {

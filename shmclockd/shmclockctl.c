@@ -23,25 +23,19 @@
 #include "control_client.h"
 #include "duration.h"
 #include "paths.h"
+#include "protocol.h"
 
-static const struct {
-	const char *name, *args, *help;
-} commands[] = {
-	{ "status", "[--json]", "show the clock (--json: the daemon's reply as it is)" },
-	{ "pause", "", "freeze simulation time" },
-	{ "resume", "", "let time run again from where it stopped" },
-	{ "scale", "X", "set the time scale (e.g. 2, 0.5)" },
-	{ "set", "TIME", "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)" },
-	{ "step", "DURATION", "move forward by DURATION (stepped sources, or while paused)" },
-	{ "advance", "TIME", "external source: publish the next value" },
-	{ "watch", "[--interval MS] [--count N]", "show the live clock (read from shared memory)" },
-};
+/* The protocol's commands (protocol.h), then this program's own. */
+#define WATCH_ARGS "[--interval MS] [--count N]"
+#define WATCH_HELP "show the live clock (read from shared memory)"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: shmclockctl [-n NAME] [--socket PATH] COMMAND [ARGS]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %-30s %s\n", commands[i].name, commands[i].args, commands[i].help);
+	for (size_t i = 0; i < PROTO_NCMDS; i++)
+		fprintf(f, "  %-8s %-30s %s\n", proto_cmds[i].name, proto_cmds[i].synopsis,
+			proto_cmds[i].help);
+	fprintf(f, "  %-8s %-30s %s\n", "watch", WATCH_ARGS, WATCH_HELP);
 	fprintf(f, "\n  -n, --name NAME   clock name (default: $SHMCLOCK_NAME, else default)\n"
 		   "      --socket PATH control socket (default: the daemon's default for NAME)\n"
 		   "  -t, --timeout S   wait at most S seconds for the daemon's reply (default 5;\n"
@@ -51,13 +45,15 @@ static void usage(FILE *f)
 
 static int command_help(const char *cmd)
 {
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(cmd, commands[i].name)) {
-			printf("usage: shmclockctl [-n NAME] %s %s\n  %s\n", commands[i].name,
-			       commands[i].args, commands[i].help);
-			return 0;
-		}
-	return 1;
+	const struct proto_cmd *pc = proto_find(cmd);
+
+	if (pc)
+		printf("usage: shmclockctl [-n NAME] %s %s\n  %s\n", pc->name, pc->synopsis, pc->help);
+	else if (!strcmp(cmd, "watch"))
+		printf("usage: shmclockctl [-n NAME] watch %s\n  %s\n", WATCH_ARGS, WATCH_HELP);
+	else
+		return 1;
+	return 0;
 }
 
 /* How long to wait for the daemon's reply, ms (--timeout). */
@@ -247,6 +243,7 @@ int main(int argc, char **argv)
 	};
 	const char *name = getenv("SHMCLOCK_NAME"), *sockopt = getenv("SHMCLOCK_SOCKET");
 	char sock[108], *line = NULL;
+	const struct proto_cmd *pc;
 	cJSON *req, *reply;
 	const cJSON *ok;
 	bool json = false;
@@ -311,30 +308,28 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	pc = proto_find(cmd);
+	if (!pc) {
+		fprintf(stderr, "shmclockctl: unknown command '%s' (see --help)\n", cmd);
+		return 2;
+	}
 	req = cJSON_CreateObject();
-	cJSON_AddNumberToObject(req, "v", 1);
-	if (!strcmp(cmd, "status") || !strcmp(cmd, "pause") || !strcmp(cmd, "resume")) {
-		json = argc == 2 && !strcmp(argv[1], "--json") && !strcmp(cmd, "status");
+	cJSON_AddNumberToObject(req, "v", CONTROL_PROTOCOL);
+	if (pc->arg == PARG_NONE) {
+		json = argc == 2 && !strcmp(argv[1], "--json") && pc->kind == CMD_STATUS;
 		if (argc > 1 + json) {
 			fprintf(stderr, "shmclockctl: %s takes no argument '%s'\n", cmd, argv[1 + json]);
 			cJSON_Delete(req);
 			return 2;
 		}
-	} else if (!strcmp(cmd, "scale") || !strcmp(cmd, "set") || !strcmp(cmd, "step") ||
-		   !strcmp(cmd, "advance")) {
-		const char *key = !strcmp(cmd, "scale") ? "value" : !strcmp(cmd, "step") ? "duration" : "time";
-
+	} else {
 		if (argc != 2) {
 			fprintf(stderr, "shmclockctl: %s needs exactly one argument (see %s --help)\n", cmd, cmd);
 			cJSON_Delete(req);
 			return 2;
 		}
 		/* Sent as typed: the daemon's parser is the one authority. */
-		cJSON_AddStringToObject(req, key, argv[1]);
-	} else {
-		fprintf(stderr, "shmclockctl: unknown command '%s' (see --help)\n", cmd);
-		cJSON_Delete(req);
-		return 2;
+		cJSON_AddStringToObject(req, pc->key, argv[1]);
 	}
 	cJSON_AddStringToObject(req, "cmd", cmd);
 	line = cJSON_PrintUnformatted(req);

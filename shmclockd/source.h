@@ -14,12 +14,22 @@
 
 #include "config.h"
 
+/* Who moves a source's clock besides the clock thread's ticks: the
+ * daemon and the clock thread ask this, never a driver's name. */
+enum source_feed {
+	FEED_NONE,   /* nobody: it runs by itself (advance is refused) */
+	FEED_CLIENT, /* control clients, with advance (the external source) */
+	FEED_ROS2,   /* ROS 2 /clock samples (needs the DDS module; advance is
+		      * refused to clients) */
+};
+
 struct source_ops {
 	const char *name;      /* as in the config's TimeSource */
 	const char *alias;     /* AWSIM's other name for it, or NULL */
 	int id;                /* enum shmclock_source */
 	bool stepped;          /* time arrives in steps: no extrapolation */
 	bool scalable;         /* TimeScale applies */
+	enum source_feed feed; /* what advances it */
 	/* Initialize a fresh clock from the config (not called when an existing
 	 * clock is continued after a restart). Returns 0 or -errno. */
 	int (*start)(shmclock_writer_t *w, const struct shmclockd_config *c);

@@ -15,5 +15,6 @@ const struct source_ops source_external = {
 	.alias = "ss2",
 	.id = SHMCLOCK_SOURCE_EXTERNAL,
 	.stepped = true,
+	.feed = FEED_CLIENT,
 	.start = external_start,
 };

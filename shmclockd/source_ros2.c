@@ -15,5 +15,6 @@ const struct source_ops source_ros2 = {
 	.name = "ros2",
 	.id = SHMCLOCK_SOURCE_ROS2,
 	.stepped = true,
+	.feed = FEED_ROS2,
 	.start = ros2_start,
 };
