@@ -77,16 +77,6 @@ struct shmclock {
 static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
 static_assert(offsetof(struct shmclock, seen_key) == 8, "frozen ABI");
 
-/* One consistent read of the whole state (reader.c): 0, -ESTALE, -EAGAIN. */
-int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
-		       uint32_t *lock);
-
-/* jump.c */
-void shmclock__jump_init(struct shmclock *clk);
-void shmclock__jump_fini(struct shmclock *clk);
-/* Deliver a pending jump (callbacks, then seen_key). Returns false, doing
- * nothing, when this thread is inside this clock's callbacks. */
-bool shmclock__jump_deliver(struct shmclock *clk);
 
 /* Sleep flag for the preload shim (not public): a signal handler run
  * during the sleep ends it with -EINTR, as nanosleep does. The shim never
@@ -107,8 +97,5 @@ bool shmclock__jump_deliver(struct shmclock *clk);
 int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *now,
 		   int64_t *due);
 
-/* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
-int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);
-void shmclock__futex_wake_ro(const _Atomic uint32_t *word);
 
 #endif

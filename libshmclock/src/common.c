@@ -11,7 +11,7 @@
 
 #include <shmclock/shmclock.h>
 
-#include "clock.h"
+#include "internal.h"
 
 shmclock__gettime_fn shmclock__gettime = clock_gettime;
 
@@ -101,32 +101,6 @@ int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size)
 	    !all_zero(seg->tail, sizeof(seg->tail)))
 		return -EPROTO;
 	return 0;
-}
-
-void shmclock__load_record(const struct shmclock_seg *s, struct shmclock_params *p)
-{
-	p->flags = atomic_load_explicit(&s->flags, memory_order_relaxed);
-	p->mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
-	p->sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
-	p->mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
-	p->jump_epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
-	p->last_jump_ns = atomic_load_explicit(&s->last_jump_ns, memory_order_relaxed);
-	p->unix_at_zero_ns = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
-	p->nominal_mult = atomic_load_explicit(&s->nominal_mult, memory_order_relaxed);
-	p->jump_total_ns = atomic_load_explicit(&s->jump_total_ns, memory_order_relaxed);
-}
-
-void shmclock__load_backup(const struct shmclock_seg *s, struct shmclock_params *p)
-{
-	p->flags = atomic_load_explicit(&s->b_flags, memory_order_relaxed);
-	p->mono_base = atomic_load_explicit(&s->b_mono_base, memory_order_relaxed);
-	p->sim_base = atomic_load_explicit(&s->b_sim_base, memory_order_relaxed);
-	p->mult = atomic_load_explicit(&s->b_mult, memory_order_relaxed);
-	p->jump_epoch = atomic_load_explicit(&s->b_jump_epoch, memory_order_relaxed);
-	p->last_jump_ns = atomic_load_explicit(&s->b_last_jump_ns, memory_order_relaxed);
-	p->unix_at_zero_ns = atomic_load_explicit(&s->b_unix_at_zero_ns, memory_order_relaxed);
-	p->nominal_mult = atomic_load_explicit(&s->b_nominal_mult, memory_order_relaxed);
-	p->jump_total_ns = atomic_load_explicit(&s->b_jump_total_ns, memory_order_relaxed);
 }
 
 int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns)

@@ -96,18 +96,12 @@ static inline bool shmclock__writer_alive(uint32_t lock_word)
 	       !(lock_word & SHMCLOCK_LOCK_OWNER_DIED);
 }
 
-/* Relaxed loads of a whole parameter copy; callers bracket them with seq. */
-void shmclock__load_record(const struct shmclock_seg *seg, struct shmclock_params *p);
-void shmclock__load_backup(const struct shmclock_seg *seg, struct shmclock_params *p);
-
-struct shmclock_info;
-/* Fill a public info struct from one parameter copy and a clock reading. */
-void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,
-			 int64_t mono, uint32_t lock, struct shmclock_info *info);
-
 /* FUTEX_WAIT on a shared word, with a relative timeout in ns (< 0: none). */
 int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns);
 void shmclock__futex_wake_all(_Atomic uint32_t *word);
+/* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
+int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);
+void shmclock__futex_wake_ro(const _Atomic uint32_t *word);
 
 static inline void shmclock__cpu_relax(void)
 {

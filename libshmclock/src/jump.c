@@ -28,6 +28,8 @@
 #include <shmclock/time.h>
 
 #include "clock.h"
+#include "jump.h"
+#include "protocol.h"
 
 struct shmclock_jump_reg {
 	struct cds_list_head node;

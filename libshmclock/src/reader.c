@@ -1,55 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The reader side: map read-only, read lock-free.
- *
- * Read protocol (a seqlock with a backup copy for a writer that died):
- *
- *   s1 = seq (acquire)                 odd: the writer is mid-update -> slow path  R1
- *   mono = clock_gettime(MONOTONIC)    vDSO, no system call                      R2
- *   params (relaxed)                   all on the record cache line              R3
- *   writer_lock (relaxed)              tells the caller the writer is gone       R4
- *   fence (acquire)                                                              R5
- *   s2 = seq (relaxed)                 s1 != s2: retry                           R5
- *   value = eval(params, mono)                                                   R6
- *
- * Slow path with a dead writer (wait_writer): writer_lock shows OWNER_DIED
- * (S1), backup loads (S2), mono = clock (S3), fence (acquire) and seq still
- * s1 (S4), else retry.
- *
- * Slow path with a live writer mid-update: fence (acquire, T0), backup
- * loads and the published anchor (T1), mono = clock (T2), fence (acquire) and seq still s1 (T3);
- * if the anchor is this update's (T4: later than the backup's mono_base),
- * the value is the backup's function at min(mono, anchor): the last
- * committed time, frozen at the instant the update takes effect. Else the
- * writer is within the few instructions between its odd store and W2a:
- * spin, yield, then sleep on the change futex, at most SHMCLOCK_STUCK_NS.
- *
- * Why the frozen value is safe (T4): a reader that returned a value with
- * the old mapping read its clock before the odd store was visible to it,
- * so before this reader's T2 (which follows its R1 load of the odd seq):
- * its value is at most old(min(mono, anchor)) when mono <= anchor, and at
- * most old(anchor) otherwise, since its clock was before the writer's
- * anchor too (the argument below). Every later read, with the new mapping,
- * gets new(t) for a t >= anchor, and new(anchor) = old(anchor). A stuck
- * writer therefore freezes readers' time; it never makes it jump back, and
- * it never makes a reader wait.
- *
- * R1..R6 and S1..S4 are the reader's steps in the Promela model next to
- * this file (seqlock.pml); spin checks it in CI (tests/lib/spin_check.sh).
- *
- * Why time cannot go backwards across readers: the writer makes seq odd,
- * executes a full fence and only then reads the clock to anchor the new
- * mapping (writer.c). A reader that returns a value computed with the old
- * mapping read seq2 before the odd store was visible, and it read its clock
- * before seq2, so its clock reading is earlier than the writer's anchor:
- *
- *   reader:  mono_r ........ seq2 (still even)
- *   writer:                          seq odd | fence | mono_w = clock
- *   => mono_r < mono_w => old(mono_r) <= old(mono_w) == new(mono_w) <= new(later)
- *
- * A reader that uses the new mapping read seq1 after the even store, so its
- * clock reading is after mono_w. Both halves need the clock to agree with
- * real-time order across CPUs, which CLOCK_MONOTONIC guarantees.
+ * The reader's handle: open (map read-only, check the owner), close, and
+ * the fast path of shmclock_now() and its siblings (model steps R1-R6),
+ * falling back to the read protocol's complete snapshot (protocol.c) when
+ * the writer is busy or a jump is to be delivered (jump.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -67,14 +21,8 @@
 #include <shmclock/time.h>
 
 #include "clock.h"
-
-/* Spin this many times on an odd seq, then yield, then sleep on the futex
- * in slices that double up to a cap (a commit wakes us at once anyway; the
- * slices only bound how long a lost wake-up could cost). */
-#define SPIN_LIMIT 128
-#define YIELD_NS 200000            /* 200 us of sched_yield() */
-#define SLEEP_SLICE_MIN_NS 50000
-#define SLEEP_SLICE_MAX_NS 2000000
+#include "jump.h"
+#include "protocol.h"
 
 /* Whether $SHMCLOCK_TRUST (user names or uids, separated by commas or
  * spaces; "*" trusts every owner) names @owner. */
@@ -285,151 +233,6 @@ SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
 }
 
 /*
- * seq is odd: wait for the writer, but never forever. A dead writer is seen
- * through its robust lock word (the kernel marks it when the writer exits
- * for any reason); its last committed state is in the backup line. A live
- * writer that was descheduled mid-update needs the CPU we would burn, so
- * after a short spin we yield, then sleep on the change futex.
- *
- * Returns 0 when seq has moved on (the caller retries the fast path), 1 with
- * *p filled from the backup and *mono read while that backup was the
- * committed state (the writer is dead), 2 likewise with *mono capped at the
- * published anchor of the update in progress (the writer is alive, T1-T4
- * at the top), or -EAGAIN.
- *
- * The clock reading belongs inside the window the seq re-check closes, as
- * on the fast path. Taken after the re-check (as this code once did), a
- * reader stalled there could evaluate the dead writer's function at a time
- * past the next writer's anchor after that writer had paused the clock,
- * and return more than a later read: backwards time. The model
- * (seqlock.pml) found it; its mutant MUTANT_CLOCK_AFTER_RECHECK keeps it.
- */
-static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclock_params *p,
-		       int64_t *mono)
-{
-	int64_t start = 0, now, slice = SLEEP_SLICE_MIN_NS;
-	int spins = 0;
-
-	for (;;) {
-		uint32_t lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
-		uint32_t cur, change;
-
-		/* Model step S1: the lock word. */
-		if (!shmclock__writer_alive(lock)) {
-			/* S2: the backup loads. */
-			shmclock__load_backup(s, p);
-			/* S3: the clock reading, before the re-check. */
-			*mono = shmclock__mono_ns();
-			/* S4. Pairs with the release fences before the writer's odd
-			 * store (writer.c, commit_begin, W1) and before its backup
-			 * stores (commit_end W6, recover V5): the backup we loaded is
-			 * the one completed before seq became `odd`, and no writer
-			 * has anchored a newer function before our clock reading, if
-			 * seq is still `odd`. */
-			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&s->seq, memory_order_relaxed) == odd)
-				return 1;
-			return 0;
-		} else {
-			/* T1: the backup loads, and the anchor the writer published
-			 * after its odd store (writer.c, commit_begin, W2a). */
-			int64_t anchor, m;
-
-			/* T0. Pairs with the release fence of a writer taking the
-			 * clock over (writer.c, attach_segment, V0): the lock word
-			 * showed it alive, so the anchor below is not one its dead
-			 * predecessor left. */
-			atomic_thread_fence(memory_order_acquire);
-			shmclock__load_backup(s, p);
-			anchor = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
-			/* T2: the clock reading, after R1 saw seq odd. */
-			m = shmclock__mono_ns();
-			/* T3. Pairs with the release fences before the writer's odd
-			 * store (W1) and after it (the seq_cst fence W2, before
-			 * W2a): if seq is still `odd`, the backup is the state
-			 * committed before it, and an anchor newer than that
-			 * state's mono_base is this update's. */
-			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&s->seq, memory_order_relaxed) != odd)
-				return 0;
-			/* T4 */
-			if (anchor > p->mono_base) {
-				*mono = m < anchor ? m : anchor;
-				return 2;
-			}
-		}
-		if (spins < SPIN_LIMIT) {
-			spins++;
-			shmclock__cpu_relax();
-		} else {
-			now = shmclock__mono_ns();
-			if (!start)
-				start = now;
-			if (now - start > SHMCLOCK_STUCK_NS)
-				return -EAGAIN;
-			if (now - start < YIELD_NS) {
-				sched_yield();
-			} else {
-				/* Read the futex word before re-checking seq: a commit
-				 * between the two changes the word, and the wait returns
-				 * at once (pairs with the increment after the even store). */
-				change = atomic_load_explicit(&s->change_futex, memory_order_acquire);
-				if (atomic_load_explicit(&s->seq, memory_order_acquire) != odd)
-					return 0;
-				shmclock__futex_wait(&s->change_futex, change, slice);
-				if (slice < SLEEP_SLICE_MAX_NS)
-					slice *= 2;
-			}
-		}
-		cur = atomic_load_explicit(&s->seq, memory_order_acquire);
-		if (cur != odd)
-			return 0;
-	}
-}
-
-/*
- * One consistent read of the whole parameter set (record, or the backup of
- * a dead writer) and a clock reading inside it. The slower, complete
- * version of shmclock_now(), for info and the callers that need it all.
- * Returns 0, -ESTALE (the values come from a dead writer), or -EAGAIN.
- */
-int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,
-		       uint32_t *lock)
-{
-	for (;;) {
-		uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
-		int r;
-
-		if (s1 & 1) {
-			r = wait_writer(s, s1, p, mono);
-			if (r < 0)
-				return r;
-			if (r == 1) {
-				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
-				return -ESTALE;
-			}
-			if (r == 2) {
-				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
-				return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
-			}
-			continue;
-		}
-		shmclock__load_record(s, p);
-		*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
-		*mono = shmclock__mono_ns();
-		/* R5 (this path reads the clock after the record; the model
-		 * checks now_fast's order, the argument at the top of this file
-		 * covers both: the reading lies inside the window). Pairs
-		 * with the writer's fence after its odd store (commit_begin, W2):
-		 * if any load above saw a new value, the re-read sees seq moved. */
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
-			continue;
-		return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
-	}
-}
-
-/*
  * The general case of shmclock_now() for a handle: the writer was busy, or
  * a jump, a source change or a start happened since this process last
  * looked. A pending jump is delivered (callbacks first) before the value
@@ -546,40 +349,6 @@ SHMCLOCK_EXPORT int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns)
 	if (r == 0 || r == -ESTALE)
 		*unix_ns = shmclock__sat_add(sim, uz);
 	return r;
-}
-
-void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,
-			 int64_t mono, uint32_t lock, shmclock_info_t *info)
-{
-	int64_t hb = atomic_load_explicit(&s->heartbeat_mono_ns, memory_order_relaxed);
-
-	memset(info, 0, sizeof(*info));
-	info->mono_ns = mono;
-	info->initialized = p->flags & SHMCLOCK_F_INIT;
-	info->sim_ns = info->initialized ? shmclock__eval(p->mono_base, p->sim_base, p->mult, mono) : 0;
-	info->scale = (double)p->nominal_mult / 4294967296.0;
-	info->source = (int)((p->flags & SHMCLOCK_F_SOURCE_MASK) >> SHMCLOCK_F_SOURCE_SHIFT);
-	info->paused = p->flags & SHMCLOCK_F_PAUSED;
-	info->stepped = p->flags & SHMCLOCK_F_STEPPED;
-	info->has_unix_at_zero = p->flags & SHMCLOCK_F_UNIX_ZERO;
-	info->unix_at_zero_ns = info->has_unix_at_zero ? p->unix_at_zero_ns : 0;
-	info->jump_epoch = p->jump_epoch;
-	info->last_jump_ns = p->last_jump_ns;
-	info->jump_total_ns = p->jump_total_ns;
-	info->writer_alive = shmclock__writer_alive(lock);
-	info->writer_pid = atomic_load_explicit(&s->writer_pid, memory_order_relaxed);
-	info->writer_generation = atomic_load_explicit(&s->writer_generation, memory_order_relaxed);
-	info->writer_start_unix_ns = atomic_load_explicit(&s->writer_start_unix_ns, memory_order_relaxed);
-	/* hb comes from the segment: any value, so no signed overflow. */
-	if (!hb)
-		info->heartbeat_age_ns = -1;
-	else if (hb > mono)
-		info->heartbeat_age_ns = 0;
-	else if ((uint64_t)mono - (uint64_t)hb > (uint64_t)INT64_MAX)
-		info->heartbeat_age_ns = INT64_MAX;
-	else
-		info->heartbeat_age_ns = (int64_t)((uint64_t)mono - (uint64_t)hb);
-	info->commits = atomic_load_explicit(&s->commits, memory_order_relaxed);
 }
 
 SHMCLOCK_EXPORT int shmclock_info(shmclock_t *clk, shmclock_info_t *info)

@@ -74,7 +74,7 @@
  *                                    has published one. Lets readers of a
  *                                    live writer stuck mid-update return the
  *                                    last committed time, frozen at the
- *                                    anchor, instead of waiting (reader.c, T1-T4)
+ *                                    anchor, instead of waiting (protocol.c, T1-T4)
  *  0x160 32    reserved, zero
  *  ---- backup line: the last committed state, read only when the writer
  *       died mid-update (seq odd and writer_lock dead) ---------------------
@@ -92,7 +92,7 @@
  *  0x1c8 ...   reserved, zero, to the end of the page
  *
  * Fields that race (everything after the header) are accessed only through
- * C11 atomics. The protocol is described in writer.c (commit) and reader.c
+ * C11 atomics. The protocol is described in writer.c (commit) and protocol.c
  * (read); the ordering argument lives next to each fence.
  */
 #ifndef SHMCLOCK_SEGMENT_H

@@ -4,7 +4,7 @@
  * A Promela model of the segment protocol: the writer's commit (writer.c,
  * commit_begin / commit_end), a writer killed at any step and the next
  * writer's recovery from the backup line (writer.c, recover), and readers on
- * the fast path (reader.c, now_fast), on the dead-writer path (reader.c,
+ * the fast path (reader.c, now_fast), on the dead-writer path (protocol.c,
  * wait_writer and shmclock__snapshot) and on the stuck-writer path (a live
  * writer mid-update: the last committed time, capped at the anchor the
  * writer published, T0..T4). tests/lib/spin_check.sh runs it with spin

@@ -21,6 +21,8 @@
 #include <shmclock/time.h>
 
 #include "clock.h"
+#include "jump.h"
+#include "protocol.h"
 
 __extension__ typedef unsigned __int128 u128;
 

@@ -10,7 +10,7 @@
  * the owner exits however it exits, so readers learn that the writer is
  * gone without a system call, and the next writer takes the mutex over.
  *
- * Commit protocol (see reader.c for the read side and the argument why time
+ * Commit protocol (see protocol.c for the read side and the argument why time
  * cannot go backwards across readers). The steps W1..W6 and V1..V5 are the
  * steps of the Promela model next to this file (seqlock.pml), which spin
  * checks in CI (tests/lib/spin_check.sh) with the writer killed at any step:
@@ -47,6 +47,7 @@
 #include <shmclock/writer.h>
 
 #include "internal.h"
+#include "protocol.h"
 
 struct shmclock_writer {
 	struct shmclock_seg *seg;
@@ -155,7 +156,7 @@ static void recover(struct shmclock_writer *w)
 		shmclock__load_record(s, &w->p);
 	}
 	/* V5. Pairs with the readers' acquire fence after loading the backup
-	 * (reader.c, wait_writer, S4). */
+	 * (protocol.c, wait_writer, S4). */
 	atomic_thread_fence(memory_order_release);
 	store_backup(s, &w->p);
 	w->seq = seq;
@@ -256,7 +257,7 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 	 * V0: withdraw the anchor a dead writer may have published for the
 	 * update it died in. Once we hold the lock, readers see a live writer
 	 * with that update's odd seq (until recover() below) and would take
-	 * the stuck-writer path (reader.c, T4), capping time at the dead
+	 * the stuck-writer path (protocol.c, T4), capping time at the dead
 	 * writer's anchor, below what they returned while it was dead. Done
 	 * before the lock, since that is when readers start to see us alive.
 	 * Safe whoever holds the clock: an anchor no later than the backup's
@@ -266,7 +267,7 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 			      atomic_load_explicit(&s->b_mono_base, memory_order_relaxed),
 			      memory_order_relaxed);
 	/* Pairs with the readers' acquire fence after their lock-word load
-	 * (reader.c, T0): who sees us alive sees the withdrawn anchor. */
+	 * (protocol.c, T0): who sees us alive sees the withdrawn anchor. */
 	atomic_thread_fence(memory_order_release);
 	r = take_mutex(s);
 	if (r) {
@@ -412,7 +413,7 @@ static int commit_begin(struct shmclock_writer *w)
 		return -EBUSY;
 	}
 	/* Model step W1. Pairs with the reader's acquire fence after loading
-	 * the backup (reader.c, wait_writer, S4): the backup is complete before
+	 * the backup (protocol.c, wait_writer, S4): the backup is complete before
 	 * seq is odd. */
 	atomic_thread_fence(memory_order_release);
 	atomic_store_explicit(&s->seq, ++w->seq, memory_order_relaxed);
@@ -423,7 +424,7 @@ static int commit_begin(struct shmclock_writer *w)
 	atomic_thread_fence(memory_order_seq_cst);
 	w->anchor_mono = shmclock__mono_ns();
 	/* W2a: the anchor, for readers that find this update in progress
-	 * (reader.c, T1-T4). Ordered after the odd store by the W2 fence; a
+	 * (protocol.c, T1-T4). Ordered after the odd store by the W2 fence; a
 	 * reader that loads it and then sees seq still odd knows it belongs to
 	 * this update. */
 	atomic_store_explicit(&s->anchor_mono_ns, w->anchor_mono, memory_order_relaxed);

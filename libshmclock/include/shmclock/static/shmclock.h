@@ -70,7 +70,7 @@ static inline int64_t shmclock_static_eval(int64_t mono_base, int64_t sim_base, 
 
 int shmclock_now(struct shmclock *clk, int64_t *sim_ns);
 
-/* The protocol and its ordering argument: the library's src/reader.c. */
+/* The protocol and its ordering argument: the library's src/protocol.c. */
 static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
 {
 	/* Through void *: the record line is 64-byte aligned in the mapping. */

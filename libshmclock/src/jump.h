@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* Jump callbacks and their delivery (jump.c), on a reader's handle. */
+#ifndef SHMCLOCK_JUMP_H
+#define SHMCLOCK_JUMP_H
+
+#include <stdbool.h>
+
+#include "clock.h"
+
+void shmclock__jump_init(struct shmclock *clk);
+void shmclock__jump_fini(struct shmclock *clk);
+/* Deliver a pending jump (callbacks, then seen_key). Returns false, doing
+ * nothing, when this thread is inside this clock's callbacks. */
+bool shmclock__jump_deliver(struct shmclock *clk);
+
+#endif
