@@ -266,76 +266,40 @@ static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *
 	}
 }
 
-/*
- * The fast path of shmclock_now(), shmclock_now_unix() and
- * shmclock_now_monotonic(); inlined into each so that shmclock_now(), whose
- * @uz and @jt are constant NULLs, loads nothing extra. @jt (the jump total)
- * lives in the info line: the monotonic read touches a second cache line,
- * inside the same seq window (model step R3).
- */
-static inline __attribute__((always_inline)) int now_fast(struct shmclock *clk, int64_t *sim_ns,
-							  int64_t *uz, int64_t *jt)
+/* The library's clock reading for the fast path: the vDSO (or, in the
+ * preload shim, the real clock_gettime), never an interposed one. */
+static int64_t fast_mono(void)
 {
-	const struct shmclock_seg *s = clk->seg;
-	uint32_t s1, flags, lock;
-	int64_t mono_base, sim_base, mono, unix_zero = 0, jtot = 0;
-	uint64_t mult, epoch;
-
-	/* Model step R1. Pairs with the release store of the even seq in
-	 * commit_end (W5) and recover (V3). */
-	s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
-	if (__builtin_expect(s1 & 1, 0))
-		return now_checked(clk, sim_ns, uz, jt);
-	/*
-	 * The clock reading comes first so that the record's fields need not
-	 * live across the call (fewer callee-saved registers to spill). It is
-	 * still inside the window the two seq loads bracket, which is all the
-	 * protocol asks of it.
-	 */
-	mono = shmclock__mono_ns(); /* R2 */
-	/* R3 */
-	flags = atomic_load_explicit(&s->flags, memory_order_relaxed);
-	mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
-	sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
-	mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
-	epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
-	if (uz)
-		unix_zero = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
-	if (jt)
-		jtot = atomic_load_explicit(&s->jump_total_ns, memory_order_relaxed);
-	lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed); /* R4 */
-	/* R5. Pairs with the writer's full fence after its odd store
-	 * (commit_begin, W2). Orders the loads above and the clock reading before
-	 * the re-read of seq; see the diagram at the top. */
-	atomic_thread_fence(memory_order_acquire);
-	if (__builtin_expect(atomic_load_explicit(&s->seq, memory_order_relaxed) != s1, 0))
-		return now_checked(clk, sim_ns, uz, jt);
-	/* Acquire pairs with the release store of seen_key in jump delivery:
-	 * seeing the new key means the pre-jump callbacks have returned. */
-	if (__builtin_expect(shmclock__key(epoch, flags) !=
-				     atomic_load_explicit(&clk->seen_key, memory_order_acquire),
-			     0))
-		return now_checked(clk, sim_ns, uz, jt);
-	if (__builtin_expect(!(flags & SHMCLOCK_F_INIT), 0))
-		return -ENODATA;
-	*sim_ns = shmclock__eval(mono_base, sim_base, mult, mono); /* R6 */
-	if (uz)
-		*uz = (flags & SHMCLOCK_F_UNIX_ZERO) ? unix_zero : 0;
-	if (jt)
-		*jt = jtot;
-	return __builtin_expect(shmclock__writer_alive(lock), 1) ? 0 : -ESTALE;
+	return shmclock__mono_ns();
 }
 
+/*
+ * shmclock_now() and its siblings are the one fast path of
+ * <shmclock/static/shmclock.h> (model steps R1-R6), with now_checked() for
+ * everything unusual: the writer mid-update or dead, an uninitialized
+ * clock, a jump to deliver. The siblings load one more field in the same
+ * seq window: the UNIX time of zero (record line), the jump total (info
+ * line, a second cache line).
+ */
 SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 {
-	return now_fast(clk, sim_ns, NULL, NULL);
+	if (__builtin_expect(shmclock_static_read(clk, fast_mono, NULL, sim_ns, NULL, NULL), 1))
+		return 0;
+	return now_checked(clk, sim_ns, NULL, NULL);
 }
 
 SHMCLOCK_EXPORT int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns)
 {
 	int64_t sim, jt;
-	int r = now_fast(clk, &sim, NULL, &jt);
+	int r;
 
+	if (__builtin_expect(shmclock_static_read(clk, fast_mono, &clk->seg->jump_total_ns, &sim,
+						  &jt, NULL),
+			     1)) {
+		*ns = shmclock__sat_sub(sim, jt);
+		return 0;
+	}
+	r = now_checked(clk, &sim, NULL, &jt);
 	if (r == 0 || r == -ESTALE)
 		*ns = shmclock__sat_sub(sim, jt);
 	return r;
@@ -344,8 +308,16 @@ SHMCLOCK_EXPORT int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns)
 SHMCLOCK_EXPORT int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns)
 {
 	int64_t sim, uz;
-	int r = now_fast(clk, &sim, &uz, NULL);
+	uint32_t flags;
+	int r;
 
+	if (__builtin_expect(shmclock_static_read(clk, fast_mono, &clk->seg->unix_at_zero_ns, &sim,
+						  &uz, &flags),
+			     1)) {
+		*unix_ns = shmclock__sat_add(sim, (flags & SHMCLOCK_F_UNIX_ZERO) ? uz : 0);
+		return 0;
+	}
+	r = now_checked(clk, &sim, &uz, NULL);
 	if (r == 0 || r == -ESTALE)
 		*unix_ns = shmclock__sat_add(sim, uz);
 	return r;

@@ -70,41 +70,86 @@ static inline int64_t shmclock_static_eval(int64_t mono_base, int64_t sim_base, 
 
 int shmclock_now(struct shmclock *clk, int64_t *sim_ns);
 
-/* The protocol and its ordering argument: the library's src/protocol.c. */
-static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
+/*
+ * The read fast path, the one copy of it: shmclock_static_now() below and
+ * the library's shmclock_now() family (src/reader.c) are both this inline
+ * function. Model steps R1-R6 (the library's src/seqlock.pml; the protocol
+ * and its ordering argument: src/protocol.c).
+ *
+ * @mono reads CLOCK_MONOTONIC (a constant at every call site, so it is
+ * inlined: the library reads the vDSO directly, so that the preload shim,
+ * which interposes clock_gettime, never calls itself). @extra, if not NULL,
+ * is one more 64-bit field of the segment, loaded inside the same seq window
+ * into *extra_val (the UNIX time of zero, the jump total).
+ *
+ * Returns 1 with *sim_ns (and *flags, *extra_val) set when one consistent
+ * read found an initialized clock, a live writer and no jump this process
+ * has not delivered; 0 when the caller must take the slow path.
+ */
+static inline __attribute__((always_inline)) int
+shmclock_static_read(struct shmclock *clk, int64_t (*mono)(void), const _Atomic int64_t *extra,
+		     int64_t *sim_ns, int64_t *extra_val, uint32_t *flags_out)
 {
 	/* Through void *: the record line is 64-byte aligned in the mapping. */
 	const struct shmclock_record *r = (const struct shmclock_record *)(const void *)
 		(*(const unsigned char *const *)(const void *)clk + SHMCLOCK_RECORD_OFFSET);
-	struct timespec ts;
 	const _Atomic uint64_t *seen_key = (const _Atomic uint64_t *)(const void *)
 		((const unsigned char *)(const void *)clk + 8);
 	uint32_t s1, flags, lock;
-	int64_t mono_base, sim_base;
+	int64_t mono_base, sim_base, now, x = 0;
 	uint64_t mult, epoch;
 
-	/* Pairs with the release store of the even seq in the writer's commit. */
+	/* R1. Pairs with the release store of the even seq in the writer's
+	 * commit (W5) and recovery (V3). */
 	s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
+	if (__builtin_expect(s1 & 1, 0))
+		return 0;
+	/* R2: the clock reading first, so that the record's fields need not
+	 * live across the call; still inside the window the two seq loads
+	 * bracket, which is all the protocol asks of it. */
+	now = mono();
+	/* R3 */
 	flags = atomic_load_explicit(&r->flags, memory_order_relaxed);
 	mono_base = atomic_load_explicit(&r->mono_base, memory_order_relaxed);
 	sim_base = atomic_load_explicit(&r->sim_base, memory_order_relaxed);
 	mult = atomic_load_explicit(&r->mult, memory_order_relaxed);
 	epoch = atomic_load_explicit(&r->jump_epoch, memory_order_relaxed);
-	lock = atomic_load_explicit(&r->writer_lock, memory_order_relaxed);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	/* Pairs with the writer's full fence after its odd store. */
+	if (extra)
+		x = atomic_load_explicit(extra, memory_order_relaxed);
+	lock = atomic_load_explicit(&r->writer_lock, memory_order_relaxed); /* R4 */
+	/* R5. Pairs with the writer's full fence after its odd store (W2):
+	 * orders the loads above and the clock reading before the re-read. */
 	atomic_thread_fence(memory_order_acquire);
-	if (__builtin_expect((s1 & 1) | (atomic_load_explicit(&r->seq, memory_order_relaxed) ^ s1) |
+	if (__builtin_expect((atomic_load_explicit(&r->seq, memory_order_relaxed) ^ s1) |
 			     !(flags & SHMCLOCK_FLAG_INIT) | !(lock & SHMCLOCK_LOCK_TID_MASK) |
 			     (lock & SHMCLOCK_LOCK_OWNER_DIED) |
 			     /* Acquire pairs with the release store of the key after the
 			      * pre-jump callbacks (library, jump delivery). */
 			     (((epoch << 16) | (flags & 0xff01u)) !=
 			      atomic_load_explicit(seen_key, memory_order_acquire)), 0))
-		return shmclock_now(clk, sim_ns);
-	*sim_ns = shmclock_static_eval(mono_base, sim_base, mult,
-				       (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
-	return 0;
+		return 0;
+	*sim_ns = shmclock_static_eval(mono_base, sim_base, mult, now); /* R6 */
+	if (extra)
+		*extra_val = x;
+	if (flags_out)
+		*flags_out = flags;
+	return 1;
+}
+
+static inline int64_t shmclock_static_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int shmclock_static_now(struct shmclock *clk, int64_t *sim_ns)
+{
+	if (__builtin_expect(shmclock_static_read(clk, shmclock_static_mono, NULL, sim_ns, NULL, NULL),
+			     1))
+		return 0;
+	return shmclock_now(clk, sim_ns);
 }
 
 #endif
