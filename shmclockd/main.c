@@ -312,6 +312,7 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 {
 	static struct shmclockd_config next; /* the clock thread copies what it keeps */
 	struct cmd cmd = { .req.kind = CMD_RELOAD };
+	char err[256];
 
 	if (!o->config_path) {
 		log_msg(LOG_INFO, "SIGHUP: no config file to reload");
@@ -321,7 +322,8 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
-	if (ros2_glue_domain(&next)) {
+	if (ros2_glue_domain(&next, err, sizeof(err))) {
+		log_msg(LOG_ERROR, "SIGHUP: %s", err);
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
@@ -364,20 +366,21 @@ struct daemon {
 };
 
 /* The clock's existing writer, for the "already served" message. */
-static void say_busy(const char *name)
+static void say_busy(const char *name, char *err, size_t errlen)
 {
 	shmclock_t *rd;
 	shmclock_info_t in;
 
 	if (shmclock_open(name, &rd) == 0 && shmclock_info(rd, &in) == 0)
-		fprintf(stderr, "shmclockd: clock '%s' is already served by pid %d (stop it or pick another --name)\n",
-			name, (int)in.writer_pid);
+		snprintf(err, errlen, "clock '%s' is already served by pid %d (stop it or pick another --name)",
+			 name, (int)in.writer_pid);
 	else
-		fprintf(stderr, "shmclockd: clock '%s' is already served by another writer\n", name);
+		snprintf(err, errlen, "clock '%s' is already served by another writer", name);
 	shmclock_close(rd);
 }
 
-static int open_writer(struct daemon *d)
+/* 0, or -errno with a message in err (as every step of start()). */
+static int open_writer(struct daemon *d, char *err, size_t errlen)
 {
 	const char *name = d->cfg.name;
 	int r = shmclock_writer_open_mode(name, d->cfg.segment_mode, &d->w);
@@ -386,42 +389,42 @@ static int open_writer(struct daemon *d)
 	case 0:
 		return 0;
 	case -EBUSY:
-		say_busy(name);
+		say_busy(name, err, errlen);
 		break;
 	case -EPERM:
-		fprintf(stderr, "shmclockd: /dev/shm/shmclock.%s belongs to another user (uid %d), not to uid %u: "
-			"refusing to use a segment someone else can write; remove it or run as its owner\n",
-			name, segment_owner(name), (unsigned)geteuid());
+		snprintf(err, errlen, "/dev/shm/shmclock.%s belongs to another user (uid %d), not to uid %u: "
+			 "refusing to use a segment someone else can write; remove it or run as its owner",
+			 name, segment_owner(name), (unsigned)geteuid());
 		break;
 	case -EPROTO:
-		fprintf(stderr, "shmclockd: /dev/shm/shmclock.%s is not a clock of this version (segment ABI %u); "
-			"it is left alone: remove it to start a new clock there\n", name, 2u);
+		snprintf(err, errlen, "/dev/shm/shmclock.%s is not a clock of this version (segment ABI %u); "
+			 "it is left alone: remove it to start a new clock there", name, 2u);
 		break;
 	default:
-		fprintf(stderr, "shmclockd: cannot open clock '%s' (/dev/shm/shmclock.%s): %s\n", name,
-			name, shmclock_strerror(r));
+		snprintf(err, errlen, "cannot open clock '%s' (/dev/shm/shmclock.%s): %s", name, name,
+			 shmclock_strerror(r));
 	}
-	return -1;
+	return r;
 }
 
 /*
  * Takes every resource that can fail (the segment, signals, the clock
  * thread, DDS, the control socket) and only then lets the clock thread
  * start or continue the clock: a start that fails leaves the clock as it
- * found it. 0, or 1 with a message printed (stop() releases what was taken).
+ * found it. The daemon's one error convention: 0, or -errno with a
+ * one-line message in err (stop() releases what was taken).
  */
-static int start(struct daemon *d)
+static int start(struct daemon *d, char *err, size_t errlen)
 {
 	struct cmd init = { .req.kind = CMD_INIT };
-	char err[256];
 	sigset_t mask;
 	int r;
 
 	/* The DDS module, before the clock is touched. */
-	if (ros2_glue_load(&d->cfg, &d->ros2_api))
-		return 1;
-	if (open_writer(d))
-		return 1;
+	if ((r = ros2_glue_load(&d->cfg, &d->ros2_api, err, errlen)))
+		return r;
+	if ((r = open_writer(d, err, errlen)))
+		return r;
 	/* Signals are read from a signalfd in the main loop; every thread
 	 * inherits the blocked mask. */
 	sigemptyset(&mask);
@@ -433,29 +436,28 @@ static int start(struct daemon *d)
 	sigprocmask(SIG_BLOCK, &mask, &d->old_mask);
 	d->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (d->sfd < 0) {
-		fprintf(stderr, "shmclockd: signalfd: %s\n", strerror(errno));
-		return 1;
+		r = -errno;
+		snprintf(err, errlen, "signalfd: %s", strerror(-r));
+		return r;
 	}
 	d->ct.ros2_pub = NULL;
 	d->ct.ros2_api = NULL;
 	r = clockthread_start(&d->ct, d->w, &d->cfg);
 	if (r) {
-		fprintf(stderr, "shmclockd: cannot start the clock thread: %s\n", strerror(-r));
-		return 1;
+		snprintf(err, errlen, "cannot start the clock thread: %s", strerror(-r));
+		return r;
 	}
 	d->ct_running = true;
 	if (d->ros2_api) {
-		if (ros2_glue_open(&d->cfg, &d->ct, d->ros2_api, &d->ros2))
-			return 1;
+		if ((r = ros2_glue_open(&d->cfg, &d->ct, d->ros2_api, &d->ros2, err, errlen)))
+			return r;
 		if (d->cfg.ros2_publish) {
 			d->ct.ros2_pub = d->ros2;
 			d->ct.ros2_api = d->ros2_api;
 		}
 	}
-	if (control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, sizeof(err))) {
-		fprintf(stderr, "shmclockd: %s\n", err);
-		return 1;
-	}
+	if ((r = control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, errlen)))
+		return r;
 	d->ctl_open = true;
 	d->ctl.ros2 = d->ros2;
 	d->ctl.ros2_api = d->ros2_api;
@@ -463,15 +465,13 @@ static int start(struct daemon *d)
 	init.arg_init = (struct init_args){ .reset = d->o.reset,
 					    .scale_given = !isnan(d->o.scale),
 					    .paused_given = d->o.paused };
-	if (clockthread_submit(&d->ct, &init)) {
-		fprintf(stderr, "shmclockd: cannot initialize clock '%s': %s\n", d->cfg.name, init.err);
-		return 1;
+	if ((r = clockthread_submit(&d->ct, &init))) {
+		snprintf(err, errlen, "cannot initialize clock '%s': %s", d->cfg.name, init.err);
+		return r;
 	}
 	if (d->ros2 && d->cfg.source->feed == FEED_ROS2 &&
-	    d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, sizeof(err))) {
-		fprintf(stderr, "shmclockd: %s\n", err);
-		return 1;
-	}
+	    (r = d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, errlen)))
+		return r;
 	return 0;
 }
 
@@ -523,11 +523,18 @@ int main(int argc, char **argv)
 		snprintf(d.sock, sizeof(d.sock), "%s", d.cfg.socket_path);
 	else if (paths_default_socket(d.cfg.name, d.sock, sizeof(d.sock)))
 		return die_usage("the default control socket path is too long; set --socket", NULL);
-	if (ros2_glue_domain(&d.cfg))
-		return 2;
-	if (start(&d)) {
-		stop(&d, false);
-		return 1;
+	{
+		char err[512];
+
+		if (ros2_glue_domain(&d.cfg, err, sizeof(err))) {
+			fprintf(stderr, "shmclockd: %s\n", err);
+			return 2;
+		}
+		if (start(&d, err, sizeof(err))) {
+			fprintf(stderr, "shmclockd: %s\n", err);
+			stop(&d, false);
+			return 1;
+		}
 	}
 	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", d.cfg.name,
 		d.cfg.source->name, d.cfg.hz, d.sock);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon's side of ROS 2, with Cyclone DDS (ros2_glue.h). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,7 +10,7 @@
 
 /* The DDS domain: Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it),
  * else 0. Checked before the clock is touched. */
-int ros2_glue_domain(struct shmclockd_config *cfg)
+int ros2_glue_domain(struct shmclockd_config *cfg, char *err, size_t errlen)
 {
 	const char *env = getenv("ROS_DOMAIN_ID");
 	char *end;
@@ -18,9 +19,9 @@ int ros2_glue_domain(struct shmclockd_config *cfg)
 		long d = strtol(env, &end, 10);
 
 		if (*end || d < 0 || d > 232) {
-			fprintf(stderr, "shmclockd: ROS_DOMAIN_ID must be a DDS domain id from 0 to 232, not '%s'\n",
-				env);
-			return -1;
+			snprintf(err, errlen, "ROS_DOMAIN_ID must be a DDS domain id from 0 to 232, not '%.40s'",
+				 env);
+			return -EINVAL;
 		}
 		cfg->ros2_domain = (int)d;
 	}
@@ -43,19 +44,19 @@ static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
 /* Opens the DDS participant for the ros2 source and/or the /clock
  * publisher (the module is loaded already). */
 int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
-		   const struct ros2_api *api, struct ros2 **out)
+		   const struct ros2_api *api, struct ros2 **out, char *err, size_t errlen)
 {
 	static struct ros2_host host;
-	char err[512];
-	int domain = cfg->ros2_domain;
+	char why[400];
+	int domain = cfg->ros2_domain, r;
 
 	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg };
-	if (api->open(out, domain, &host, err, sizeof(err)) ||
-	    (cfg->ros2_publish && api->publisher(*out, err, sizeof(err)))) {
-		fprintf(stderr, "shmclockd: ROS 2 (domain %d): %s\n", domain, err);
+	if ((r = api->open(out, domain, &host, why, sizeof(why))) ||
+	    (cfg->ros2_publish && (r = api->publisher(*out, why, sizeof(why))))) {
+		snprintf(err, errlen, "ROS 2 (domain %d): %s", domain, why);
 		api->close(*out);
 		*out = NULL;
-		return -1;
+		return r < 0 ? r : -EIO;
 	}
 	log_msg(LOG_INFO, "ros2: domain %d%s%s", domain,
 		cfg->source->feed == FEED_ROS2 ? ", following /clock" : "",
@@ -63,17 +64,12 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 	return 0;
 }
 
-int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api)
+int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api, char *err,
+		   size_t errlen)
 {
-	char err[256];
-
 	*api = NULL;
 	if (cfg->source->feed != FEED_ROS2 && !cfg->ros2_publish)
 		return 0;
-	*api = ros2_load(err, sizeof(err));
-	if (!*api) {
-		fprintf(stderr, "shmclockd: %s\n", err);
-		return -1;
-	}
-	return 0;
+	*api = ros2_load(err, errlen);
+	return *api ? 0 : -ENOENT;
 }

@@ -13,17 +13,21 @@
 #include "config.h"
 #include "ros2.h"
 
+/* Each returns 0, or -errno with a one-line message in err (the daemon's
+ * convention). */
+
 /* Ros2.Domain, else $ROS_DOMAIN_ID (as ROS 2 reads it), else 0, into
- * cfg->ros2_domain. 0, or -1 after a one-line message on stderr. */
-int ros2_glue_domain(struct shmclockd_config *cfg);
+ * cfg->ros2_domain. */
+int ros2_glue_domain(struct shmclockd_config *cfg, char *err, size_t errlen);
 
 /* The module, when the config follows or publishes /clock (*api NULL
- * otherwise), before the clock is touched. 0, or -1 after a message. */
-int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api);
+ * otherwise), before the clock is touched. */
+int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api, char *err,
+		   size_t errlen);
 
 /* The DDS participant for the ros2 source and/or the /clock publisher,
- * feeding clock thread @ct. 0, or -1 after a message (*out NULL). */
+ * feeding clock thread @ct (*out NULL on error). */
 int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
-		   const struct ros2_api *api, struct ros2 **out);
+		   const struct ros2_api *api, struct ros2 **out, char *err, size_t errlen);
 
 #endif

@@ -2,22 +2,29 @@
 /* Built without ROS 2 support: nothing to load or open (ros2_glue.h). */
 #include "ros2_glue.h"
 
-int ros2_glue_domain(struct shmclockd_config *cfg)
+int ros2_glue_domain(struct shmclockd_config *cfg, char *err, size_t errlen)
 {
 	(void)cfg;
+	(void)err;
+	(void)errlen;
 	return 0;
 }
 
-int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api)
+int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **api, char *err,
+		   size_t errlen)
 {
 	(void)cfg;
+	(void)err;
+	(void)errlen;
 	*api = NULL;
 	return 0;
 }
 
 int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
-		   const struct ros2_api *api, struct ros2 **out)
+		   const struct ros2_api *api, struct ros2 **out, char *err, size_t errlen)
 {
+	(void)err;
+	(void)errlen;
 	(void)cfg;
 	(void)ct;
 	(void)api;
