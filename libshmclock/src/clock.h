@@ -10,7 +10,7 @@
 
 #include <urcu/list.h>
 
-#include "internal.h"
+#include "common.h"
 
 /* What a reader compares to notice a jump: the jump epoch, the source id
  * and the INIT bit. A change sends it through jump delivery. */

@@ -11,7 +11,7 @@
 
 #include <shmclock/shmclock.h>
 
-#include "internal.h"
+#include "common.h"
 
 shmclock__gettime_fn shmclock__gettime = clock_gettime;
 

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "internal.h"
+#include "common.h"
 
 /* Relaxed loads of a whole parameter copy; callers bracket them with seq. */
 void shmclock__load_record(const struct shmclock_seg *seg, struct shmclock_params *p);

@@ -46,7 +46,7 @@
 
 #include <shmclock/writer.h>
 
-#include "internal.h"
+#include "common.h"
 #include "protocol.h"
 
 struct shmclock_writer {

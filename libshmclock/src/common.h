@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the reader and the writer side of libshmclock. */
-#ifndef SHMCLOCK_INTERNAL_H
-#define SHMCLOCK_INTERNAL_H
+/* common.c: helpers every other file of libshmclock shares (names, header
+ * checks, futexes, saturating arithmetic, the clock reading). */
+#ifndef SHMCLOCK_COMMON_H
+#define SHMCLOCK_COMMON_H
 
 #include <limits.h>
 #include <stdbool.h>
