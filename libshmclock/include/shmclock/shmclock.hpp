@@ -144,32 +144,14 @@ public:
 	// Simulation time. A dead writer is not an error here: the time is
 	// computed from the last committed state (info().writer_alive says so).
 	sim_clock::time_point now() const { return sim_clock::time_point(sim_clock::duration(now_ns())); }
-	std::int64_t now_ns() const
-	{
-		std::int64_t t;
-		int r = shmclock_now(c_, &t);
-		if (r && r != -ESTALE)
-			throw_error(r, "shmclock: now");
-		return t;
-	}
+	std::int64_t now_ns() const { return read(shmclock_now, "shmclock: now"); }
 	// The simulated world's UNIX time, ns (UnixTimeAtZero + now).
-	std::int64_t now_unix_ns() const
-	{
-		std::int64_t t;
-		int r = shmclock_now_unix(c_, &t);
-		if (r && r != -ESTALE)
-			throw_error(r, "shmclock: now_unix");
-		return t;
-	}
+	std::int64_t now_unix_ns() const { return read(shmclock_now_unix, "shmclock: now_unix"); }
 	// The jump-free simulated time, ns (shmclock_now_monotonic): never
 	// moved by a jump, never decreasing.
 	std::int64_t now_monotonic_ns() const
 	{
-		std::int64_t t;
-		int r = shmclock_now_monotonic(c_, &t);
-		if (r && r != -ESTALE)
-			throw_error(r, "shmclock: now_monotonic");
-		return t;
+		return read(shmclock_now_monotonic, "shmclock: now_monotonic");
 	}
 	shmclock_info_t info() const
 	{
@@ -263,6 +245,15 @@ public:
 	std::string name() const { return shmclock_name(c_); }
 
 private:
+	// One of the library's reads; a dead writer's value is still a value.
+	std::int64_t read(int (*fn)(shmclock_t *, std::int64_t *), const char *what) const
+	{
+		std::int64_t t;
+		int r = fn(c_, &t);
+		if (r && r != -ESTALE)
+			throw_error(r, what);
+		return t;
+	}
 	shmclock_t *c_ = nullptr;
 };
 

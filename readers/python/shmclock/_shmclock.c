@@ -302,30 +302,28 @@ static PyObject *Clock_now(ClockObject *self, PyObject *unused)
 	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
 }
 
-static PyObject *Clock_now_unix(ClockObject *self, PyObject *unused)
+/* now_unix(), now_monotonic(): one of the library's other reads. */
+static PyObject *read_with(ClockObject *self, int (*read)(shmclock_t *, int64_t *))
 {
 	int64_t t;
 	int r;
 
 	if (closed(self))
 		return NULL;
-	r = shmclock_now_unix(self->h, &t);
+	r = read(self->h, &t);
 	if (r == 0)
 		return PyLong_FromLongLong(t);
 	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
 }
 
+static PyObject *Clock_now_unix(ClockObject *self, PyObject *unused)
+{
+	return read_with(self, shmclock_now_unix);
+}
+
 static PyObject *Clock_now_monotonic(ClockObject *self, PyObject *unused)
 {
-	int64_t t;
-	int r;
-
-	if (closed(self))
-		return NULL;
-	r = shmclock_now_monotonic(self->h, &t);
-	if (r == 0)
-		return PyLong_FromLongLong(t);
-	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
+	return read_with(self, shmclock_now_monotonic);
 }
 
 static PyObject *Clock_info(ClockObject *self, PyObject *unused)
