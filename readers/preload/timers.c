@@ -452,6 +452,13 @@ static void sim_set(struct sim_timer *t, bool abs, const struct itimerspec *v,
 	timer_sync(t);
 	if (old)
 		sim_get(t, old);
+	/* Setting a timerfd clears the expiries not read yet. Only where a
+	 * read cannot block (our duplicate shares the program's O_NONBLOCK). */
+	if (t->kind == K_TFD && t->nonblock) {
+		uint64_t k;
+
+		(void)!read(t->own_fd, &k, sizeof(k));
+	}
 	t->interval = ts_to_ns(&v->it_interval);
 	t->armed = v->it_value.tv_sec || v->it_value.tv_nsec;
 	if (t->armed) {
@@ -472,44 +479,70 @@ static bool bad_its(const struct itimerspec *v)
 	       v->it_value.tv_sec < 0 || v->it_interval.tv_sec < 0;
 }
 
-EXPORT int timer_settime(timer_t id, int flags, const struct itimerspec *v, struct itimerspec *old)
-{
-	struct sim_timer *t;
-	sigset_t o;
+/* What a program names a simulated timer by: a POSIX timer, or a timerfd. */
+struct tkey {
+	bool tfd;
+	timer_t id;
+	int fd;
+};
 
-	if (!sim_active())
-		return r_timer_settime(id, flags, v, old);
-	tlock_take(&o);
-	t = timer_find(id);
-	if (!t) {
-		tlock_drop(&o);
-		return r_timer_settime(id, flags, v, old);
-	}
-	if (bad_its(v)) {
-		tlock_drop(&o);
-		errno = EINVAL;
-		return -1;
-	}
-	sim_set(t, flags & TIMER_ABSTIME, v, old);
-	tlock_drop(&o);
-	return 0;
+/* tlock held. */
+static struct sim_timer *key_find(struct tkey k)
+{
+	return k.tfd ? tfd_find(k.fd) : timer_find(k.id);
 }
 
-EXPORT int timer_gettime(timer_t id, struct itimerspec *cur)
+/* timer_settime / timerfd_settime on a simulated timer: true with *ret
+ * (0, or -1 and errno) when @k is one; false when it is not ours. */
+static bool settime(struct tkey k, bool abs, bool bad_flags, const struct itimerspec *v,
+		    struct itimerspec *old, int *ret)
+{
+	struct sim_timer *t;
+	bool bad = bad_flags || bad_its(v);
+	sigset_t o;
+
+	tlock_take(&o);
+	t = key_find(k);
+	if (t && !bad)
+		sim_set(t, abs, v, old);
+	tlock_drop(&o);
+	if (t && bad)
+		errno = EINVAL;
+	*ret = t && bad ? -1 : 0;
+	return t != NULL;
+}
+
+/* timer_gettime / timerfd_gettime: true with *cur when @k is ours. */
+static bool gettime(struct tkey k, struct itimerspec *cur)
 {
 	struct sim_timer *t;
 	sigset_t o;
 
-	if (!sim_active())
-		return r_timer_gettime(id, cur);
 	tlock_take(&o);
-	t = timer_find(id);
+	t = key_find(k);
 	if (t) {
 		timer_sync(t);
 		sim_get(t, cur);
 	}
 	tlock_drop(&o);
-	return t ? 0 : r_timer_gettime(id, cur);
+	return t != NULL;
+}
+
+EXPORT int timer_settime(timer_t id, int flags, const struct itimerspec *v, struct itimerspec *old)
+{
+	int r;
+
+	if (sim_active() &&
+	    settime((struct tkey){ .id = id }, flags & TIMER_ABSTIME, false, v, old, &r))
+		return r;
+	return r_timer_settime(id, flags, v, old);
+}
+
+EXPORT int timer_gettime(timer_t id, struct itimerspec *cur)
+{
+	if (sim_active() && gettime((struct tkey){ .id = id }, cur))
+		return 0;
+	return r_timer_gettime(id, cur);
 }
 
 EXPORT int timer_delete(timer_t id)
@@ -689,48 +722,18 @@ fail:
 
 EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct itimerspec *old)
 {
-	struct sim_timer *t;
-	sigset_t o;
+	int r;
 
-	if (!sim_active())
-		return r_timerfd_settime(fd, flags, v, old);
-	tlock_take(&o);
-	t = tfd_find(fd);
-	if (!t) {
-		tlock_drop(&o);
-		return r_timerfd_settime(fd, flags, v, old);
-	}
-	if (bad_its(v) || (flags & ~(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET))) {
-		tlock_drop(&o);
-		errno = EINVAL;
-		return -1;
-	}
-	/* Setting a timerfd clears the expiries not read yet. Only where a
-	 * read cannot block (our duplicate shares the program's O_NONBLOCK). */
-	if (t->nonblock) {
-		uint64_t k;
-
-		timer_sync(t);
-		(void)!read(t->own_fd, &k, sizeof(k));
-	}
-	sim_set(t, flags & TFD_TIMER_ABSTIME, v, old);
-	tlock_drop(&o);
-	return 0;
+	if (sim_active() &&
+	    settime((struct tkey){ .tfd = true, .fd = fd }, flags & TFD_TIMER_ABSTIME,
+		    flags & ~(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET), v, old, &r))
+		return r;
+	return r_timerfd_settime(fd, flags, v, old);
 }
 
 EXPORT int timerfd_gettime(int fd, struct itimerspec *cur)
 {
-	struct sim_timer *t;
-	sigset_t o;
-
-	if (!sim_active())
-		return r_timerfd_gettime(fd, cur);
-	tlock_take(&o);
-	t = tfd_find(fd);
-	if (t) {
-		timer_sync(t);
-		sim_get(t, cur);
-	}
-	tlock_drop(&o);
-	return t ? 0 : r_timerfd_gettime(fd, cur);
+	if (sim_active() && gettime((struct tkey){ .tfd = true, .fd = fd }, cur))
+		return 0;
+	return r_timerfd_gettime(fd, cur);
 }
