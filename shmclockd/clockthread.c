@@ -65,6 +65,13 @@ static int64_t tick_period(const struct clockthread *ct)
 	return ct->cfg.source->period(&ct->cfg, in.scale);
 }
 
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 static int fail(struct cmd *c, int rc, const char *msg)
 {
 	snprintf(c->err, sizeof(c->err), "%s", msg);
@@ -203,6 +210,16 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		break;
 	case CMD_INIT:
 		r = init_clock(w, &ct->cfg, &c->arg_init);
+		/* Lockstep holds the clock at a time from the start: an
+		 * external clock without StartTime starts at 0. */
+		if (!r && ct->ls_host) {
+			shmclock_writer_info(w, &in);
+			if (!in.initialized)
+				r = shmclock_writer_advance(w, 0);
+			shmclock_writer_info(w, &in);
+			ct->ls_ext_target = in.sim_ns;
+			ct->ls_step_target = INT64_MIN;
+		}
 		if (!r)
 			ct->started = true;
 		break;
@@ -213,6 +230,9 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		r = shmclock_writer_resume(w);
 		break;
 	case CMD_SCALE:
+		if (ct->ls_host)
+			return fail(c, -EINVAL, "in lockstep the participants' grants set the pace "
+						"(MaxScale limits it)");
 		if (!src->scalable)
 			return fail(c, -EINVAL, "the time scale does not apply to this source (it is stepped from outside)");
 		r = shmclock_writer_set_scale(w, c->req.scale);
@@ -222,11 +242,25 @@ static int apply(struct clockthread *ct, struct cmd *c)
 			ct->cfg.scale = c->req.scale;
 		break;
 	case CMD_SET:
+		if (ct->ls_host)
+			return fail(c, -EINVAL, "set is refused in lockstep: the participants' grants "
+						"move time (pause, then step)");
 		/* A stepped clock stays stepped: its first value initializes it. */
 		r = src->stepped && !in.initialized ? shmclock_writer_advance(w, c->req.ns)
 						    : shmclock_writer_set_time(w, c->req.ns);
 		break;
 	case CMD_STEP:
+		if (ct->ls_host) {
+			if (!in.paused)
+				return fail(c, -EINVAL, "in lockstep, step needs a paused clock (pause "
+							"first); it then advances within the grants");
+			if (c->req.ns < 0)
+				return fail(c, -EINVAL, "step takes a duration >= 0");
+			ct->ls_step_target = sat_add(ct->ls_step_target > in.sim_ns
+							      ? ct->ls_step_target : in.sim_ns,
+							      c->req.ns);
+			break;
+		}
 		if (!src->stepped && !in.paused)
 			return fail(c, -EINVAL, "step needs a paused clock or a stepped source (pause first)");
 		if (c->req.ns < 0)
@@ -241,6 +275,14 @@ static int apply(struct clockthread *ct, struct cmd *c)
 						"external source");
 		if (src->feed == FEED_NONE)
 			return fail(c, -EINVAL, "advance is for the external source (use set or step)");
+		if (ct->ls_host) {
+			/* The clock follows within the grants (lockstep.c). */
+			if (c->req.ns < ct->ls_ext_target)
+				return fail(c, -EINVAL, "in lockstep, advance cannot go back (the "
+							"participants have granted ahead)");
+			ct->ls_ext_target = c->req.ns;
+			break;
+		}
 		r = shmclock_writer_advance(w, c->req.ns);
 		break;
 	case CMD_RELOAD:
@@ -250,6 +292,28 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	if (r && !c->err[0])
 		fail(c, r, shmclock_strerror(r));
 	return r;
+}
+
+bool clockthread_drain(struct clockthread *ct, bool *period_changed)
+{
+	struct cds_wfcq_node *n;
+	bool stop = false;
+
+	while ((n = __cds_wfcq_dequeue_blocking(&ct->head, &ct->tail))) {
+		struct cmd *c = caa_container_of(n, struct cmd, node);
+
+		c->rc = apply(ct, c);
+		shmclock_writer_info(ct->w, &c->info);
+		if (c->req.kind == CMD_STOP)
+			stop = true;
+		if (c->req.kind == CMD_SCALE || c->req.kind == CMD_RELOAD || c->req.kind == CMD_INIT)
+			*period_changed = true;
+		/* Pairs with the acquire load in clockthread_submit: the
+		 * results above are visible once done is. */
+		atomic_store_explicit(&c->done, 1, memory_order_release);
+		wake(&c->done);
+	}
+	return stop;
 }
 
 static void *clock_main(void *arg)
@@ -266,29 +330,22 @@ static void *clock_main(void *arg)
 		set_sched(ct->cfg.sched_priority);
 	log_msg(LOG_DEBUG, "clock thread: %s source, period %lld ns", ct->cfg.source->name,
 		(long long)period);
+	if (ct->ls_host) {
+		lockstep_run(ct);
+		return NULL;
+	}
 	while (!stop) {
 		/* Read kick before draining: an enqueue after the drain changes
 		 * it and the wait below returns at once (pairs with the
 		 * increment in clockthread_submit). */
 		uint32_t k = atomic_load_explicit(&ct->kick, memory_order_acquire);
-		struct cds_wfcq_node *n;
+		bool changed = false;
 		int64_t now;
 
-		while ((n = __cds_wfcq_dequeue_blocking(&ct->head, &ct->tail))) {
-			struct cmd *c = caa_container_of(n, struct cmd, node);
-
-			c->rc = apply(ct, c);
-			shmclock_writer_info(ct->w, &c->info);
-			if (c->req.kind == CMD_STOP)
-				stop = 1;
-			if (c->req.kind == CMD_SCALE || c->req.kind == CMD_RELOAD || c->req.kind == CMD_INIT) {
-				period = tick_period(ct);
-				set_slack(ct->ros2_pub && pub_period < period ? pub_period : period);
-			}
-			/* Pairs with the acquire load in clockthread_submit: the
-			 * results above are visible once done is. */
-			atomic_store_explicit(&c->done, 1, memory_order_release);
-			wake(&c->done);
+		stop = clockthread_drain(ct, &changed);
+		if (changed) {
+			period = tick_period(ct);
+			set_slack(ct->ros2_pub && pub_period < period ? pub_period : period);
 		}
 		now = shmclock_steady_now().ns;
 		if (!ct->started) {

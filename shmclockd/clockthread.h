@@ -20,6 +20,7 @@
 
 struct ros2;
 struct ros2_api;
+struct shmclock_lockstep_host;
 
 
 /* How CMD_INIT treats an existing clock. */
@@ -58,6 +59,20 @@ struct clockthread {
 	uint64_t win_epoch;
 	_Atomic int64_t worst_lateness_ns;
 	struct latehist lateness;        /* how late each tick ran */
+	/* Lockstep (lockstep.c); host NULL: not in lockstep. Set before
+	 * clockthread_start; the clock thread owns the host, status lists it. */
+	struct shmclock_lockstep_host *ls_host;
+	int ls_notify_fd;                /* eventfd: written when OnDeath abort fires */
+	bool ls_started;                 /* Participants joined once: the clock runs */
+	int64_t ls_step_target;          /* paused: `step` lets the clock run to here */
+	int64_t ls_ext_target;           /* external source: the last advance */
+	int64_t ls_commit_mono, ls_commit_sim; /* the last advance (MaxScale pacing) */
+	int64_t ls_stall_logged;         /* CLOCK_MONOTONIC of the last stall report */
+	_Atomic uint64_t ls_advances;    /* how often the clock moved */
+	_Atomic uint64_t ls_deaths;
+	_Atomic bool ls_aborted;         /* a participant died with OnDeath abort */
+	char ls_dead[320];               /* who died last, for status and the exit
+					  * message; written before ls_deaths++ */
 	/* /clock publisher (ros2.c), set before clockthread_start; NULL: none.
 	 * Publishes at ros2_hz on absolute deadlines of its own. */
 	struct ros2 *ros2_pub;
@@ -72,6 +87,13 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 
 /* Queues cmd and waits until the clock thread has applied it. Returns cmd->rc. */
 int clockthread_submit(struct clockthread *ct, struct cmd *cmd);
+
+/* The clock thread's own: applies every queued command; true after
+ * CMD_STOP. *period_changed is set when the tick period may have. */
+bool clockthread_drain(struct clockthread *ct, bool *period_changed);
+
+/* The clock thread's loop in lockstep mode (lockstep.c). */
+void lockstep_run(struct clockthread *ct);
 
 /* Stops and joins the thread. */
 void clockthread_stop(struct clockthread *ct);

@@ -37,6 +37,7 @@ void config_defaults(struct shmclockd_config *c)
 	c->ros2_hz = 100;
 	c->ros2_domain = -1;
 	c->ros2_stale_ns = 1000000000;
+	c->ls_stall_ns = 2000000000;
 }
 
 struct ctx {
@@ -259,6 +260,65 @@ static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_conf
 }
 #endif
 
+/* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict" } */
+static int apply_lockstep(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
+{
+	const struct ctx *outer = x;
+	struct ctx in = *x;
+	const cJSON *v;
+	char b[64];
+
+	if (!cJSON_IsObject(o))
+		return key_error(x, "Lockstep", "expected an object like {\"Participants\": 3}, got %s",
+				 shown(o, b, sizeof(b)));
+	in.depth = x->depth + 1;
+	x = &in;
+	c->ls_participants = 0;
+	cJSON_ArrayForEach(v, o) {
+		const char *k = v->string;
+
+		if (twice(x, o, v))
+			return -EINVAL;
+		if (!strcmp(k, "Participants")) {
+			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+			    v->valuedouble < 1 || v->valuedouble > CONFIG_LOCKSTEP_MAX)
+				return key_error(x, k, "Lockstep.Participants: expected a whole number from 1 to 64, got %s",
+						 shown(v, b, sizeof(b)));
+			c->ls_participants = (int)v->valuedouble;
+		} else if (!strcmp(k, "MaxScale")) {
+			if (!cJSON_IsNumber(v) || !config_scale_ok(v->valuedouble))
+				return key_error(x, k, "Lockstep.MaxScale: expected a number from 1e-6 to 1e6, got %s",
+						 shown(v, b, sizeof(b)));
+			c->ls_max_scale = v->valuedouble;
+		} else if (!strcmp(k, "StallAfter")) {
+			if (get_time(x, v, k, false, &c->ls_stall_ns))
+				return -EINVAL;
+			if (c->ls_stall_ns <= 0)
+				return key_error(x, k, "Lockstep.StallAfter: must be positive");
+		} else if (!strcmp(k, "OnDeath")) {
+			if (!cJSON_IsString(v) || config_on_death(v->valuestring, &c->ls_abort))
+				return key_error(x, k, "Lockstep.OnDeath: expected \"evict\" or \"abort\", got %s",
+						 shown(v, b, sizeof(b)));
+		} else {
+			return key_error(x, k, "unknown key in Lockstep (known: Participants, MaxScale, StallAfter, OnDeath)");
+		}
+	}
+	if (!c->ls_participants)
+		return key_error(outer, "Lockstep", "Lockstep.Participants is required (1 to 64)");
+	return 0;
+}
+
+int config_on_death(const char *s, bool *abort_run)
+{
+	if (!strcmp(s, "evict"))
+		*abort_run = false;
+	else if (!strcmp(s, "abort"))
+		*abort_run = true;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_config *c)
 {
 	const char *k = v->string;
@@ -362,6 +422,8 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 			return key_error(x, k, "expected a whole number from 0 (normal) to 99 (SCHED_FIFO), got %s",
 					 shown(v, b, sizeof(b)));
 		c->sched_priority = (int)v->valuedouble;
+	} else if (!strcmp(k, "Lockstep")) {
+		return apply_lockstep(x, v, c);
 	} else if (!strcmp(k, "Ros2")) {
 #ifdef SHMCLOCK_HAVE_ROS2
 		return apply_ros2(x, v, c);
@@ -372,7 +434,7 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 		return key_error(x, k,
 				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
 				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
-				 "ControlGroup, ControlIdleTimeout, SchedPriority, Ros2)");
+				 "ControlGroup, ControlIdleTimeout, SchedPriority, Lockstep, Ros2)");
 	}
 	return 0;
 }
@@ -468,6 +530,11 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	if (c->ros2_publish && c->source->feed == FEED_ROS2) {
 		snprintf(err, errlen, "Ros2.Publish: this shmclockd follows /clock (TimeSource ros2) and "
 			 "would publish it back: refused (no echo loop)");
+		return -EINVAL;
+	}
+	if (c->ls_participants && c->source != &source_fixed && c->source != &source_external) {
+		snprintf(err, errlen, "Lockstep needs the fixed or the external source (TimeSource is %s)",
+			 c->source->name);
 		return -EINVAL;
 	}
 	if (c->source->stepped && !c->source->scalable && c->scale != 1.0) {

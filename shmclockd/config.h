@@ -42,9 +42,22 @@ struct shmclockd_config {
 	int ros2_hz;                    /* Ros2.PublishHz, 1..10000 */
 	int ros2_domain;                /* Ros2.Domain, 0..232; -1: $ROS_DOMAIN_ID, else 0 */
 	int64_t ros2_stale_ns;          /* Ros2.StaleAfter: ros2 source stale without samples */
+	/* Lockstep (0 participants: no lockstep) */
+	int ls_participants;            /* Lockstep.Participants, 1..64: start once this many joined */
+	double ls_max_scale;            /* Lockstep.MaxScale, 0: as fast as the grants allow */
+	int64_t ls_stall_ns;            /* Lockstep.StallAfter: log who holds the clock */
+	bool ls_abort;                  /* Lockstep.OnDeath: "abort" (true) or "evict" */
 };
 
+/* shmclockd's exit status when a lockstep participant died with OnDeath abort. */
+#define SHMCLOCKD_EXIT_LOCKSTEP_DEATH 86
+
+#define CONFIG_LOCKSTEP_MAX 64
+
 void config_defaults(struct shmclockd_config *c);
+
+/* "evict" or "abort" (OnDeath, --on-death): 0 or -EINVAL. */
+int config_on_death(const char *s, bool *abort_run);
 
 /*
  * Reads a JSON config file over *c. On error returns -EINVAL (or -errno for

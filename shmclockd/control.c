@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/time.h>
 
 #include "control.h"
@@ -207,6 +208,48 @@ static void add_control(cJSON *st, const struct control *c)
 	cJSON_AddItemToObject(st, "control", t);
 }
 
+/* "lockstep": what the clock waits for, and who. */
+static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmclockd_config *cfg,
+			 int64_t sim)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	unsigned n = shmclock_lockstep_host_list(ct->ls_host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	cJSON *t = cJSON_CreateObject(), *a = cJSON_CreateArray();
+	int64_t mono = shmclock_steady_now().ns;
+	uint64_t deaths = atomic_load_explicit(&ct->ls_deaths, memory_order_acquire);
+	char buf[64];
+
+	cJSON_AddNumberToObject(t, "participants_required", cfg->ls_participants);
+	cJSON_AddBoolToObject(t, "running", n >= (unsigned)cfg->ls_participants || ct->ls_started);
+	if (cfg->ls_max_scale > 0)
+		cJSON_AddNumberToObject(t, "max_scale", cfg->ls_max_scale);
+	cJSON_AddStringToObject(t, "on_death", cfg->ls_abort ? "abort" : "evict");
+	cJSON_AddNumberToObject(t, "advances",
+				(double)atomic_load_explicit(&ct->ls_advances, memory_order_relaxed));
+	cJSON_AddNumberToObject(t, "deaths", (double)deaths);
+	if (deaths)
+		cJSON_AddStringToObject(t, "last_death", ct->ls_dead);
+	cJSON_AddBoolToObject(t, "aborted", atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed));
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		cJSON *m = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(m, "name", p[i].who);
+		cJSON_AddNumberToObject(m, "pid", p[i].pid);
+		snprintf(buf, sizeof(buf), "%lld", (long long)p[i].grant_ns);
+		cJSON_AddStringToObject(m, "grant_ns", buf);
+		cJSON_AddStringToObject(m, "grant", duration_format(p[i].grant_ns, buf, sizeof(buf)));
+		snprintf(buf, sizeof(buf), "%lld", (long long)p[i].joined_sim_ns);
+		cJSON_AddStringToObject(m, "joined_ns", buf);
+		cJSON_AddBoolToObject(m, "holding", p[i].grant_ns <= sim);
+		if (p[i].holding_since_ns && p[i].grant_ns <= sim)
+			cJSON_AddNumberToObject(m, "holding_for_s",
+						(double)(mono - p[i].holding_since_ns) / 1e9);
+		cJSON_AddItemToArray(a, m);
+	}
+	cJSON_AddItemToObject(t, "members", a);
+	cJSON_AddItemToObject(st, "lockstep", t);
+}
+
 char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 {
 	const struct shmclockd_config *cfg = c->cfg;
@@ -249,6 +292,8 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 	cJSON_AddNumberToObject(st, "commits", (double)in->commits);
 	if (c->ct)
 		add_ticks(st, c->ct);
+	if (c->ct && c->ct->ls_host)
+		add_lockstep(st, c->ct, cfg, in->sim_ns);
 	add_control(st, c);
 	if (c->ros2) {
 		struct ros2_stats rs;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 #include <shmclock/writer.h>
 
@@ -42,6 +44,9 @@ struct overrides {
 	int hz, sched_priority; /* sched_priority: -1 = from the config */
 	bool paused, reset, remove_on_exit;
 	int notify_fd;
+	int ls_participants;        /* --lockstep N; 0: as the config says */
+	double ls_max_scale;        /* --max-scale; NAN: as the config says */
+	const char *ls_stall, *ls_on_death;
 };
 
 static void usage(FILE *f)
@@ -54,7 +59,7 @@ static void usage(FILE *f)
 		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
 		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
 		"                         ControlSocket, SegmentMode, ControlGroup,\n"
-		"                         ControlIdleTimeout, SchedPriority, Ros2)\n"
+		"                         ControlIdleTimeout, SchedPriority, Lockstep, Ros2)\n"
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
 		"      --scale X          time scale, 1e-6 to 1e6 (default 1); applied to a\n"
@@ -66,6 +71,14 @@ static void usage(FILE *f)
 		"      --unix-zero TIME   UNIX time of simulation zero (OSI stamping)\n"
 		"      --step DURATION    fixed source: simulated time per tick\n"
 		"      --paused           start paused\n"
+		"      --lockstep N       lockstep (fixed or external source): the clock waits\n"
+		"                         for its participants' grants and starts once N joined\n"
+		"      --max-scale X      lockstep: never faster than X times real time\n"
+		"                         (default: as fast as the grants allow)\n"
+		"      --stall-after D    lockstep: log who holds the clock after D of real\n"
+		"                         time (default 2s)\n"
+		"      --on-death P       lockstep: evict (default) drops a dead participant;\n"
+		"                         abort stops the clock and exits with status 86\n"
 		"      --socket PATH      control socket (default: $XDG_RUNTIME_DIR/shmclock/NAME.sock,\n"
 		"                         /run/shmclock/NAME.sock for root)\n"
 		"      --reset            start from the config even if the clock exists\n"
@@ -79,7 +92,8 @@ static void usage(FILE *f)
 		"\n"
 		"With -- COMMAND, shmclockd starts the clock, runs COMMAND with SHMCLOCK_NAME\n"
 		"set, forwards SIGINT/SIGTERM/SIGHUP to it, removes the clock and socket when\n"
-		"it ends, and exits with its status.\n"
+		"it ends, and exits with its status (86 when a lockstep participant died with\n"
+		"--on-death abort: the command is stopped and the dead participant named).\n"
 		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n");
 }
 
@@ -135,6 +149,18 @@ static int apply_overrides(struct shmclockd_config *c, const struct overrides *o
 	}
 	if (o->socket)
 		snprintf(c->socket_path, sizeof(c->socket_path), "%s", o->socket);
+	if (o->ls_participants)
+		c->ls_participants = o->ls_participants;
+	if (!isnan(o->ls_max_scale))
+		c->ls_max_scale = o->ls_max_scale;
+	if (o->ls_stall && (duration_parse(o->ls_stall, &c->ls_stall_ns, why, sizeof(why)) ||
+			    c->ls_stall_ns <= 0))
+		return die_usage("--stall-after must be a positive duration", o->ls_stall);
+	if (o->ls_on_death && config_on_death(o->ls_on_death, &c->ls_abort))
+		return die_usage("--on-death must be evict or abort", o->ls_on_death);
+	if (!c->ls_participants && (!isnan(o->ls_max_scale) || o->ls_stall || o->ls_on_death))
+		return die_usage("--max-scale, --stall-after and --on-death need lockstep "
+				 "(--lockstep N or a Lockstep config)", NULL);
 	if (config_validate(c, why, sizeof(why)))
 		return die_usage(why, NULL);
 	return 0;
@@ -166,6 +192,10 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "unix-zero", required_argument, NULL, 'u' },
 		{ "step", required_argument, NULL, 'p' },
 		{ "paused", no_argument, NULL, 'P' },
+		{ "lockstep", required_argument, NULL, 'K' },
+		{ "max-scale", required_argument, NULL, 'M' },
+		{ "stall-after", required_argument, NULL, 'A' },
+		{ "on-death", required_argument, NULL, 'D' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "reset", no_argument, NULL, 'R' },
 		{ "remove-on-exit", no_argument, NULL, 'X' },
@@ -180,6 +210,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 
 	memset(o, 0, sizeof(*o));
 	o->scale = NAN;
+	o->ls_max_scale = NAN;
 	o->notify_fd = -1;
 	o->sched_priority = -1;
 	while ((c = getopt_long(argc, argv, "+c:n:hV", opts, NULL)) != -1) {
@@ -219,6 +250,23 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			break;
 		case 'P':
 			o->paused = true;
+			break;
+		case 'K':
+			o->ls_participants = (int)strtol(optarg, &end, 10);
+			if (end == optarg || *end || o->ls_participants < 1 ||
+			    o->ls_participants > CONFIG_LOCKSTEP_MAX)
+				return die_usage("--lockstep takes a number of participants from 1 to 64", optarg);
+			break;
+		case 'M':
+			o->ls_max_scale = strtod(optarg, &end);
+			if (end == optarg || *end || !config_scale_ok(o->ls_max_scale))
+				return die_usage("--max-scale must be a number from 1e-6 to 1e6", optarg);
+			break;
+		case 'A':
+			o->ls_stall = optarg;
+			break;
+		case 'D':
+			o->ls_on_death = optarg;
 			break;
 		case 'S':
 			o->socket = optarg;
@@ -363,7 +411,38 @@ struct daemon {
 	int sfd;
 	sigset_t old_mask;
 	char sock[108];
+	shmclock_lockstep_host_t *ls;
+	int ls_fd;      /* eventfd: the clock thread's OnDeath abort */
 };
+
+/* Lockstep: the participants' segment, with the control socket's access
+ * rule (the owner, and ControlGroup when set). */
+static int open_lockstep(struct daemon *d, char *err, size_t errlen)
+{
+	const struct shmclockd_config *c = &d->cfg;
+	int r;
+
+	d->ct.ls_host = NULL;
+	d->ct.ls_notify_fd = -1;
+	if (!c->ls_participants)
+		return 0;
+	r = shmclock_lockstep_host_create(d->w, c->name, c->has_group ? 0660 : 0600,
+					  c->has_group ? c->group : (gid_t)-1, &d->ls);
+	if (r) {
+		snprintf(err, errlen, "cannot create the lockstep segment /dev/shm/shmclock-lockstep.%s: %s",
+			 c->name, shmclock_strerror(r));
+		return r;
+	}
+	d->ls_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->ls_fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		return r;
+	}
+	d->ct.ls_host = d->ls;
+	d->ct.ls_notify_fd = d->ls_fd;
+	return 0;
+}
 
 /* The clock's existing writer, for the "already served" message. */
 static void say_busy(const char *name, char *err, size_t errlen)
@@ -442,6 +521,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	}
 	d->ct.ros2_pub = NULL;
 	d->ct.ros2_api = NULL;
+	if ((r = open_lockstep(d, err, errlen)))
+		return r;
 	r = clockthread_start(&d->ct, d->w, &d->cfg);
 	if (r) {
 		snprintf(err, errlen, "cannot start the clock thread: %s", strerror(-r));
@@ -485,6 +566,13 @@ static void stop(struct daemon *d, bool remove)
 		control_close(&d->ctl);
 	if (d->ct_running)
 		clockthread_stop(&d->ct);
+	/* Its participants learn it from the clock's writer going away (or
+	 * from a successor's new segment): -ESTALE. */
+	shmclock_lockstep_host_destroy(d->ls);
+	d->ls = NULL;
+	if (d->ls_fd >= 0)
+		close(d->ls_fd);
+	d->ls_fd = -1;
 	if (d->ros2)
 		d->ros2_api->close(d->ros2);
 	if (d->sfd >= 0)
@@ -508,7 +596,7 @@ static void stop(struct daemon *d, bool remove)
 
 int main(int argc, char **argv)
 {
-	static struct daemon d = { .sfd = -1 };
+	static struct daemon d = { .sfd = -1, .ls_fd = -1 };
 	char **command = NULL;
 	pid_t child = -1;
 	int r, status = 0, stopping = 0;
@@ -549,16 +637,26 @@ int main(int argc, char **argv)
 	notify_ready(&d.o);
 
 	while (!stopping) {
-		struct pollfd fds[CONTROL_CLIENTS_MAX + 2];
+		struct pollfd fds[CONTROL_CLIENTS_MAX + 3];
 		int n = control_pollfds(&d.ctl, fds, CONTROL_CLIENTS_MAX + 1);
 		/* Wake often enough to drop idle clients and re-arm a listener
 		 * paused for want of descriptors on time. */
 		int poll_ms = control_poll_ms(&d.ctl);
 
 		fds[n] = (struct pollfd){ .fd = d.sfd, .events = POLLIN };
-		if (poll(fds, (nfds_t)n + 1, poll_ms) < 0 && errno != EINTR)
+		fds[n + 1] = (struct pollfd){ .fd = d.ls_fd, .events = POLLIN }; /* -1: ignored */
+		if (poll(fds, (nfds_t)n + 2, poll_ms) < 0 && errno != EINTR)
 			break;
 		control_handle(&d.ctl, fds, n);
+		if (fds[n + 1].revents) {
+			/* OnDeath abort: the clock thread stopped the clock. */
+			fprintf(stderr, "shmclockd: lockstep participant %s (OnDeath abort); exiting with "
+				"status %d\n", d.ct.ls_dead, SHMCLOCKD_EXIT_LOCKSTEP_DEATH);
+			if (child > 0)
+				kill(child, SIGTERM);
+			status = SHMCLOCKD_EXIT_LOCKSTEP_DEATH;
+			break;
+		}
 		if (fds[n].revents) {
 			struct signalfd_siginfo si;
 

@@ -157,6 +157,25 @@ static void print_status(const cJSON *st)
 	if (t && bool_of(t, "publishing"))
 		printf("ros2        domain %.0f, publishing /clock at %.0f Hz: %.0f samples\n",
 		       num_of(t, "domain"), num_of(t, "publish_hz"), num_of(t, "published"));
+	t = cJSON_GetObjectItemCaseSensitive(st, "lockstep");
+	if (t) {
+		const cJSON *m, *ms = cJSON_GetObjectItemCaseSensitive(t, "members");
+		int n = cJSON_GetArraySize(ms);
+
+		printf("lockstep    %d of %.0f participants%s, %.0f advances, %.0f deaths (on death: %s)%s\n",
+		       n, num_of(t, "participants_required"), bool_of(t, "running") ? "" : ", waiting for joins",
+		       num_of(t, "advances"), num_of(t, "deaths"), str_of(t, "on_death"),
+		       bool_of(t, "aborted") ? "  ABORTED" : "");
+		if (cJSON_GetObjectItemCaseSensitive(t, "last_death"))
+			printf("            last death: %s\n", str_of(t, "last_death"));
+		cJSON_ArrayForEach(m, ms) {
+			printf("  %-20s pid %-7.0f grant %-18s", str_of(m, "name"), num_of(m, "pid"),
+			       str_of(m, "grant"));
+			if (cJSON_GetObjectItemCaseSensitive(m, "holding_for_s"))
+				printf(" HOLDING for %.3fs", num_of(m, "holding_for_s"));
+			printf("\n");
+		}
+	}
 	t = cJSON_GetObjectItemCaseSensitive(st, "control");
 	if (t)
 		printf("control     %.0f answered, %.0f errors, %.0f refused, %.0f dropped, %.0f clients\n",

@@ -111,8 +111,14 @@ static inline void test_cleanup(void)
 		}
 	}
 	test_nchildren = 0;
-	for (int i = 0; i < test_nnames && i < 8; i++)
+	for (int i = 0; i < test_nnames && i < 8; i++) {
+		char ls[640];
+
 		shmclock_unlink(test_names[i]);
+		/* A lockstep segment a killed writer left behind. */
+		snprintf(ls, sizeof(ls), "/dev/shm/shmclock-lockstep.%s", test_names[i]);
+		unlink(ls);
+	}
 	test_nnames = 0;
 }
 

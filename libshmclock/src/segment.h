@@ -60,7 +60,12 @@
  *                                    namespace; information only)
  *  0x104  4    writer_generation     how many writers have opened the clock
  *  0x108  8    writer_start_unix_ns  CLOCK_REALTIME when it opened the clock
- *  0x110 48    reserved, zero
+ *  0x110  4    lockstep              1 while the writer runs the clock in
+ *                                    lockstep: its participants' segment
+ *                                    /dev/shm/shmclock-lockstep.<name>
+ *                                    (lockstep.c, laid out there) is in
+ *                                    place; 0 otherwise
+ *  0x114 44    reserved, zero
  *  ---- live line (written often, never read on the hot path) -------------
  *  0x140  4    change_futex          incremented after every commit; sleepers
  *                                    FUTEX_WAIT on it
@@ -171,7 +176,8 @@ struct shmclock_seg {
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic int32_t writer_pid;
 	_Atomic uint32_t writer_generation;
 	_Atomic int64_t writer_start_unix_ns;
-	uint8_t reserved2[48];
+	_Atomic uint32_t lockstep;
+	uint8_t reserved2[44];
 
 	/* live line */
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t change_futex;
@@ -213,6 +219,7 @@ static_assert(offsetof(struct shmclock_seg, writer_lock) == 0x078, "layout");
 static_assert(offsetof(struct shmclock_seg, nominal_mult) == 0x0c0, "layout");
 static_assert(offsetof(struct shmclock_seg, writer_pid) == 0x100, "layout");
 static_assert(offsetof(struct shmclock_seg, writer_start_unix_ns) == 0x108, "layout");
+static_assert(offsetof(struct shmclock_seg, lockstep) == 0x110, "layout");
 static_assert(offsetof(struct shmclock_seg, change_futex) == 0x140, "layout");
 static_assert(offsetof(struct shmclock_seg, heartbeat_mono_ns) == 0x148, "layout");
 static_assert(offsetof(struct shmclock_seg, commits) == 0x150, "layout");

@@ -356,6 +356,10 @@ SHMCLOCK_EXPORT int shmclock_writer_open_mode(const char *name, unsigned mode,
 	atomic_store_explicit(&s->writer_start_unix_ns, shmclock__realtime_ns(),
 			      memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->writer_generation, 1, memory_order_relaxed);
+	/* A predecessor's lockstep ended with it: its participants' segment
+	 * names the old generation, and a new one is made by whoever runs
+	 * lockstep now (shmclock_lockstep_host_create). */
+	atomic_store_explicit(&s->lockstep, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->heartbeat_mono_ns, shmclock__mono_ns(), memory_order_relaxed);
 	*out = w;
 	return 0;
@@ -453,6 +457,11 @@ static void commit_end(struct shmclock_writer *w)
 	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
 	if (!w->no_wake)
 		shmclock__futex_wake_all(&s->change_futex);
+}
+
+struct shmclock_seg *shmclock__writer_seg(shmclock_writer_t *w)
+{
+	return w->seg;
 }
 
 /* Re-anchor at the commit instant with the current value and mode. */

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * <shmclock/lockstep.h> — participants that hold the clock until they are
+ * done: deterministic runs, as fast as the slowest process.
+ *
+ * Model: time-advance grants (conservative synchronisation, as in HLA's time
+ * advance request/grant and FMI co-simulation). A participant grants T when
+ * it has finished everything it does before simulation time T. A clock in
+ * lockstep never advances past the smallest grant of its live participants,
+ * and it moves straight to that grant: participants with periods of 1, 10
+ * and 33 ms meet once per distinct due time, not once per millisecond.
+ *
+ * Guarantee: everything a participant did before granting T happens before
+ * any participant returns from shmclock_lockstep_advance() with a time >= T
+ * (the grant is a release store that the clock's writer acquires before it
+ * commits T, and readers acquire the commit). So a message a participant
+ * sent (socket, shared memory, file) at simulated time < T can be received
+ * by every participant at the start of its step T. Messages stamped T
+ * itself may or may not have arrived: consume those at a later step.
+ *
+ * Where the state lives: participants never write the clock page. The
+ * clock's writer creates a second segment, /dev/shm/shmclock-lockstep.<name>,
+ * readable and writable by the writer's user and (with ControlGroup) its
+ * group: a process that cannot open it gets -EACCES. Each participant has a
+ * slot with a process-shared robust mutex; the kernel marks it when the
+ * thread that joined exits, however it exits, so the writer learns of a
+ * SIGKILLed participant without heartbeats (a participant stopped in a
+ * debugger is alive and holds the clock).
+ *
+ * A handle belongs to the thread that joined: call leave() from it. If that
+ * thread exits without leave(), the participant is dead for the clock.
+ *
+ * Every call returns 0 or a negative errno (see <shmclock/shmclock.h>).
+ */
+#ifndef SHMCLOCK_LOCKSTEP_H
+#define SHMCLOCK_LOCKSTEP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <shmclock/time.h>
+#include <shmclock/writer.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct shmclock_lockstep shmclock_lockstep_t;
+
+#define SHMCLOCK_LOCKSTEP_SLOTS 64    /* participants per clock, at most */
+#define SHMCLOCK_LOCKSTEP_WHO_MAX 64  /* characters in a participant's name */
+
+/**
+ * shmclock_lockstep_join() - join the lockstep of clock @name as @who.
+ * @who: 1-64 printable characters, shown in status and logs.
+ *
+ * Returns once the clock's writer has accepted the participant (within a
+ * second of real time when it runs). Until the first grant the participant
+ * holds the clock at the time it joined (shmclock_lockstep_joined_at()).
+ *
+ * Return: 0; -ENOENT no such clock; -EOPNOTSUPP the clock is not in
+ * lockstep mode; -ENOSPC no free slot; -EACCES not allowed (not a member
+ * of the clock's group); -EINVAL bad name or who; -ESTALE the clock's
+ * writer is gone; -ETIMEDOUT the writer did not answer; -EPROTO not a
+ * lockstep segment of this ABI; -ENOMEM.
+ */
+int shmclock_lockstep_join(const char *name, const char *who, shmclock_lockstep_t **out);
+
+/**
+ * shmclock_lockstep_grant() - grant @until_ns without waiting: this
+ * participant has finished everything before simulation time @until_ns.
+ *
+ * Return: 0; -EINVAL @until_ns is before this participant's last grant (or
+ * before the time it joined at) or is INT64_MAX (beyond the clock's range);
+ * -ECANCELED the participant was evicted.
+ */
+int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns);
+
+/**
+ * shmclock_lockstep_advance() - grant @until_ns, then sleep until the clock
+ * reaches it (on the clock's change futex: no polling).
+ * @timeout: real time to wait at most; SHMCLOCK_DURATION_INFINITE: forever.
+ *
+ * Return: 0 the clock is at @until_ns or later; -ETIMEDOUT; -ECANCELED this
+ * participant was evicted; -ESTALE the clock's writer died (or was replaced:
+ * join again); -EINVAL as for grant() (nothing is granted).
+ */
+int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t until_ns,
+			      shmclock_duration_t timeout);
+
+/* The clock time at which the writer accepted this participant. */
+int64_t shmclock_lockstep_joined_at(const shmclock_lockstep_t *p);
+
+/* The clock this participant is in, for reading time (owned by @p). */
+shmclock_t *shmclock_lockstep_clock(shmclock_lockstep_t *p);
+
+/**
+ * shmclock_lockstep_leave() - leave cleanly: the clock no longer waits for
+ * this participant. Frees @p (NULL is fine). Call it from the joining
+ * thread.
+ */
+void shmclock_lockstep_leave(shmclock_lockstep_t *p);
+
+/*
+ * The writer's side: accept participants, collect grants, find the dead.
+ * The daemon (shmclockd --lockstep N) runs this; a simulator that links the
+ * writer API can run it too. One thread calls a host's functions, except
+ * shmclock_lockstep_host_list(), which any thread may call.
+ */
+typedef struct shmclock_lockstep_host shmclock_lockstep_host_t;
+
+struct shmclock_lockstep_participant {
+	unsigned slot;
+	pid_t pid;
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+	int64_t grant_ns;         /* its last grant (the join time before any) */
+	int64_t joined_sim_ns;    /* the clock time it was accepted at */
+	int64_t holding_since_ns; /* CLOCK_MONOTONIC since when the clock has
+				   * waited for it (its grant is the clock's
+				   * time); 0 when it is not holding */
+};
+
+enum shmclock_lockstep_event {
+	SHMCLOCK_LOCKSTEP_JOINED,
+	SHMCLOCK_LOCKSTEP_LEFT,    /* left cleanly */
+	SHMCLOCK_LOCKSTEP_DIED,    /* its thread or process exited without leaving */
+	SHMCLOCK_LOCKSTEP_EVICTED, /* shmclock_lockstep_host_evict() took effect */
+};
+
+typedef void (*shmclock_lockstep_event_cb)(enum shmclock_lockstep_event ev,
+					   const struct shmclock_lockstep_participant *p,
+					   void *user);
+
+/**
+ * shmclock_lockstep_host_create() - create the participants' segment of the
+ * clock @w writes and mark the clock as in lockstep.
+ * @mode: the segment's file mode (0600, or 0660 with @gid)
+ * @gid: its group, or (gid_t)-1 for the caller's
+ *
+ * Return: 0; -EINVAL; -EPERM (chown); -ENOSPC; -ENOMEM.
+ */
+int shmclock_lockstep_host_create(shmclock_writer_t *w, const char *name, unsigned mode,
+				  gid_t gid, shmclock_lockstep_host_t **out);
+
+/* A token for shmclock_lockstep_host_wait(): read it before a scan. */
+uint32_t shmclock_lockstep_host_token(shmclock_lockstep_host_t *h);
+
+/**
+ * shmclock_lockstep_host_scan() - accept joins (at clock time @now_sim),
+ * notice leaves and deaths (each reported once through @cb, which may be
+ * NULL; a dead or departed participant's slot is free again afterwards),
+ * and return the smallest grant of the members in *@min_grant (INT64_MAX
+ * when there are none) and their number in *@members.
+ */
+void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, int64_t now_sim,
+				 shmclock_lockstep_event_cb cb, void *user,
+				 int64_t *min_grant, unsigned *members);
+
+/* After committing clock time @now_sim: note who holds the clock there
+ * (for holding_since_ns) and wake evicted participants. */
+void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *h, int64_t now_sim);
+
+/**
+ * shmclock_lockstep_host_wait() - sleep until a participant grants, joins or
+ * leaves after @token was read, until *@also (a process-private futex word,
+ * may be NULL) is no longer @also_val, or until @deadline_mono
+ * (CLOCK_MONOTONIC, INT64_MAX: none). A participant's death wakes nobody:
+ * scan at least every few milliseconds to detect it promptly.
+ */
+void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, uint32_t token,
+				 uint32_t *also, uint32_t also_val, int64_t deadline_mono);
+
+/**
+ * shmclock_lockstep_host_evict() - drop the live participant @who: its
+ * grant no longer counts, and its calls return -ECANCELED.
+ * Return: 0; -ENOENT no such participant.
+ */
+int shmclock_lockstep_host_evict(shmclock_lockstep_host_t *h, const char *who);
+
+/* Copies up to @max members into @out; returns how many there are. */
+unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,
+				     struct shmclock_lockstep_participant *out, unsigned max);
+
+/* Removes the segment (participants then get -ESTALE) and frees @h. */
+void shmclock_lockstep_host_destroy(shmclock_lockstep_host_t *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,783 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lockstep: participants grant, the clock's writer (the host) advances to
+ * the smallest grant. The participants' segment is a wire format like the
+ * clock page: /dev/shm/shmclock-lockstep.<name> ("shmclock-" cannot begin a
+ * clock's own file, "shmclock.<name>"), native endian, every byte not named
+ * here zero. Mode: the writer's user, plus its group with ControlGroup.
+ *
+ *  off     size  field            meaning
+ *  ---- header (written once, at creation) --------------------------------
+ *  0x000   8     magic            LS_MAGIC ("SHMCLKLS" as a u64)
+ *  0x008   4     abi_version      SHMCLOCK_ABI_VERSION (2)
+ *  0x00c   4     size             0x4040, must equal the file size
+ *  0x010   4     slots            64
+ *  0x014   4     slot_size        256
+ *  0x018   4     writer_generation the clock's writer_generation when the
+ *                                 host made this file: a participant of an
+ *                                 older file sees a newer clock writer and
+ *                                 gets -ESTALE
+ *  0x01c   4     reserved, zero
+ *  ---- header, live ------------------------------------------------------
+ *  0x020   4     grant_futex      participants: ++ after every grant, join
+ *                                 and leave; the host FUTEX_WAITs on it
+ *  0x024   4     host_waiting     host: 1 while it sleeps (or is about to):
+ *                                 only then do participants FUTEX_WAKE
+ *  0x028  24     reserved, zero
+ *  ---- slot i at 0x040 + 0x100 * i ---------------------------------------
+ *  +0x00   4     state            LS_FREE, LS_JOINING (participant), LS_MEMBER
+ *                                 (host accepted), LS_LEFT (participant),
+ *                                 LS_EVICTED (host)
+ *  +0x04   4     ack              host: ++ and FUTEX_WAKE when it accepts
+ *                                 or evicts; the joiner waits on it
+ *  +0x08   8     grant_ns         participant: its grant (release store)
+ *  +0x10   4     pid              participant (information)
+ *  +0x14   4     incarnation      host: ++ at each acceptance, so a handle
+ *                                 whose slot was freed and reused knows
+ *  +0x18   8     joined_sim_ns    host: clock time at acceptance
+ *  +0x20   8     holding_since    host: CLOCK_MONOTONIC since which the
+ *                                 clock has waited at this grant, or 0
+ *  +0x28  24     reserved, zero
+ *  +0x40  64     lock             process-shared robust pthread_mutex_t; the
+ *                                 participant's joining thread holds it. Its
+ *                                 first word is the futex word: the owner's
+ *                                 TID, bit 30 set by the kernel when the
+ *                                 owner exits without unlocking
+ *  +0x80  72     who              participant name, NUL-terminated
+ *  +0xc8  56     reserved, zero
+ *
+ * Protocol (the steps J*, G*, H* are those of the lockstep part of the
+ * spin model, seqlock.pml):
+ *
+ *   join:  trylock a slot's mutex (EOWNERDEAD: make it consistent); the
+ *          slot must be FREE, else unlock and try the next one. Write who
+ *          and pid, state = JOINING (release)                         J1
+ *          grant_futex++, wake the host; wait for state == MEMBER     J2
+ *   host:  JOINING with a live lock: grant = joined = now, CAS MEMBER  H1
+ *   grant: grant_ns = T (release) ; grant_futex++ (seq_cst) ;
+ *          host_waiting? FUTEX_WAKE                                   G1
+ *   host:  per slot: lock word (acquire), state (acquire), grant
+ *          (acquire). A dead lock (0 or OWNER_DIED) with state
+ *          JOINING/MEMBER is a death: the slot is freed, its grant no
+ *          longer counts. min over MEMBER grants; the caller commits
+ *          min(...) to the clock page                                 H2
+ *   leave: state = LEFT (release), grant_futex++, unlock               L1
+ *
+ * Why a killed participant cannot let the clock pass its last grant: the
+ * host counts a MEMBER's grant for as long as its lock is alive, and a dead
+ * lock is seen before (or at the same scan as) the slot being counted
+ * without it, since the host loads the word before the state and grant.
+ * A death only removes the participant; it never lowers or raises another's
+ * grant. Why nothing hangs: a dead lock is visible without the dead
+ * process's help, and the host scans at least every few milliseconds.
+ *
+ * Happens-before (the header's guarantee): participant work -> G1 release
+ * store of grant_ns -> host's acquire load in H2 -> the host's commit of
+ * T (writer.c, seq release) -> a participant's acquire read of T.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <shmclock/lockstep.h>
+
+#include "clock.h"
+#include "common.h"
+#include "protocol.h"
+
+#define LS_MAGIC UINT64_C(0x534c4b4c434d4853) /* "SHMCLKLS" little endian */
+#define LS_SLOTS SHMCLOCK_LOCKSTEP_SLOTS
+#define LS_PREFIX "/shmclock-lockstep."
+
+enum { LS_FREE, LS_JOINING, LS_MEMBER, LS_LEFT, LS_EVICTED };
+
+struct ls_slot {
+	_Atomic uint32_t state;
+	_Atomic uint32_t ack;
+	_Atomic int64_t grant_ns;
+	_Atomic int32_t pid;
+	_Atomic uint32_t incarnation;
+	_Atomic int64_t joined_sim_ns;
+	_Atomic int64_t holding_since;
+	uint8_t reserved0[24];
+	union {
+		pthread_mutex_t mutex;
+		_Atomic uint32_t word;
+		uint8_t pad[64];
+	} lock;
+	/* Bytes, each accessed atomically (relaxed): status may list a slot
+	 * while it changes hands. */
+	_Atomic char who[72];
+	uint8_t reserved1[56];
+};
+
+struct ls_seg {
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t size;
+	uint32_t slots;
+	uint32_t slot_size;
+	uint32_t writer_generation;
+	uint32_t reserved0;
+	_Atomic uint32_t grant_futex;
+	_Atomic uint32_t host_waiting;
+	uint8_t reserved1[24];
+	struct ls_slot slot[LS_SLOTS];
+};
+
+static_assert(sizeof(pthread_mutex_t) <= 64, "the slot's lock must fit");
+static_assert(sizeof(struct ls_slot) == 0x100, "slot layout");
+static_assert(offsetof(struct ls_slot, grant_ns) == 0x08, "slot layout");
+static_assert(offsetof(struct ls_slot, incarnation) == 0x14, "slot layout");
+static_assert(offsetof(struct ls_slot, holding_since) == 0x20, "slot layout");
+static_assert(offsetof(struct ls_slot, lock) == 0x40, "slot layout");
+static_assert(offsetof(struct ls_slot, who) == 0x80, "slot layout");
+static_assert(offsetof(struct ls_seg, grant_futex) == 0x20, "layout");
+static_assert(offsetof(struct ls_seg, slot) == 0x40, "layout");
+static_assert(sizeof(struct ls_seg) == 0x4040, "layout");
+
+#define LS_SIZE sizeof(struct ls_seg)
+
+static bool lock_alive(const struct ls_slot *sl)
+{
+	/* Pairs with glibc's release on unlock and the kernel's store of
+	 * OWNER_DIED: what the owner wrote before is visible once we see it. */
+	return shmclock__writer_alive(atomic_load_explicit(&sl->lock.word, memory_order_acquire));
+}
+
+static void who_get(const struct ls_slot *sl, char out[SHMCLOCK_LOCKSTEP_WHO_MAX + 1])
+{
+	size_t i;
+
+	for (i = 0; i < SHMCLOCK_LOCKSTEP_WHO_MAX; i++) {
+		out[i] = atomic_load_explicit(&sl->who[i], memory_order_relaxed);
+		if (!out[i])
+			break;
+	}
+	out[i] = 0;
+}
+
+static void who_set(struct ls_slot *sl, const char *who)
+{
+	size_t i = 0;
+
+	for (; who[i] && i < SHMCLOCK_LOCKSTEP_WHO_MAX; i++)
+		atomic_store_explicit(&sl->who[i], who[i], memory_order_relaxed);
+	for (; i < sizeof(sl->who); i++)
+		atomic_store_explicit(&sl->who[i], 0, memory_order_relaxed);
+}
+
+static void ls_path(char *out, size_t n, const char *name, bool shm_name)
+{
+	snprintf(out, n, "%s%s%s", shm_name ? "" : SHMCLOCK_SHM_DIR, LS_PREFIX, name);
+}
+
+static int futex_waitv2(_Atomic uint32_t *shared, uint32_t sval, uint32_t *priv, uint32_t pval,
+			int64_t deadline)
+{
+	/* struct futex_waitv from linux/futex.h (5.16); spelled out so that
+	 * older headers build. */
+	struct {
+		uint64_t val;
+		uint64_t uaddr;
+		uint32_t flags;
+		uint32_t reserved;
+	} w[2] = {
+		{ sval, (uintptr_t)shared, 2 /* FUTEX2_SIZE_U32 */, 0 },
+		{ pval, (uintptr_t)priv, 2 | 128 /* FUTEX2_PRIVATE */, 0 },
+	};
+	struct timespec ts = { (time_t)(deadline / 1000000000), (long)(deadline % 1000000000) };
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+	return (int)syscall(SYS_futex_waitv, w, priv ? 2 : 1, 0,
+			    deadline == INT64_MAX ? NULL : &ts, CLOCK_MONOTONIC);
+}
+
+/* ---- participants ------------------------------------------------------ */
+
+struct shmclock_lockstep {
+	shmclock_t *clk;
+	struct ls_seg *ls;
+	struct ls_slot *slot;
+	uint32_t incarnation;
+	int64_t last;       /* our last grant (the join time before any) */
+	int64_t joined_at;
+};
+
+static int check_who(const char *who)
+{
+	size_t n;
+
+	if (!who)
+		return -EINVAL;
+	for (n = 0; who[n]; n++)
+		if (n >= SHMCLOCK_LOCKSTEP_WHO_MAX || (unsigned char)who[n] < 0x20 ||
+		    who[n] == 0x7f)
+			return -EINVAL;
+	return n ? 0 : -EINVAL;
+}
+
+/* -ESTALE when the clock's writer is gone or is not the one that made
+ * this participants' segment. */
+static int writer_check(const shmclock_lockstep_t *p)
+{
+	const struct shmclock_seg *s = p->clk->seg;
+
+	if (!shmclock__writer_alive(atomic_load_explicit(&s->writer_lock.word,
+							 memory_order_acquire)) ||
+	    atomic_load_explicit(&s->writer_generation, memory_order_relaxed) !=
+		    p->ls->writer_generation ||
+	    !atomic_load_explicit(&s->lockstep, memory_order_relaxed))
+		return -ESTALE;
+	return 0;
+}
+
+static bool still_member(const shmclock_lockstep_t *p)
+{
+	return atomic_load_explicit(&p->slot->state, memory_order_acquire) == LS_MEMBER &&
+	       atomic_load_explicit(&p->slot->incarnation, memory_order_relaxed) == p->incarnation;
+}
+
+static void kick_host(struct ls_seg *ls)
+{
+	/* seq_cst, with the host's seq_cst store of host_waiting and load of
+	 * grant_futex (host_wait): one of us sees the other, so a host about
+	 * to sleep either sees this increment or is woken. */
+	atomic_fetch_add_explicit(&ls->grant_futex, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&ls->host_waiting, memory_order_seq_cst))
+		syscall(SYS_futex, &ls->grant_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static int map_segment(const char *name, const shmclock_t *clk, struct ls_seg **out)
+{
+	char path[SHMCLOCK_PATH_MAX + 32];
+	struct ls_seg *ls;
+	struct stat st;
+	int fd, r = 0;
+
+	ls_path(path, sizeof(path), name, false);
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -EOPNOTSUPP : -errno;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st.st_mode) || st.st_size != (off_t)LS_SIZE)
+		r = -EPROTO;
+	else if (st.st_uid != clk->owner)
+		r = -EPERM; /* not made by the clock's owner: not believed */
+	if (r) {
+		close(fd);
+		return r;
+	}
+	ls = mmap(NULL, LS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (ls == MAP_FAILED)
+		return -errno;
+	if (ls->magic != LS_MAGIC || ls->abi_version != SHMCLOCK_ABI_VERSION ||
+	    ls->size != LS_SIZE || ls->slots != LS_SLOTS || ls->slot_size != sizeof(struct ls_slot)) {
+		munmap(ls, LS_SIZE);
+		return -EPROTO;
+	}
+	*out = ls;
+	return 0;
+}
+
+/* Take a free slot: its mutex is the claim (J1). */
+static struct ls_slot *claim_slot(struct ls_seg *ls)
+{
+	for (unsigned i = 0; i < LS_SLOTS; i++) {
+		struct ls_slot *sl = &ls->slot[i];
+		int r = pthread_mutex_trylock(&sl->lock.mutex);
+
+		if (r == EOWNERDEAD)
+			r = pthread_mutex_consistent(&sl->lock.mutex);
+		if (r)
+			continue;
+		/* Not FREE: the host has not yet noticed that a former
+		 * owner died or left; it will once we unlock. */
+		if (atomic_load_explicit(&sl->state, memory_order_acquire) == LS_FREE)
+			return sl;
+		pthread_mutex_unlock(&sl->lock.mutex);
+	}
+	return NULL;
+}
+
+#define JOIN_TIMEOUT_NS 2000000000
+
+SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
+					   shmclock_lockstep_t **out)
+{
+	shmclock_lockstep_t *p;
+	int64_t deadline;
+	int r;
+
+	if (!out || check_who(who) || shmclock__check_name(name))
+		return -EINVAL;
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	r = shmclock_open_ex(name, SHMCLOCK_OPEN_NO_CALLBACKS, &p->clk);
+	if (r)
+		goto fail;
+	if (!atomic_load_explicit(&p->clk->seg->lockstep, memory_order_acquire)) {
+		r = -EOPNOTSUPP;
+		goto fail;
+	}
+	r = map_segment(name, p->clk, &p->ls);
+	if (r)
+		goto fail;
+	r = writer_check(p);
+	if (r)
+		goto fail;
+	p->slot = claim_slot(p->ls);
+	if (!p->slot) {
+		r = -ENOSPC;
+		goto fail;
+	}
+	who_set(p->slot, who);
+	atomic_store_explicit(&p->slot->pid, (int32_t)getpid(), memory_order_relaxed);
+	/* J1. Pairs with the host's acquire load of state (H1): who and pid
+	 * are there when it sees JOINING. */
+	atomic_store_explicit(&p->slot->state, LS_JOINING, memory_order_release);
+	kick_host(p->ls);
+	deadline = shmclock__mono_ns() + JOIN_TIMEOUT_NS;
+	for (;;) {
+		uint32_t a = atomic_load_explicit(&p->slot->ack, memory_order_acquire);
+		uint32_t st = atomic_load_explicit(&p->slot->state, memory_order_acquire);
+		uint32_t joining = LS_JOINING;
+
+		if (st == LS_MEMBER)
+			break; /* J2: acquire pairs with the host's CAS (H1) */
+		r = writer_check(p);
+		if (!r && st != LS_JOINING)
+			r = -ECANCELED;
+		if (!r && shmclock__mono_ns() >= deadline)
+			r = -ETIMEDOUT;
+		/* Withdraw, unless the host accepted us just now. */
+		if (r && atomic_compare_exchange_strong_explicit(&p->slot->state, &joining, LS_FREE,
+								 memory_order_acq_rel,
+								 memory_order_acquire)) {
+			pthread_mutex_unlock(&p->slot->lock.mutex);
+			goto fail;
+		}
+		if (r && joining == LS_MEMBER)
+			break;
+		if (r) { /* evicted before it began: leave the slot to the host */
+			pthread_mutex_unlock(&p->slot->lock.mutex);
+			goto fail;
+		}
+		shmclock__futex_wait(&p->slot->ack, a, 10000000);
+	}
+	p->incarnation = atomic_load_explicit(&p->slot->incarnation, memory_order_relaxed);
+	p->joined_at = atomic_load_explicit(&p->slot->joined_sim_ns, memory_order_relaxed);
+	p->last = p->joined_at;
+	*out = p;
+	return 0;
+fail:
+	if (p->ls)
+		munmap(p->ls, LS_SIZE);
+	shmclock_close(p->clk);
+	free(p);
+	return r;
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns)
+{
+	if (!p)
+		return -EINVAL;
+	if (!still_member(p))
+		return -ECANCELED;
+	if (until_ns < p->last || until_ns == INT64_MAX)
+		return -EINVAL;
+	if (until_ns == p->last)
+		return 0;
+	/* G1. Pairs with the host's acquire load of grant_ns (H2): all this
+	 * participant did before is visible to whoever sees the clock at
+	 * until_ns (the host commits it after that load). */
+	atomic_store_explicit(&p->slot->grant_ns, until_ns, memory_order_release);
+	p->last = until_ns;
+	kick_host(p->ls);
+	return 0;
+}
+
+/* How long a waiter sleeps between checks of the writer's life: a dead
+ * writer wakes nobody. */
+#define LIFE_SLICE_NS 100000000
+
+SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t until_ns,
+					      shmclock_duration_t timeout)
+{
+	const struct shmclock_seg *s;
+	int64_t deadline;
+	int r = shmclock_lockstep_grant(p, until_ns);
+
+	if (r)
+		return r;
+	s = p->clk->seg;
+	deadline = timeout.ns < 0 ? INT64_MAX : shmclock__sat_add(shmclock__mono_ns(), timeout.ns);
+	for (int spins = 0;; spins++) {
+		/* Acquire: a commit after this load changes the word, so the
+		 * wait below returns at once (pairs with writer.c's release
+		 * increment after the commit). */
+		uint32_t tok = atomic_load_explicit(&s->change_futex, memory_order_acquire);
+		int64_t now, left;
+
+		r = shmclock_now(p->clk, &now);
+		if ((r == 0 || r == -ESTALE) && now >= until_ns)
+			return 0;
+		if (!still_member(p))
+			return -ECANCELED;
+		r = writer_check(p);
+		if (r)
+			return r;
+		/* A short spin first: on an idle core the next commit is
+		 * often microseconds away, and a futex round trip costs more. */
+		if (spins < 64) {
+			shmclock__cpu_relax();
+			continue;
+		}
+		left = deadline == INT64_MAX ? INT64_MAX : deadline - shmclock__mono_ns();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		shmclock__futex_wait(&s->change_futex, tok, left < LIFE_SLICE_NS ? left : LIFE_SLICE_NS);
+	}
+}
+
+SHMCLOCK_EXPORT int64_t shmclock_lockstep_joined_at(const shmclock_lockstep_t *p)
+{
+	return p ? p->joined_at : 0;
+}
+
+SHMCLOCK_EXPORT shmclock_t *shmclock_lockstep_clock(shmclock_lockstep_t *p)
+{
+	return p ? p->clk : NULL;
+}
+
+SHMCLOCK_EXPORT void shmclock_lockstep_leave(shmclock_lockstep_t *p)
+{
+	if (!p)
+		return;
+	if (still_member(p)) {
+		/* L1. Release: pairs with the host's acquire load of state. */
+		atomic_store_explicit(&p->slot->state, LS_LEFT, memory_order_release);
+		kick_host(p->ls);
+	}
+	/* Evicted: the host frees the slot once it sees the lock released. */
+	pthread_mutex_unlock(&p->slot->lock.mutex);
+	munmap(p->ls, LS_SIZE);
+	shmclock_close(p->clk);
+	free(p);
+}
+
+/* ---- the host ---------------------------------------------------------- */
+
+struct shmclock_lockstep_host {
+	shmclock_writer_t *w;
+	struct shmclock_seg *clock;
+	struct ls_seg *ls;
+	char path[SHMCLOCK_PATH_MAX + 32];
+	dev_t dev;
+	ino_t ino;
+	uint64_t members;   /* bit i: slot i is a member (as of the last scan) */
+};
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const char *name,
+						  unsigned mode, gid_t gid,
+						  shmclock_lockstep_host_t **out)
+{
+	char tmp[SHMCLOCK_PATH_MAX + 32], tmp_path[SHMCLOCK_PATH_MAX + 48];
+	shmclock_lockstep_host_t *h;
+	struct stat st;
+	int fd, r;
+
+	if (!w || !out || shmclock__check_name(name) || (mode & ~0660u))
+		return -EINVAL;
+	*out = NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->w = w;
+	h->clock = shmclock__writer_seg(w);
+	ls_path(h->path, sizeof(h->path), name, false);
+	/* Made whole under a temporary name, then renamed into place: a
+	 * joiner never sees half a segment, and a predecessor's is replaced. */
+	snprintf(tmp, sizeof(tmp), "/shmclock-tmp.%d.lockstep.%s", (int)getpid(), name);
+	snprintf(tmp_path, sizeof(tmp_path), "%s%s", SHMCLOCK_SHM_DIR, tmp);
+	shm_unlink(tmp);
+	fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		free(h);
+		return -errno;
+	}
+	if ((gid != (gid_t)-1 && fchown(fd, (uid_t)-1, gid) < 0) || fchmod(fd, mode) < 0 ||
+	    ftruncate(fd, LS_SIZE) < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = -posix_fallocate(fd, 0, LS_SIZE);
+	if (r)
+		goto fail;
+	h->ls = mmap(NULL, LS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h->ls == MAP_FAILED) {
+		r = -errno;
+		h->ls = NULL;
+		goto fail;
+	}
+	h->ls->magic = LS_MAGIC;
+	h->ls->abi_version = SHMCLOCK_ABI_VERSION;
+	h->ls->size = LS_SIZE;
+	h->ls->slots = LS_SLOTS;
+	h->ls->slot_size = sizeof(struct ls_slot);
+	h->ls->writer_generation =
+		atomic_load_explicit(&h->clock->writer_generation, memory_order_relaxed);
+	for (unsigned i = 0; i < LS_SLOTS; i++) {
+		pthread_mutexattr_t a;
+
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+		pthread_mutex_init(&h->ls->slot[i].lock.mutex, &a);
+		pthread_mutexattr_destroy(&a);
+	}
+	if (rename(tmp_path, h->path) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	close(fd);
+	h->dev = st.st_dev;
+	h->ino = st.st_ino;
+	/* Release: a joiner that sees the mark finds the file in place. */
+	atomic_store_explicit(&h->clock->lockstep, 1, memory_order_release);
+	*out = h;
+	return 0;
+fail:
+	if (h->ls)
+		munmap(h->ls, LS_SIZE);
+	close(fd);
+	shm_unlink(tmp);
+	free(h);
+	return r;
+}
+
+SHMCLOCK_EXPORT uint32_t shmclock_lockstep_host_token(shmclock_lockstep_host_t *h)
+{
+	/* Acquire: pairs with the participants' increments (kick_host). */
+	return atomic_load_explicit(&h->ls->grant_futex, memory_order_acquire);
+}
+
+static void fill(const struct ls_slot *sl, unsigned i, struct shmclock_lockstep_participant *p)
+{
+	p->slot = i;
+	p->pid = atomic_load_explicit(&sl->pid, memory_order_relaxed);
+	who_get(sl, p->who);
+	p->grant_ns = atomic_load_explicit(&sl->grant_ns, memory_order_acquire);
+	p->joined_sim_ns = atomic_load_explicit(&sl->joined_sim_ns, memory_order_relaxed);
+	p->holding_since_ns = atomic_load_explicit(&sl->holding_since, memory_order_relaxed);
+}
+
+static void free_slot(shmclock_lockstep_host_t *h, unsigned i)
+{
+	struct ls_slot *sl = &h->ls->slot[i];
+
+	atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl->pid, 0, memory_order_relaxed);
+	who_set(sl, "");
+	/* Release: a joiner that sees FREE sees the slot cleared. */
+	atomic_store_explicit(&sl->state, LS_FREE, memory_order_release);
+	h->members &= ~(UINT64_C(1) << i);
+}
+
+SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, int64_t now_sim,
+						 shmclock_lockstep_event_cb cb, void *user,
+						 int64_t *min_grant, unsigned *members)
+{
+	struct shmclock_lockstep_participant info;
+	int64_t min = INT64_MAX;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < LS_SLOTS; i++) {
+		struct ls_slot *sl = &h->ls->slot[i];
+		/* H2: the lock word first, then the state, then the grant: a
+		 * grant we count belongs to a participant whose lock was alive
+		 * after (or when) it was made. */
+		bool alive = lock_alive(sl);
+		uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+		uint32_t joining = LS_JOINING;
+		int64_t g;
+
+		switch (st) {
+		case LS_FREE:
+			continue;
+		case LS_JOINING:
+			if (!alive) { /* died while joining */
+				atomic_compare_exchange_strong_explicit(&sl->state, &joining, LS_FREE,
+									memory_order_acq_rel,
+									memory_order_relaxed);
+				continue;
+			}
+			atomic_store_explicit(&sl->grant_ns, now_sim, memory_order_relaxed);
+			atomic_store_explicit(&sl->joined_sim_ns, now_sim, memory_order_relaxed);
+			atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sl->incarnation, 1, memory_order_relaxed);
+			/* H1. Release: the joiner that sees MEMBER sees the
+			 * values above. It may have withdrawn meanwhile (CAS). */
+			if (!atomic_compare_exchange_strong_explicit(&sl->state, &joining, LS_MEMBER,
+								     memory_order_acq_rel,
+								     memory_order_relaxed))
+				continue;
+			atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
+			shmclock__futex_wake_all(&sl->ack);
+			h->members |= UINT64_C(1) << i;
+			if (cb) {
+				fill(sl, i, &info);
+				cb(SHMCLOCK_LOCKSTEP_JOINED, &info, user);
+			}
+			break;
+		case LS_MEMBER:
+			if (!alive) {
+				if (cb) {
+					fill(sl, i, &info);
+					cb(SHMCLOCK_LOCKSTEP_DIED, &info, user);
+				}
+				free_slot(h, i);
+				continue;
+			}
+			break;
+		case LS_LEFT:
+			if (cb) {
+				fill(sl, i, &info);
+				cb(SHMCLOCK_LOCKSTEP_LEFT, &info, user);
+			}
+			free_slot(h, i);
+			continue;
+		case LS_EVICTED:
+		default:
+			/* An evicted participant's slot is free once its lock
+			 * is released; garbage in state is no member. */
+			if (!alive || st != LS_EVICTED)
+				free_slot(h, i);
+			continue;
+		}
+		h->members |= UINT64_C(1) << i;
+		/* Acquire: pairs with the release store of the grant (G1). */
+		g = atomic_load_explicit(&sl->grant_ns, memory_order_acquire);
+		if (g < min)
+			min = g;
+		n++;
+	}
+	*min_grant = min;
+	*members = n;
+}
+
+SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *h, int64_t now_sim)
+{
+	int64_t mono = 0;
+
+	for (uint64_t m = h->members; m; m &= m - 1) {
+		struct ls_slot *sl = &h->ls->slot[__builtin_ctzll(m)];
+		bool holds = atomic_load_explicit(&sl->grant_ns, memory_order_relaxed) <= now_sim;
+		int64_t since = atomic_load_explicit(&sl->holding_since, memory_order_relaxed);
+
+		if (holds && !since) {
+			if (!mono)
+				mono = shmclock__mono_ns();
+			atomic_store_explicit(&sl->holding_since, mono, memory_order_relaxed);
+		} else if (!holds && since) {
+			atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
+		}
+	}
+}
+
+SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, uint32_t token,
+						 uint32_t *also, uint32_t also_val,
+						 int64_t deadline_mono)
+{
+	struct ls_seg *ls = h->ls;
+
+	/* seq_cst: pairs with kick_host's increment and load (Dekker). */
+	atomic_store_explicit(&ls->host_waiting, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&ls->grant_futex, memory_order_seq_cst) == token &&
+	    futex_waitv2(&ls->grant_futex, token, also, also_val, deadline_mono) < 0 &&
+	    errno == ENOSYS) {
+		/* No futex_waitv (Linux < 5.16): the private word is looked
+		 * at every millisecond. */
+		int64_t left = deadline_mono - shmclock__mono_ns();
+
+		shmclock__futex_wait(&ls->grant_futex, token, left < 1000000 ? left : 1000000);
+	}
+	atomic_store_explicit(&ls->host_waiting, 0, memory_order_relaxed);
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_evict(shmclock_lockstep_host_t *h, const char *who)
+{
+	char name[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+
+	if (!who)
+		return -EINVAL;
+	for (uint64_t m = h->members; m; m &= m - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(m);
+		struct ls_slot *sl = &h->ls->slot[i];
+		uint32_t member = LS_MEMBER;
+
+		who_get(sl, name);
+		if (strcmp(name, who))
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(&sl->state, &member, LS_EVICTED,
+							     memory_order_acq_rel, memory_order_relaxed))
+			continue; /* it left meanwhile: the next scan says so */
+		h->members &= ~(UINT64_C(1) << i);
+		atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
+		shmclock__futex_wake_all(&sl->ack);
+		/* It may sleep on the clock: wake it without a commit (a
+		 * change of the word is only a hint to sleepers). */
+		atomic_fetch_add_explicit(&h->clock->change_futex, 1, memory_order_release);
+		shmclock__futex_wake_all(&h->clock->change_futex);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+SHMCLOCK_EXPORT unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,
+						     struct shmclock_lockstep_participant *out,
+						     unsigned max)
+{
+	unsigned n = 0;
+
+	/* Any thread: only loads of the shared slots. */
+	for (unsigned i = 0; i < LS_SLOTS; i++) {
+		const struct ls_slot *sl = &h->ls->slot[i];
+
+		if (atomic_load_explicit(&sl->state, memory_order_acquire) != LS_MEMBER)
+			continue;
+		if (n < max)
+			fill(sl, i, &out[n]);
+		n++;
+	}
+	return n;
+}
+
+SHMCLOCK_EXPORT void shmclock_lockstep_host_destroy(shmclock_lockstep_host_t *h)
+{
+	struct stat st;
+
+	if (!h)
+		return;
+	atomic_store_explicit(&h->clock->lockstep, 0, memory_order_release);
+	/* Only our file: a successor may have put its own in place. */
+	if (stat(h->path, &st) == 0 && st.st_dev == h->dev && st.st_ino == h->ino)
+		unlink(h->path);
+	munmap(h->ls, LS_SIZE);
+	free(h);
+}

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The clock thread in lockstep mode: instead of ticking, it advances the
+ * clock to the smallest grant of the live participants (libshmclock's
+ * lockstep host does the bookkeeping), within what the source allows:
+ *
+ *   fixed     straight to the next grant; with MaxScale X no sooner than
+ *             (grant - last time) / X of real time after the last advance
+ *   external  up to the last `advance`, never past a grant
+ *   paused    not at all, except up to what `step` added
+ *
+ * The clock holds until Participants have joined, and whenever nobody is a
+ * member. Deaths are found by scanning at least every SCAN_NS.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shmclock/lockstep.h>
+
+#include "clockthread.h"
+#include "duration.h"
+#include "log.h"
+#include "source.h"
+
+/* Scan for dead participants at least this often (detection < 100 ms). */
+#define SCAN_NS 10000000
+
+static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lockstep_participant *p,
+		     void *user)
+{
+	struct clockthread *ct = user;
+	char g[64];
+
+	duration_format(p->grant_ns, g, sizeof(g));
+	switch (ev) {
+	case SHMCLOCK_LOCKSTEP_JOINED:
+		log_msg(LOG_INFO, "lockstep: '%s' (pid %d) joined at %s", p->who, (int)p->pid, g);
+		break;
+	case SHMCLOCK_LOCKSTEP_LEFT:
+		log_msg(LOG_INFO, "lockstep: '%s' (pid %d) left at grant %s", p->who, (int)p->pid, g);
+		break;
+	case SHMCLOCK_LOCKSTEP_EVICTED:
+		log_msg(LOG_WARN, "lockstep: evicted '%s' (pid %d) at grant %s", p->who, (int)p->pid, g);
+		break;
+	case SHMCLOCK_LOCKSTEP_DIED: {
+		shmclock_info_t in;
+		char now[64];
+
+		shmclock_writer_info(ct->w, &in);
+		duration_format(in.sim_ns, now, sizeof(now));
+		snprintf(ct->ls_dead, sizeof(ct->ls_dead),
+			 "'%s' (pid %d) died: last grant %s (%" PRId64 " ns), clock at %s (%" PRId64 " ns)",
+			 p->who, (int)p->pid, g, p->grant_ns, now, in.sim_ns);
+		/* Release: status reads ls_dead after an acquire load of it. */
+		atomic_fetch_add_explicit(&ct->ls_deaths, 1, memory_order_release);
+		if (ct->cfg.ls_abort) {
+			log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops",
+				ct->ls_dead);
+			atomic_store_explicit(&ct->ls_aborted, true, memory_order_release);
+			if (ct->ls_notify_fd >= 0) {
+				uint64_t one = 1;
+
+				if (write(ct->ls_notify_fd, &one, sizeof(one)) < 0)
+					log_msg(LOG_DEBUG, "lockstep: notify: %s", strerror(errno));
+			}
+		} else {
+			log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on",
+				ct->ls_dead);
+		}
+		break;
+	}
+	}
+}
+
+/* After StallAfter of real time at one time: name who holds the clock
+ * (again every StallAfter while it lasts). */
+static void report_stall(struct clockthread *ct, int64_t sim, int64_t now)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	unsigned n = shmclock_lockstep_host_list(ct->ls_host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	char line[512], d[64], t[64];
+	size_t len = 0;
+	int64_t held = 0;
+
+	if (now - ct->ls_stall_logged < ct->cfg.ls_stall_ns)
+		return;
+	line[0] = 0;
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		if (!p[i].holding_since_ns || now - p[i].holding_since_ns < ct->cfg.ls_stall_ns)
+			continue;
+		if (now - p[i].holding_since_ns > held)
+			held = now - p[i].holding_since_ns;
+		if (len < sizeof(line))
+			len += (size_t)snprintf(line + len, sizeof(line) - len, "%s'%s' (pid %d)",
+						len ? ", " : "", p[i].who, (int)p[i].pid);
+	}
+	if (!held)
+		return;
+	ct->ls_stall_logged = now;
+	log_msg(LOG_WARN, "lockstep: the clock has waited %s at %s for %s", duration_format(held, d, sizeof(d)),
+		duration_format(sim, t, sizeof(t)), line);
+}
+
+void lockstep_run(struct clockthread *ct)
+{
+	shmclock_lockstep_host_t *h = ct->ls_host;
+	const struct shmclockd_config *c = &ct->cfg;
+	bool stop = false;
+
+	while (!stop) {
+		/* Both tokens before the work they guard: a command queued or a
+		 * grant made after these loads ends the wait below at once
+		 * (pairs with clockthread_submit's and the participants'
+		 * increments). */
+		uint32_t k = atomic_load_explicit(&ct->kick, memory_order_acquire);
+		uint32_t tok = shmclock_lockstep_host_token(h);
+		int64_t now, limit, min, deadline;
+		bool changed = false;
+		shmclock_info_t in;
+		unsigned n;
+
+		stop = clockthread_drain(ct, &changed);
+		if (stop)
+			break;
+		now = shmclock_steady_now().ns;
+		deadline = now + SCAN_NS;
+		if (!ct->started) {
+			/* Nothing is touched before CMD_INIT, joins included. */
+			shmclock_lockstep_host_wait(h, tok, (uint32_t *)&ct->kick, k, deadline);
+			continue;
+		}
+		shmclock_writer_info(ct->w, &in);
+		if (atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed)) {
+			/* Stopped for good: only commands (status, stop). */
+			shmclock_lockstep_host_wait(h, tok, (uint32_t *)&ct->kick, k, INT64_MAX);
+			continue;
+		}
+		shmclock_lockstep_host_scan(h, in.sim_ns, on_event, ct, &min, &n);
+		if (atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed))
+			continue; /* a death with OnDeath abort: no advance after it */
+		if (!ct->ls_started && n >= (unsigned)c->ls_participants) {
+			char t[64];
+
+			ct->ls_started = true;
+			ct->ls_commit_mono = now;
+			ct->ls_commit_sim = in.sim_ns;
+			log_msg(LOG_INFO, "lockstep: %u participants joined; the clock runs from %s", n,
+				duration_format(in.sim_ns, t, sizeof(t)));
+		}
+		limit = ct->ls_started && n ? min : in.sim_ns;
+		if (in.paused && ct->ls_step_target < limit)
+			limit = ct->ls_step_target;
+		if (c->source->feed == FEED_CLIENT && ct->ls_ext_target < limit)
+			limit = ct->ls_ext_target;
+		if (limit > in.sim_ns && c->ls_max_scale > 0) {
+			/* Not sooner than the scale allows since the last advance. */
+			double wait = (double)(limit - ct->ls_commit_sim) / c->ls_max_scale;
+			int64_t due = wait > 9e18 ? INT64_MAX : ct->ls_commit_mono + (int64_t)wait;
+
+			if (due > now) {
+				deadline = due < deadline ? due : deadline;
+				limit = in.sim_ns;
+			}
+		}
+		if (limit > in.sim_ns) {
+			int r = shmclock_writer_advance(ct->w, limit);
+
+			if (r) {
+				log_msg(LOG_ERROR, "lockstep: cannot advance the clock: %s", shmclock_strerror(r));
+			} else {
+				ct->ls_commit_mono = now;
+				ct->ls_commit_sim = limit;
+				atomic_fetch_add_explicit(&ct->ls_advances, 1, memory_order_relaxed);
+				shmclock_lockstep_host_committed(h, limit);
+				ct->ls_stall_logged = 0;
+				continue; /* more grants may be waiting */
+			}
+		}
+		shmclock_lockstep_host_committed(h, in.sim_ns);
+		if (ct->ls_started && n && !in.paused)
+			report_stall(ct, in.sim_ns, now);
+		shmclock_writer_heartbeat(ct->w);
+		shmclock_lockstep_host_wait(h, tok, (uint32_t *)&ct->kick, k, deadline);
+	}
+}

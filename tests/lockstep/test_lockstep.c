@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lockstep (issue 15): the participant calls against the built shmclockd,
+ * and the host side of the library in this process where a case needs to
+ * drive it (eviction). Whole runs (determinism, barrier counts, deaths)
+ * are in lockstep_e2e.py.
+ */
+#define _GNU_SOURCE
+#include "../daemon.h"
+
+#include <grp.h>
+#include <pthread.h>
+
+#include <shmclock/lockstep.h>
+#include <shmclock/writer.h>
+
+TestSuite(lockstep, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
+
+#define MS 1000000LL
+
+static shmclock_lockstep_t *join(const char *name, const char *who)
+{
+	shmclock_lockstep_t *p = NULL;
+	int r = shmclock_lockstep_join(name, who, &p);
+
+	cr_assert_eq(r, 0, "join %s as %s: %s", name, who, shmclock_strerror(r));
+	return p;
+}
+
+/* The clock stays at @t for @ns of real time. */
+static void assert_held_at(shmclock_t *r, int64_t t, int64_t ns)
+{
+	int64_t end = now_mono() + ns;
+
+	do {
+		cr_assert_eq(now_of(r), t, "the clock must hold at %lld", (long long)t);
+		sleep_ns(2 * MS);
+	} while (now_mono() < end);
+}
+
+Test(lockstep, join_needs_a_lockstep_clock_and_a_valid_name)
+{
+	const char *name = test_clock_name(), *missing = test_clock_name();
+	shmclock_lockstep_t *p = NULL;
+	pid_t d = must_start(name, "--source", "fixed", NULL);
+
+	cr_assert_eq(shmclock_lockstep_join(missing, "a", &p), -ENOENT);
+	cr_assert_eq(shmclock_lockstep_join(name, "a", &p), -EOPNOTSUPP,
+		     "a clock that is not in lockstep");
+	cr_assert_null(p);
+	daemon_stop(d);
+	d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	cr_assert_eq(shmclock_lockstep_join(name, "", &p), -EINVAL, "empty name");
+	cr_assert_eq(shmclock_lockstep_join(name, "tab\there", &p), -EINVAL, "control character");
+	cr_assert_eq(shmclock_lockstep_join(name,
+		"a-name-that-is-longer-than-sixty-four-characters-which-is-the-limit-x", &p), -EINVAL);
+	p = join(name, "ok");
+	shmclock_lockstep_leave(p);
+	daemon_stop(d);
+}
+
+Test(lockstep, the_clock_waits_for_every_grant_and_moves_straight_to_the_smallest)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "2", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+	shmclock_lockstep_t *b;
+
+	/* One of two joined: the clock does not start. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_msec(100)), -ETIMEDOUT);
+	cr_assert_eq(now_of(r), 0);
+	b = join(name, "b");
+	cr_assert_eq(shmclock_lockstep_joined_at(b), 0);
+	/* a granted 10 ms; b holds at 0 until it grants. */
+	assert_held_at(r, 0, 50 * MS);
+	cr_assert_eq(shmclock_lockstep_grant(b, 33 * MS), 0);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(now_of(r), 10 * MS, "straight to the smallest grant, no step in between");
+	/* a wants 40 ms, b granted only 33 ms: the clock stops there. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 40 * MS, shmclock_msec(100)), -ETIMEDOUT);
+	cr_assert_eq(now_of(r), 33 * MS);
+	cr_assert_eq(shmclock_lockstep_advance(b, 40 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(now_of(r), 40 * MS);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, late_join_holds_the_clock_at_its_join_time_leave_and_rejoin)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a"), *b;
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 5 * MS, shmclock_sec(5)), 0);
+	b = join(name, "late");
+	cr_assert_eq(shmclock_lockstep_joined_at(b), 5 * MS, "joined where the clock was");
+	cr_assert_eq(shmclock_lockstep_grant(a, 20 * MS), 0);
+	assert_held_at(r, 5 * MS, 50 * MS);
+	cr_assert_eq(shmclock_lockstep_advance(b, 10 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(now_of(r), 10 * MS);
+	shmclock_lockstep_leave(b);
+	/* Gone: a alone moves the clock. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 20 * MS, shmclock_sec(5)), 0);
+	b = join(name, "late");
+	cr_assert_eq(shmclock_lockstep_joined_at(b), 20 * MS, "rejoined where the clock is now");
+	cr_assert_eq(shmclock_lockstep_grant(a, 30 * MS), 0);
+	assert_held_at(r, 20 * MS, 30 * MS);
+	cr_assert_eq(shmclock_lockstep_advance(b, 30 * MS, shmclock_sec(5)), 0);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, bad_grants_are_refused_and_move_nothing)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a"), *b;
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(shmclock_lockstep_grant(a, 9 * MS), -EINVAL, "backwards");
+	cr_assert_eq(shmclock_lockstep_advance(a, -1, shmclock_sec(1)), -EINVAL, "backwards");
+	cr_assert_eq(shmclock_lockstep_grant(a, INT64_MAX), -EINVAL, "beyond the clock's range");
+	cr_assert_eq(shmclock_lockstep_grant(a, 10 * MS), 0, "the same grant again is no change");
+	b = join(name, "b");
+	cr_assert_eq(shmclock_lockstep_grant(b, 5 * MS), -EINVAL, "before the time it joined at");
+	cr_assert_eq(shmclock_lockstep_grant(NULL, 5 * MS), -EINVAL);
+	assert_held_at(r, 10 * MS, 30 * MS);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_user_outside_the_clocks_group_gets_eacces)
+{
+	const char *name = test_clock_name();
+	pid_t d, c;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to act as another user");
+	d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	c = test_fork();
+	if (c == 0) {
+		shmclock_lockstep_t *p;
+		int rc;
+
+		/* nobody: no member of root's group, not the owner. */
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(3);
+		rc = shmclock_lockstep_join(name, "intruder", &p);
+		_exit(rc == -EACCES ? 0 : rc == 0 ? 1 : 2);
+	}
+	cr_assert_eq(test_wait(c), 0, "nobody must get -EACCES");
+	daemon_stop(d);
+}
+
+Test(lockstep, everything_done_before_a_grant_is_seen_by_whoever_reaches_it)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "2", NULL);
+	/* [0]: the writer's progress, plain memory; [1]: the reader's errors */
+	int64_t *shared = shared_alloc(2 * sizeof(int64_t));
+	pid_t w = test_fork(), rd;
+
+	if (w == 0) {
+		shmclock_lockstep_t *p = join(name, "writer");
+
+		for (int64_t t = MS; t <= 2000 * MS; t += MS) {
+			if (shmclock_lockstep_advance(p, t, shmclock_sec(10)))
+				_exit(1);
+			/* The work for step t, done before granting t + 1 ms. */
+			__atomic_store_n(&shared[0], t, __ATOMIC_RELAXED);
+		}
+		shmclock_lockstep_leave(p);
+		_exit(0);
+	}
+	rd = test_fork();
+	if (rd == 0) {
+		shmclock_lockstep_t *p = join(name, "reader");
+
+		for (int64_t t = 3 * MS; t <= 2000 * MS; t += 3 * MS) {
+			if (shmclock_lockstep_advance(p, t, shmclock_sec(10)))
+				_exit(1);
+			/* Relaxed on purpose: only the lockstep order makes it
+			 * visible. The writer finished step t - 1 ms. */
+			if (__atomic_load_n(&shared[0], __ATOMIC_RELAXED) < t - MS)
+				shared[1]++;
+		}
+		shmclock_lockstep_leave(p);
+		_exit(0);
+	}
+	cr_assert_eq(test_wait(w), 0);
+	cr_assert_eq(test_wait(rd), 0);
+	cr_assert_eq(shared[1], 0, "%lld steps saw the other participant's earlier work missing",
+		     (long long)shared[1]);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_participant_of_a_dead_clock_gets_estale)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	shmclock_lockstep_t *a = join(name, "a");
+	int64_t t0;
+
+	kill(d, SIGKILL);
+	test_wait(d);
+	t0 = now_mono();
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), -ESTALE);
+	cr_assert_lt(now_mono() - t0, 1000 * MS, "noticed in %lld ms", (long long)((now_mono() - t0) / MS));
+	shmclock_lockstep_leave(a);
+}
+
+Test(lockstep, pause_holds_and_step_advances_within_the_grants)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_msec(100)), -ETIMEDOUT);
+	cr_assert_eq(now_of(r), 0, "paused: no advance");
+	cr_assert_eq(ctl(name, "step", "4ms", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_msec(100)), -ETIMEDOUT);
+	cr_assert_eq(now_of(r), 4 * MS, "one step of 4 ms");
+	cr_assert_eq(ctl(name, "step", "1s", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	assert_held_at(r, 10 * MS, 30 * MS); /* the step goes no further than the grant */
+	cr_assert_neq(ctl(name, "set", "5s", NULL), 0, "set is refused in lockstep");
+	cr_assert(strstr(ctl_err, "lockstep"), "%s", ctl_err);
+	cr_assert_eq(now_of(r), 10 * MS);
+	cr_assert_eq(ctl(name, "resume", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 2000 * MS, shmclock_sec(5)), 0);
+	shmclock_lockstep_leave(a);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, max_scale_one_never_runs_faster_than_real_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", "--max-scale", "1", NULL);
+	shmclock_lockstep_t *a = join(name, "a");
+	int64_t t0 = now_mono();
+
+	for (int64_t t = 10 * MS; t <= 300 * MS; t += 10 * MS)
+		cr_assert_eq(shmclock_lockstep_advance(a, t, shmclock_sec(5)), 0);
+	/* A lower bound only: real time can only be longer on a busy machine. */
+	cr_assert_geq(now_mono() - t0, 290 * MS, "300 ms of simulated time in %lld ms of real time",
+		      (long long)((now_mono() - t0) / MS));
+	shmclock_lockstep_leave(a);
+	daemon_stop(d);
+}
+
+Test(lockstep, the_external_source_moves_only_within_the_grants)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "external", "--lockstep", "1", NULL);
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 20 * MS, shmclock_msec(100)), -ETIMEDOUT,
+		     "nobody advanced the external clock");
+	cr_assert_eq(ctl(name, "advance", "20ms", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 20 * MS, shmclock_sec(5)), 0);
+	assert_held_at(r, 20 * MS, 20 * MS);
+	cr_assert_eq(ctl(name, "advance", "1s", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 50 * MS, shmclock_sec(5)), 0);
+	assert_held_at(r, 50 * MS, 20 * MS);
+	cr_assert_neq(ctl(name, "advance", "10ms", NULL), 0, "advance cannot go back in lockstep");
+	shmclock_lockstep_leave(a);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, status_lists_the_participants_and_who_holds_the_clock)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "2", NULL);
+	shmclock_lockstep_t *a = join(name, "sensor-model"), *b = join(name, "controller");
+	char pid[32];
+
+	cr_assert_eq(shmclock_lockstep_grant(a, 7 * MS), 0);
+	sleep_ns(30 * MS);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	snprintf(pid, sizeof(pid), "\"pid\":%d", (int)getpid());
+	cr_assert(strstr(ctl_out, "\"name\":\"sensor-model\""), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"name\":\"controller\""), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, pid), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"grant_ns\":\"7000000\""), "%s", ctl_out);
+	/* controller granted nothing: it holds the clock at 0. */
+	cr_assert(strstr(ctl_out, "\"holding_for_s\""), "%s", ctl_out);
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "controller"), "the human status names them too: %s", ctl_out);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	daemon_stop(d);
+}
+
+Test(lockstep, lockstep_settings_are_checked)
+{
+	const char *name = test_clock_name();
+	char cfg[256];
+
+	cr_assert_eq(daemon_start("-n", name, "--source", "simulation", "--lockstep", "2", NULL), -1,
+		     "the simulation source runs by itself: no lockstep");
+	cr_assert_eq(daemon_start("-n", name, "--lockstep", "0", NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--lockstep", "65", NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--on-death", "shrug",
+				  "--lockstep", "1", NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--max-scale", "2", NULL), -1,
+		     "--max-scale without lockstep");
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"MaxScale\": 1}}");
+	cr_assert_eq(daemon_start("-n", name, "-c", cfg, NULL), -1, "Participants is required");
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 2, \"OnDeath\": \"later\"}}");
+	cr_assert_eq(daemon_start("-n", name, "-c", cfg, NULL), -1, "OnDeath evict or abort");
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 2, \"OnDeath\": \"abort\", "
+			"\"StallAfter\": \"1s\", \"MaxScale\": 10}}");
+	kill(must_start(name, "-c", cfg, NULL), SIGTERM);
+}
+
+/* The host side in this process: what a simulator linking the writer API
+ * runs, here to evict a live participant. */
+struct host {
+	shmclock_writer_t *w;
+	shmclock_lockstep_host_t *h;
+	_Atomic bool stop;
+	_Atomic bool evict;
+};
+
+static void *host_loop(void *arg)
+{
+	struct host *x = arg;
+
+	while (!atomic_load(&x->stop)) {
+		uint32_t tok = shmclock_lockstep_host_token(x->h);
+		shmclock_info_t in;
+		int64_t min;
+		unsigned n;
+
+		if (atomic_exchange(&x->evict, false))
+			cr_assert_eq(shmclock_lockstep_host_evict(x->h, "victim"), 0);
+		shmclock_writer_info(x->w, &in);
+		shmclock_lockstep_host_scan(x->h, in.sim_ns, NULL, NULL, &min, &n);
+		if (n && min > in.sim_ns) {
+			shmclock_writer_advance(x->w, min);
+			continue;
+		}
+		shmclock_lockstep_host_wait(x->h, tok, NULL, 0, now_mono() + 5 * MS);
+	}
+	return NULL;
+}
+
+Test(lockstep, an_evicted_participant_gets_ecanceled_and_no_longer_holds_the_clock)
+{
+	const char *name = test_clock_name();
+	struct host x = { 0 };
+	shmclock_lockstep_t *v, *o;
+	pthread_t th;
+
+	cr_assert_eq(shmclock_writer_open(name, &x.w), 0);
+	cr_assert_eq(shmclock_writer_set_stepped(x.w, true), 0);
+	cr_assert_eq(shmclock_writer_advance(x.w, 0), 0);
+	cr_assert_eq(shmclock_lockstep_host_create(x.w, name, 0600, (gid_t)-1, &x.h), 0);
+	pthread_create(&th, NULL, host_loop, &x);
+	v = join(name, "victim");
+	o = join(name, "other");
+	cr_assert_eq(shmclock_lockstep_advance(o, 10 * MS, shmclock_msec(50)), -ETIMEDOUT,
+		     "the victim holds the clock");
+	atomic_store(&x.evict, true);
+	cr_assert_eq(shmclock_lockstep_advance(v, 5 * MS, shmclock_sec(5)) == -ECANCELED ||
+		     shmclock_lockstep_advance(v, 6 * MS, shmclock_sec(5)) == -ECANCELED, 1);
+	cr_assert_eq(shmclock_lockstep_advance(o, 10 * MS, shmclock_sec(5)), 0, "evicted: no hold");
+	cr_assert_eq(shmclock_lockstep_grant(v, 20 * MS), -ECANCELED);
+	shmclock_lockstep_leave(v);
+	/* Its slot is free again: the name can join anew. */
+	v = join(name, "victim");
+	shmclock_lockstep_leave(v);
+	shmclock_lockstep_leave(o);
+	atomic_store(&x.stop, true);
+	pthread_join(th, NULL);
+	shmclock_lockstep_host_destroy(x.h);
+	shmclock_writer_close(x.w);
+}
+
+Test(lockstep, sixty_four_participants_then_enospc)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	shmclock_lockstep_t *p[SHMCLOCK_LOCKSTEP_SLOTS], *extra = NULL;
+	char who[16];
+
+	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		snprintf(who, sizeof(who), "p%d", i);
+		p[i] = join(name, who);
+	}
+	cr_assert_eq(shmclock_lockstep_join(name, "one-too-many", &extra), -ENOSPC);
+	shmclock_lockstep_leave(p[17]);
+	p[17] = join(name, "one-too-many");
+	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
+		shmclock_lockstep_leave(p[i]);
+	daemon_stop(d);
+}
