@@ -73,6 +73,8 @@ struct clockthread {
 	_Atomic bool ls_aborted;         /* a participant died with OnDeath abort */
 	char ls_dead[320];               /* who died last, for status and the exit
 					  * message; written before ls_deaths++ */
+	int64_t ls_dead_grant, ls_dead_clock, ls_dead_mono; /* its last grant, the
+					  * clock and CLOCK_MONOTONIC when found */
 	/* /clock publisher (ros2.c), set before clockthread_start; NULL: none.
 	 * Publishes at ros2_hz on absolute deadlines of its own. */
 	struct ros2 *ros2_pub;

@@ -227,8 +227,15 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 	cJSON_AddNumberToObject(t, "advances",
 				(double)atomic_load_explicit(&ct->ls_advances, memory_order_relaxed));
 	cJSON_AddNumberToObject(t, "deaths", (double)deaths);
-	if (deaths)
+	if (deaths) {
 		cJSON_AddStringToObject(t, "last_death", ct->ls_dead);
+		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_grant);
+		cJSON_AddStringToObject(t, "last_death_grant_ns", buf);
+		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_clock);
+		cJSON_AddStringToObject(t, "last_death_clock_ns", buf);
+		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_mono);
+		cJSON_AddStringToObject(t, "last_death_found_mono_ns", buf);
+	}
 	cJSON_AddBoolToObject(t, "aborted", atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed));
 	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
 		cJSON *m = cJSON_CreateObject();

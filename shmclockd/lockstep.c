@@ -55,6 +55,9 @@ static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lock
 		snprintf(ct->ls_dead, sizeof(ct->ls_dead),
 			 "'%s' (pid %d) died: last grant %s (%" PRId64 " ns), clock at %s (%" PRId64 " ns)",
 			 p->who, (int)p->pid, g, p->grant_ns, now, in.sim_ns);
+		ct->ls_dead_grant = p->grant_ns;
+		ct->ls_dead_clock = in.sim_ns;
+		ct->ls_dead_mono = shmclock_steady_now().ns;
 		/* Release: status reads ls_dead after an acquire load of it. */
 		atomic_fetch_add_explicit(&ct->ls_deaths, 1, memory_order_release);
 		if (ct->cfg.ls_abort) {

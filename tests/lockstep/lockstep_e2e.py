@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Lockstep runs end to end (issue 15), through the built shmclockd:
+
+- determinism: participants with periods 1, 10 and 33 ms exchange messages
+  over Unix sockets for 1 s of simulated time; 20 runs give byte-identical
+  logs, equal to the log the lockstep guarantee predicts, also with a CPU
+  hog on every core;
+- barriers: the clock moves once per distinct due time;
+- deaths: one of 4 participants SIGKILLed at a random moment, 30 times with
+  OnDeath evict (the clock goes on, found within 100 ms, never past the dead
+  one's last grant before) and 30 times with OnDeath abort in CI mode (the
+  run ends with status 86 naming the dead one within 100 ms).
+
+Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT (set by meson).
+Exit 0 when every check holds; each check prints an ok / not ok line.
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+D = os.environ["SHMCLOCKD"]
+CTL = os.environ["SHMCLOCKCTL"]
+P = os.environ["LS_PARTICIPANT"]
+MS = 1_000_000
+END = 1000 * MS
+failures = 0
+procs = []
+
+
+def check(cond, what):
+    global failures
+    print(("ok - " if cond else "not ok - ") + what, flush=True)
+    if not cond:
+        failures += 1
+    return cond
+
+
+def name(tag):
+    return "ls-e2e-%d-%s-%d" % (os.getpid(), tag, random.randrange(1 << 30))
+
+
+def expected_log(periods):
+    """What each participant logs when everything stamped before T has
+    arrived by its step T, and nothing stamped T or later is shown."""
+    out = []
+    for who, p in periods:
+        for t in range(p, END + 1, p):
+            seen = sorted((s, w) for w, q in periods
+                          for s in range(q, END + 1, q) if t - p <= s < t)
+            out.append("%d %s:%s\n" % (t, who, "".join(" %s@%d" % (w, s) for s, w in seen)))
+    return "".join(out)
+
+
+def scenario(tmp, periods, clock):
+    """One CI-mode run: shmclockd -- sh (the participants, then status)."""
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    peers = ",".join(w for w, _ in periods)
+    lines = ["set -e"]
+    for w, p in periods:
+        lines.append('"%s" %s %s %d %d --dir %s --peers %s --log %s/%s.log & pid_%s=$!'
+                     % (P, clock, w, p, END, tmp, peers, tmp, w, w))
+    for w, _ in periods:
+        lines.append("wait $pid_%s" % w)
+    lines.append('"%s" status --json > %s/status.json' % (CTL, tmp))
+    r = subprocess.run([D, "-n", clock, "--source", "fixed", "--lockstep", str(len(periods)),
+                        "--log-level", "warn", "--", "sh", "-c", "\n".join(lines)],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return None, None, r.stderr
+    log = "".join(open("%s/%s.log" % (tmp, w)).read() for w, _ in periods)
+    status = json.load(open("%s/status.json" % tmp))["status"]
+    return log, status, r.stderr
+
+
+def hog_start():
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 2)]
+
+
+def test_determinism(tmp):
+    periods = [("a", 1 * MS), ("b", 10 * MS), ("c", 33 * MS)]
+    want = expected_log(periods)
+    for hog in (False, True):
+        hogs = hog_start() if hog else []
+        logs = []
+        try:
+            t0 = time.monotonic()
+            for i in range(20):
+                log, _, err = scenario(tmp, periods, name("det"))
+                if log is None:
+                    check(False, "determinism run %d%s: %s" % (i, " (hog)" if hog else "", err.strip()))
+                    return
+                logs.append(log)
+            took = time.monotonic() - t0
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+        what = "with a CPU hog on every core" if hog else "on an idle machine"
+        check(all(l == logs[0] for l in logs), "20 runs %s give byte-identical logs (%d bytes, %.1f s)"
+              % (what, len(logs[0]), took))
+        ok = check(logs[0] == want, "and the log is the one the lockstep guarantee predicts " +
+                   "(every message stamped before T seen at step T)")
+        if not ok:
+            for a, b in zip(logs[0].splitlines(), want.splitlines()):
+                if a != b:
+                    print("#  got:  %s\n#  want: %s" % (a[:200], b[:200]))
+                    break
+
+
+def test_barriers(tmp):
+    for ps in ([1, 10, 33], [7, 10, 33]):
+        periods = [("p%d" % p, p * MS) for p in ps]
+        due = set(t for _, p in periods for t in range(p, END + 1, p))
+        log, st, err = scenario(tmp, periods, name("bar"))
+        if st is None:
+            check(False, "barrier run %s: %s" % (ps, err.strip()))
+            continue
+        adv = st["lockstep"]["advances"]
+        check(adv == len(due), "periods %s ms over 1 s: %d advances = %d distinct due times (not %d 1-ms steps)"
+              % (ps, adv, len(due), END // MS))
+
+
+def status(clock, sock):
+    r = subprocess.run([CTL, "-n", clock, "--socket", sock, "status", "--json"],
+                       capture_output=True, text=True, timeout=10)
+    return json.loads(r.stdout)["status"] if r.returncode == 0 else None
+
+
+def start_participants(clock, n, env=None):
+    ps = []
+    for i in range(n):
+        p = subprocess.Popen([P, clock, "p%d" % i, str((i + 1) * MS), str(1 << 60)],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        procs.append(p)
+        ps.append(p)
+    for p in ps:
+        p.stdout.readline()  # "joined ..."
+    return ps
+
+
+def stop_all(ps):
+    for p in ps:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def test_deaths_evict(tmp):
+    worst = 0.0
+    bad = []
+    clock = name("evict")
+    sock = os.path.join(tmp, "evict.sock")
+    d = subprocess.Popen([D, "-n", clock, "--source", "fixed", "--lockstep", "4", "--socket", sock,
+                          "--remove-on-exit", "--log-level", "error"])
+    procs.append(d)
+    try:
+        deadline = time.monotonic() + 5
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for i in range(30):
+            ps = start_participants(clock, 4)
+            time.sleep(random.uniform(0.005, 0.05))
+            victim = random.choice(ps)
+            deaths = status(clock, sock)["lockstep"]["deaths"]
+            killed = time.monotonic_ns()
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            st = None
+            end = time.monotonic() + 2
+            while time.monotonic() < end:
+                st = status(clock, sock)
+                if st["lockstep"]["deaths"] > deaths:
+                    break
+                time.sleep(0.005)
+            ls = st["lockstep"]
+            if ls["deaths"] <= deaths:
+                bad.append("run %d: death not found within 2 s" % i)
+                stop_all(ps)
+                continue
+            found = (int(ls["last_death_found_mono_ns"]) - killed) / 1e6
+            worst = max(worst, found)
+            grant, at = int(ls["last_death_grant_ns"]), int(ls["last_death_clock_ns"])
+            if found > 100:
+                bad.append("run %d: found %.1f ms after the kill" % (i, found))
+            if at > grant:
+                bad.append("run %d: the clock was at %d, past the dead one's grant %d" % (i, at, grant))
+            # It goes on: the three others move the clock past that grant.
+            time.sleep(0.02)
+            if int(status(clock, sock)["sim_ns"]) <= grant:
+                bad.append("run %d: the clock did not go on past %d" % (i, grant))
+            stop_all(ps)
+            # Their slots free again before the next round.
+            end = time.monotonic() + 2
+            while status(clock, sock)["lockstep"]["members"] and time.monotonic() < end:
+                time.sleep(0.005)
+    finally:
+        d.send_signal(signal.SIGTERM)
+        d.wait(10)
+    check(not bad, "OnDeath evict, 30 kills: found within %.1f ms at worst, the clock never past "
+          "the dead one's last grant, then goes on%s" % (worst, "".join("\n#  " + b for b in bad)))
+
+
+def test_deaths_abort(tmp):
+    worst = 0.0
+    bad = []
+    for i in range(30):
+        clock = name("abort")
+        pids = os.path.join(tmp, "pids")
+        script = "\n".join(['"%s" %s p%d %d %d > /dev/null & echo $! >> %s' % (P, clock, k, (k + 1) * MS, 1 << 60, pids)
+                            for k in range(4)] + ["wait"])
+        if os.path.exists(pids):
+            os.unlink(pids)
+        errf = open(os.path.join(tmp, "abort.err"), "w+")
+        # stderr to a file: the orphaned participants keep a pipe open
+        # until they see the writer gone, which is not the run's end.
+        d = subprocess.Popen([D, "-n", clock, "--source", "fixed", "--lockstep", "4", "--on-death", "abort",
+                              "--log-level", "error", "--", "sh", "-c", script],
+                             stderr=errf, text=True)
+        procs.append(d)
+        sock = os.path.join(os.environ["SHMCLOCK_RUNTIME_DIR"], clock + ".sock")
+        end = time.monotonic() + 5
+        st = None
+        while time.monotonic() < end:
+            if os.path.exists(sock):
+                st = status(clock, sock)
+                if st and st["lockstep"]["advances"] > 0:
+                    break
+            time.sleep(0.005)
+        time.sleep(random.uniform(0.0, 0.05))
+        victim = random.choice([int(x) for x in open(pids).read().split()])
+        killed = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        try:
+            d.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            d.kill()
+            d.wait()
+            bad.append("run %d: the run did not end" % i)
+        took = (time.monotonic() - killed) * 1000
+        errf.seek(0)
+        err = errf.read()
+        errf.close()
+        worst = max(worst, took)
+        if d.returncode != 86:
+            bad.append("run %d: exit status %s, not 86: %s" % (i, d.returncode, err.strip()))
+            continue
+        line = [l for l in err.splitlines() if "OnDeath abort" in l and "exiting" in l]
+        if not line or "pid %d" % victim not in line[0]:
+            bad.append("run %d: the message does not name pid %d: %s" % (i, victim, err.strip()))
+            continue
+        grant = int(line[0].split("last grant ")[1].split("(")[1].split(" ns")[0])
+        at = int(line[0].split("clock at ")[1].split("(")[1].split(" ns")[0])
+        if at > grant:
+            bad.append("run %d: the clock was at %d, past the dead one's grant %d" % (i, at, grant))
+        if took > 100:
+            bad.append("run %d: the run ended %.1f ms after the kill" % (i, took))
+        # The others see the writer gone and end by themselves.
+        subprocess.run(["pkill", "-KILL", "-f", clock], capture_output=True)
+    check(not bad, "OnDeath abort in CI mode, 30 kills: exit status 86 naming the dead participant, "
+          "ended within %.1f ms at worst, never past its grant%s" % (worst, "".join("\n#  " + b for b in bad)))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ls-e2e-")
+    os.environ["SHMCLOCK_RUNTIME_DIR"] = tmp
+    os.environ.pop("SHMCLOCK_NAME", None)
+    os.environ.pop("SHMCLOCK_SOCKET", None)
+    try:
+        test_determinism(tmp)
+        test_barriers(tmp)
+        test_deaths_evict(tmp)
+        test_deaths_abort(tmp)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+        for f in os.listdir("/dev/shm"):
+            if "ls-e2e-%d-" % os.getpid() in f:
+                os.unlink(os.path.join("/dev/shm", f))
+    print("# %d failure(s)" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
