@@ -75,6 +75,7 @@ int bench_sleep(const struct bench_opts *o, cJSON *out);
 int bench_waits(const struct bench_opts *o, cJSON *out);
 int bench_waits_child(const char *mode);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
+int bench_lockstep(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);

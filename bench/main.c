@@ -34,6 +34,8 @@ static void usage(FILE *f)
 	      "  waits      a waiter under the preload shim on a paused clock: wake-ups and\n"
 	      "             CPU per second (poll, select, epoll, semaphore, condvar, sleep)\n"
 	      "             vs the same epoll wait without the shim\n"
+	      "  lockstep   steps/s and one step's round trip with 1, 2, 4, 8 participants:\n"
+	      "             shmclockd --lockstep vs a coordinator over Unix sockets\n"
 	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
 	      "             (Clock.now vs time.monotonic_ns), each in its own process\n"
 	      "  all        all of the above, one JSON document\n"
@@ -63,6 +65,7 @@ static const struct {
 	{ "daemon", bench_daemon },
 	{ "flood", bench_flood },
 	{ "waits", bench_waits },
+	{ "lockstep", bench_lockstep },
 #ifdef SHMCLOCK_HAVE_BINDINGS
 	{ "bindings", bench_bindings },
 #endif
