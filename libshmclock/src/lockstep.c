@@ -24,12 +24,10 @@
  *  0x024   4     host_waiting     host: 1 while it sleeps (or is about to):
  *                                 only then do participants FUTEX_WAKE
  *  0x028   8     block_at_ns      host, before it sleeps: the clock's time,
- *                                 where the members granting no more than
- *                                 that (the blockers) hold it
- *  0x030   4     blockers         host: how many blockers; each blocker's
- *                                 grant counts it down, and only the one
- *                                 that reaches 0 wakes the host
- *  0x034  12     reserved, zero
+ *                                 where members that granted no more hold
+ *                                 it; a grant wakes the host only when no
+ *                                 member's grant is that low any more
+ *  0x030  16     reserved, zero
  *  ---- slot i at 0x040 + 0x100 * i ---------------------------------------
  *  +0x00   4     state            LS_FREE, LS_JOINING (participant), LS_MEMBER
  *                                 (host accepted), LS_LEFT (participant),
@@ -60,8 +58,11 @@
  *          and pid, state = JOINING (release)                         J1
  *          grant_futex++, wake the host; wait for state == MEMBER     J2
  *   host:  JOINING with a live lock: grant = joined = now, CAS MEMBER  H1
- *   grant: grant_ns = T (release) ; grant_futex++ (seq_cst) ;
- *          host_waiting? FUTEX_WAKE                                   G1
+ *   grant: grant_ns = T (seq_cst) ; grant_futex++ (seq_cst) ;
+ *          host_waiting and no member's grant <= block_at? FUTEX_WAKE G1
+ *   host wait: block_at = the clock's time ; host_waiting = 1 ;
+ *          grant_futex still the token read before the scan? FUTEX_WAIT
+ *          (with a timeout: deaths wake nobody)
  *   host:  per slot: lock word (acquire), state (acquire), grant
  *          (acquire). A dead lock (0 or OWNER_DIED) with state
  *          JOINING/MEMBER is a death: the slot is freed, its grant no
@@ -155,8 +156,7 @@ struct ls_seg {
 	_Atomic uint32_t grant_futex;
 	_Atomic uint32_t host_waiting;
 	_Atomic int64_t block_at_ns;
-	_Atomic uint32_t blockers;
-	uint8_t reserved1[12];
+	uint8_t reserved1[16];
 	struct ls_slot slot[LS_SLOTS];
 };
 
@@ -169,7 +169,6 @@ static_assert(offsetof(struct ls_slot, lock) == 0x40, "slot layout");
 static_assert(offsetof(struct ls_slot, who) == 0x80, "slot layout");
 static_assert(offsetof(struct ls_seg, grant_futex) == 0x20, "layout");
 static_assert(offsetof(struct ls_seg, block_at_ns) == 0x28, "layout");
-static_assert(offsetof(struct ls_seg, blockers) == 0x30, "layout");
 static_assert(offsetof(struct ls_seg, slot) == 0x40, "layout");
 static_assert(sizeof(struct ls_seg) == 0x4040, "layout");
 
@@ -278,24 +277,31 @@ static bool still_member(const shmclock_lockstep_t *p)
 }
 
 /*
- * Tell the host. @old_grant: the grant this one replaces, or INT64_MIN for
- * a join or a leave, which always wake it. A grant wakes the host only when
- * it is the last of the blockers it waits for: with four participants due
- * at the same time, one wake-up per step instead of four.
+ * Tell the host. @grant: a grant (not a join or leave, which always wake
+ * it). A grant wakes the host only when no member's grant is still at or
+ * below the time the host is blocked at: with four participants due at
+ * the same time, one wake-up per step instead of four.
  */
-static void kick_host(struct ls_seg *ls, int64_t old_grant)
+static void kick_host(struct ls_seg *ls, bool grant)
 {
-	/* seq_cst, with the host's seq_cst stores of block_at_ns, blockers and
-	 * host_waiting and its load of grant_futex (host_wait): either the host
-	 * sees this increment before it sleeps, or we see it waiting, with the
-	 * block_at_ns and blockers it published. */
+	int64_t at;
+
+	/* seq_cst, with the host's seq_cst stores of block_at_ns and
+	 * host_waiting and its load of grant_futex (host_wait): either the
+	 * host sees this increment before it sleeps, or we see it waiting,
+	 * with the block_at_ns it published. */
 	atomic_fetch_add_explicit(&ls->grant_futex, 1, memory_order_seq_cst);
 	if (!atomic_load_explicit(&ls->host_waiting, memory_order_seq_cst))
 		return;
-	if (old_grant != INT64_MIN &&
-	    (old_grant > atomic_load_explicit(&ls->block_at_ns, memory_order_seq_cst) ||
-	     atomic_fetch_sub_explicit(&ls->blockers, 1, memory_order_seq_cst) != 1))
-		return;
+	if (grant) {
+		at = atomic_load_explicit(&ls->block_at_ns, memory_order_seq_cst);
+		/* seq_cst loads: of two last grants made at once, at least one
+		 * sees the other's (Dekker on the grant stores). */
+		for (unsigned i = 0; i < LS_SLOTS; i++)
+			if (atomic_load_explicit(&ls->slot[i].state, memory_order_seq_cst) == LS_MEMBER &&
+			    atomic_load_explicit(&ls->slot[i].grant_ns, memory_order_seq_cst) <= at)
+				return; /* somebody still holds the clock there */
+	}
 	syscall(SYS_futex, &ls->grant_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
@@ -402,7 +408,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 			r = -ENOSPC;
 			goto fail;
 		}
-		kick_host(p->ls, INT64_MIN);
+		kick_host(p->ls, false);
 		nanosleep(&ms, NULL);
 	}
 	who_set(p->slot, who);
@@ -410,7 +416,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	/* J1. Pairs with the host's acquire load of state (H1): who and pid
 	 * are there when it sees JOINING. */
 	atomic_store_explicit(&p->slot->state, LS_JOINING, memory_order_release);
-	kick_host(p->ls, INT64_MIN);
+	kick_host(p->ls, false);
 	for (;;) {
 		uint32_t a = atomic_load_explicit(&p->slot->ack, memory_order_acquire);
 		uint32_t st = atomic_load_explicit(&p->slot->state, memory_order_acquire);
@@ -463,10 +469,11 @@ SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t unti
 		return 0;
 	/* G1. Pairs with the host's acquire load of grant_ns (H2): all this
 	 * participant did before is visible to whoever sees the clock at
-	 * until_ns (the host commits it after that load). */
-	atomic_store_explicit(&p->slot->grant_ns, until_ns, memory_order_release);
-	kick_host(p->ls, p->last);
+	 * until_ns (the host commits it after that load). seq_cst for
+	 * kick_host's scan of the other grants. */
+	atomic_store_explicit(&p->slot->grant_ns, until_ns, memory_order_seq_cst);
 	p->last = until_ns;
+	kick_host(p->ls, true);
 	return 0;
 }
 
@@ -528,7 +535,7 @@ SHMCLOCK_EXPORT void shmclock_lockstep_leave(shmclock_lockstep_t *p)
 	if (still_member(p)) {
 		/* L1. Release: pairs with the host's acquire load of state. */
 		atomic_store_explicit(&p->slot->state, LS_LEFT, memory_order_release);
-		kick_host(p->ls, INT64_MIN);
+		kick_host(p->ls, false);
 	}
 	/* Evicted: the host frees the slot once it sees the lock released. */
 	pthread_mutex_unlock(&p->slot->lock.mutex);
@@ -547,6 +554,7 @@ struct shmclock_lockstep_host {
 	dev_t dev;
 	ino_t ino;
 	uint64_t members;   /* bit i: slot i is a member (as of the last scan) */
+	int64_t now_sim;    /* the clock's time at the last scan or commit */
 };
 
 SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const char *name,
@@ -663,6 +671,7 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 	int64_t min = INT64_MAX;
 	unsigned n = 0;
 
+	h->now_sim = now_sim;
 	for (unsigned i = 0; i < LS_SLOTS; i++) {
 		struct ls_slot *sl = &h->ls->slot[i];
 		/* H2: the lock word first, then the state, then the grant: a
@@ -741,6 +750,7 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *
 {
 	int64_t mono = 0;
 
+	h->now_sim = now_sim;
 	for (uint64_t m = h->members; m; m &= m - 1) {
 		struct ls_slot *sl = &h->ls->slot[__builtin_ctzll(m)];
 		bool holds = atomic_load_explicit(&sl->grant_ns, memory_order_relaxed) <= now_sim;
@@ -761,8 +771,6 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, ui
 						 int64_t deadline_mono)
 {
 	struct ls_seg *ls = h->ls;
-	int64_t at = INT64_MAX;
-	uint32_t n = 0;
 
 	for (int i = 0; i < HOST_YIELDS; i++) {
 		if (atomic_load_explicit(&ls->grant_futex, memory_order_acquire) != token ||
@@ -770,22 +778,11 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, ui
 			return;
 		sched_yield();
 	}
-
-	/* Who holds the clock: the members at the smallest grant. A grant
-	 * made since the caller's scan changed the token (checked below). */
-	for (uint64_t m = h->members; m; m &= m - 1) {
-		int64_t g = atomic_load_explicit(&ls->slot[__builtin_ctzll(m)].grant_ns,
-						 memory_order_relaxed);
-
-		if (g < at) {
-			at = g;
-			n = 0;
-		}
-		n += g == at;
-	}
-	/* seq_cst: pairs with kick_host's increment and loads (Dekker). */
-	atomic_store_explicit(&ls->block_at_ns, at, memory_order_seq_cst);
-	atomic_store_explicit(&ls->blockers, n, memory_order_seq_cst);
+	/* Blocked at the clock's time, not at a grant loaded anew: one that
+	 * moved since the scan would hide the last grant we wait for (the
+	 * spin model's mutant LS_BLOCK_AT_FRESH hangs). seq_cst: pairs with
+	 * kick_host's increment and loads (Dekker). */
+	atomic_store_explicit(&ls->block_at_ns, h->now_sim, memory_order_seq_cst);
 	atomic_store_explicit(&ls->host_waiting, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&ls->grant_futex, memory_order_seq_cst) == token &&
 	    futex_waitv2(&ls->grant_futex, token, also, also_val, deadline_mono) < 0 &&

@@ -7,8 +7,10 @@
  * the fast path (reader.c, now_fast), on the dead-writer path (protocol.c,
  * wait_writer and shmclock__snapshot) and on the stuck-writer path (a live
  * writer mid-update: the last committed time, capped at the anchor the
- * writer published, T0..T4). tests/lib/spin_check.sh runs it with spin
- * in CI, together with mutants that must fail.
+ * writer published, T0..T4). With -DLOCKSTEP, the lockstep protocol
+ * instead (lockstep.c; the model is at the end of this file).
+ * tests/lib/spin_check.sh runs both with spin in CI, together with mutants
+ * that must fail.
  *
  * Checked, in every interleaving:
  *   - no torn state: every parameter set a reader evaluates was committed
@@ -289,6 +291,7 @@ done:
 	od
 }
 
+#ifndef LOCKSTEP
 init {
 	/* commit 0: the state the segment starts from (mb 0, sb 0, mult 1) */
 	hist_mult[0] = 1;
@@ -300,3 +303,240 @@ init {
 		}
 	}
 }
+#endif
+
+#ifdef LOCKSTEP
+/*
+ * Lockstep (lockstep.c): participants grant, the host (the clock's writer)
+ * scans their slots and commits the smallest grant. The commit itself is
+ * the seqlock above, proven on its own: here it is one store to `clk`, and
+ * a participant's advance() is a wait for clk >= its grant. Steps as named
+ * in lockstep.c: G1 (grant: store, then kick), H2 (scan: lock word, state,
+ * grant), the host's wait (publish block_at, host_waiting, re-check the
+ * token, FUTEX_WAIT), L1 (leave). Participants start as
+ * members at grant 0 (the join handshake, J1/J2/H1, is one CAS each way
+ * and adds no race the scan does not already have).
+ *
+ * Checked, with a participant SIGKILLed at any step:
+ *   - the clock never passes the last grant of a participant whose death
+ *     the host has not yet seen (with LS_ABORT: of any dead participant,
+ *     ever: the host stops at the death);
+ *   - a death the host reports is real (a clean leave is never taken for
+ *     one);
+ *   - nothing hangs: no lost wake-up leaves the host asleep while the
+ *     participants wait for it (spin's invalid end states). The host's
+ *     periodic scan (a timeout) is modelled only while a death is unseen,
+ *     which is the only thing it is there for.
+ */
+#ifndef NP
+#define NP 2          /* participants */
+#endif
+#ifndef TEND
+#define TEND 2        /* each grants 1 .. TEND */
+#endif
+#ifndef LSKILLS
+#define LSKILLS 1     /* participants killed */
+#endif
+#define S_FREE 0
+#define S_MEMBER 2
+#define S_LEFT 3
+#define JOIN_OR_LEAVE 255
+
+byte lk[NP];          /* a slot's lock word: 1 owner alive, 2 owner died, 0 unlocked */
+byte st[NP];          /* slot state */
+byte gr[NP];          /* grant_ns */
+byte clk;             /* the clock */
+byte gfutex;          /* grant_futex */
+bit hwait;            /* host_waiting */
+byte block_at;        /* block_at_ns */
+bit sleeping;         /* the host is inside FUTEX_WAIT */
+bit aborted;          /* LS_ABORT: the host stopped at a death */
+/* ghost */
+byte lskills, noticed, nfin;
+bit killed[NP];
+byte lastgr[NP];
+
+/* kick_host(): the increment, then a FUTEX_WAKE only when the host waits
+ * and this is a join or leave, or no member's grant is still at or below
+ * where the host is blocked (this grant may have been the last one it
+ * waits for). */
+inline kick(old, j, ba, any) {
+	gfutex++;
+	if
+	:: hwait ->
+		if
+		:: old == JOIN_OR_LEAVE -> sleeping = 0
+		:: else ->
+			ba = block_at;
+			any = 0;
+			j = 0;
+			do
+			:: j < NP ->
+				if
+				:: st[j] == S_MEMBER && gr[j] <= ba -> any = 1
+				:: else -> skip
+				fi;
+				j++
+			:: else -> break
+			od;
+			if
+			:: !any -> sleeping = 0
+			:: else -> skip
+			fi
+		fi
+	:: else -> skip
+	fi
+}
+
+/* The kernel's robust-futex exit handling marks the lock: the participant
+ * is gone, whatever it was doing. */
+#define LSKILL if :: lskills < LSKILLS -> goto died :: true -> skip fi
+
+proctype Participant(byte i) {
+	byte t = 1, old, j, ba;
+	bit any;
+
+	do
+	:: t <= TEND ->
+		LSKILL;
+		old = gr[i];
+#ifndef MUTANT_LS_KICK_BEFORE_GRANT
+		d_step { gr[i] = t; lastgr[i] = t };        /* G1: release store */
+		LSKILL;
+		kick(old, j, ba, any);
+#else
+		kick(old, j, ba, any);
+		LSKILL;
+		d_step { gr[i] = t; lastgr[i] = t };
+#endif
+		LSKILL;
+		(clk >= t || aborted);                        /* advance() returns */
+		t++
+	:: else -> break
+	od;
+	LSKILL;
+	st[i] = S_LEFT;                                       /* L1 */
+	LSKILL;
+	kick(JOIN_OR_LEAVE, j, ba, any);
+	LSKILL;
+	d_step { lk[i] = 0; nfin++ };                         /* unlock */
+	goto done;
+died:	/* exit runs, then the kernel marks the lock */
+	skip;
+	d_step { lk[i] = 2; killed[i] = 1; lskills++; nfin++ };
+done:
+	skip
+}
+
+proctype Host() {
+	byte i, tok, mn, n, s;
+	bit live;
+
+	do
+	:: true ->
+		tok = gfutex;                                 /* the token, before the scan */
+		mn = 255; n = 0; i = 0;
+		do                                            /* H2 */
+		:: i < NP ->
+#ifndef MUTANT_LS_STATE_BEFORE_LOCK
+			live = (lk[i] == 1);
+			s = st[i];
+#else
+			s = st[i];
+			live = (lk[i] == 1);
+#endif
+			if
+			:: s == S_MEMBER && !live ->
+				assert(killed[i]);            /* a reported death is real */
+				d_step { st[i] = S_FREE; noticed++ };
+#ifdef LS_ABORT
+				aborted = 1
+#endif
+			:: s == S_MEMBER && live ->
+				if
+				:: gr[i] < mn -> mn = gr[i]
+				:: else -> skip
+				fi;
+				n++
+			:: s == S_LEFT -> st[i] = S_FREE
+			:: else -> skip
+			fi;
+			i++
+		:: else -> break
+		od;
+#ifndef MUTANT_LS_ABORT_COMMITS
+		if
+		:: aborted -> break
+		:: else -> skip
+		fi;
+#endif
+		if
+		:: n > 0 && mn > clk ->
+			d_step {
+				i = 0;
+				do
+				:: i < NP ->
+#ifdef LS_ABORT
+					assert(!killed[i] || mn <= lastgr[i]);
+#else
+					assert(!killed[i] || st[i] == S_FREE || mn <= lastgr[i]);
+#endif
+					i++
+				:: else -> break
+				od;
+				i = 0;
+				clk = mn                                  /* commit */
+			}
+		:: n == 0 && nfin == NP && gfutex == tok -> break
+		:: else ->
+			/* shmclock_lockstep_host_wait(): blocked at the clock's
+			 * time (not at a grant loaded anew: one that moved since
+			 * the scan would hide the last grant it waits for) */
+#ifndef MUTANT_LS_BLOCK_AT_FRESH
+			block_at = clk;
+#else
+			block_at = 255; i = 0;
+			do
+			:: i < NP ->
+				if
+				:: st[i] == S_MEMBER && gr[i] < block_at -> block_at = gr[i]
+				:: else -> skip
+				fi;
+				i++
+			:: else -> break
+			od;
+#endif
+			hwait = 1;
+#ifndef MUTANT_LS_NO_TOKEN_RECHECK
+			atomic {
+				if
+				:: gfutex != tok -> skip              /* FUTEX_WAIT returns at once */
+				:: else -> sleeping = 1
+				fi
+			};
+#else
+			sleeping = 1;
+#endif
+			/* woken; or the periodic scan while a death is unseen;
+			 * or everyone is done (the daemon idles on for joins
+			 * and commands, which the model does not have) */
+			atomic { !sleeping || lskills > noticed || nfin == NP -> sleeping = 0 };
+			hwait = 0
+		fi
+	od
+}
+
+init {
+	atomic {
+		byte i;
+		for (i : 0 .. NP - 1) {
+			lk[i] = 1;
+			st[i] = S_MEMBER
+		}
+		run Host();
+		for (i : 0 .. NP - 1) {
+			run Participant(i)
+		}
+	}
+}
+#endif

@@ -70,7 +70,13 @@ verify() {
 		fi ;;
 	fails)
 		if [ "$errors" != 0 ]; then
-			if grep -q "assertion violated.*hist_mb" pan.log; then
+			if grep -q "pan:1: invalid end state" pan.log; then
+				what="a hang"
+			elif grep -q "assertion violated killed" pan.log; then
+				what="a clean leave taken for a death"
+			elif grep -q "assertion violated.*lastgr" pan.log; then
+				what="the clock past a dead participant's grant"
+			elif grep -q "assertion violated.*hist_mb" pan.log; then
 				what="a torn state"
 			else
 				what="time going backwards"
@@ -90,7 +96,16 @@ for m in ANCHOR_BEFORE_ODD NO_RECHECK NO_BACKUP_RECHECK CLOCK_AFTER_RECHECK NO_A
 	NO_ANCHOR_WITHDRAW NO_JUMP_TOTAL JUMP_TOTAL_AFTER_RECHECK; do
 	verify fails $small -DMUTANT_$m
 done
+# Lockstep (lockstep.c): two participants, one SIGKILLed at any step.
+verify holds -DLOCKSTEP
+verify holds -DLOCKSTEP -DLS_ABORT
+for m in NO_TOKEN_RECHECK KICK_BEFORE_GRANT BLOCK_AT_FRESH STATE_BEFORE_LOCK; do
+	verify fails -DLOCKSTEP -DMUTANT_LS_$m
+done
+verify fails -DLOCKSTEP -DLS_ABORT -DMUTANT_LS_ABORT_COMMITS
 if [ "$quick" != quick ]; then
+	# Lockstep: three steps each.
+	verify holds -DLOCKSTEP -DTEND=3
 	# Two readers (one read each) across a commit and a kill.
 	verify holds -DNREADERS=2 -DREADS=1 -DMAXC=1 -DMAXKILLS=1
 	# Two readers across two commits, no kill.
