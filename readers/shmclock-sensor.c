@@ -9,6 +9,11 @@
  * scale changes (its frames come faster or slower in real time) and jumps
  * (a jump restarts its schedule; the frames in flight are dropped).
  *
+ * With --lockstep it is a lockstep participant instead: the clock waits
+ * for each of its measurements and publications (it grants the next one
+ * when it is done with the current), so it never misses a frame, however
+ * slow it is or however fast the clock may run.
+ *
  * Output, one line per event:
  *   frame N measured NS published NS missed M [unix ISO]
  *   jump DELTA_NS epoch E
@@ -24,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/time.h>
 
 #include "cli.h"
@@ -32,6 +39,7 @@
 static shmclock_t *clk;
 static shmclock_cancel_t cancel_tok = SHMCLOCK_CANCEL_INIT;
 static _Atomic bool jumped; /* set by the post-jump callback */
+static volatile sig_atomic_t stopping; /* --lockstep: SIGINT/SIGTERM */
 
 /* Frames measured and not yet published: a ring, oldest at head. */
 #define INFLIGHT 4096
@@ -43,6 +51,7 @@ static struct frame {
 static void usage(FILE *f)
 {
 	fputs("usage: shmclock-sensor [-n NAME] [--rate HZ] [--latency DURATION] [--frames N]\n"
+	      "                       [--lockstep[=WHO]]\n"
 	      "\n"
 	      "A sensor model in simulated time: a frame every 1/HZ simulated seconds\n"
 	      "(default 10 Hz), published LATENCY later (default 20ms), N frames (default:\n"
@@ -52,6 +61,9 @@ static void usage(FILE *f)
 	      "  -r, --rate HZ           frames per simulated second\n"
 	      "  -l, --latency DURATION  modelled processing latency (simulated)\n"
 	      "  -N, --frames N          stop after N frames\n"
+	      "  -L, --lockstep[=WHO]    join the clock's lockstep as WHO (default\n"
+	      "                          shmclock-sensor-PID): the clock waits for every\n"
+	      "                          measurement and publication (shmclockd --lockstep)\n"
 	      "  -h, --help              this help\n",
 	      f);
 }
@@ -59,6 +71,7 @@ static void usage(FILE *f)
 static void on_signal(int sig)
 {
 	(void)sig;
+	stopping = 1;
 	/* An atomic store and a futex wake: async-signal-safe. */
 	shmclock_cancel(clk, &cancel_tok);
 }
@@ -72,6 +85,56 @@ static void on_jump(const shmclock_jump_t *j, bool before, void *user)
 	}
 }
 
+/*
+ * --lockstep: the same frames, as a participant. Each event (a measurement
+ * every period, a publication LATENCY after each) is a due time: grant it,
+ * wait for the clock to reach it, do it. Returns the exit status.
+ */
+static int run_lockstep(const char *name, const char *who, int64_t period, int64_t latency,
+			long frames)
+{
+	shmclock_lockstep_t *p;
+	int64_t next_measure;
+	long head = 0, tail = 0;
+	int r;
+
+	r = shmclock_lockstep_join(name, who, &p);
+	if (r) {
+		fprintf(stderr, "shmclock-sensor: lockstep of clock '%s': %s%s\n", name,
+			shmclock_strerror(r), r == -EOPNOTSUPP ? " (start shmclockd with --lockstep N)" : "");
+		return 1;
+	}
+	next_measure = (shmclock_lockstep_joined_at(p) / period + 1) * period;
+	while ((frames < 0 || head < frames) && !stopping) {
+		bool measure = (frames < 0 || tail < frames) && tail - head < INFLIGHT;
+		int64_t publish = head < tail ? inflight[head % INFLIGHT].measured + latency : INT64_MAX;
+		int64_t due = measure && next_measure < publish ? next_measure : publish;
+
+		/* In slices, so that SIGINT/SIGTERM can end the wait; granting
+		 * the same time again changes nothing. */
+		while ((r = shmclock_lockstep_advance(p, due, shmclock_msec(200))) == -ETIMEDOUT &&
+		       !stopping)
+			;
+		if (r)
+			break;
+		if (due == publish) {
+			printf("frame %ld measured %" PRId64 " published %" PRId64 " missed 0\n", head,
+			       inflight[head % INFLIGHT].measured, publish);
+			head++;
+		}
+		if (measure && due == next_measure) {
+			inflight[tail++ % INFLIGHT] = (struct frame){ next_measure, 0 };
+			next_measure += period;
+		}
+	}
+	shmclock_lockstep_leave(p);
+	if (r && r != -ETIMEDOUT) {
+		fprintf(stderr, "shmclock-sensor: lockstep: %s\n", shmclock_strerror(r));
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -79,10 +142,13 @@ int main(int argc, char **argv)
 		{ "rate", required_argument, NULL, 'r' },
 		{ "latency", required_argument, NULL, 'l' },
 		{ "frames", required_argument, NULL, 'N' },
+		{ "lockstep", optional_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *name = NULL;
+	const char *name = NULL, *who = NULL;
+	bool lockstep = false;
+	char who_buf[40];
 	double hz = 10;
 	long frames = -1;
 	int64_t latency = 20000000;
@@ -114,6 +180,10 @@ int main(int argc, char **argv)
 			if (!cli_count("shmclock-sensor", "--frames", optarg, &frames))
 				return 2;
 			break;
+		case 'L':
+			lockstep = true;
+			who = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -128,6 +198,15 @@ int main(int argc, char **argv)
 	}
 	name = cli_clock_name(name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (lockstep) {
+		if (!who) {
+			snprintf(who_buf, sizeof(who_buf), "shmclock-sensor-%d", (int)getpid());
+			who = who_buf;
+		}
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+		return run_lockstep(name, who, (int64_t)(1e9 / hz), latency, frames);
+	}
 	r = shmclock_open_wait(name, 0, shmclock_sec(10), &clk);
 	if (r) {
 		fprintf(stderr, "shmclock-sensor: clock '%s': %s\n", name, shmclock_strerror(r));

@@ -410,3 +410,33 @@ Test(lockstep, sixty_four_participants_then_enospc)
 		shmclock_lockstep_leave(p[i]);
 	daemon_stop(d);
 }
+
+Test(lockstep, the_example_sensor_is_a_participant_that_misses_no_frame)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	char *argv[] = { (char *)bin("SHMCLOCK_SENSOR"), "-n", (char *)name, "--lockstep=camera",
+			 "--rate", "100", "--latency", "25ms", "--frames", "20", NULL };
+	char *line;
+	int k = 0;
+
+	cr_assert_eq(run_capture(argv, ctl_out, sizeof(ctl_out), ctl_err, sizeof(ctl_err)), 0, "%s",
+		     ctl_err);
+	/* As fast as it goes, yet every frame at its time: measured every
+	 * 10 ms, published 25 ms later, none missed. */
+	for (line = strtok(ctl_out, "\n"); line; line = strtok(NULL, "\n"), k++) {
+		long n;
+		long long m, p, missed;
+
+		cr_assert_eq(sscanf(line, "frame %ld measured %lld published %lld missed %lld", &n, &m,
+				    &p, &missed), 4, "%s", line);
+		cr_assert_eq(n, k);
+		cr_assert_eq(m, (k + 1) * 10 * MS, "%s", line);
+		cr_assert_eq(p, m + 25 * MS, "%s", line);
+		cr_assert_eq(missed, 0);
+	}
+	cr_assert_eq(k, 20);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0);
+	cr_assert(strstr(ctl_out, "\"members\":[]"), "it left: %s", ctl_out);
+	daemon_stop(d);
+}
