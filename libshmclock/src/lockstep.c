@@ -555,6 +555,7 @@ struct shmclock_lockstep_host {
 	ino_t ino;
 	uint64_t members;   /* bit i: slot i is a member (as of the last scan) */
 	int64_t now_sim;    /* the clock's time at the last scan or commit */
+	int64_t held_sim;   /* ... at the last shmclock_lockstep_host_committed() */
 };
 
 SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const char *name,
@@ -748,15 +749,17 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 
 SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *h, int64_t now_sim)
 {
+	/* The clock moved: whoever holds it now has held it since now. */
+	bool moved = now_sim != h->held_sim;
 	int64_t mono = 0;
 
-	h->now_sim = now_sim;
+	h->now_sim = h->held_sim = now_sim;
 	for (uint64_t m = h->members; m; m &= m - 1) {
 		struct ls_slot *sl = &h->ls->slot[__builtin_ctzll(m)];
 		bool holds = atomic_load_explicit(&sl->grant_ns, memory_order_relaxed) <= now_sim;
 		int64_t since = atomic_load_explicit(&sl->holding_since, memory_order_relaxed);
 
-		if (holds && !since) {
+		if (holds && (!since || moved)) {
 			if (!mono)
 				mono = shmclock__mono_ns();
 			atomic_store_explicit(&sl->holding_since, mono, memory_order_relaxed);

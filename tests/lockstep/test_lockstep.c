@@ -440,3 +440,40 @@ Test(lockstep, the_example_sensor_is_a_participant_that_misses_no_frame)
 	cr_assert(strstr(ctl_out, "\"members\":[]"), "it left: %s", ctl_out);
 	daemon_stop(d);
 }
+
+Test(lockstep, after_StallAfter_the_log_names_who_holds_the_clock)
+{
+	const char *name = test_clock_name();
+	char log[256], text[8192];
+	shmclock_lockstep_t *slow, *quick;
+	int fd, saved = dup(2);
+	pid_t d;
+
+	/* The daemon's stderr into a file: it inherits ours. */
+	snprintf(log, sizeof(log), "%s/daemon.log", rt_dir);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	dup2(fd, 2);
+	d = daemon_start("-n", name, "--source", "fixed", "--lockstep", "2", "--stall-after", "150ms",
+			 "--log-level", "info", NULL);
+	dup2(saved, 2);
+	close(fd);
+	cr_assert_gt(d, 0);
+	slow = join(name, "slow-model");
+	quick = join(name, "quick-model");
+	cr_assert_eq(shmclock_lockstep_grant(quick, 10 * MS), 0);
+	sleep_ns(400 * MS); /* slow-model holds the clock at 0 */
+	cr_assert_eq(shmclock_lockstep_advance(slow, 10 * MS, shmclock_sec(5)), 0);
+	shmclock_lockstep_leave(slow);
+	shmclock_lockstep_leave(quick);
+	daemon_stop(d);
+	fd = open(log, O_RDONLY);
+	slurp(fd, text, sizeof(text));
+	cr_assert(strstr(text, "the clock has waited"), "%s", text);
+	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+		if (!strstr(l, "the clock has waited"))
+			continue;
+		/* Only who holds it, only while it is held at 0. */
+		cr_assert(strstr(l, "'slow-model'") && !strstr(l, "'quick-model'"), "%s", l);
+		cr_assert(strstr(l, " at 0.000000000s "), "%s", l);
+	}
+}
