@@ -16,7 +16,7 @@
 static void usage(FILE *f)
 {
 	fputs("usage: shmclock-bench COMMAND [options]\n"
-	      "       shmclock-bench plot RESULTS.json OUT.png\n"
+	      "       shmclock-bench plot RESULTS.json OUT.png [read|lockstep]\n"
 	      "\n"
 	      "commands (each against its baseline, measured in the same run):\n"
 	      "  read       cost of one read: clock_gettime, shmclock_now, the preload shim,\n"
@@ -39,13 +39,15 @@ static void usage(FILE *f)
 	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
 	      "             (Clock.now vs time.monotonic_ns), each in its own process\n"
 	      "  all        all of the above, one JSON document\n"
-	      "  plot       read-latency CDFs of every contender on one chart (gnuplot)\n"
+	      "  plot       read-latency CDFs of every contender on one chart, or lockstep\n"
+	      "             steps/s against participants (gnuplot)\n"
 	      "\n"
 	      "options:\n"
 	      "  -q, --quick          a run of seconds, for CI (default: a few minutes in all)\n"
 	      "  -j, --json FILE      also write the figures as JSON ('-': stdout, tables then\n"
 	      "                       go to stderr)\n"
-	      "  -s, --samples N      batches (read, scale) or sleeps (sleep) per contender\n"
+	      "  -s, --samples N      batches (read, scale), sleeps (sleep) or steps (lockstep)\n"
+	      "                       per contender\n"
 	      "  -b, --batch N        reads per timed batch (default 50)\n"
 	      "  -p, --period MS      sleep: sleep length (default 2)\n"
 	      "  -d, --duration S     propagate, daemon, flood, waits: seconds per measured run\n"
@@ -166,11 +168,12 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "__waits-child") && argc == 3)
 		return bench_waits_child(argv[2]);
 	if (!strcmp(argv[1], "plot")) {
-		if (argc != 4) {
-			fprintf(stderr, "usage: shmclock-bench plot RESULTS.json OUT.png\n");
+		if (argc < 4 || argc > 5 ||
+		    (argc == 5 && strcmp(argv[4], "read") && strcmp(argv[4], "lockstep"))) {
+			fprintf(stderr, "usage: shmclock-bench plot RESULTS.json OUT.png [read|lockstep]\n");
 			return 2;
 		}
-		return bench_plot(argv[2], argv[3]);
+		return bench_plot(argv[2], argv[3], argc == 5 ? argv[4] : "read");
 	}
 	for (int i = 0; i < (int)(sizeof(cmds) / sizeof(cmds[0])); i++)
 		if (!strcmp(argv[1], cmds[i].name))

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * plot: the read-latency CDFs of every contender of a `read` run, on one
- * chart, as a PNG (gnuplot, Debian's gnuplot-nox). Input: the JSON of
- * `shmclock-bench read --json` or `shmclock-bench all --json`.
+ * chart, as a PNG (gnuplot, Debian's gnuplot-nox); or, with `lockstep`,
+ * steps per second against participants. Input: the JSON of
+ * `shmclock-bench read|lockstep --json` or `shmclock-bench all --json`.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,18 +35,18 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-/* The `read` bench object in @doc (top level, or inside "benches"). */
-static cJSON *find_read(cJSON *doc)
+/* The bench object @what in @doc (top level, or inside "benches"). */
+static cJSON *find_bench(cJSON *doc, const char *what)
 {
 	cJSON *b, *benches = cJSON_GetObjectItem(doc, "benches");
 
 	if (cJSON_IsString(cJSON_GetObjectItem(doc, "bench")) &&
-	    !strcmp(cJSON_GetObjectItem(doc, "bench")->valuestring, "read"))
+	    !strcmp(cJSON_GetObjectItem(doc, "bench")->valuestring, what))
 		return doc;
 	cJSON_ArrayForEach(b, benches) {
 		cJSON *n = cJSON_GetObjectItem(b, "bench");
 
-		if (cJSON_IsString(n) && !strcmp(n->valuestring, "read"))
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, what))
 			return b;
 	}
 	return NULL;
@@ -60,7 +61,71 @@ static void put_title(FILE *f, const char *s)
 	fputc('\'', f);
 }
 
-int bench_plot(const char *json_path, const char *png_path)
+static double num(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, k);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* lockstep: steps per second against the number of participants, shmclock
+ * and the socket coordinator, on a log scale. */
+static int plot_lockstep(cJSON *doc, const char *json_path, const char *png_path)
+{
+	cJSON *ls = find_bench(doc, "lockstep"), *res, *r, *m = cJSON_GetObjectItem(doc, "machine");
+	char dat[] = "/tmp/shmclock-plot-XXXXXX", t[512];
+	FILE *df, *gp;
+	int fd, st;
+
+	res = ls ? cJSON_GetObjectItem(ls, "results") : NULL;
+	if (!cJSON_IsArray(res) || !cJSON_GetArraySize(res)) {
+		fprintf(stderr, "shmclock-bench: %s: no 'lockstep' results (use lockstep --json or all --json)\n",
+			json_path);
+		return 1;
+	}
+	fd = mkstemp(dat);
+	df = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!df) {
+		fprintf(stderr, "shmclock-bench: temporary file: %s\n", strerror(errno));
+		return 1;
+	}
+	/* "participants shmclock sockets" */
+	cJSON_ArrayForEach(r, res)
+		fprintf(df, "%g %g %g\n", num(r, "participants"),
+			num(cJSON_GetObjectItem(r, "shmclock"), "steps_per_s"),
+			num(cJSON_GetObjectItem(r, "sockets"), "steps_per_s"));
+	fclose(df);
+	gp = popen("gnuplot", "w");
+	if (!gp) {
+		fprintf(stderr, "shmclock-bench: gnuplot: %s (apt-get install gnuplot-nox)\n", strerror(errno));
+		unlink(dat);
+		return 1;
+	}
+	fprintf(gp, "set terminal pngcairo size 1000,650 font 'sans,11' noenhanced\nset output ");
+	put_title(gp, png_path);
+	snprintf(t, sizeof(t), "shmclock-bench lockstep: steps per second  -  %s, %d cpus, %s",
+		 cJSON_IsString(cJSON_GetObjectItem(m, "cpu")) ? cJSON_GetObjectItem(m, "cpu")->valuestring : "?",
+		 (int)num(m, "cpus"),
+		 cJSON_IsString(cJSON_GetObjectItem(m, "date")) ? cJSON_GetObjectItem(m, "date")->valuestring : "?");
+	fprintf(gp, "\nset title ");
+	put_title(gp, t);
+	fprintf(gp, "\nset logscale xy 2\nset xlabel 'no-op participant processes'\n"
+		    "set ylabel 'steps per second (log scale)'\nset grid\nset key top right\n"
+		    "set xtics (1, 2, 4, 8)\n");
+	fprintf(gp, "plot '%s' using 1:2 with linespoints lw 2 pt 7 title 'shmclockd --lockstep (futex)', "
+		    "'%s' using 1:3 with linespoints lw 2 pt 5 title 'coordinator over Unix sockets (go / done)'\n",
+		dat, dat);
+	st = pclose(gp);
+	unlink(dat);
+	if (st != 0) {
+		fprintf(stderr, "shmclock-bench: gnuplot failed (exit %d)\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return 1;
+	}
+	printf("%s: lockstep, %d participant counts\n", png_path, cJSON_GetArraySize(res));
+	return 0;
+}
+
+int bench_plot(const char *json_path, const char *png_path, const char *what)
 {
 	char *text = slurp(json_path);
 	char dat[] = "/tmp/shmclock-plot-XXXXXX";
@@ -78,7 +143,12 @@ int bench_plot(const char *json_path, const char *png_path)
 		fprintf(stderr, "shmclock-bench: %s: not JSON\n", json_path);
 		return 1;
 	}
-	rd = find_read(doc);
+	if (!strcmp(what, "lockstep")) {
+		st = plot_lockstep(doc, json_path, png_path);
+		cJSON_Delete(doc);
+		return st;
+	}
+	rd = find_bench(doc, "read");
 	res = rd ? cJSON_GetObjectItem(rd, "results") : NULL;
 	if (!cJSON_IsArray(res) || cJSON_GetArraySize(res) == 0) {
 		fprintf(stderr, "shmclock-bench: %s: no 'read' results (use read --json or all --json)\n",
