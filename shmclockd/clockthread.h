@@ -63,7 +63,8 @@ struct clockthread {
 	 * clockthread_start; the clock thread owns the host, status lists it. */
 	struct shmclock_lockstep_host *ls_host;
 	int ls_notify_fd;                /* eventfd: written when OnDeath abort fires */
-	bool ls_started;                 /* Participants joined once: the clock runs */
+	_Atomic bool ls_started;         /* Participants joined once: the clock runs
+					  * (status reads it: relaxed, information) */
 	int64_t ls_step_target;          /* paused: `step` lets the clock run to here */
 	int64_t ls_ext_target;           /* external source: the last advance */
 	int64_t ls_commit_mono, ls_commit_sim; /* the last advance (MaxScale pacing) */

@@ -115,6 +115,7 @@ void lockstep_run(struct clockthread *ct)
 	bool stop = false;
 
 	while (!stop) {
+		bool started = atomic_load_explicit(&ct->ls_started, memory_order_relaxed);
 		/* Both tokens before the work they guard: a command queued or a
 		 * grant made after these loads ends the wait below at once
 		 * (pairs with clockthread_submit's and the participants'
@@ -145,16 +146,17 @@ void lockstep_run(struct clockthread *ct)
 		shmclock_lockstep_host_scan(h, in.sim_ns, on_event, ct, &min, &n);
 		if (atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed))
 			continue; /* a death with OnDeath abort: no advance after it */
-		if (!ct->ls_started && n >= (unsigned)c->ls_participants) {
+		if (!started && n >= (unsigned)c->ls_participants) {
 			char t[64];
 
-			ct->ls_started = true;
+			started = true;
+			atomic_store_explicit(&ct->ls_started, true, memory_order_relaxed);
 			ct->ls_commit_mono = now;
 			ct->ls_commit_sim = in.sim_ns;
 			log_msg(LOG_INFO, "lockstep: %u participants joined; the clock runs from %s", n,
 				duration_format(in.sim_ns, t, sizeof(t)));
 		}
-		limit = ct->ls_started && n ? min : in.sim_ns;
+		limit = started && n ? min : in.sim_ns;
 		if (in.paused && ct->ls_step_target < limit)
 			limit = ct->ls_step_target;
 		if (c->source->feed == FEED_CLIENT && ct->ls_ext_target < limit)
@@ -184,7 +186,7 @@ void lockstep_run(struct clockthread *ct)
 			}
 		}
 		shmclock_lockstep_host_committed(h, in.sim_ns);
-		if (ct->ls_started && n && !in.paused)
+		if (started && n && !in.paused)
 			report_stall(ct, in.sim_ns, now);
 		shmclock_writer_heartbeat(ct->w);
 		shmclock_lockstep_host_wait(h, tok, (uint32_t *)&ct->kick, k, deadline);

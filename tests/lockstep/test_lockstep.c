@@ -27,6 +27,9 @@ static shmclock_lockstep_t *join(const char *name, const char *who)
 	return p;
 }
 
+/* shmclockd -n NAME --source fixed --lockstep N [more arguments] */
+#define start_lockstep(name, ...) must_start(name, "--source", "fixed", "--lockstep", __VA_ARGS__, NULL)
+
 /* The clock stays at @t for @ns of real time. */
 static void assert_held_at(shmclock_t *r, int64_t t, int64_t ns)
 {
@@ -49,7 +52,7 @@ Test(lockstep, join_needs_a_lockstep_clock_and_a_valid_name)
 		     "a clock that is not in lockstep");
 	cr_assert_null(p);
 	daemon_stop(d);
-	d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	d = start_lockstep(name, "1");
 	cr_assert_eq(shmclock_lockstep_join(name, "", &p), -EINVAL, "empty name");
 	cr_assert_eq(shmclock_lockstep_join(name, "tab\there", &p), -EINVAL, "control character");
 	cr_assert_eq(shmclock_lockstep_join(name,
@@ -62,7 +65,7 @@ Test(lockstep, join_needs_a_lockstep_clock_and_a_valid_name)
 Test(lockstep, the_clock_waits_for_every_grant_and_moves_straight_to_the_smallest)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "2", NULL);
+	pid_t d = start_lockstep(name, "2");
 	shmclock_t *r = open_reader(name);
 	shmclock_lockstep_t *a = join(name, "a");
 	shmclock_lockstep_t *b;
@@ -91,7 +94,7 @@ Test(lockstep, the_clock_waits_for_every_grant_and_moves_straight_to_the_smalles
 Test(lockstep, late_join_holds_the_clock_at_its_join_time_leave_and_rejoin)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	pid_t d = start_lockstep(name, "1");
 	shmclock_t *r = open_reader(name);
 	shmclock_lockstep_t *a = join(name, "a"), *b;
 
@@ -119,7 +122,7 @@ Test(lockstep, late_join_holds_the_clock_at_its_join_time_leave_and_rejoin)
 Test(lockstep, bad_grants_are_refused_and_move_nothing)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	pid_t d = start_lockstep(name, "1");
 	shmclock_t *r = open_reader(name);
 	shmclock_lockstep_t *a = join(name, "a"), *b;
 
@@ -145,7 +148,7 @@ Test(lockstep, a_user_outside_the_clocks_group_gets_eacces)
 
 	if (geteuid() != 0)
 		cr_skip_test("needs root to act as another user");
-	d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	d = start_lockstep(name, "1");
 	c = test_fork();
 	if (c == 0) {
 		shmclock_lockstep_t *p;
@@ -164,7 +167,7 @@ Test(lockstep, a_user_outside_the_clocks_group_gets_eacces)
 Test(lockstep, everything_done_before_a_grant_is_seen_by_whoever_reaches_it)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "2", NULL);
+	pid_t d = start_lockstep(name, "2");
 	/* [0]: the writer's progress, plain memory; [1]: the reader's errors */
 	int64_t *shared = shared_alloc(2 * sizeof(int64_t));
 	pid_t w = test_fork(), rd;
@@ -206,7 +209,7 @@ Test(lockstep, everything_done_before_a_grant_is_seen_by_whoever_reaches_it)
 Test(lockstep, a_participant_of_a_dead_clock_gets_estale)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	pid_t d = start_lockstep(name, "1");
 	shmclock_lockstep_t *a = join(name, "a");
 	int64_t t0;
 
@@ -221,7 +224,7 @@ Test(lockstep, a_participant_of_a_dead_clock_gets_estale)
 Test(lockstep, pause_holds_and_step_advances_within_the_grants)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	pid_t d = start_lockstep(name, "1");
 	shmclock_t *r = open_reader(name);
 	shmclock_lockstep_t *a = join(name, "a");
 
@@ -247,7 +250,7 @@ Test(lockstep, pause_holds_and_step_advances_within_the_grants)
 Test(lockstep, max_scale_one_never_runs_faster_than_real_time)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", "--max-scale", "1", NULL);
+	pid_t d = start_lockstep(name, "1", "--max-scale", "1");
 	shmclock_lockstep_t *a = join(name, "a");
 	int64_t t0 = now_mono();
 
@@ -284,7 +287,7 @@ Test(lockstep, the_external_source_moves_only_within_the_grants)
 Test(lockstep, status_lists_the_participants_and_who_holds_the_clock)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "2", NULL);
+	pid_t d = start_lockstep(name, "2");
 	shmclock_lockstep_t *a = join(name, "sensor-model"), *b = join(name, "controller");
 	char pid[32];
 
@@ -395,7 +398,7 @@ Test(lockstep, an_evicted_participant_gets_ecanceled_and_no_longer_holds_the_clo
 Test(lockstep, sixty_four_participants_then_enospc)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	pid_t d = start_lockstep(name, "1");
 	shmclock_lockstep_t *p[SHMCLOCK_LOCKSTEP_SLOTS], *extra = NULL;
 	char who[16];
 
@@ -414,7 +417,7 @@ Test(lockstep, sixty_four_participants_then_enospc)
 Test(lockstep, the_example_sensor_is_a_participant_that_misses_no_frame)
 {
 	const char *name = test_clock_name();
-	pid_t d = must_start(name, "--source", "fixed", "--lockstep", "1", NULL);
+	pid_t d = start_lockstep(name, "1");
 	char *argv[] = { (char *)bin("SHMCLOCK_SENSOR"), "-n", (char *)name, "--lockstep=camera",
 			 "--rate", "100", "--latency", "25ms", "--frames", "20", NULL };
 	char *line;
