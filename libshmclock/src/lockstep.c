@@ -119,6 +119,29 @@
  */
 #define PARTICIPANT_YIELDS 4
 #define HOST_YIELDS 16
+/*
+ * But a yield hands the core to *any* runnable process: with an unrelated
+ * busy process on the core, CFS runs that one for a whole time slice
+ * (milliseconds), and 20 runs of the determinism scenario under a CPU hog
+ * took 71 s instead of 6. A yield that takes longer than this means exactly
+ * that: the waiter then skips yielding for its next YIELD_BACKOFF waits and
+ * goes straight to the futex, which wakes it at once when its time comes.
+ */
+#define YIELD_SLOW_NS 500000
+#define YIELD_BACKOFF 1024
+
+/* One yield; false (and *backoff set) if it handed the core away for long. */
+static bool yield_briefly(uint32_t *backoff)
+{
+	int64_t t0 = shmclock__mono_ns();
+
+	sched_yield();
+	if (shmclock__mono_ns() - t0 <= YIELD_SLOW_NS)
+		return true;
+	*backoff = YIELD_BACKOFF;
+	return false;
+}
+
 #define LS_MAGIC UINT64_C(0x534c4b4c434d4853) /* "SHMCLKLS" little endian */
 #define LS_SLOTS SHMCLOCK_LOCKSTEP_SLOTS
 #define LS_PREFIX "/shmclock-lockstep."
@@ -240,6 +263,7 @@ struct shmclock_lockstep {
 	uint32_t incarnation;
 	int64_t last;       /* our last grant (the join time before any) */
 	int64_t joined_at;
+	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
 };
 
 static int check_who(const char *who)
@@ -491,6 +515,8 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 	if (r)
 		return r;
 	s = p->clk->seg;
+	if (p->yield_backoff)
+		p->yield_backoff--;
 	deadline = timeout.ns < 0 ? INT64_MAX : shmclock__sat_add(shmclock__mono_ns(), timeout.ns);
 	for (int spins = 0;; spins++) {
 		/* Acquire: a commit after this load changes the word, so the
@@ -507,8 +533,9 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 		r = writer_check(p);
 		if (r)
 			return r;
-		if (spins < PARTICIPANT_YIELDS) {
-			sched_yield();
+		if (spins < PARTICIPANT_YIELDS && !p->yield_backoff) {
+			if (!yield_briefly(&p->yield_backoff))
+				spins = PARTICIPANT_YIELDS;
 			continue;
 		}
 		left = deadline == INT64_MAX ? INT64_MAX : deadline - shmclock__mono_ns();
@@ -556,6 +583,7 @@ struct shmclock_lockstep_host {
 	uint64_t members;   /* bit i: slot i is a member (as of the last scan) */
 	int64_t now_sim;    /* the clock's time at the last scan or commit */
 	int64_t held_sim;   /* ... at the last shmclock_lockstep_host_committed() */
+	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
 };
 
 SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const char *name,
@@ -775,11 +803,14 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, ui
 {
 	struct ls_seg *ls = h->ls;
 
-	for (int i = 0; i < HOST_YIELDS; i++) {
+	if (h->yield_backoff)
+		h->yield_backoff--;
+	for (int i = 0; i < HOST_YIELDS && !h->yield_backoff; i++) {
 		if (atomic_load_explicit(&ls->grant_futex, memory_order_acquire) != token ||
 		    (also && __atomic_load_n(also, __ATOMIC_ACQUIRE) != also_val))
 			return;
-		sched_yield();
+		if (!yield_briefly(&h->yield_backoff))
+			break;
 	}
 	/* Blocked at the clock's time, not at a grant loaded anew: one that
 	 * moved since the scan would hide the last grant we wait for (the
