@@ -26,7 +26,6 @@
 #define MS 1000000LL
 
 struct shared {
-	_Atomic int ready;
 	_Atomic int failed;
 	int64_t t0, t1;   /* participant 0: first and last step, CLOCK_MONOTONIC */
 	double rtt[];     /* participant 0: each step's round trip, ns */
@@ -45,7 +44,6 @@ static void participant(const char *clock, int i, long steps, struct shared *sh)
 		sh->failed = 1;
 		_exit(1);
 	}
-	sh->ready++;
 	for (long s = 0; s < steps; s++) {
 		int64_t a = bench_mono_ns();
 
@@ -84,7 +82,7 @@ static int run_shmclock(const char *daemon, int n, long steps, struct shared *sh
 		fprintf(stderr, "shmclock-bench: %s did not start\n", daemon);
 		return -1;
 	}
-	sh->ready = sh->failed = 0;
+	sh->failed = 0;
 	for (int i = 0; i < n; i++) {
 		kids[i] = fork();
 		if (kids[i] == 0)

@@ -220,8 +220,7 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 	char buf[64];
 
 	cJSON_AddNumberToObject(t, "participants_required", cfg->ls_participants);
-	cJSON_AddBoolToObject(t, "running", n >= (unsigned)cfg->ls_participants ||
-					   atomic_load_explicit(&ct->ls_started, memory_order_relaxed));
+	cJSON_AddBoolToObject(t, "running", atomic_load_explicit(&ct->ls_started, memory_order_relaxed));
 	if (cfg->ls_max_scale > 0)
 		cJSON_AddNumberToObject(t, "max_scale", cfg->ls_max_scale);
 	cJSON_AddStringToObject(t, "on_death", cfg->ls_abort ? "abort" : "evict");

@@ -43,9 +43,6 @@ static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lock
 	case SHMCLOCK_LOCKSTEP_LEFT:
 		log_msg(LOG_INFO, "lockstep: '%s' (pid %d) left at grant %s", p->who, (int)p->pid, g);
 		break;
-	case SHMCLOCK_LOCKSTEP_EVICTED:
-		log_msg(LOG_WARN, "lockstep: evicted '%s' (pid %d) at grant %s", p->who, (int)p->pid, g);
-		break;
 	case SHMCLOCK_LOCKSTEP_DIED: {
 		shmclock_info_t in;
 		char now[64];

@@ -100,7 +100,7 @@
 
 #include "clock.h"
 #include "common.h"
-#include "protocol.h"
+#include "writer_seg.h"
 
 
 

@@ -25,8 +25,4 @@ struct shmclock_info;
 void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,
 			 int64_t mono, uint32_t lock, struct shmclock_info *info);
 
-struct shmclock_writer;
-/* The page a writer holds (lockstep.c marks it and wakes its sleepers). */
-struct shmclock_seg *shmclock__writer_seg(struct shmclock_writer *w);
-
 #endif

@@ -48,6 +48,7 @@
 
 #include "common.h"
 #include "protocol.h"
+#include "writer_seg.h"
 
 struct shmclock_writer {
 	struct shmclock_seg *seg;

@@ -124,7 +124,6 @@ enum shmclock_lockstep_event {
 	SHMCLOCK_LOCKSTEP_JOINED,
 	SHMCLOCK_LOCKSTEP_LEFT,    /* left cleanly */
 	SHMCLOCK_LOCKSTEP_DIED,    /* its thread or process exited without leaving */
-	SHMCLOCK_LOCKSTEP_EVICTED, /* shmclock_lockstep_host_evict() took effect */
 };
 
 typedef void (*shmclock_lockstep_event_cb)(enum shmclock_lockstep_event ev,
