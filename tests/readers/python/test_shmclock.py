@@ -319,11 +319,14 @@ class ClockTest(unittest.TestCase):
     # ------------------------------------------------------------ asyncio
 
     def test_asyncio_sleeps_follow_pause_without_blocking_the_loop(self):
-        self.daemon()
+        # Deterministic in what it asserts: the clock is paused before the
+        # sleeps start, so none may end while it stays paused however late a
+        # control command runs; after the resume the last one needs 0.3 s of
+        # simulated time, which at scale 1 is at least 0.3 s of real time
+        # from a moment before the resume was asked for.
+        self.daemon("--paused")
         c = shmclock.Clock(self.name)
         self.addCleanup(c.close)
-        self.later(0.05, self.ctl, "pause")
-        self.later(0.35, self.ctl, "resume")
 
         async def main():
             ticks = 0
@@ -336,19 +339,25 @@ class ClockTest(unittest.TestCase):
                     await asyncio.sleep(0.01)
 
             t = asyncio.create_task(ticker())
-            t0 = time.monotonic()
             start = c.now()
-            await asyncio.gather(c.asleep(0.1), c.asleep(0.2),
-                                 c.asleep_until(start + 300 * MS))
+            sleeps = [asyncio.ensure_future(s) for s in
+                      (c.asleep(0.1), c.asleep(0.2), c.asleep_until(start + 300 * MS))]
+            await asyncio.sleep(0.3)
+            ended_while_paused = [s.done() for s in sleeps]
+            ticks_paused = ticks
+            t0 = time.monotonic()
+            await asyncio.get_running_loop().run_in_executor(None, self.ctl, "resume")
+            await asyncio.gather(*sleeps)
             elapsed = time.monotonic() - t0
             stop.set()
             await t
-            return elapsed, ticks, c.now() - start
+            return ended_while_paused, ticks_paused, elapsed, c.now() - start
 
-        elapsed, ticks, sim = asyncio.run(main())
+        ended, ticks, elapsed, sim = asyncio.run(main())
+        self.assertEqual(ended, [False, False, False], "a sleep ended on a paused clock")
+        self.assertGreater(ticks, 15, "the event loop was blocked")
         self.assertGreaterEqual(sim, 300 * MS)
-        self.assertGreaterEqual(elapsed, 0.55)  # 0.3 s simulated + 0.3 s paused
-        self.assertGreater(ticks, 30, "the event loop was blocked")
+        self.assertGreaterEqual(elapsed, 0.3)  # 0.3 s simulated after the resume
 
     # ------------------------------------------------------------ writer
 
