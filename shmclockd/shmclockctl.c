@@ -240,7 +240,8 @@ static int watch(const char *name, int argc, char **argv)
 		       in.initialized ? duration_format(in.sim_ns, t, sizeof(t)) : "(uninitialized)",
 		       in.scale, in.paused ? "PAUSED" : in.stepped ? "stepped" : "running",
 		       shmclock_source_name(in.source), (unsigned long long)in.jump_epoch,
-		       in.writer_alive ? "alive" : "DEAD", tty ? "" : "\n");
+		       in.writer_alive ? (in.stale ? "alive, STALE" : "alive") : "DEAD",
+		       tty ? "" : "\n");
 		fflush(stdout);
 		if (count < 0 || i + 1 < count)
 			nanosleep(&ts, NULL);

@@ -22,6 +22,11 @@ static inline uint64_t shmclock__key(uint64_t jump_epoch, uint32_t flags)
 }
 
 static_assert(SHMCLOCK_KEY_FLAGS == 0xff01u, "frozen ABI: the static header compares 0xff01");
+/* The static header compares (flags & 0xff11) with the key: the STALE bit,
+ * never in the key, sends every read of a stale clock to now_checked(). */
+static_assert(((SHMCLOCK_KEY_FLAGS | SHMCLOCK_F_STALE) == 0xff11u) &&
+		      !(SHMCLOCK_KEY_FLAGS & SHMCLOCK_F_STALE),
+	      "the static header's mask is the key's flags plus STALE");
 
 struct shmclock_jump_reg;
 

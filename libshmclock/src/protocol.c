@@ -256,6 +256,7 @@ void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_par
 	info->source = (int)((p->flags & SHMCLOCK_F_SOURCE_MASK) >> SHMCLOCK_F_SOURCE_SHIFT);
 	info->paused = p->flags & SHMCLOCK_F_PAUSED;
 	info->stepped = p->flags & SHMCLOCK_F_STEPPED;
+	info->stale = p->flags & SHMCLOCK_F_STALE;
 	info->has_unix_at_zero = p->flags & SHMCLOCK_F_UNIX_ZERO;
 	info->unix_at_zero_ns = info->has_unix_at_zero ? p->unix_at_zero_ns : 0;
 	info->jump_epoch = p->jump_epoch;

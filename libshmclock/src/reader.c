@@ -262,7 +262,9 @@ static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *
 			*uz = (p.flags & SHMCLOCK_F_UNIX_ZERO) ? p.unix_at_zero_ns : 0;
 		if (jt)
 			*jt = p.jump_total_ns;
-		return r;
+		/* A live writer that lost what it follows says so (the value is
+		 * filled in, as for a dead writer). */
+		return r == 0 && (p.flags & SHMCLOCK_F_STALE) ? -ESTALE : r;
 	}
 }
 

@@ -7,9 +7,9 @@
  * Every byte not named below is reserved and must be zero; readers refuse a
  * segment whose header says otherwise (-EPROTO).
  *
- * ABI version 2 (version 1 had no anchor_mono_ns and no jump_total_ns;
- * their bytes were reserved, and readers of either version refuse the
- * other with -EPROTO). Byte by byte:
+ * ABI version 2 (version 1 had no anchor_mono_ns, no jump_total_ns, no
+ * lockstep word and no STALE flag; their bytes and bit were reserved, and
+ * readers of either version refuse the other with -EPROTO). Byte by byte:
  *
  *  off   size  field                 meaning
  *  ---- header line (written once, at creation) ----------------------------
@@ -22,8 +22,9 @@
  *  0x020 32    reserved, zero
  *  ---- record line: the reader's hot path touches only these 64 bytes -----
  *  0x040  4    seq                   sequence: odd while the writer updates
- *  0x044  4    flags                 SHMCLOCK_F_* below, and the source id in
- *                                    bits 8..15
+ *  0x044  4    flags                 SHMCLOCK_F_* below (INIT 0x1, PAUSED
+ *                                    0x2, STEPPED 0x4, UNIX_ZERO 0x8, STALE
+ *                                    0x10), and the source id in bits 8..15
  *  0x048  8    mono_base             CLOCK_MONOTONIC ns of the anchor
  *  0x050  8    sim_base              simulation ns at mono_base
  *  0x058  8    mult                  effective rate, 32.32 fixed point:
@@ -121,6 +122,10 @@
 #define SHMCLOCK_F_PAUSED 0x2u    /* paused: mult is 0 */
 #define SHMCLOCK_F_STEPPED 0x4u   /* stepped source: mult is 0 between steps */
 #define SHMCLOCK_F_UNIX_ZERO 0x8u /* unix_at_zero_ns is valid */
+/* The writer is alive but has lost what it follows (a leader on another
+ * host, ROS 2 /clock): time is held or extrapolated from the last function.
+ * Readers return -ESTALE with the value while it is set. */
+#define SHMCLOCK_F_STALE SHMCLOCK_FLAG_STALE
 #define SHMCLOCK_F_KNOWN 0xffu
 #define SHMCLOCK_F_SOURCE_SHIFT 8
 #define SHMCLOCK_F_SOURCE_MASK 0xff00u

@@ -24,6 +24,12 @@
  *     by one, so the sum is kept as jb, the number of jumps back, and the
  *     jump-free time is value + jb.
  *
+ *   - the stale mark (SHMCLOCK_F_STALE, in the record's flags) comes with
+ *     the time of the commit that set it: a reader never pairs one
+ *     commit's mark with another's function (field st, checked with the
+ *     rest as not torn; a follower marks and clears it with a commit of
+ *     its own, or together with a function from its leader).
+ *
  * Spin explores interleavings under sequential consistency. The C code gets
  * the same orders from the fences each step names (W1..W6 with W2a,
  * V0..V5, R1..R6, S1..S4, T0..T4); each fence in the C code names the step here. The
@@ -32,7 +38,7 @@
  * that passes while nobody looks is not observable).
  *
  * The fields of a line are stored (and loaded) in two halves, each one
- * step: {mono_base, sim_base} then {mult, jump_epoch, jump_total, gen}
+ * step: {mono_base, sim_base} then {mult, jump_epoch, jump_total, st, gen}
  * (jump_total_ns lives in the info line in C, stored and loaded after the
  * record's fields inside the same seq window; where a field sits among the
  * halves does not change what the halves can mix). Loads and stores
@@ -69,9 +75,11 @@ byte anc;                               /* anchor_mono_ns */
  * came from. */
 byte r_mb, r_sb, r_mult = 1, r_ep, r_jb, r_gen;
 byte b_mb, b_sb, b_mult = 1, b_ep, b_jb, b_gen;
+bit r_st, b_st;                         /* the stale mark (flags 0x10) */
 
 /* ghost: what commit g stored (commit 0 is the initial state) */
 byte hist_mb[NGEN], hist_sb[NGEN], hist_mult[NGEN], hist_ep[NGEN], hist_jb[NGEN];
+bit hist_st[NGEN];
 
 /* ghost: the largest (epoch, value) and jump-free value any read returned */
 byte last_ep, last_v, last_mv;
@@ -100,6 +108,7 @@ inline clock(out) {
 proctype Writer() {
 	byte kills, ncommits, mw, cur;
 	byte p_mb, p_sb, p_mult = 1, p_ep, p_jb, p_gen;  /* the writer's own copy (w->p) */
+	bit p_st;
 
 	goto commits;                    /* the first writer made the segment */
 
@@ -118,18 +127,18 @@ died:
 	if
 	:: seq % 2 == 1 ->
 		/* V2: the backup is the last committed state; copy it to the record */
-		p_mb = b_mb; p_sb = b_sb; p_mult = b_mult; p_ep = b_ep; p_jb = b_jb; p_gen = b_gen;
+		p_mb = b_mb; p_sb = b_sb; p_mult = b_mult; p_ep = b_ep; p_jb = b_jb; p_st = b_st; p_gen = b_gen;
 		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
-		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_gen = p_gen }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_st = p_st; r_gen = p_gen }; KILLPOINT;
 		/* V3: release store of the even seq */
 		seq++; KILLPOINT
 	:: else ->
 		/* V4: the record is the last committed state */
-		p_mb = r_mb; p_sb = r_sb; p_mult = r_mult; p_ep = r_ep; p_jb = r_jb; p_gen = r_gen
+		p_mb = r_mb; p_sb = r_sb; p_mult = r_mult; p_ep = r_ep; p_jb = r_jb; p_st = r_st; p_gen = r_gen
 	fi;
 	/* V5: release fence, then the backup stores */
 	d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
-	d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_gen = p_gen }; KILLPOINT;
+	d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_st = p_st; b_gen = p_gen }; KILLPOINT;
 
 commits:
 	do
@@ -148,10 +157,13 @@ commits:
 		anc = mw; KILLPOINT;
 		/* W3: the time every reader agrees on at mw */
 		timefn(p_mb, p_sb, p_mult, mw, cur);
-		/* The change (forward jumps and scale 1 add no new behaviour). */
+		/* The change (forward jumps and scale 1 add no new behaviour;
+		 * set_function's hold of a function behind the clock is the
+		 * pause or scale shape: anchored at mw, at cur). */
 		p_mb = mw;
 		p_sb = cur;
 		if
+		:: p_st = 1 - p_st                   /* stale mark set or cleared */
 		:: p_mult = 0                        /* pause */
 		:: p_mult = 2                        /* scale 2 (or resume) */
 		:: cur > 0 -> p_sb = cur - 1; p_ep++;  /* jump back */
@@ -164,22 +176,24 @@ commits:
 		p_gen = ncommits;
 		d_step {
 			hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
-			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb
+			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb;
+			hist_st[p_gen] = p_st
 		}
 		/* W4: the record stores (relaxed), jump_total last */
 		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
-		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_gen = p_gen }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_st = p_st; r_gen = p_gen }; KILLPOINT;
 		/* W5: release store of the even seq */
 		seq++; KILLPOINT;
 		/* W6: release fence, then the backup stores */
 		d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
-		d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_gen = p_gen }; KILLPOINT
+		d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_st = p_st; b_gen = p_gen }; KILLPOINT
 	:: else -> break
 	od
 }
 
 proctype Reader() {
 	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a;
+	bit st;
 
 	do
 	:: n < READS ->
@@ -199,10 +213,12 @@ retry:
 		}
 		/* R3: the record loads (relaxed), and the jump total */
 		d_step { mb = r_mb; sb = r_sb };
-#ifndef MUTANT_JUMP_TOTAL_AFTER_RECHECK
+#if defined(MUTANT_JUMP_TOTAL_AFTER_RECHECK)
+		d_step { mult = r_mult; ep = r_ep; st = r_st; gen = r_gen };
+#elif defined(MUTANT_STALE_AFTER_RECHECK)
 		d_step { mult = r_mult; ep = r_ep; jb = r_jb; gen = r_gen };
 #else
-		d_step { mult = r_mult; ep = r_ep; gen = r_gen };
+		d_step { mult = r_mult; ep = r_ep; jb = r_jb; st = r_st; gen = r_gen };
 #endif
 		/* R4: the lock word (only tells the caller the writer is gone) */
 		/* R5: acquire fence, then re-read seq */
@@ -216,6 +232,9 @@ retry:
 #ifdef MUTANT_JUMP_TOTAL_AFTER_RECHECK
 		jb = r_jb;                           /* wrong: outside the window */
 #endif
+#ifdef MUTANT_STALE_AFTER_RECHECK
+		st = r_st;                           /* wrong: the flags outside the window */
+#endif
 		goto done;
 slow:
 		/* S1: the lock word (relaxed) */
@@ -223,7 +242,7 @@ slow:
 		:: alive == 0 ->
 			/* S2: the backup loads (relaxed) */
 			d_step { mb = b_mb; sb = b_sb };
-			d_step { mult = b_mult; ep = b_ep; jb = b_jb; gen = b_gen };
+			d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen };
 #ifndef MUTANT_CLOCK_AFTER_RECHECK
 			/* S3: the clock reading, inside the window S4 closes */
 			clock(m);
@@ -243,7 +262,7 @@ slow:
 			/* a live writer mid-update. T0: acquire fence (pairs with
 			 * V0); T1: the backup loads and the published anchor */
 			d_step { mb = b_mb; sb = b_sb };
-			d_step { mult = b_mult; ep = b_ep; jb = b_jb; gen = b_gen };
+			d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen };
 			a = anc;
 			/* T2: the clock reading */
 			clock(m);
@@ -272,7 +291,7 @@ done:
 		d_step {
 			assert(mb == hist_mb[gen] && sb == hist_sb[gen] &&
 			       mult == hist_mult[gen] && ep == hist_ep[gen] &&
-			       jb == hist_jb[gen]);                             /* not torn */
+			       jb == hist_jb[gen] && st == hist_st[gen]);       /* not torn */
 			assert(ep > seen_ep || (ep == seen_ep && v >= seen_v)); /* not backwards */
 			assert(v + jb >= seen_mv);            /* jump-free time not backwards */
 			if
@@ -284,7 +303,7 @@ done:
 			:: else -> skip
 			fi;
 			/* forget this read: fewer distinct states */
-			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; gen = 0; v = 0; a = 0;
+			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; st = 0; gen = 0; v = 0; a = 0;
 			seen_ep = 0; seen_v = 0; seen_mv = 0
 		}
 	:: else -> break

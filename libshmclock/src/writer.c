@@ -533,10 +533,10 @@ SHMCLOCK_EXPORT int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns)
 	return 0;
 }
 
-SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale)
+/* A scale as the 32.32 rate: 0, or -EINVAL / -ERANGE. */
+static int scale_mult(double scale, uint64_t *mult)
 {
 	double m;
-	int r;
 
 	if (!isfinite(scale) || !(scale > 0))
 		return -EINVAL;
@@ -548,11 +548,90 @@ SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale
 	 * slow at 1e-9 without a word. */
 	if (fabs(m / 4294967296.0 - scale) > scale * 1e-3)
 		return -ERANGE;
+	*mult = (uint64_t)m;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale)
+{
+	uint64_t m;
+	int r;
+
+	if ((r = scale_mult(scale, &m)))
+		return r;
 	if ((r = commit_begin(w)))
 		return r;
-	w->p.nominal_mult = (uint64_t)m;
+	w->p.nominal_mult = m;
 	reanchor(w);
 	commit_end(w);
+	return 0;
+}
+
+/*
+ * The first instant at or after @mono_base at which sim_base + (t -
+ * mono_base) * mult / 2^32 reaches @target (> sim_base, mult > 0),
+ * saturating at INT64_MAX.
+ */
+static int64_t reach_instant(int64_t mono_base, int64_t sim_base, uint64_t mult, int64_t target)
+{
+	__extension__ typedef unsigned __int128 u128;
+	u128 need = (u128)((uint64_t)target - (uint64_t)sim_base) << 32;
+	u128 dt = (need + mult - 1) / mult;
+
+	if (dt > (u128)INT64_MAX || (int64_t)dt > INT64_MAX - (mono_base > 0 ? mono_base : 0))
+		return INT64_MAX;
+	return mono_base + (int64_t)dt;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base,
+						 int64_t sim_base, double scale, unsigned flags)
+{
+	struct shmclock_params *p = &w->p;
+	uint64_t m, rate;
+	int64_t v;
+	bool was_init = p->flags & SHMCLOCK_F_INIT;
+	int r;
+
+	if (flags & ~(SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STEPPED | SHMCLOCK_FN_JUMP | SHMCLOCK_FN_STALE))
+		return -EINVAL;
+	if ((r = scale_mult(scale, &m)))
+		return r;
+	if ((r = commit_begin(w)))
+		return r;
+	p->nominal_mult = m;
+	p->flags &= ~(SHMCLOCK_F_PAUSED | SHMCLOCK_F_STEPPED | SHMCLOCK_F_STALE);
+	p->flags |= SHMCLOCK_F_INIT | ((flags & SHMCLOCK_FN_PAUSED) ? SHMCLOCK_F_PAUSED : 0) |
+		    ((flags & SHMCLOCK_FN_STEPPED) ? SHMCLOCK_F_STEPPED : 0) |
+		    ((flags & SHMCLOCK_FN_STALE) ? SHMCLOCK_F_STALE : 0);
+	rate = (flags & (SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STEPPED)) ? 0 : m;
+	/* The new function's value at the commit instant. */
+	v = shmclock__eval(mono_base, sim_base, rate, w->anchor_mono);
+	p->mono_base = mono_base;
+	p->sim_base = sim_base;
+	p->mult = rate;
+	if (was_init && (flags & SHMCLOCK_FN_JUMP)) {
+		int64_t delta = shmclock__sat_sub(v, w->anchor_sim);
+
+		p->jump_epoch++;
+		p->last_jump_ns = delta;
+		p->jump_total_ns = shmclock__sat_add(p->jump_total_ns, delta);
+	} else if (was_init && v < w->anchor_sim) {
+		/* Not a jump, and the function is behind what readers may have
+		 * seen: hold at that value until the function reaches it, then
+		 * follow it (one linear piece whose start is that instant). */
+		p->sim_base = w->anchor_sim;
+		p->mono_base = rate ? reach_instant(mono_base, sim_base, rate, w->anchor_sim)
+				    : w->anchor_mono;
+	}
+	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_eval(shmclock_writer_t *w, int64_t mono_ns, int64_t *sim_ns)
+{
+	if (!(w->p.flags & SHMCLOCK_F_INIT))
+		return -ENODATA;
+	*sim_ns = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, mono_ns);
 	return 0;
 }
 
@@ -569,6 +648,11 @@ static int set_flag(struct shmclock_writer *w, uint32_t flag, bool on)
 	reanchor(w);
 	commit_end(w);
 	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_set_stale(shmclock_writer_t *w, bool stale)
+{
+	return set_flag(w, SHMCLOCK_F_STALE, stale);
 }
 
 SHMCLOCK_EXPORT int shmclock_writer_pause(shmclock_writer_t *w)

@@ -10,6 +10,8 @@
 
 TestSuite(clock, .fini = test_cleanup, .timeout = 30);
 
+#define NSEC INT64_C(1000000000)
+
 struct pair {
 	const char *name;
 	shmclock_writer_t *w;
@@ -404,4 +406,94 @@ Test(clock, every_error_code_has_one_meaning_and_its_message)
 		}
 	}
 	cr_expect_str_eq(shmclock_strerror(0), "success");
+}
+
+Test(clock, a_stale_clock_reads_ESTALE_with_its_value_on_every_path)
+{
+	struct pair p = open_pair();
+	int64_t a, b, c, m;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 10 * NSEC), 0);
+	cr_assert_eq(shmclock_now(p.r, &a), 0);
+	cr_assert_eq(shmclock_writer_set_stale(p.w, true), 0);
+	cr_expect(info_of(p.r).stale);
+	cr_expect(info_of(p.r).writer_alive, "stale is not dead");
+	cr_expect_eq(shmclock_now(p.r, &b), -ESTALE);
+	cr_expect_geq(b, a, "the value is filled in and keeps running");
+	cr_expect_eq(shmclock_static_now(p.r, &c), -ESTALE, "the inline fast path falls back");
+	cr_expect_geq(c, b);
+	cr_expect_eq(shmclock_now_monotonic(p.r, &m), -ESTALE);
+	cr_expect_eq(shmclock_now_unix(p.r, &m), -ESTALE);
+	cr_expect_eq(info_of(p.r).jump_epoch, 0, "a stale mark is not a jump");
+	cr_assert_eq(shmclock_writer_set_stale(p.w, false), 0);
+	cr_expect_not(info_of(p.r).stale);
+	cr_expect_eq(shmclock_now(p.r, &a), 0);
+	cr_expect_eq(shmclock_static_now(p.r, &a), 0, "and the fast path serves it again");
+	close_pair(&p);
+}
+
+Test(clock, set_function_publishes_the_exact_function)
+{
+	struct pair p = open_pair();
+	int64_t mono = shmclock_static_mono(), v, e;
+	shmclock_info_t in;
+
+	/* Anchored 1 s in the past at 100 s, scale 2: now it reads ~102 s. */
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono - NSEC,
+						  100 * NSEC, 2.0, 0), 0);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_eq(in.sim_ns, 100 * NSEC + 2 * (in.mono_ns - mono + NSEC));
+	cr_expect_eq(in.scale, 2.0);
+	cr_expect(in.initialized && !in.paused && !in.stale);
+	cr_assert_eq(shmclock_writer_eval(p.w, mono + NSEC, &e), 0);
+	cr_expect_eq(e, 104 * NSEC, "eval is the function at any instant");
+	/* Paused and stale in one commit, forwards: a leap, not a jump. */
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono, 200 * NSEC, 2.0,
+						  SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STALE), 0);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect(in.paused && in.stale);
+	cr_expect_eq(in.sim_ns, 200 * NSEC);
+	cr_expect_eq(in.jump_epoch, 0);
+	cr_expect_eq(shmclock_now(p.r, &v), -ESTALE);
+	cr_expect_eq(shmclock_writer_set_function(p.w, mono, 0, 1.0, 0x100), -EINVAL);
+	cr_expect_eq(shmclock_writer_set_function(p.w, mono, 0, 0.0, 0), -EINVAL);
+	cr_expect_eq(shmclock_writer_set_function(p.w, mono, 0, 1e-12, 0), -ERANGE);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect(in.paused && in.stale && in.sim_ns == 200 * NSEC,
+		  "refused: the clock is untouched");
+	close_pair(&p);
+}
+
+Test(clock, set_function_never_goes_back_without_a_jump)
+{
+	struct pair p = open_pair();
+	int64_t mono = shmclock_static_mono(), before, after;
+	shmclock_info_t in;
+
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono, 50 * NSEC, 1.0, 0), 0);
+	cr_assert_eq(shmclock_now(p.r, &before), 0);
+	/* 10 ms behind, running: held at the current value, then followed. */
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono, 50 * NSEC - 10000000,
+						  1.0, 0), 0);
+	cr_assert_eq(shmclock_now(p.r, &after), 0);
+	cr_expect_geq(after, before, "no backward read");
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_eq(in.jump_epoch, 0);
+	usleep(30000);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_leq(llabs(in.sim_ns - (50 * NSEC - 10000000 + (in.mono_ns - mono))), 2,
+		      "after the hold it is the function itself (off by %lld)",
+		      (long long)(in.sim_ns - (50 * NSEC - 10000000 + (in.mono_ns - mono))));
+	/* Paused behind: held where it is for good. */
+	cr_assert_eq(shmclock_now(p.r, &before), 0);
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono, 0, 1.0, SHMCLOCK_FN_PAUSED), 0);
+	cr_assert_eq(shmclock_now(p.r, &after), 0);
+	cr_expect_geq(after, before);
+	/* With JUMP it goes back, as a jump. */
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono, 0, 1.0, SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_JUMP), 0);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_eq(in.sim_ns, 0);
+	cr_expect_eq(in.jump_epoch, 1);
+	cr_expect_eq(in.last_jump_ns, -after);
+	close_pair(&p);
 }

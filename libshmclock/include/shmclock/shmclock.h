@@ -11,7 +11,10 @@
  * each with one meaning; errno itself is never set on purpose.
  * shmclock_strerror() gives the map's message for a code. Notes:
  *   -ESTALE   the value is still filled in, computed from the last committed
- *             state (time keeps its last rate)
+ *             state (time keeps its last rate): no writer is alive, or the
+ *             writer is alive but has lost what it follows (a leader on
+ *             another host, ROS 2 /clock; shmclock_info_t.stale), and time
+ *             is held or extrapolated as its OnLeaderLoss says
  *   -EAGAIN   the writer is alive but was stopped (a debugger, SIGSTOP)
  *             within the few instructions that open an update, for longer
  *             than SHMCLOCK_STUCK_NS. A writer stopped anywhere later in an
@@ -39,7 +42,8 @@
 	X(EPERM, "the clock belongs to another user, who is not trusted (see SHMCLOCK_TRUST)") \
 	X(EACCES, "permission denied")                                                         \
 	X(ENODATA, "the clock has not been initialized")                                       \
-	X(ESTALE, "no writer is alive: time is extrapolated from the last committed state")   \
+	X(ESTALE, "the clock is stale (no writer alive, or its leader or /clock is lost): "    \
+		  "time is held or extrapolated from the last committed state")                \
 	X(EAGAIN, "the writer was stopped at the start of an update")                          \
 	X(EBUSY, "another live writer holds the clock")                                        \
 	X(ENOSPC, "no space left in /dev/shm")                                                 \
@@ -106,7 +110,8 @@ void shmclock_close(shmclock_t *clk);
  * shmclock_now() - the current simulation time, in ns.
  *
  * Lock-free, no system call, touches one cache line of the segment.
- * Return: 0 and *sim_ns set; -ESTALE and *sim_ns set (no writer alive);
+ * Return: 0 and *sim_ns set; -ESTALE and *sim_ns set (no writer alive, or
+ * the clock is marked stale);
  * -ENODATA the clock has not been initialized (*sim_ns untouched);
  * -EAGAIN the writer is stuck mid-update (*sim_ns untouched).
  */
@@ -158,6 +163,10 @@ typedef struct shmclock_info {
 	uint32_t owner_uid;        /* owner of the segment file */
 	int64_t jump_total_ns;     /* signed sum of all jumps: sim_ns minus this
 				    * is the jump-free time (shmclock_now_monotonic) */
+	bool stale;                /* the writer is alive but has lost what it
+				    * follows (a leader on another host, ROS 2
+				    * /clock): time is held or extrapolated;
+				    * reads return -ESTALE */
 } shmclock_info_t;
 
 /**

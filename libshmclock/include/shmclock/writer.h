@@ -144,6 +144,47 @@ int shmclock_writer_set_source(shmclock_writer_t *w, int source);
  */
 int shmclock_writer_set_stepped(shmclock_writer_t *w, bool stepped);
 
+/* shmclock_writer_set_function() flags */
+#define SHMCLOCK_FN_PAUSED 0x1u  /* the function is paused (rate 0) */
+#define SHMCLOCK_FN_STEPPED 0x2u /* stepped: no extrapolation (rate 0) */
+#define SHMCLOCK_FN_JUMP 0x4u    /* a jump: bump the epoch, callbacks run */
+#define SHMCLOCK_FN_STALE 0x8u   /* mark the clock stale (see set_stale) */
+
+/**
+ * shmclock_writer_set_function() - publish a whole time function at once:
+ * sim(t) = @sim_base + (t - @mono_base) * @scale for t >= @mono_base (t in
+ * CLOCK_MONOTONIC ns; @mono_base may lie in the past), held at @sim_base
+ * before it, with rate 0 when paused or stepped; the nominal scale is
+ * @scale either way. This is how a follower commits a function received
+ * from another host, exactly and in one commit (mode, rate and the stale
+ * mark together). Unless @flags has SHMCLOCK_FN_JUMP, time never goes
+ * back: a function behind the clock's current value is held at that value
+ * until it reaches it, then followed. With SHMCLOCK_FN_JUMP it is a jump
+ * (forwards or backwards) as shmclock_writer_set_time(). The first call
+ * initializes the clock.
+ * Return: 0; -EINVAL unknown flag or @scale not finite and > 0; -ERANGE
+ * @scale as in set_scale().
+ */
+int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_t sim_base,
+				 double scale, unsigned flags);
+
+/**
+ * shmclock_writer_set_stale() - mark the clock stale, or clear the mark:
+ * the writer is alive but has lost what it follows (a leader on another
+ * host, ROS 2 /clock). Readers get -ESTALE with the value and see
+ * shmclock_info_t.stale. Time keeps its function (pause() to hold it).
+ * Return: 0.
+ */
+int shmclock_writer_set_stale(shmclock_writer_t *w, bool stale);
+
+/**
+ * shmclock_writer_eval() - the published function at CLOCK_MONOTONIC
+ * @mono_ns (past or future): exactly what a reader computes at that
+ * instant if nothing is committed meanwhile.
+ * Return: 0; -ENODATA uninitialized.
+ */
+int shmclock_writer_eval(shmclock_writer_t *w, int64_t mono_ns, int64_t *sim_ns);
+
 /**
  * shmclock_writer_set_unix_at_zero() - the UNIX time of simulation zero,
  * for OSI-style stamping; NULL forgets it.

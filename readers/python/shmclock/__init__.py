@@ -16,7 +16,8 @@ time itself: Clock.now() costs about as much as time.monotonic_ns().
 Times are int nanoseconds. Durations are int ns, float seconds or
 datetime.timedelta. Errors are exceptions: FileNotFoundError (no such clock),
 PermissionError (a clock of an untrusted user: see $SHMCLOCK_TRUST),
-StaleClockError (no writer is alive; its .value is the time anyway),
+StaleClockError (no writer is alive, or the clock is marked stale: its
+leader or /clock is lost; its .value is the time anyway),
 TimeoutError, ValueError.
 
 Sleeps release the GIL and follow pause, resume, scale changes and steps

@@ -29,6 +29,7 @@ class ClockInfo(NamedTuple):
     commits: int
     owner_uid: int
     jump_total_ns: int
+    stale: bool
 
 class Jump(NamedTuple):
     before: bool

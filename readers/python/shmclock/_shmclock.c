@@ -104,6 +104,7 @@ static PyStructSequence_Field info_fields[] = {
 	{ "commits", "changes published so far" },
 	{ "owner_uid", "owner of the segment file" },
 	{ "jump_total_ns", "signed sum of all jumps, ns: sim_ns minus it is now_monotonic()" },
+	{ "stale", "the writer lost what it follows (a leader, /clock): now() raises StaleClockError" },
 	{ NULL, NULL },
 };
 
@@ -111,7 +112,7 @@ static PyStructSequence_Desc info_desc = {
 	"shmclock.ClockInfo",
 	"A consistent snapshot of a clock (immutable).",
 	info_fields,
-	18,
+	19,
 };
 
 static PyObject *make_info(const shmclock_info_t *in)
@@ -140,6 +141,7 @@ static PyObject *make_info(const shmclock_info_t *in)
 	SET(PyLong_FromUnsignedLongLong(in->commits));
 	SET(PyLong_FromUnsignedLong(in->owner_uid));
 	SET(PyLong_FromLongLong(in->jump_total_ns));
+	SET(PyBool_FromLong(in->stale));
 #undef SET
 	if (PyErr_Occurred()) {
 		Py_DECREF(o);
@@ -538,7 +540,7 @@ static PyObject *Clock_get_is_fallback(ClockObject *self, void *unused)
 static PyMethodDef Clock_methods[] = {
 	{ "now", (PyCFunction)Clock_now, METH_NOARGS,
 	  "now() -> int\n\nThe current simulation time, ns. Lock-free, no system call.\n"
-	  "Raises StaleClockError (its .value is the time) when no writer is alive." },
+	  "Raises StaleClockError (its .value is the time) when no writer is alive or the clock is stale." },
 	{ "now_monotonic", (PyCFunction)Clock_now_monotonic, METH_NOARGS,
 	  "now_monotonic() -> int\n\nThe jump-free simulated time, ns: now() minus the sum of\n"
 	  "every jump. Moved by the rate, pauses and steps, never by a jump; never\n"

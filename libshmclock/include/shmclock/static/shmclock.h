@@ -28,6 +28,7 @@
 
 #define SHMCLOCK_RECORD_OFFSET 0x40
 #define SHMCLOCK_FLAG_INIT 0x1u
+#define SHMCLOCK_FLAG_STALE 0x10u /* the writer lost its leader: -ESTALE */
 #define SHMCLOCK_LOCK_TID_MASK 0x3fffffffu
 #define SHMCLOCK_LOCK_OWNER_DIED 0x40000000u
 
@@ -125,7 +126,9 @@ shmclock_static_read(struct shmclock *clk, int64_t (*mono)(void), const _Atomic 
 			     (lock & SHMCLOCK_LOCK_OWNER_DIED) |
 			     /* Acquire pairs with the release store of the key after the
 			      * pre-jump callbacks (library, jump delivery). */
-			     (((epoch << 16) | (flags & 0xff01u)) !=
+			     /* STALE is never in the key: a stale clock
+			      * always takes the checked path (-ESTALE). */
+			     (((epoch << 16) | (flags & 0xff11u)) !=
 			      atomic_load_explicit(seen_key, memory_order_acquire)), 0))
 		return 0;
 	*sim_ns = shmclock_static_eval(mono_base, sim_base, mult, now); /* R6 */
