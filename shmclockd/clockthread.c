@@ -205,8 +205,30 @@ static int apply(struct clockthread *ct, struct cmd *c)
 
 	shmclock_writer_info(w, &in);
 	switch (c->req.kind) {
+	case CMD_PAUSE:
+	case CMD_RESUME:
+	case CMD_SCALE:
+	case CMD_SET:
+	case CMD_STEP:
+	case CMD_ADVANCE:
+		if (src->feed == FEED_LEADER)
+			return fail(c, -EINVAL, "this clock follows a leader on another host: change "
+						"time there (status shows which)");
+		if (ct->dist && c->req.kind != CMD_ADVANCE)
+			return dist_leader_change(ct, c);
+		break;
+	default:
+		break;
+	}
+	switch (c->req.kind) {
 	case CMD_STATUS:
 	case CMD_STOP:
+		break;
+	case CMD_FUNCTION:
+		r = dist_follow_apply(ct, c);
+		break;
+	case CMD_STALE:
+		r = dist_stale(ct, c->arg_stale, dist_holds_on_loss(ct));
 		break;
 	case CMD_INIT:
 		r = init_clock(w, &ct->cfg, &c->arg_init);
@@ -220,8 +242,10 @@ static int apply(struct clockthread *ct, struct cmd *c)
 			ct->ls_ext_target = in.sim_ns;
 			ct->ls_step_target = INT64_MIN;
 		}
-		if (!r)
+		if (!r) {
 			ct->started = true;
+			dist_leader_start(ct);
+		}
 		break;
 	case CMD_PAUSE:
 		r = shmclock_writer_pause(w);
@@ -373,6 +397,8 @@ static void *clock_main(void *arg)
 			latehist_add(&ct->lateness, late);
 			if (ct->cfg.source->tick)
 				ct->cfg.source->tick(ct->w, &ct->cfg, now);
+			if (ct->dist)
+				dist_tick(ct, now);
 			measure_scale(ct, now);
 			shmclock_writer_heartbeat(ct->w);
 			atomic_fetch_add_explicit(&ct->ticks, 1, memory_order_relaxed);

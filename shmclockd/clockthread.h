@@ -20,6 +20,7 @@
 
 struct ros2;
 struct ros2_api;
+struct dist_fn;
 struct shmclock_lockstep_host;
 
 
@@ -36,6 +37,8 @@ struct cmd {
 	const struct shmclockd_config *arg_config;
 	struct init_args arg_init;
 	bool from_source;                /* sent by the time source (ros2), not a client */
+	const struct dist_fn *arg_fn;    /* CMD_FUNCTION */
+	bool arg_stale;                  /* CMD_STALE */
 	/* results, valid once done != 0 */
 	int rc;
 	char err[256];
@@ -80,6 +83,12 @@ struct clockthread {
 	 * Publishes at ros2_hz on absolute deadlines of its own. */
 	struct ros2 *ros2_pub;
 	const struct ros2_api *ros2_api;
+	/* Between hosts (distribute.c): set before clockthread_start. dist
+	 * NULL: neither leader nor follower. */
+	struct dist *dist;
+	/* The ros2 or leader source lost what it follows (CMD_STALE); the
+	 * clock thread's, read by status (relaxed). */
+	_Atomic bool stale;
 };
 
 /* Starts the thread. The writer must be open. The thread changes nothing
@@ -94,6 +103,32 @@ int clockthread_submit(struct clockthread *ct, struct cmd *cmd);
 /* The clock thread's own: applies every queued command; true after
  * CMD_STOP. *period_changed is set when the tick period may have. */
 bool clockthread_drain(struct clockthread *ct, bool *period_changed);
+
+/* Between hosts (distribute.c), on the clock thread. */
+struct dist;
+/* Creates the state for a leader (dist_publish) or a follower (FEED_LEADER):
+ * NULL otherwise, or on no memory (*err set). */
+struct dist *dist_create(const struct shmclockd_config *cfg, struct ros2 *r,
+			 const struct ros2_api *api);
+void dist_destroy(struct dist *d);
+/* A leader's change (pause, resume, scale, set, step): scheduled at
+ * leader time + Lead, published, applied at that instant. */
+int dist_leader_change(struct clockthread *ct, struct cmd *c);
+/* The leader's first function, once the clock is initialized. */
+void dist_leader_start(struct clockthread *ct);
+/* A follower's function from the leader (CMD_FUNCTION). */
+int dist_follow_apply(struct clockthread *ct, struct cmd *c);
+/* Each tick: heartbeats (leader), re-anchoring after a host clock step
+ * (both). */
+void dist_tick(struct clockthread *ct, int64_t now_mono);
+/* What the clock follows fell silent (true) or speaks again: the segment's
+ * stale mark, and with @hold the clock paused. */
+int dist_stale(struct clockthread *ct, bool stale, bool hold);
+/* A follower with OnLeaderLoss hold. */
+bool dist_holds_on_loss(const struct clockthread *ct);
+/* Status: the "distribute" object's fields. */
+struct cJSON;
+void dist_status(struct clockthread *ct, struct cJSON *obj);
 
 /* The clock thread's loop in lockstep mode (lockstep.c). */
 void lockstep_run(struct clockthread *ct);

@@ -38,6 +38,8 @@ void config_defaults(struct shmclockd_config *c)
 	c->ros2_domain = -1;
 	c->ros2_stale_ns = 1000000000;
 	c->ls_stall_ns = 2000000000;
+	c->dist_lead_ns = 5000000;
+	c->dist_hb_ns = 200000000;
 }
 
 struct ctx {
@@ -260,6 +262,66 @@ static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_conf
 }
 #endif
 
+#ifdef SHMCLOCK_HAVE_ROS2
+/* "Distribute": { "Publish": true, "Clock": "sim", "Lead": "5ms", "Heartbeat":
+ * "200ms", "StaleAfter": "600ms", "OnLeaderLoss": "hold" } */
+static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
+{
+	const cJSON *v;
+	char b[64];
+	struct ctx in = *x;
+
+	if (!cJSON_IsObject(o))
+		return key_error(x, "Distribute", "expected an object like {\"Publish\": true}, got %s",
+				 shown(o, b, sizeof(b)));
+	in.depth = x->depth + 1;
+	x = &in;
+	cJSON_ArrayForEach(v, o) {
+		const char *k = v->string;
+
+		if (twice(x, o, v))
+			return -EINVAL;
+		if (!strcmp(k, "Publish")) {
+			if (!cJSON_IsBool(v))
+				return key_error(x, k, "Distribute.Publish: expected true or false, got %s",
+						 shown(v, b, sizeof(b)));
+			c->dist_publish = cJSON_IsTrue(v);
+		} else if (!strcmp(k, "Clock")) {
+			if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
+				return key_error(x, k, "Distribute.Clock: expected a clock name (1 to 64 of "
+						       "[A-Za-z0-9_.-]), got %s", shown(v, b, sizeof(b)));
+			snprintf(c->dist_clock, sizeof(c->dist_clock), "%s", v->valuestring);
+		} else if (!strcmp(k, "Lead")) {
+			if (get_time(x, v, k, false, &c->dist_lead_ns))
+				return -EINVAL;
+			if (c->dist_lead_ns < 0 || c->dist_lead_ns > 10000000000)
+				return key_error(x, k, "Distribute.Lead: expected a duration from 0 to 10s");
+		} else if (!strcmp(k, "Heartbeat")) {
+			if (get_time(x, v, k, false, &c->dist_hb_ns))
+				return -EINVAL;
+			if (c->dist_hb_ns < 100000000 || c->dist_hb_ns > 60000000000)
+				return key_error(x, k, "Distribute.Heartbeat: expected a duration from 100ms "
+						       "(10 messages/s) to 60s");
+		} else if (!strcmp(k, "StaleAfter")) {
+			if (get_time(x, v, k, false, &c->dist_stale_ns))
+				return -EINVAL;
+			if (c->dist_stale_ns <= 0)
+				return key_error(x, k, "Distribute.StaleAfter: must be positive");
+		} else if (!strcmp(k, "OnLeaderLoss")) {
+			if (!cJSON_IsString(v) || (strcmp(v->valuestring, "hold") &&
+						   strcmp(v->valuestring, "run")))
+				return key_error(x, k, "Distribute.OnLeaderLoss: expected \"hold\" or "
+						       "\"run\", got %s", shown(v, b, sizeof(b)));
+			c->dist_run_on_loss = !strcmp(v->valuestring, "run");
+		} else {
+			return key_error(x, k, "unknown key in Distribute (known: Publish, Clock, Lead, "
+					       "Heartbeat, StaleAfter, OnLeaderLoss)");
+		}
+	}
+	return 0;
+}
+#endif
+
 /* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict" } */
 static int apply_lockstep(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
 {
@@ -424,6 +486,12 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 		c->sched_priority = (int)v->valuedouble;
 	} else if (!strcmp(k, "Lockstep")) {
 		return apply_lockstep(x, v, c);
+	} else if (!strcmp(k, "Distribute")) {
+#ifdef SHMCLOCK_HAVE_ROS2
+		return apply_distribute(x, v, c);
+#else
+		return key_error(x, k, "this shmclockd was built without DDS (Cyclone DDS) support");
+#endif
 	} else if (!strcmp(k, "Ros2")) {
 #ifdef SHMCLOCK_HAVE_ROS2
 		return apply_ros2(x, v, c);
@@ -434,7 +502,8 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 		return key_error(x, k,
 				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
 				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
-				 "ControlGroup, ControlIdleTimeout, SchedPriority, Lockstep, Ros2)");
+				 "ControlGroup, ControlIdleTimeout, SchedPriority, Lockstep, Distribute, "
+				 "Ros2)");
 	}
 	return 0;
 }
@@ -535,6 +604,21 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	if (c->ls_participants && c->source != &source_fixed && c->source != &source_external) {
 		snprintf(err, errlen, "Lockstep needs the fixed or the external source (TimeSource is %s)",
 			 c->source->name);
+		return -EINVAL;
+	}
+	if (c->dist_publish && c->source->feed == FEED_LEADER) {
+		snprintf(err, errlen, "Distribute.Publish: this shmclockd follows a leader (TimeSource "
+			 "leader); one leader per clock, no relays");
+		return -EINVAL;
+	}
+	if (c->dist_publish && (c->source->stepped || c->ls_participants)) {
+		snprintf(err, errlen, "Distribute.Publish needs a continuous source (simulation or "
+			 "system), not %s%s: every step would be a message; use Ros2.Publish",
+			 c->source->name, c->ls_participants ? " in lockstep" : "");
+		return -EINVAL;
+	}
+	if (c->source->feed == FEED_LEADER && c->ls_participants) {
+		snprintf(err, errlen, "Lockstep is for the fixed or the external source, not a follower");
 		return -EINVAL;
 	}
 	if (c->source->stepped && !c->source->scalable && c->scale != 1.0) {

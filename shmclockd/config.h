@@ -47,7 +47,20 @@ struct shmclockd_config {
 	double ls_max_scale;            /* Lockstep.MaxScale, 0: as fast as the grants allow */
 	int64_t ls_stall_ns;            /* Lockstep.StallAfter: log who holds the clock */
 	bool ls_abort;                  /* Lockstep.OnDeath: "abort" (true) or "evict" */
+	/* Between hosts (Distribute; TimeSource "leader" follows) */
+	bool dist_publish;              /* Distribute.Publish: this clock leads */
+	char dist_clock[65];            /* Distribute.Clock: the name on the wire, "" = Name */
+	int64_t dist_lead_ns;           /* Distribute.Lead: changes take effect this much later */
+	int64_t dist_hb_ns;             /* Distribute.Heartbeat: the leader's period */
+	int64_t dist_stale_ns;          /* Distribute.StaleAfter, 0: three leader heartbeats */
+	bool dist_run_on_loss;          /* Distribute.OnLeaderLoss: "run" (true) or "hold" */
 };
+
+/* The wire name of the clock: Distribute.Clock, else Name. */
+static inline const char *config_dist_clock(const struct shmclockd_config *c)
+{
+	return c->dist_clock[0] ? c->dist_clock : c->name;
+}
 
 /* shmclockd's exit status when a lockstep participant died with OnDeath abort. */
 #define SHMCLOCKD_EXIT_LOCKSTEP_DEATH 86

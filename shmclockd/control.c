@@ -302,6 +302,15 @@ char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
 	if (c->ct && c->ct->ls_host)
 		add_lockstep(st, c->ct, cfg, in->sim_ns);
 	add_control(st, c);
+	if (c->ct && c->ct->dist) {
+		cJSON *t = cJSON_CreateObject();
+
+		dist_status(c->ct, t);
+		cJSON_AddItemToObject(st, "distribute", t);
+	}
+	if (c->ct)
+		cJSON_AddBoolToObject(st, "stale", atomic_load_explicit(&c->ct->stale,
+									memory_order_relaxed));
 	if (c->ros2) {
 		struct ros2_stats rs;
 		cJSON *t = cJSON_CreateObject();

@@ -378,9 +378,12 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 	if (strcmp(next.name, cur->name) || next.source != cur->source ||
 	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode ||
 	    next.ros2_publish != cur->ros2_publish || next.ros2_hz != cur->ros2_hz ||
-	    next.ros2_domain != cur->ros2_domain || next.ros2_stale_ns != cur->ros2_stale_ns) {
-		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket, SegmentMode and Ros2 change "
-				   "only with a restart; the new config is rejected");
+	    next.ros2_domain != cur->ros2_domain || next.ros2_stale_ns != cur->ros2_stale_ns ||
+	    next.dist_publish != cur->dist_publish || strcmp(next.dist_clock, cur->dist_clock) ||
+	    next.dist_lead_ns != cur->dist_lead_ns || next.dist_hb_ns != cur->dist_hb_ns ||
+	    next.dist_stale_ns != cur->dist_stale_ns || next.dist_run_on_loss != cur->dist_run_on_loss) {
+		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket, SegmentMode, Ros2 and "
+				   "Distribute change only with a restart; the new config is rejected");
 		return;
 	}
 	cmd.arg_config = &next;
@@ -521,6 +524,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	}
 	d->ct.ros2_pub = NULL;
 	d->ct.ros2_api = NULL;
+	d->ct.dist = NULL;
 	if ((r = open_lockstep(d, err, errlen)))
 		return r;
 	r = clockthread_start(&d->ct, d->w, &d->cfg);
@@ -535,6 +539,12 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		if (d->cfg.ros2_publish) {
 			d->ct.ros2_pub = d->ros2;
 			d->ct.ros2_api = d->ros2_api;
+		}
+		/* Before CMD_INIT, which the submit below orders after it. */
+		if ((d->cfg.dist_publish || d->cfg.source->feed == FEED_LEADER) &&
+		    !(d->ct.dist = dist_create(&d->cfg, d->ros2, d->ros2_api))) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
 		}
 	}
 	if ((r = control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, errlen)))
@@ -553,6 +563,10 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	if (d->ros2 && d->cfg.source->feed == FEED_ROS2 &&
 	    (r = d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, errlen)))
 		return r;
+	if (d->ros2 && d->cfg.source->feed == FEED_LEADER &&
+	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg), d->cfg.dist_stale_ns,
+					  err, errlen)))
+		return r;
 	return 0;
 }
 
@@ -566,6 +580,8 @@ static void stop(struct daemon *d, bool remove)
 		control_close(&d->ctl);
 	if (d->ct_running)
 		clockthread_stop(&d->ct);
+	dist_destroy(d->ct.dist);
+	d->ct.dist = NULL;
 	/* Its participants learn it from the clock's writer going away (or
 	 * from a successor's new segment): -ESTALE. */
 	shmclock_lockstep_host_destroy(d->ls);

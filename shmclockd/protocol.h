@@ -30,6 +30,8 @@ enum cmd_kind {
 	CMD_ADVANCE, /* req.ns: next value of an external source */
 	CMD_RELOAD,  /* arg_config */
 	CMD_INIT,    /* arg_init: start or continue the clock; ticks begin after it */
+	CMD_FUNCTION, /* arg_fn: a leader's time function (distribute.c) */
+	CMD_STALE,   /* arg_stale: what the clock follows fell silent, or speaks again */
 	CMD_STOP,
 };
 

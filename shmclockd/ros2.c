@@ -10,12 +10,15 @@
 #include <dds/dds.h>
 
 #include "Clock.h"
+#include "TimeFunction.h"
 #include "ros2.h"
 #include "ros2_qos.h"
 
 #define ROS2_TOPIC "rt/clock"
 #define ROS2_TAKE_MAX 16
 #define ROS2_POLL_NS 50000000 /* how often the follower looks at staleness */
+#define DIST_TOPIC "shmclock_TimeFunction"
+#define DIST_POLL_NS 10000000 /* how often the follower looks at the leader's silence */
 
 struct ros2 {
 	struct ros2_host host;
@@ -31,6 +34,17 @@ struct ros2 {
 	uint64_t samples, published;
 	int64_t last_mono, ewma_interval_ns;
 	bool stale;
+	/* between hosts */
+	dds_entity_t dist_topic, dist_reader, dist_writer, dist_waitset, dist_readcond, dist_guard;
+	char dist_clock[65];
+	int64_t dist_stale_ns;
+	pthread_t dist_thread;
+	bool dist_started;
+	/* under mu */
+	uint64_t dist_sent, dist_received, dist_lost, dist_last_seq;
+	int64_t dist_last_mono, dist_hb_ns;
+	char dist_leader[97];
+	bool dist_stale;
 };
 
 static int64_t mono_now(void)
@@ -141,11 +155,14 @@ static void take_samples(struct ros2 *r)
 		}
 		r->last_mono = now;
 		r->samples++;
-		if (r->stale) {
-			r->stale = false;
-			r->host.log(LOG_INFO, "ros2: /clock samples arrive again");
-		}
+		bool back = r->stale;
+
+		r->stale = false;
 		pthread_mutex_unlock(&r->mu);
+		if (back) {
+			r->host.log(LOG_INFO, "ros2: /clock samples arrive again");
+			r->host.stale(r->host.ctx, false);
+		}
 	}
 	if (n > 0)
 		dds_return_loan(r->readcond, ptrs, n);
@@ -166,14 +183,20 @@ static void *follow_main(void *arg)
 		if (stop)
 			break;
 		take_samples(r);
+		bool lost = false;
+
 		pthread_mutex_lock(&r->mu);
 		if (!r->stale && r->stale_ns > 0 && r->last_mono >= 0 &&
 		    mono_now() - r->last_mono > r->stale_ns) {
 			r->stale = true;
-			r->host.log(LOG_WARN, "ros2: no /clock sample for %.3f s: the clock is stale",
-				(double)r->stale_ns / 1e9);
+			lost = true;
 		}
 		pthread_mutex_unlock(&r->mu);
+		if (lost) {
+			r->host.log(LOG_WARN, "ros2: no /clock sample for %.3f s: the clock is stale",
+				    (double)r->stale_ns / 1e9);
+			r->host.stale(r->host.ctx, true);
+		}
 	}
 	return NULL;
 }
@@ -245,9 +268,206 @@ static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* ------------------------------------------------ between hosts */
+
+/* TimeFunction's QoS: reliable, transient-local (a late joiner gets the
+ * current function from the leader's history at once), keep last @depth
+ * per clock (the writer 1: each sample is a whole function). */
+static dds_qos_t *dist_qos(int depth)
+{
+	dds_qos_t *q = dds_create_qos();
+
+	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+	dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
+	return q;
+}
+
+static int dist_topic(struct ros2 *r, char *err, size_t errlen)
+{
+	if (r->dist_topic > 0)
+		return 0;
+	r->dist_topic = dds_create_topic(r->participant, &shmclock_TimeFunction_desc, DIST_TOPIC,
+					 NULL, NULL);
+	if (r->dist_topic < 0)
+		return dds_fail(err, errlen, "cannot create topic " DIST_TOPIC, r->dist_topic);
+	return 0;
+}
+
+static int dist_publisher(struct ros2 *r, char *err, size_t errlen)
+{
+	dds_qos_t *qos;
+	int rc = dist_topic(r, err, errlen);
+
+	if (rc)
+		return rc;
+	qos = dist_qos(1);
+	r->dist_writer = dds_create_writer(r->participant, r->dist_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->dist_writer < 0)
+		return dds_fail(err, errlen, "cannot create the TimeFunction writer", r->dist_writer);
+	return 0;
+}
+
+static int dist_publish(struct ros2 *r, const struct dist_fn *f)
+{
+	shmclock_TimeFunction m;
+
+	memset(&m, 0, sizeof(m));
+	snprintf(m.clock, sizeof(m.clock), "%s", f->clock);
+	snprintf(m.leader, sizeof(m.leader), "%s", f->leader);
+	m.change = f->change;
+	m.seq = f->seq;
+	m.effective_ns = f->effective_ns;
+	m.sim_base_ns = f->sim_base_ns;
+	m.mult = f->mult;
+	m.flags = f->flags;
+	m.jump_epoch = f->jump_epoch;
+	m.unix_at_zero_ns = f->unix_at_zero_ns;
+	m.source = f->source;
+	m.timebase = f->timebase;
+	m.sent_ns = f->sent_ns;
+	m.heartbeat_ns = f->heartbeat_ns;
+	if (dds_write(r->dist_writer, &m) < 0)
+		return -EIO;
+	pthread_mutex_lock(&r->mu);
+	r->dist_sent++;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+static void dist_take(struct ros2 *r)
+{
+	void *ptrs[ROS2_TAKE_MAX] = { 0 };
+	dds_sample_info_t infos[ROS2_TAKE_MAX];
+	int n = dds_take(r->dist_readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+
+	for (int i = 0; i < n; i++) {
+		const shmclock_TimeFunction *m = ptrs[i];
+		struct dist_fn f;
+
+		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
+			continue;
+		memset(&f, 0, sizeof(f));
+		snprintf(f.clock, sizeof(f.clock), "%s", m->clock);
+		snprintf(f.leader, sizeof(f.leader), "%s", m->leader);
+		f.change = m->change;
+		f.seq = m->seq;
+		f.effective_ns = m->effective_ns;
+		f.sim_base_ns = m->sim_base_ns;
+		f.mult = m->mult;
+		f.flags = m->flags;
+		f.jump_epoch = m->jump_epoch;
+		f.unix_at_zero_ns = m->unix_at_zero_ns;
+		f.source = m->source;
+		f.timebase = m->timebase;
+		f.sent_ns = m->sent_ns;
+		f.heartbeat_ns = m->heartbeat_ns;
+		pthread_mutex_lock(&r->mu);
+		/* Sample numbers of one leader run: a gap is samples lost (or
+		 * replaced in the leader's keep-last-1 history before we got them). */
+		if (!strcmp(f.leader, r->dist_leader) && f.seq > r->dist_last_seq + 1)
+			r->dist_lost += f.seq - r->dist_last_seq - 1;
+		snprintf(r->dist_leader, sizeof(r->dist_leader), "%s", f.leader);
+		r->dist_last_seq = f.seq;
+		r->dist_received++;
+		r->dist_last_mono = mono_now();
+		r->dist_hb_ns = f.heartbeat_ns;
+		r->dist_stale = false;
+		pthread_mutex_unlock(&r->mu);
+		r->host.function(r->host.ctx, &f);
+	}
+	if (n > 0)
+		dds_return_loan(r->dist_readcond, ptrs, n);
+}
+
+static void *dist_main(void *arg)
+{
+	struct ros2 *r = arg;
+	dds_attach_t hits[2];
+
+	for (;;) {
+		int n = dds_waitset_wait(r->dist_waitset, hits, 2, DIST_POLL_NS);
+		bool stop = false, lost = false;
+		int64_t limit;
+
+		for (int i = 0; i < n; i++)
+			if (hits[i] == (dds_attach_t)r->dist_guard)
+				stop = true;
+		if (stop)
+			break;
+		dist_take(r);
+		pthread_mutex_lock(&r->mu);
+		limit = r->dist_stale_ns > 0 ? r->dist_stale_ns : 3 * r->dist_hb_ns;
+		if (!r->dist_stale && r->dist_last_mono >= 0 && limit > 0 &&
+		    mono_now() - r->dist_last_mono > limit) {
+			r->dist_stale = true;
+			lost = true;
+		}
+		pthread_mutex_unlock(&r->mu);
+		if (lost) {
+			r->host.log(LOG_WARN, "distribute: no word from leader %s for %.3f s: the "
+					      "clock is stale", r->dist_leader, (double)limit / 1e9);
+			r->host.stale(r->host.ctx, true);
+		}
+	}
+	return NULL;
+}
+
+static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char *err,
+		       size_t errlen)
+{
+	dds_qos_t *qos;
+	int rc = dist_topic(r, err, errlen);
+
+	if (rc)
+		return rc;
+	snprintf(r->dist_clock, sizeof(r->dist_clock), "%s", clock);
+	r->dist_stale_ns = stale_ns;
+	r->dist_last_mono = -1;
+	qos = dist_qos(16);
+	r->dist_reader = dds_create_reader(r->participant, r->dist_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->dist_reader < 0)
+		return dds_fail(err, errlen, "cannot create the TimeFunction reader", r->dist_reader);
+	r->dist_readcond = dds_create_readcondition(r->dist_reader, DDS_ANY_STATE);
+	r->dist_waitset = dds_create_waitset(r->participant);
+	r->dist_guard = dds_create_guardcondition(r->participant);
+	if (r->dist_readcond < 0 || r->dist_waitset < 0 || r->dist_guard < 0 ||
+	    dds_waitset_attach(r->dist_waitset, r->dist_readcond, (dds_attach_t)r->dist_readcond) < 0 ||
+	    dds_waitset_attach(r->dist_waitset, r->dist_guard, (dds_attach_t)r->dist_guard) < 0)
+		return dds_fail(err, errlen, "cannot wait for TimeFunction", DDS_RETCODE_ERROR);
+	rc = pthread_create(&r->dist_thread, NULL, dist_main, r);
+	if (rc) {
+		snprintf(err, errlen, "distribute: thread: %s", strerror(rc));
+		return -rc;
+	}
+	r->dist_started = true;
+	return 0;
+}
+
+static void dist_get_stats(struct ros2 *r, struct dist_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&r->mu);
+	st->sent = r->dist_sent;
+	st->received = r->dist_received;
+	st->lost = r->dist_lost;
+	st->last_age_ns = r->dist_last_mono >= 0 ? mono_now() - r->dist_last_mono : -1;
+	st->stale = r->dist_stale;
+	pthread_mutex_unlock(&r->mu);
+}
+
 static void ros2_stop(struct ros2 *r)
 {
-	if (!r || !r->thread_started)
+	if (!r)
+		return;
+	if (r->dist_started) {
+		dds_set_guardcondition(r->dist_guard, true);
+		pthread_join(r->dist_thread, NULL);
+		r->dist_started = false;
+	}
+	if (!r->thread_started)
 		return;
 	dds_set_guardcondition(r->stop_guard, true);
 	pthread_join(r->thread, NULL);
@@ -271,6 +491,10 @@ __attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api 
 	.publisher = ros2_publisher,
 	.publish = ros2_publish,
 	.get_stats = ros2_get_stats,
+	.dist_publisher = dist_publisher,
+	.dist_publish = dist_publish,
+	.dist_follow = dist_follow,
+	.dist_get_stats = dist_get_stats,
 	.stop = ros2_stop,
 	.close = ros2_close,
 };

@@ -15,6 +15,12 @@
  * effort (a reliable reader would never match AWSIM's best-effort writer);
  * the publisher writes reliable so that both kinds of subscriber match.
  * XCDR1 and participant user data "enclave=/;" as the ROS 2 RMW layers.
+ *
+ * The same module carries shmclock's own topic between hosts
+ * (ros2/TimeFunction.idl, "Several hosts" in the README): a leader
+ * publishes its time function (reliable, transient-local, keep last 1 per
+ * clock, so a late joiner gets the current one at once); a follower thread
+ * hands each sample to the daemon and reports when the leader goes silent.
  */
 #ifndef SHMCLOCKD_ROS2_H
 #define SHMCLOCKD_ROS2_H
@@ -26,6 +32,34 @@
 #include "log.h"
 
 struct ros2;
+
+/* A time function between hosts (ros2/TimeFunction.idl, field by field). */
+struct dist_fn {
+	char clock[65];
+	char leader[97];
+	uint64_t change, seq;
+	int64_t effective_ns, sim_base_ns; /* effective_ns in the timebase */
+	uint64_t mult;                     /* nominal rate, 32.32 */
+	uint32_t flags;                    /* DIST_F_* */
+	uint64_t jump_epoch;
+	int64_t unix_at_zero_ns;
+	uint8_t source, timebase;          /* enum shmclock_source; DIST_TB_* */
+	int64_t sent_ns, heartbeat_ns;
+};
+
+#define DIST_F_PAUSED 0x1u
+#define DIST_F_STEPPED 0x2u
+#define DIST_F_UNIX_ZERO 0x4u
+#define DIST_TB_REALTIME 0
+#define DIST_TB_TAI 1
+
+struct dist_stats {
+	uint64_t sent;        /* TimeFunction samples written (leader) */
+	uint64_t received;    /* samples of our clock taken (follower) */
+	uint64_t lost;        /* gaps in the leader's sample numbers (follower) */
+	int64_t last_age_ns;  /* since the last sample; -1: none yet */
+	bool stale;           /* the leader is silent (follower) */
+};
 
 struct ros2_stats {
 	int domain;
@@ -44,6 +78,12 @@ struct ros2_host {
 	 * -errno with a message in err. */
 	int (*sample)(void *ctx, int64_t ns, char *err, size_t errlen);
 	__attribute__((format(printf, 2, 3))) void (*log)(enum log_level level, const char *fmt, ...);
+	/* A leader's function (the distribute follower thread calls it). */
+	void (*function)(void *ctx, const struct dist_fn *f);
+	/* What the clock follows (a leader, /clock) fell silent (true) or
+	 * speaks again (false; /clock only: a leader's next function clears
+	 * it). */
+	void (*stale)(void *ctx, bool stale);
 };
 
 struct ros2_api {
@@ -57,7 +97,16 @@ struct ros2_api {
 	int (*publisher)(struct ros2 *r, char *err, size_t errlen);
 	int (*publish)(struct ros2 *r, int64_t sim_ns);
 	void (*get_stats)(struct ros2 *r, struct ros2_stats *st);
-	/* Stops following (joins the thread): before the clock thread stops. */
+	/* Between hosts: the TimeFunction writer (leader) ... */
+	int (*dist_publisher)(struct ros2 *r, char *err, size_t errlen);
+	int (*dist_publish)(struct ros2 *r, const struct dist_fn *f);
+	/* ... and the follower: every sample of @clock goes to host->function;
+	 * host->stale(true) after @stale_ns without one (0: three of the
+	 * leader's heartbeats). A thread. */
+	int (*dist_follow)(struct ros2 *r, const char *clock, int64_t stale_ns, char *err,
+			   size_t errlen);
+	void (*dist_get_stats)(struct ros2 *r, struct dist_stats *st);
+	/* Stops following (joins the threads): before the clock thread stops. */
 	void (*stop)(struct ros2 *r);
 	/* Deletes the participant and everything in it. NULL is accepted. */
 	void (*close)(struct ros2 *r);

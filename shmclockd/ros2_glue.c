@@ -41,6 +41,25 @@ static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
 	return r;
 }
 
+/* A leader's function, through the clock thread (ros2_host.function):
+ * applied at its effective instant, so this waits until then. */
+static void dist_function(void *ctx, const struct dist_fn *f)
+{
+	struct cmd cmd = { .req.kind = CMD_FUNCTION, .arg_fn = f, .from_source = true };
+
+	if (clockthread_submit(ctx, &cmd))
+		log_msg(LOG_WARN, "distribute: a function from %s refused: %s", f->leader, cmd.err);
+}
+
+/* The leader or /clock fell silent, or /clock speaks again. */
+static void source_stale(void *ctx, bool stale)
+{
+	struct cmd cmd = { .req.kind = CMD_STALE, .arg_stale = stale, .from_source = true };
+
+	if (clockthread_submit(ctx, &cmd))
+		log_msg(LOG_WARN, "cannot mark the clock %s: %s", stale ? "stale" : "fresh", cmd.err);
+}
+
 /* Opens the DDS participant for the ros2 source and/or the /clock
  * publisher (the module is loaded already). */
 int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
@@ -50,17 +69,21 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 	char why[400];
 	int domain = cfg->ros2_domain, r;
 
-	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg };
+	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg,
+				   .function = dist_function, .stale = source_stale };
 	if ((r = api->open(out, domain, &host, why, sizeof(why))) ||
-	    (cfg->ros2_publish && (r = api->publisher(*out, why, sizeof(why))))) {
+	    (cfg->ros2_publish && (r = api->publisher(*out, why, sizeof(why)))) ||
+	    (cfg->dist_publish && (r = api->dist_publisher(*out, why, sizeof(why))))) {
 		snprintf(err, errlen, "ROS 2 (domain %d): %s", domain, why);
 		api->close(*out);
 		*out = NULL;
 		return r < 0 ? r : -EIO;
 	}
-	log_msg(LOG_INFO, "ros2: domain %d%s%s", domain,
+	log_msg(LOG_INFO, "ros2: domain %d%s%s%s%s", domain,
 		cfg->source->feed == FEED_ROS2 ? ", following /clock" : "",
-		cfg->ros2_publish ? ", publishing /clock" : "");
+		cfg->ros2_publish ? ", publishing /clock" : "",
+		cfg->dist_publish ? ", publishing the time function" : "",
+		cfg->source->feed == FEED_LEADER ? ", following a leader's time function" : "");
 	return 0;
 }
 
@@ -68,7 +91,8 @@ int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **a
 		   size_t errlen)
 {
 	*api = NULL;
-	if (cfg->source->feed != FEED_ROS2 && !cfg->ros2_publish)
+	if (cfg->source->feed != FEED_ROS2 && cfg->source->feed != FEED_LEADER && !cfg->ros2_publish &&
+	    !cfg->dist_publish)
 		return 0;
 	*api = ros2_load(err, errlen);
 	return *api ? 0 : -ENOENT;

@@ -8,7 +8,7 @@
 static const struct source_ops *const sources[] = {
 	&source_simulation, &source_system, &source_external, &source_fixed,
 #ifdef SHMCLOCK_HAVE_ROS2
-	&source_ros2,
+	&source_ros2, &source_leader,
 #endif
 };
 
@@ -19,15 +19,16 @@ const struct source_ops *source_lookup(const char *name, const char **why)
 		if (!strcasecmp(name, sources[i]->name) ||
 		    (sources[i]->alias && !strcasecmp(name, sources[i]->alias)))
 			return sources[i];
-	if (!strcasecmp(name, "ros2"))
-		*why = "the ros2 source is not built in (this shmclockd was built without ROS 2 support)";
+	if (!strcasecmp(name, "ros2") || !strcasecmp(name, "leader"))
+		*why = "the ros2 and leader sources are not built in (this shmclockd was built without "
+		       "Cyclone DDS)";
 	return NULL;
 }
 
 const char *source_names(void)
 {
 #ifdef SHMCLOCK_HAVE_ROS2
-	return "simulation, system, external (alias ss2), fixed (alias unity), ros2";
+	return "simulation, system, external (alias ss2), fixed (alias unity), ros2, leader";
 #else
 	return "simulation, system, external (alias ss2), fixed (alias unity)";
 #endif

@@ -21,6 +21,8 @@ enum source_feed {
 	FEED_CLIENT, /* control clients, with advance (the external source) */
 	FEED_ROS2,   /* ROS 2 /clock samples (needs the DDS module; advance is
 		      * refused to clients) */
+	FEED_LEADER, /* a leader's time function over DDS (distribute.c): every
+		      * change is refused to clients */
 };
 
 struct source_ops {
@@ -45,6 +47,7 @@ extern const struct source_ops source_external;
 extern const struct source_ops source_fixed;
 #ifdef SHMCLOCK_HAVE_ROS2
 extern const struct source_ops source_ros2;
+extern const struct source_ops source_leader;
 #endif
 
 /* By name or alias; NULL if unknown. *why is set for known-but-unavailable. */

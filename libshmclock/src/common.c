@@ -152,6 +152,8 @@ SHMCLOCK_EXPORT const char *shmclock_source_name(int source)
 		return "fixed";
 	case SHMCLOCK_SOURCE_ROS2:
 		return "ros2";
+	case SHMCLOCK_SOURCE_LEADER:
+		return "leader";
 	case SHMCLOCK_SOURCE_NONE:
 		return "none";
 	default:

@@ -24,6 +24,11 @@
  *     by one, so the sum is kept as jb, the number of jumps back, and the
  *     jump-free time is value + jb.
  *
+ *   - a change scheduled at a later instant (freeze_at, W2b: the anchor
+ *     is a future clock value, readers run on to it and stop there) is
+ *     never seen before its instant: a read whose clock reading is before
+ *     a commit's anchor returns no more than the previous function gives
+ *     there (ghost hist_eff, the anchor of each commit);
  *   - the stale mark (SHMCLOCK_F_STALE, in the record's flags) comes with
  *     the time of the commit that set it: a reader never pairs one
  *     commit's mark with another's function (field st, checked with the
@@ -80,6 +85,7 @@ bit r_st, b_st;                         /* the stale mark (flags 0x10) */
 /* ghost: what commit g stored (commit 0 is the initial state) */
 byte hist_mb[NGEN], hist_sb[NGEN], hist_mult[NGEN], hist_ep[NGEN], hist_jb[NGEN];
 bit hist_st[NGEN];
+byte hist_eff[NGEN];                    /* ghost: commit g's anchor (W2, W2b) */
 
 /* ghost: the largest (epoch, value) and jump-free value any read returned */
 byte last_ep, last_v, last_mv;
@@ -106,7 +112,7 @@ inline clock(out) {
 }
 
 proctype Writer() {
-	byte kills, ncommits, mw, cur;
+	byte kills, ncommits, mw, cur, spun;
 	byte p_mb, p_sb, p_mult = 1, p_ep, p_jb, p_gen;  /* the writer's own copy (w->p) */
 	bit p_st;
 
@@ -153,6 +159,13 @@ commits:
 		/* W2: seq_cst fence, then the clock reading that anchors the change */
 		clock(mw); KILLPOINT;
 #endif
+#ifdef FREEZE
+		/* W2b: freeze_at: the anchor may be a later instant than the clock */
+		if
+		:: mw < MAXMONO -> mw++
+		:: true -> skip
+		fi;
+#endif
 		/* W2a: publish the anchor for readers that find the update stuck */
 		anc = mw; KILLPOINT;
 		/* W3: the time every reader agrees on at mw */
@@ -174,6 +187,16 @@ commits:
 #endif
 		fi;
 		p_gen = ncommits;
+#if defined(FREEZE) && !defined(MUTANT_FREEZE_EARLY_COMMIT)
+		/* The change commits at its instant, not before (commit_begin
+		 * waits for the anchor of an open update). */
+		do
+		:: mono >= mw -> break
+		:: else -> clock(spun)
+		od;
+		spun = 0;
+#endif
+		hist_eff[p_gen] = mw;
 		d_step {
 			hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
 			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb;
@@ -192,7 +215,7 @@ commits:
 }
 
 proctype Reader() {
-	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a;
+	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a, pv;
 	bit st;
 
 	do
@@ -288,6 +311,14 @@ slow:
 done:
 		/* R6: evaluate, and check */
 		timefn(mb, sb, mult, m, v);
+		/* not ahead of its instant: before a commit's anchor, no more
+		 * than the function before it */
+		if
+		:: gen > 0 && m < hist_eff[gen] ->
+			timefn(hist_mb[gen - 1], hist_sb[gen - 1], hist_mult[gen - 1], m, pv);
+			assert(v <= pv)
+		:: else -> skip
+		fi;
 		d_step {
 			assert(mb == hist_mb[gen] && sb == hist_sb[gen] &&
 			       mult == hist_mult[gen] && ep == hist_ep[gen] &&
@@ -303,7 +334,7 @@ done:
 			:: else -> skip
 			fi;
 			/* forget this read: fewer distinct states */
-			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; st = 0; gen = 0; v = 0; a = 0;
+			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; st = 0; gen = 0; v = 0; a = 0; pv = 0;
 			seen_ep = 0; seen_v = 0; seen_mv = 0
 		}
 	:: else -> break

@@ -19,6 +19,8 @@
  *                  seq = odd (relaxed)                                      W1
  *                  fence (seq_cst)          seq odd before the clock reading W2
  *                  mono = clock             the anchor                      W2
+ *                  (freeze_at: mono = the scheduled instant when later:
+ *                  readers run on to it and stop there)                  W2b
  *                  anchor_mono_ns = mono    published for stuck readers    W2a
  *                  cur = eval(old, mono)    the time every reader agrees on W3
  *   (caller)       new params anchored at (mono, cur)
@@ -27,6 +29,14 @@
  *                  fence (release)          seq even before backup stores   W6
  *                  backup stores (relaxed)                                  W6
  *                  change_futex++ ; FUTEX_WAKE
+ *
+ * shmclock_writer_freeze_at() opens an update early with an anchor in the
+ * future (W2b): readers, finding seq odd and the anchor published, compute
+ * the last committed function up to the anchor and no further (protocol.c,
+ * T4). The next change completes the update at that instant, anchored
+ * there, so a change scheduled at an instant takes effect exactly there
+ * whenever the commit itself runs: hosts that apply the same change agree
+ * to the nanosecond, pause included.
  *
  * A writer killed at any instruction leaves either seq even with a good
  * record, or seq odd with a good backup (written completely before seq went
@@ -56,6 +66,7 @@ struct shmclock_writer {
 	uint32_t seq;                /* our copy of seg->seq: we are the only writer */
 	struct shmclock_params p;    /* the committed state */
 	int64_t anchor_mono;         /* set by commit_begin */
+	bool open;                   /* freeze_at opened an update: the next change ends it */
 	int64_t anchor_sim;
 	bool no_wake;                /* shmclock_writer_set_wake(w, false) */
 	bool lost;                   /* another writer took the clock over */
@@ -401,14 +412,23 @@ SHMCLOCK_EXPORT int shmclock_writer_unlink(shmclock_writer_t *w, const char *nam
 	return shm_unlink(shm) < 0 ? -errno : 0;
 }
 
-/* See the protocol at the top. Sets w->anchor_mono and w->anchor_sim.
- * -EBUSY: this handle lost the clock to another writer (see take_mutex). */
-static int commit_begin(struct shmclock_writer *w)
+/* See the protocol at the top. Sets w->anchor_mono (the clock, or @at when
+ * that is later) and w->anchor_sim. -EBUSY: this handle lost the clock to
+ * another writer (see take_mutex). */
+static int commit_begin_at(struct shmclock_writer *w, int64_t at)
 {
 	struct shmclock_seg *s = w->seg;
 
 	if (w->lost)
 		return -EBUSY;
+	if (w->open) {
+		/* freeze_at opened this update: it takes effect at its anchor,
+		 * not sooner (readers run on to it until then). */
+		while (shmclock__mono_ns() < w->anchor_mono)
+			;
+		w->open = false;
+		return 0;
+	}
 	/* The thread that took the lock has exited: take it for this one, so
 	 * readers see a live writer again. Another writer may have taken it
 	 * over first (it saw the owner dead too): then the clock is theirs. */
@@ -428,6 +448,9 @@ static int commit_begin(struct shmclock_writer *w)
 	 * release is not enough), and before any record store. */
 	atomic_thread_fence(memory_order_seq_cst);
 	w->anchor_mono = shmclock__mono_ns();
+	/* W2b: an update opened by freeze_at is anchored at its instant. */
+	if (at > w->anchor_mono)
+		w->anchor_mono = at;
 	/* W2a: the anchor, for readers that find this update in progress
 	 * (protocol.c, T1-T4). Ordered after the odd store by the W2 fence; a
 	 * reader that loads it and then sees seq still odd knows it belongs to
@@ -436,6 +459,11 @@ static int commit_begin(struct shmclock_writer *w)
 	/* W3 */
 	w->anchor_sim = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, w->anchor_mono);
 	return 0;
+}
+
+static int commit_begin(struct shmclock_writer *w)
+{
+	return commit_begin_at(w, INT64_MIN);
 }
 
 static void commit_end(struct shmclock_writer *w)
@@ -647,6 +675,20 @@ static int set_flag(struct shmclock_writer *w, uint32_t flag, bool on)
 		w->p.flags &= ~flag;
 	reanchor(w);
 	commit_end(w);
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono_ns)
+{
+	int r;
+
+	if (!(w->p.flags & SHMCLOCK_F_INIT))
+		return -ENODATA;
+	if (w->open)
+		return -EINVAL; /* one at a time */
+	if ((r = commit_begin_at(w, mono_ns)))
+		return r;
+	w->open = true;
 	return 0;
 }
 

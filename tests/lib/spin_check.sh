@@ -78,6 +78,8 @@ verify() {
 				what="the clock past a dead participant's grant"
 			elif grep -q "assertion violated.*hist_mb" pan.log; then
 				what="a torn state"
+			elif grep -q "assertion violated.*pv" pan.log; then
+				what="a change seen before its instant"
 			else
 				what="time going backwards"
 			fi
@@ -96,6 +98,10 @@ for m in ANCHOR_BEFORE_ODD NO_RECHECK NO_BACKUP_RECHECK CLOCK_AFTER_RECHECK NO_A
 	NO_ANCHOR_WITHDRAW NO_JUMP_TOTAL JUMP_TOTAL_AFTER_RECHECK STALE_AFTER_RECHECK; do
 	verify fails $small -DMUTANT_$m
 done
+# Changes scheduled at an instant (freeze_at, W2b).
+verify holds $small -DFREEZE
+verify fails $small -DFREEZE -DMUTANT_FREEZE_EARLY_COMMIT
+verify fails $small -DFREEZE -DMUTANT_NO_ANCHOR_CAP
 # Lockstep (lockstep.c): two participants, one SIGKILLed at any step.
 verify holds -DLOCKSTEP
 verify holds -DLOCKSTEP -DLS_ABORT

@@ -497,3 +497,43 @@ Test(clock, set_function_never_goes_back_without_a_jump)
 	cr_expect_eq(in.last_jump_ns, -after);
 	close_pair(&p);
 }
+
+Test(clock, freeze_at_schedules_the_next_change_exactly_at_its_instant)
+{
+	struct pair p = open_pair();
+	int64_t mono, at, want, a, b;
+	shmclock_info_t in;
+
+	cr_expect_eq(shmclock_writer_freeze_at(p.w, 0), -ENODATA);
+	cr_assert_eq(shmclock_writer_set_time(p.w, 7 * NSEC), 0);
+	mono = shmclock_static_mono();
+	at = mono + 40000000; /* 40 ms ahead */
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	cr_expect_eq(shmclock_writer_freeze_at(p.w, at), -EINVAL, "one open update at a time");
+	/* Before the instant readers run on with the old function... */
+	cr_assert_eq(shmclock_now(p.r, &a), 0);
+	usleep(5000);
+	cr_assert_eq(shmclock_now(p.r, &b), 0);
+	cr_expect_gt(b, a, "time runs until the instant");
+	cr_expect_lt(b, want);
+	/* ... and stop at its value once it has passed, however late the
+	 * change is committed. */
+	usleep(60000);
+	cr_assert_eq(shmclock_now(p.r, &a), 0);
+	cr_expect_eq(a, want, "frozen at the instant: %lld, want %lld", (long long)a, (long long)want);
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect(in.paused);
+	cr_expect_eq(in.sim_ns, want, "the pause took effect at the instant, not at the commit");
+	cr_expect_eq(in.jump_epoch, 0);
+	/* A change called before the instant waits for it. */
+	mono = shmclock_static_mono();
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, mono + 20000000), 0);
+	cr_assert_eq(shmclock_writer_resume(p.w), 0);
+	cr_expect_geq(shmclock_static_mono(), mono + 20000000, "resume waited for the instant");
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_eq(in.sim_ns, want + (in.mono_ns - (mono + 20000000)),
+		     "running again from the instant on");
+	close_pair(&p);
+}

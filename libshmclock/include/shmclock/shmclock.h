@@ -82,6 +82,7 @@ enum shmclock_source {
 	SHMCLOCK_SOURCE_EXTERNAL = 3,
 	SHMCLOCK_SOURCE_FIXED = 4,
 	SHMCLOCK_SOURCE_ROS2 = 5,
+	SHMCLOCK_SOURCE_LEADER = 6, /* a leader shmclockd on another host */
 };
 
 /* A reader waits at most this long for a live writer stopped between its

@@ -169,6 +169,21 @@ int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_
 				 double scale, unsigned flags);
 
 /**
+ * shmclock_writer_freeze_at() - schedule the next change at CLOCK_MONOTONIC
+ * @mono_ns: readers keep the current function up to that instant and stop
+ * there (frozen at its value) until the next change commits; that change
+ * (set_function, pause, set_time, ...) takes effect anchored at @mono_ns,
+ * whenever it is called (called sooner, it waits for the instant). Call it
+ * shortly before the instant: until the change, reads take the slower
+ * path. This makes a change scheduled at an instant exact on every host
+ * that applies it: a pause stops at the value the function had there, not
+ * at the value when the commit happened to run. An instant already past is
+ * the commit's own (a change applied late).
+ * Return: 0; -ENODATA uninitialized; -EINVAL an update is already open.
+ */
+int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono_ns);
+
+/**
  * shmclock_writer_set_stale() - mark the clock stale, or clear the mark:
  * the writer is alive but has lost what it follows (a leader on another
  * host, ROS 2 /clock). Readers get -ESTALE with the value and see

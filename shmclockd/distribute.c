@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Between hosts: a leader sends its time function, not samples of it.
+ *
+ * Hosts that share a synchronised clock (PTP, chrony) can each compute the
+ * leader's time exactly from (effective instant, simulation time there,
+ * rate, mode), the instant in a host-independent time scale: CLOCK_TAI
+ * when the kernel knows the TAI offset, else CLOCK_REALTIME. The leader
+ * schedules each change at its time + Lead and applies it at that instant
+ * itself; every follower applies the same function at the same instant,
+ * so all hosts pause at the same simulated time and nobody overshoots.
+ *
+ * The translation to a host's CLOCK_MONOTONIC (where its readers compute)
+ * is one offset, sampled between two monotonic readings. CLOCK_REALTIME
+ * and CLOCK_MONOTONIC are slewed together by NTP; only a step of the host
+ * clock moves the offset. Each tick re-samples it, and a moved offset
+ * re-anchors the function: the leader publishes it anew, a follower
+ * commits it again, never backwards within an epoch (the writer holds a
+ * function that is behind until it catches up).
+ *
+ * On the clock thread only, except dist_status (under mu).
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timex.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clockthread.h"
+#include "latehist.h"
+#include "log.h"
+#include "ros2.h"
+#include "source.h"
+
+/* A moved offset larger than this is a step of the host clock. */
+#define DIST_REANCHOR_NS 1000
+/* The update opens this long before the effective instant (readers take
+ * the slower path meanwhile); the commit then lands exactly there however
+ * late this thread runs: a timer fires up to its slack and the scheduler's
+ * latency late, and the leader and every follower must agree on the
+ * value at the instant. */
+#define DIST_OPEN_NS 1000000
+
+struct dist {
+	const struct ros2_api *api;
+	struct ros2 *r;
+	bool leader;
+	int64_t lead_ns, hb_ns;
+	bool run_on_loss;
+	char clock[65];
+	/* the function last published (leader) or applied (follower) */
+	struct dist_fn fn;
+	bool have;
+	int64_t off;            /* the offset fn was translated with */
+	int64_t next_hb;        /* leader: CLOCK_MONOTONIC of the next heartbeat */
+	uint64_t seq;
+	/* status, under mu */
+	pthread_mutex_t mu;
+	char leader_id[97];
+	uint64_t changes, late, leaders, reanchors;
+	int64_t worst_late_ns, last_late_ns;
+	int64_t last_off;
+	/* how long after the effective instant each change was committed */
+	struct latehist applied;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static clockid_t tb_clock(int tb)
+{
+	return tb == DIST_TB_TAI ? CLOCK_TAI : CLOCK_REALTIME;
+}
+
+/* @tb minus CLOCK_MONOTONIC, from the tightest of a few bracketed
+ * readings (both clocks are vDSO reads: tens of ns apart). */
+static int64_t sample_offset(int tb)
+{
+	int64_t best_w = INT64_MAX, off = 0;
+
+	for (int i = 0; i < 5; i++) {
+		struct timespec a, t, b;
+		int64_t m1, m2, tv;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		clock_gettime(tb_clock(tb), &t);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		m1 = (int64_t)a.tv_sec * 1000000000 + a.tv_nsec;
+		m2 = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
+		tv = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+		if (m2 - m1 < best_w) {
+			best_w = m2 - m1;
+			off = tv - (m1 + (m2 - m1) / 2);
+		}
+	}
+	return off;
+}
+
+/* The leader's time scale: TAI when the kernel knows its offset from UTC
+ * (set by chrony's leapsectz or ptp4l), else UTC (CLOCK_REALTIME). */
+static int leader_timebase(void)
+{
+	struct timex tx = { 0 };
+
+	return adjtimex(&tx) >= 0 && tx.tai > 0 ? DIST_TB_TAI : DIST_TB_REALTIME;
+}
+
+static void sleep_until(int64_t t)
+{
+	struct timespec ts = { (time_t)(t / 1000000000), (long)(t % 1000000000) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Commit @fl's function at CLOCK_MONOTONIC @e_mono exactly: the update
+ * opens before (shmclock_writer_freeze_at), so that readers stop at the old
+ * function's value there even when this thread wakes late; the commit
+ * ends the freeze. */
+static int commit_at(struct clockthread *ct, int64_t e_mono, int64_t sim_base, double scale,
+		     unsigned fl)
+{
+	sleep_until(e_mono - DIST_OPEN_NS);
+	shmclock_writer_freeze_at(ct->w, e_mono);
+	sleep_until(e_mono);
+	return shmclock_writer_set_function(ct->w, e_mono, sim_base, scale, fl);
+}
+
+/* The segment's time function (as readers evaluate it), for the leader's
+ * check of what it published against what its writer holds. */
+static int64_t fn_eval(int64_t mono_base, int64_t sim_base, uint64_t mult, int64_t mono)
+{
+	__extension__ typedef unsigned __int128 u128;
+	u128 d;
+
+	if (mono <= mono_base || !mult)
+		return sim_base;
+	d = ((u128)(uint64_t)(mono - mono_base) * mult) >> 32;
+	return d > (u128)(sim_base < 0 ? INT64_MAX : INT64_MAX - sim_base) ? INT64_MAX
+									  : sim_base + (int64_t)d;
+}
+
+static uint64_t scale_mult(double scale)
+{
+	return (uint64_t)nearbyint(scale * 4294967296.0);
+}
+
+static double mult_scale(uint64_t mult)
+{
+	return (double)mult / 4294967296.0;
+}
+
+struct dist *dist_create(const struct shmclockd_config *cfg, struct ros2 *r,
+			 const struct ros2_api *api)
+{
+	struct dist *d;
+	char host[64] = "host";
+
+	if (!cfg->dist_publish && cfg->source->feed != FEED_LEADER)
+		return NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->api = api;
+	d->r = r;
+	d->leader = cfg->dist_publish;
+	d->lead_ns = cfg->dist_lead_ns;
+	d->hb_ns = cfg->dist_hb_ns;
+	d->run_on_loss = cfg->dist_run_on_loss;
+	snprintf(d->clock, sizeof(d->clock), "%s", config_dist_clock(cfg));
+	pthread_mutex_init(&d->mu, NULL);
+	if (d->leader) {
+		struct timespec ts;
+
+		gethostname(host, sizeof(host) - 1);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		/* Unique per run: a restarted leader is a new leader. */
+		snprintf(d->leader_id, sizeof(d->leader_id), "%.40s/%d/%lld.%09ld", host, (int)getpid(),
+			 (long long)ts.tv_sec, ts.tv_nsec);
+	}
+	return d;
+}
+
+void dist_destroy(struct dist *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+/* ------------------------------------------------------------ leader */
+
+static void publish(struct dist *d)
+{
+	struct timespec ts;
+
+	clock_gettime(tb_clock(d->fn.timebase), &ts);
+	d->fn.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	d->fn.seq = ++d->seq;
+	if (d->api->dist_publish(d->r, &d->fn) < 0)
+		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
+}
+
+/* The function the writer publishes now, anchored at @mono (its own
+ * instant, translated with @off), as the next change. */
+static void snapshot(struct clockthread *ct, struct dist *d, int64_t mono, int64_t off)
+{
+	shmclock_info_t in;
+	int64_t v = 0;
+
+	shmclock_writer_info(ct->w, &in);
+	shmclock_writer_eval(ct->w, mono, &v);
+	snprintf(d->fn.clock, sizeof(d->fn.clock), "%s", d->clock);
+	snprintf(d->fn.leader, sizeof(d->fn.leader), "%s", d->leader_id);
+	d->fn.change++;
+	d->fn.effective_ns = mono + off;
+	d->fn.sim_base_ns = v;
+	d->fn.mult = scale_mult(in.scale);
+	d->fn.flags = (in.paused ? DIST_F_PAUSED : 0) | (in.stepped ? DIST_F_STEPPED : 0) |
+		      (in.has_unix_at_zero ? DIST_F_UNIX_ZERO : 0);
+	d->fn.jump_epoch = in.jump_epoch;
+	d->fn.unix_at_zero_ns = in.unix_at_zero_ns;
+	d->fn.source = (uint8_t)in.source;
+	d->fn.heartbeat_ns = d->hb_ns;
+	d->off = off;
+	d->have = true;
+}
+
+void dist_leader_start(struct clockthread *ct)
+{
+	struct dist *d = ct->dist;
+	int64_t now;
+
+	if (!d || !d->leader)
+		return;
+	d->fn.timebase = (uint8_t)leader_timebase();
+	now = mono_ns();
+	snapshot(ct, d, now, sample_offset(d->fn.timebase));
+	publish(d);
+	d->next_hb = now + d->hb_ns;
+	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s (%s, Lead %.3f ms, heartbeat %.3f s)",
+		d->clock, d->leader_id, d->fn.timebase == DIST_TB_TAI ? "TAI" : "UTC",
+		(double)d->lead_ns / 1e6, (double)d->hb_ns / 1e9);
+}
+
+static int refuse(struct cmd *c, int rc, const char *msg)
+{
+	snprintf(c->err, sizeof(c->err), "%s", msg);
+	return rc;
+}
+
+int dist_leader_change(struct clockthread *ct, struct cmd *c)
+{
+	struct dist *d = ct->dist;
+	shmclock_info_t in;
+	int64_t off, e_mono, v;
+	double scale;
+	unsigned fl;
+	bool jump = false;
+	int r;
+
+	shmclock_writer_info(ct->w, &in);
+	if (!in.initialized)
+		return refuse(c, -ENODATA, "the clock has no time yet");
+	scale = in.scale;
+	fl = in.paused ? SHMCLOCK_FN_PAUSED : 0;
+	/* Checked before anything is published. */
+	switch (c->req.kind) {
+	case CMD_SCALE:
+		if (!config_scale_ok(c->req.scale))
+			return refuse(c, -EINVAL, "scale must be a number from 1e-6 to 1e6");
+		scale = c->req.scale;
+		break;
+	case CMD_STEP:
+		if (!in.paused)
+			return refuse(c, -EINVAL, "step needs a paused clock (pause first)");
+		if (c->req.ns < 0)
+			return refuse(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
+		break;
+	case CMD_PAUSE:
+		fl = SHMCLOCK_FN_PAUSED;
+		break;
+	case CMD_RESUME:
+		fl = 0;
+		break;
+	case CMD_SET:
+		jump = true;
+		break;
+	default:
+		return refuse(c, -EINVAL, "not a change");
+	}
+	off = sample_offset(d->fn.timebase);
+	/* The effective instant, in both time scales. */
+	e_mono = mono_ns() + d->lead_ns;
+	shmclock_writer_eval(ct->w, e_mono, &v);
+	if (c->req.kind == CMD_SET)
+		v = c->req.ns;
+	else if (c->req.kind == CMD_STEP)
+		v = v > INT64_MAX - c->req.ns ? INT64_MAX : v + c->req.ns;
+	d->fn.change++;
+	d->fn.effective_ns = e_mono + off;
+	d->fn.sim_base_ns = v;
+	d->fn.mult = scale_mult(scale);
+	d->fn.flags = (fl & SHMCLOCK_FN_PAUSED ? DIST_F_PAUSED : 0) |
+		      (in.has_unix_at_zero ? DIST_F_UNIX_ZERO : 0);
+	d->fn.jump_epoch = in.jump_epoch + (jump ? 1 : 0);
+	d->off = off;
+	publish(d);
+	/* Reliable delivery repairs a lost sample only at DDS's next
+	 * heartbeat: send the change again a few times before it takes
+	 * effect, so that one lost packet does not make it late. */
+	for (int i = 1; i < 4 && d->lead_ns >= 2000000; i++) {
+		int64_t at = e_mono - d->lead_ns + i * (d->lead_ns / 4);
+
+		if (e_mono - at <= DIST_OPEN_NS)
+			break; /* the freeze before the effective instant is near */
+		sleep_until(at);
+		publish(d);
+	}
+	r = commit_at(ct, e_mono, v, scale, fl | (jump ? SHMCLOCK_FN_JUMP : 0));
+	if (r)
+		return refuse(c, r, shmclock_strerror(r));
+	latehist_add(&d->applied, mono_ns() - e_mono);
+	if (c->req.kind == CMD_SCALE)
+		ct->cfg.scale = scale;
+	d->next_hb = mono_ns() + d->hb_ns;
+	pthread_mutex_lock(&d->mu);
+	d->changes++;
+	d->last_off = off;
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/* ------------------------------------------------------------ follower */
+
+int dist_follow_apply(struct clockthread *ct, struct cmd *c)
+{
+	struct dist *d = ct->dist;
+	const struct dist_fn *f = c->arg_fn;
+	bool new_leader = !d->have || strcmp(f->leader, d->fn.leader);
+	bool stale = atomic_load_explicit(&ct->stale, memory_order_relaxed);
+	bool jump;
+	unsigned fl;
+	int64_t off, e_mono, now, late = 0;
+	int r;
+
+	if (!new_leader && !stale && f->change <= d->fn.change)
+		return 0; /* a heartbeat, or an old change */
+	if (f->mult == 0 || f->mult >= (UINT64_C(1) << 63))
+		return refuse(c, -EINVAL, "a TimeFunction with an impossible rate: ignored");
+	off = sample_offset(f->timebase);
+	e_mono = f->effective_ns - off;
+	now = mono_ns();
+	if (e_mono <= now && d->have && !new_leader && !stale)
+		late = now - e_mono;
+	/* Another leader, a leader back after silence, or a jump on the
+	 * leader: readers' jump callbacks hear of it. */
+	jump = d->have && (new_leader || stale || f->jump_epoch != d->fn.jump_epoch);
+	fl = (f->flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
+	     (f->flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) | (jump ? SHMCLOCK_FN_JUMP : 0);
+	if (!d->have || (f->flags & DIST_F_UNIX_ZERO) != (d->fn.flags & DIST_F_UNIX_ZERO) ||
+	    f->unix_at_zero_ns != d->fn.unix_at_zero_ns) {
+		int64_t uz = f->unix_at_zero_ns;
+
+		shmclock_writer_set_unix_at_zero(ct->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
+	}
+	r = late ? shmclock_writer_set_function(ct->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl)
+		 : commit_at(ct, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
+	if (r)
+		return refuse(c, r, shmclock_strerror(r));
+	if (!late && d->have)
+		latehist_add(&d->applied, mono_ns() - e_mono);
+	if (new_leader || stale)
+		log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader,
+			f->clock, jump ? " (a jump for readers)" : "");
+	if (late)
+		log_msg(LOG_DEBUG, "distribute: change %llu arrived %.3f ms after it took effect",
+			(unsigned long long)f->change, (double)late / 1e6);
+	d->fn = *f;
+	d->off = off;
+	d->have = true;
+	atomic_store_explicit(&ct->stale, false, memory_order_relaxed);
+	pthread_mutex_lock(&d->mu);
+	snprintf(d->leader_id, sizeof(d->leader_id), "%s", f->leader);
+	d->changes++;
+	d->leaders += new_leader;
+	if (late) {
+		d->late++;
+		d->last_late_ns = late;
+		if (late > d->worst_late_ns)
+			d->worst_late_ns = late;
+	}
+	d->last_off = off;
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/* ------------------------------------------------------------ both */
+
+void dist_tick(struct clockthread *ct, int64_t now)
+{
+	struct dist *d = ct->dist;
+	int64_t off;
+
+	if (!d || !d->have)
+		return;
+	off = sample_offset(d->fn.timebase);
+	if (llabs(off - d->off) > DIST_REANCHOR_NS) {
+		/* The host clock was stepped: the same function, re-expressed. */
+		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
+				  "re-anchoring", (double)(off - d->off) / 1e9);
+		if (d->leader) {
+			snapshot(ct, d, now, off);
+			publish(d);
+			d->next_hb = now + d->hb_ns;
+		} else {
+			int64_t e_mono = d->fn.effective_ns - off;
+			unsigned fl = (d->fn.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
+				      (d->fn.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) |
+				      (atomic_load_explicit(&ct->stale, memory_order_relaxed)
+					       ? SHMCLOCK_FN_STALE : 0);
+
+			/* Not a jump: never backwards, held until it catches up. */
+			shmclock_writer_set_function(ct->w, e_mono, d->fn.sim_base_ns,
+						     mult_scale(d->fn.mult), fl);
+			d->off = off;
+		}
+		pthread_mutex_lock(&d->mu);
+		d->reanchors++;
+		d->last_off = off;
+		pthread_mutex_unlock(&d->mu);
+	}
+	if (d->leader && now >= d->next_hb) {
+		shmclock_info_t in;
+		int64_t v = 0, want = 0, eb = d->fn.effective_ns - d->off;
+
+		/* Whatever moved the clock besides a change (a reload's
+		 * TimeScale, the system source's ticks) is a new function. */
+		shmclock_writer_info(ct->w, &in);
+		shmclock_writer_eval(ct->w, now, &v);
+		want = fn_eval(eb, d->fn.sim_base_ns,
+					    d->fn.flags & (DIST_F_PAUSED | DIST_F_STEPPED) ? 0 : d->fn.mult,
+					    now);
+		if (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||
+		    scale_mult(in.scale) != d->fn.mult || in.jump_epoch != d->fn.jump_epoch)
+			snapshot(ct, d, now, d->off);
+		publish(d); /* the current function again: a heartbeat */
+		d->next_hb = now + d->hb_ns;
+	}
+}
+
+void dist_status(struct clockthread *ct, cJSON *o)
+{
+	struct dist *d = ct->dist;
+	struct dist_stats st;
+
+	d->api->dist_get_stats(d->r, &st);
+	cJSON_AddStringToObject(o, "role", d->leader ? "leader" : "follower");
+	cJSON_AddStringToObject(o, "clock", d->clock);
+	pthread_mutex_lock(&d->mu);
+	cJSON_AddStringToObject(o, "leader", d->leader_id);
+	cJSON_AddNumberToObject(o, "changes", (double)d->changes);
+	cJSON_AddNumberToObject(o, "reanchors", (double)d->reanchors);
+	cJSON_AddNumberToObject(o, "offset_ns", (double)d->last_off);
+	{
+		uint64_t counts[LATEHIST_N];
+
+		/* Changes committed at their effective instant: how long after. */
+		if (latehist_copy(&d->applied, counts)) {
+			cJSON_AddNumberToObject(o, "applied_p50_ns", (double)latehist_quantile(counts, 0.5));
+			cJSON_AddNumberToObject(o, "applied_p99_ns", (double)latehist_quantile(counts, 0.99));
+			cJSON_AddNumberToObject(o, "applied_max_ns", (double)latehist_quantile(counts, 1.0));
+		}
+	}
+	if (d->leader) {
+		cJSON_AddNumberToObject(o, "lead_ns", (double)d->lead_ns);
+		cJSON_AddNumberToObject(o, "heartbeat_ns", (double)d->hb_ns);
+		cJSON_AddNumberToObject(o, "sent", (double)st.sent);
+	} else {
+		cJSON_AddNumberToObject(o, "late_changes", (double)d->late);
+		cJSON_AddNumberToObject(o, "worst_late_ns", (double)d->worst_late_ns);
+		cJSON_AddNumberToObject(o, "last_late_ns", (double)d->last_late_ns);
+		cJSON_AddNumberToObject(o, "leaders", (double)d->leaders);
+		cJSON_AddNumberToObject(o, "received", (double)st.received);
+		cJSON_AddNumberToObject(o, "lost", (double)st.lost);
+		cJSON_AddNumberToObject(o, "last_message_age_ns", (double)st.last_age_ns);
+		cJSON_AddStringToObject(o, "on_leader_loss", d->run_on_loss ? "run" : "hold");
+	}
+	pthread_mutex_unlock(&d->mu);
+	cJSON_AddBoolToObject(o, "stale", atomic_load_explicit(&ct->stale, memory_order_relaxed));
+}
+
+/* What the clock follows fell silent (or speaks again: /clock). */
+int dist_stale(struct clockthread *ct, bool stale, bool hold)
+{
+	shmclock_info_t in;
+	int r;
+
+	if (stale == atomic_load_explicit(&ct->stale, memory_order_relaxed))
+		return 0;
+	shmclock_writer_info(ct->w, &in);
+	r = shmclock_writer_set_stale(ct->w, stale);
+	if (!r && stale && hold && in.initialized && !in.paused && !in.stepped)
+		r = shmclock_writer_pause(ct->w);
+	if (!r)
+		atomic_store_explicit(&ct->stale, stale, memory_order_relaxed);
+	return r;
+}
+
+bool dist_holds_on_loss(const struct clockthread *ct)
+{
+	return ct->dist && !ct->dist->leader && !ct->dist->run_on_loss;
+}
