@@ -68,6 +68,8 @@ struct dist {
 	int64_t last_off;
 	/* how long after the effective instant each change was committed */
 	struct latehist applied;
+	/* how late the changes that arrived after their instant were */
+	struct latehist lateness;
 };
 
 static int64_t mono_ns(void)
@@ -397,6 +399,7 @@ int dist_follow_apply(struct clockthread *ct, struct cmd *c)
 	d->changes++;
 	d->leaders += new_leader;
 	if (late) {
+		latehist_add(&d->lateness, late);
 		d->late++;
 		d->last_late_ns = late;
 		if (late > d->worst_late_ns)
@@ -490,6 +493,16 @@ void dist_status(struct clockthread *ct, cJSON *o)
 		cJSON_AddNumberToObject(o, "sent", (double)st.sent);
 	} else {
 		cJSON_AddNumberToObject(o, "late_changes", (double)d->late);
+		{
+			uint64_t counts[LATEHIST_N];
+
+			if (latehist_copy(&d->lateness, counts)) {
+				cJSON_AddNumberToObject(o, "late_p50_ns",
+							(double)latehist_quantile(counts, 0.5));
+				cJSON_AddNumberToObject(o, "late_p99_ns",
+							(double)latehist_quantile(counts, 0.99));
+			}
+		}
 		cJSON_AddNumberToObject(o, "worst_late_ns", (double)d->worst_late_ns);
 		cJSON_AddNumberToObject(o, "last_late_ns", (double)d->last_late_ns);
 		cJSON_AddNumberToObject(o, "leaders", (double)d->leaders);
