@@ -162,8 +162,16 @@ Test(ros2, follows_a_best_effort_publisher_jumps_back_and_goes_stale)
 	cr_assert(status_has(name, "\"stale\":true"), "%s", ctl_out);
 	cr_assert_eq(ctl(name, "status", NULL), 0);
 	cr_assert(strstr(ctl_out, "STALE"), "%s", ctl_out);
+	/* In the segment too: readers learn it without asking the daemon. */
+	cr_assert_eq(shmclock_info(r, &in), 0);
+	cr_assert(in.stale && in.writer_alive, "the segment is marked stale");
+	cr_assert_eq(shmclock_now(r, &t1), -ESTALE, "reads say so, with the value");
+	cr_assert_eq(t1, 5000000000LL);
 	cr_assert(publish_until_seen(w, r, 6000000000LL));
 	cr_assert(status_has(name, "\"stale\":false"), "%s", ctl_out);
+	cr_assert_eq(shmclock_info(r, &in), 0);
+	cr_assert(!in.stale, "a sample clears the mark");
+	cr_assert_eq(shmclock_now(r, &t1), 0);
 
 	/* Clients do not feed a ros2 clock. */
 	cr_assert_neq(ctl(name, "advance", "20s", NULL), 0);
