@@ -78,6 +78,7 @@ int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_lockstep(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
+int bench_hosts(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);
 int bench_plot(const char *json_path, const char *png_path, const char *what);
 

@@ -29,6 +29,8 @@ static void usage(FILE *f)
 	      "  daemon     shmclockd's CPU share and resident memory at 100 and 10000 Hz\n"
 	      "  dds        /clock over Cyclone DDS vs shmclock: delivery latency, and subscriber\n"
 	      "             CPU at 1 kHz for 1, 4, 8 subscribers (built with Cyclone DDS)\n"
+	      "  hosts      follower minus leader: the time function (TimeSource leader) vs\n"
+	      "             /clock at 100 Hz and 1 kHz, one scenario; messages/s at rest\n"
 	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
 	      "             slow clients vs the same CPU load without sockets\n"
 	      "  waits      a waiter under the preload shim on a paused clock: wake-ups and\n"
@@ -73,6 +75,7 @@ static const struct {
 #endif
 #ifdef SHMCLOCK_HAVE_ROS2
 	{ "dds", bench_dds },
+	{ "hosts", bench_hosts },
 #endif
 };
 
