@@ -62,6 +62,7 @@ static void usage(FILE *f)
 		"                         ControlIdleTimeout, SchedPriority, Lockstep, Ros2)\n"
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
+		"                         | leader (a leader on another host: see Distribute)\n"
 		"      --scale X          time scale, 1e-6 to 1e6 (default 1); applied to a\n"
 		"                         continued clock too (as --paused)\n"
 		"      --hz N             clock-thread rate, 1..10000 (default 100)\n"

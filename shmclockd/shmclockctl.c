@@ -176,6 +176,19 @@ static void print_status(const cJSON *st)
 			printf("\n");
 		}
 	}
+	t = cJSON_GetObjectItemCaseSensitive(st, "distribute");
+	if (t && !strcmp(str_of(t, "role"), "leader")) {
+		printf("leading     clock '%s' as %s: %.0f changes, Lead %.3f ms, %.0f messages\n",
+		       str_of(t, "clock"), str_of(t, "leader"), num_of(t, "changes"),
+		       num_of(t, "lead_ns") / 1e6, num_of(t, "sent"));
+	} else if (t) {
+		printf("following   clock '%s' from %s: %.0f changes (%.0f late, worst %.3f ms), "
+		       "%.0f leaders, on loss %s%s\n",
+		       str_of(t, "clock"), str_of(t, "leader")[0] ? str_of(t, "leader") : "(none yet)",
+		       num_of(t, "changes"), num_of(t, "late_changes"), num_of(t, "worst_late_ns") / 1e6,
+		       num_of(t, "leaders"), str_of(t, "on_leader_loss"),
+		       bool_of(t, "stale") ? "  STALE: the leader is silent" : "");
+	}
 	t = cJSON_GetObjectItemCaseSensitive(st, "control");
 	if (t)
 		printf("control     %.0f answered, %.0f errors, %.0f refused, %.0f dropped, %.0f clients\n",

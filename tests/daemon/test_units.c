@@ -167,3 +167,57 @@ Test(units, durations_and_times_parse_and_format_back)
 	cr_expect_eq(ns, 1893456000LL * SEC);
 	cr_expect_str_eq(time_format_iso(ns, buf, sizeof(buf)), "2030-01-01T00:00:00.000000000Z");
 }
+
+#ifdef SHMCLOCK_HAVE_ROS2
+Test(units, distribute_config_reads_and_refuses_with_one_line)
+{
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+		{ "{\"Distribute\":{\"Lead\":\"-1ms\"}}", "Lead" },
+		{ "{\"Distribute\":{\"Lead\":\"1h\"}}", "Lead" },
+		{ "{\"Distribute\":{\"Heartbeat\":\"10ms\"}}", "Heartbeat" },
+		{ "{\"Distribute\":{\"OnLeaderLoss\":\"panic\"}}", "OnLeaderLoss" },
+		{ "{\"Distribute\":{\"Clock\":\"a b\"}}", "Clock" },
+		{ "{\"Distribute\":{\"Publish\":1}}", "Publish" },
+		{ "{\"Distribute\":{\"Pub\":true}}", "Pub" },
+		{ "{\"Distribute\":true}", "Distribute" },
+	};
+	static const struct {
+		const char *text, *want;
+	} invalid[] = {
+		{ "{\"TimeSource\":\"leader\",\"Distribute\":{\"Publish\":true}}", "no relays" },
+		{ "{\"TimeSource\":\"fixed\",\"Distribute\":{\"Publish\":true}}", "continuous" },
+	};
+	struct shmclockd_config c;
+	char err[512] = "";
+
+	cr_assert_eq(load("{\"TimeSource\":\"leader\",\"Distribute\":{\"Clock\":\"w\",\"Lead\":\"3ms\","
+			  "\"Heartbeat\":\"1s\",\"StaleAfter\":\"2s\",\"OnLeaderLoss\":\"run\"}}",
+			  &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.source->id, SHMCLOCK_SOURCE_LEADER);
+	cr_expect_str_eq(config_dist_clock(&c), "w");
+	cr_expect_eq(c.dist_lead_ns, 3 * MS);
+	cr_expect_eq(c.dist_hb_ns, SEC);
+	cr_expect_eq(c.dist_stale_ns, 2 * SEC);
+	cr_expect(c.dist_run_on_loss);
+	cr_expect_eq(config_validate(&c, err, sizeof(err)), 0, "%s", err);
+	config_defaults(&c);
+	cr_expect_eq(c.dist_lead_ns, 5 * MS, "Lead defaults to 5 ms");
+	cr_expect_eq(c.dist_hb_ns, 200 * MS, "heartbeats default to 5 a second");
+	cr_expect_str_eq(config_dist_clock(&c), "default", "the wire name defaults to Name");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		cr_expect_neq(load(bad[i].text, &c, err, sizeof(err)), 0, "accepted: %s", bad[i].text);
+		cr_expect(strstr(err, bad[i].want) != NULL, "'%s': '%s' does not name %s", bad[i].text,
+			  err, bad[i].want);
+		cr_expect(err[0] && !strchr(err, '\n'), "'%s': not one line: '%s'", bad[i].text, err);
+	}
+	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+		err[0] = 0;
+		cr_assert_eq(load(invalid[i].text, &c, err, sizeof(err)), 0, "%s", err);
+		cr_expect_neq(config_validate(&c, err, sizeof(err)), 0, "valid: %s", invalid[i].text);
+		cr_expect(strstr(err, invalid[i].want) != NULL, "'%s': '%s'", invalid[i].text, err);
+	}
+}
+#endif

@@ -406,7 +406,7 @@ def late_joiner(leader, cfg_follower):
     return name
 
 
-def kill_leader(leader_tag, followers, cfg_leader, stale_after_s):
+def kill_leader(leader_tag, followers, cfg_leader, stale_after_s, running):
     readers = Readers(followers)
     time.sleep(0.2)
     procs[leader_tag].kill()
@@ -425,10 +425,15 @@ def kill_leader(leader_tag, followers, cfg_leader, stale_after_s):
         except shmclock.StaleClockError:
             raised = True
         check(raised, "%s: reading a stale clock raises StaleClockError" % f)
-        a = c.info().sim_ns
+        a = c.info()
         time.sleep(0.05)
-        check(c.info().sim_ns == a, "%s holds its time while the leader is gone (OnLeaderLoss "
-              "hold)" % f)
+        b = c.info()
+        if f in running:
+            check(b.sim_ns > a.sim_ns or a.paused, "%s keeps running while the leader is gone "
+                  "(OnLeaderLoss run)" % f)
+        else:
+            check(b.sim_ns == a.sim_ns, "%s holds its time while the leader is gone "
+                  "(OnLeaderLoss hold)" % f)
     # A new leader: same wire clock, a new process (a new identity).
     new = start("L", "leader2", cfg_leader)
     ctl(new, "resume")
@@ -489,16 +494,34 @@ def main():
     lead = {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": wire,
                                                        "Lead": "2ms"}}
     follow = {"TimeSource": "leader", "Distribute": {"Clock": wire, "StaleAfter": "600ms"}}
+    # F1 also publishes /clock from its own function for the ROS 2 nodes
+    # of its host; F2 keeps running when the leader is lost.
+    follow1 = dict(follow, Ros2={"Publish": True, "PublishHz": 100})
+    follow2 = dict(follow, Distribute=dict(follow["Distribute"], OnLeaderLoss="run"))
     leader = start("L", "leader", lead)
-    f1 = start("F1", "f1", follow)
-    f2 = start("F2", "f2", follow)
+    f1 = start("F1", "f1", follow1)
+    f2 = start("F2", "f2", follow2)
     for f in (f1, f2):
         c = shmclock.Clock(f)
         check(wait_for(lambda: c.info().initialized, 10), "%s gets the leader's function" % f)
         c.close()
+    r = ctl(f1, "pause")
+    check(not r.get("ok") and "leader" in r.get("error", ""),
+          "a follower refuses changes, naming the leader: %s" % r.get("error"))
+    # /clock on F1's host, from F1's function: a ros2 follower there gets it.
+    c1 = start("F1", "ros2", {"TimeSource": "ros2"})
+    c = shmclock.Clock(c1)
+    got = wait_for(lambda: c.info().initialized, 10)
+    fi, ci = shmclock.Clock(f1).info(), c.info()
+    check(got and abs(value_at(fi, ci.mono_ns) - ci.sim_ns) <= 50 * MS,
+          "a follower publishes /clock from its own function (Ros2.Publish)")
+    c.close()
+    procs.pop("ros2").terminate()
     commands_phase(leader, [f1, f2])
     late_joiner(leader, follow)
-    new_leader = kill_leader("leader", [f1, f2], lead, 0.6)
+    ctl(leader, "resume")
+    ctl(leader, "scale", value=1)
+    new_leader = kill_leader("leader", [f1, f2], lead, 0.6, [f2])
     netem_phase(new_leader, [f1, f2])
 
 
