@@ -214,7 +214,7 @@ def cyclone_uri(role):
             % (ADDR[role], peers))
 
 
-def start(role, tag, cfg):
+def start(role, tag, cfg, env_extra=None):
     """shmclockd in namespace @role with config @cfg (plus Name)."""
     name = "hosts-%s-%s" % (RUN, tag)
     clocks.append(name)
@@ -222,7 +222,8 @@ def start(role, tag, cfg):
     path = os.path.join(rtdir, tag + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    env = dict(os.environ, CYCLONEDDS_URI=cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir)
+    env = dict(os.environ, CYCLONEDDS_URI=cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
+               **(env_extra or {}))
     log = open(os.path.join(rtdir, tag + ".log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", NS[role], SHMCLOCKD, "-c", path],
                          stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -406,6 +407,41 @@ def late_joiner(leader, cfg_follower):
     return name
 
 
+def host_clock_step(leader, follower, shift_file):
+    """The follower's host clock steps back 50 ms, then forward again (the
+    SHMCLOCKD_TEST_CLOCK_SHIFT hook: on this host alone): it re-anchors,
+    never going back within the epoch, and is then off by exactly what its
+    host clock is off by; back in step, it agrees again."""
+    readers = Readers([follower])
+    lc, fc = shmclock.Clock(leader), shmclock.Clock(follower)
+    r0 = dist(follower)["reanchors"]
+
+    def error():
+        li, fi = lc.info(), fc.info()
+        t = max(li.mono_ns, fi.mono_ns)
+        return value_at(fi, t) - value_at(li, t)
+
+    with open(shift_file, "w") as f:
+        f.write("-50000000\n")
+    ok = wait_for(lambda: dist(follower)["reanchors"] > r0, 5)
+    time.sleep(0.15)  # past the 50 ms hold
+    e1 = error()
+    with open(shift_file, "w") as f:
+        f.write("0\n")
+    wait_for(lambda: dist(follower)["reanchors"] > r0 + 1, 5)
+    time.sleep(0.05)
+    e2 = error()
+    res = readers.finish()[follower]
+    check(ok and abs(e1 + 50 * MS) <= 100_000,
+          "a step of the follower's host clock re-anchors it: off by the step (%d ns)" % e1)
+    check(abs(e2) <= 1000, "its host clock back in step, it agrees with the leader (%d ns)" % e2)
+    check(res["back"] == 0 and res["jumps"] == 0,
+          "no backward read and no jump across the host clock's steps (%d back, %d jumps)"
+          % (res["back"], res["jumps"]))
+    lc.close()
+    fc.close()
+
+
 def kill_leader(leader_tag, followers, cfg_leader, stale_after_s, running):
     readers = Readers(followers)
     time.sleep(0.2)
@@ -499,7 +535,10 @@ def main():
     follow1 = dict(follow, Ros2={"Publish": True, "PublishHz": 100})
     follow2 = dict(follow, Distribute=dict(follow["Distribute"], OnLeaderLoss="run"))
     leader = start("L", "leader", lead)
-    f1 = start("F1", "f1", follow1)
+    shift_file = os.path.join(rtdir, "f1-clock-shift")
+    with open(shift_file, "w") as f:
+        f.write("0\n")
+    f1 = start("F1", "f1", follow1, {"SHMCLOCKD_TEST_CLOCK_SHIFT": shift_file})
     f2 = start("F2", "f2", follow2)
     for f in (f1, f2):
         c = shmclock.Clock(f)
@@ -521,6 +560,7 @@ def main():
     late_joiner(leader, follow)
     ctl(leader, "resume")
     ctl(leader, "scale", value=1)
+    host_clock_step(leader, f1, shift_file)
     new_leader = kill_leader("leader", [f1, f2], lead, 0.6, [f2])
     netem_phase(new_leader, [f1, f2])
 
