@@ -212,19 +212,31 @@ static int get_time(const struct ctx *x, const cJSON *v, const char *key, bool d
 	return 0;
 }
 
+/* A section object (Ros2, Distribute, Lockstep): checks that @o is one and
+ * makes *in the context its keys are read in (one level deeper). */
+static int enter_section(const struct ctx *x, const cJSON *o, const char *name,
+			 const char *example, struct ctx *in)
+{
+	char b[64];
+
+	if (!cJSON_IsObject(o))
+		return key_error(x, name, "expected an object like %s, got %s", example,
+				 shown(o, b, sizeof(b)));
+	*in = *x;
+	in->depth = x->depth + 1;
+	return 0;
+}
+
 #ifdef SHMCLOCK_HAVE_ROS2
 /* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
 static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
 {
 	const cJSON *v;
 	char b[64];
+	struct ctx in;
 
-	struct ctx in = *x;
-
-	if (!cJSON_IsObject(o))
-		return key_error(x, "Ros2", "expected an object like {\"Publish\": true}, got %s",
-				 shown(o, b, sizeof(b)));
-	in.depth = x->depth + 1;
+	if (enter_section(x, o, "Ros2", "{\"Publish\": true}", &in))
+		return -EINVAL;
 	x = &in;
 	cJSON_ArrayForEach(v, o) {
 		const char *k = v->string;
@@ -269,12 +281,10 @@ static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclock
 {
 	const cJSON *v;
 	char b[64];
-	struct ctx in = *x;
+	struct ctx in;
 
-	if (!cJSON_IsObject(o))
-		return key_error(x, "Distribute", "expected an object like {\"Publish\": true}, got %s",
-				 shown(o, b, sizeof(b)));
-	in.depth = x->depth + 1;
+	if (enter_section(x, o, "Distribute", "{\"Publish\": true}", &in))
+		return -EINVAL;
 	x = &in;
 	cJSON_ArrayForEach(v, o) {
 		const char *k = v->string;
@@ -294,8 +304,10 @@ static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclock
 		} else if (!strcmp(k, "Lead")) {
 			if (get_time(x, v, k, false, &c->dist_lead_ns))
 				return -EINVAL;
-			if (c->dist_lead_ns < 0 || c->dist_lead_ns > 10000000000)
-				return key_error(x, k, "Distribute.Lead: expected a duration from 0 to 10s");
+			/* The clock thread waits for each change's instant: status
+			 * and the next change wait as long. */
+			if (c->dist_lead_ns < 0 || c->dist_lead_ns > 1000000000)
+				return key_error(x, k, "Distribute.Lead: expected a duration from 0 to 1s");
 		} else if (!strcmp(k, "Heartbeat")) {
 			if (get_time(x, v, k, false, &c->dist_hb_ns))
 				return -EINVAL;
@@ -326,14 +338,12 @@ static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclock
 static int apply_lockstep(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
 {
 	const struct ctx *outer = x;
-	struct ctx in = *x;
+	struct ctx in;
 	const cJSON *v;
 	char b[64];
 
-	if (!cJSON_IsObject(o))
-		return key_error(x, "Lockstep", "expected an object like {\"Participants\": 3}, got %s",
-				 shown(o, b, sizeof(b)));
-	in.depth = x->depth + 1;
+	if (enter_section(x, o, "Lockstep", "{\"Participants\": 3}", &in))
+		return -EINVAL;
 	x = &in;
 	c->ls_participants = 0;
 	cJSON_ArrayForEach(v, o) {

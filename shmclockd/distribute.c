@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <shmclock/time.h>
+
 #include "clockthread.h"
 #include "latehist.h"
 #include "log.h"
@@ -74,10 +76,7 @@ struct dist {
 
 static int64_t mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return shmclock_steady_now().ns;
 }
 
 static clockid_t tb_clock(int tb)

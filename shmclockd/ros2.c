@@ -20,14 +20,22 @@
 #define DIST_TOPIC "shmclock_TimeFunction"
 #define DIST_POLL_NS 10000000 /* how often the follower looks at the leader's silence */
 
+/* A reader with a thread that waits on it (the /clock follower, the
+ * TimeFunction follower): a waitset of the reader's condition and a guard
+ * that stops the thread. */
+struct follower {
+	dds_entity_t reader, readcond, waitset, guard;
+	pthread_t thread;
+	bool started;
+};
+
 struct ros2 {
 	struct ros2_host host;
 	int domain;
-	dds_entity_t participant, topic, reader, writer, waitset, readcond, stop_guard;
+	dds_entity_t participant, topic, writer;
+	struct follower clk;        /* /clock */
 	/* following */
 	int64_t stale_ns;
-	pthread_t thread;
-	bool thread_started;
 	/* statistics: written by the follower thread and the clock thread,
 	 * read by the control thread; under the mutex */
 	pthread_mutex_t mu;
@@ -35,11 +43,10 @@ struct ros2 {
 	int64_t last_mono, ewma_interval_ns;
 	bool stale;
 	/* between hosts */
-	dds_entity_t dist_topic, dist_reader, dist_writer, dist_waitset, dist_readcond, dist_guard;
+	dds_entity_t dist_topic, dist_writer;
+	struct follower fn;         /* TimeFunction */
 	char dist_clock[65];
 	int64_t dist_stale_ns;
-	pthread_t dist_thread;
-	bool dist_started;
 	/* under mu */
 	uint64_t dist_sent, dist_received, dist_lost, dist_last_seq;
 	int64_t dist_last_mono, dist_hb_ns;
@@ -131,7 +138,7 @@ static void take_samples(struct ros2 *r)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
-	int n = dds_take(r->readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+	int n = dds_take(r->clk.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
 
 	for (int i = 0; i < n; i++) {
 		const rosgraph_msgs_msg_dds__Clock_ *m = ptrs[i];
@@ -165,7 +172,7 @@ static void take_samples(struct ros2 *r)
 		}
 	}
 	if (n > 0)
-		dds_return_loan(r->readcond, ptrs, n);
+		dds_return_loan(r->clk.readcond, ptrs, n);
 }
 
 static void *follow_main(void *arg)
@@ -174,11 +181,11 @@ static void *follow_main(void *arg)
 	dds_attach_t hits[2];
 
 	for (;;) {
-		int n = dds_waitset_wait(r->waitset, hits, 2, ROS2_POLL_NS);
+		int n = dds_waitset_wait(r->clk.waitset, hits, 2, ROS2_POLL_NS);
 		bool stop = false;
 
 		for (int i = 0; i < n; i++)
-			if (hits[i] == (dds_attach_t)r->stop_guard)
+			if (hits[i] == (dds_attach_t)r->clk.guard)
 				stop = true;
 		if (stop)
 			break;
@@ -201,30 +208,55 @@ static void *follow_main(void *arg)
 	return NULL;
 }
 
+/* Creates @f's reader of @topic with @qos and starts @main on it. */
+static int follower_start(struct ros2 *r, struct follower *f, dds_entity_t topic, dds_qos_t *qos,
+			  void *(*main)(void *), const char *what, char *err, size_t errlen)
+{
+	char why[96];
+	int rc;
+
+	f->reader = dds_create_reader(r->participant, topic, qos, NULL);
+	if (f->reader < 0) {
+		snprintf(why, sizeof(why), "cannot create the %s reader", what);
+		return dds_fail(err, errlen, why, f->reader);
+	}
+	f->readcond = dds_create_readcondition(f->reader, DDS_ANY_STATE);
+	f->waitset = dds_create_waitset(r->participant);
+	f->guard = dds_create_guardcondition(r->participant);
+	if (f->readcond < 0 || f->waitset < 0 || f->guard < 0 ||
+	    dds_waitset_attach(f->waitset, f->readcond, (dds_attach_t)f->readcond) < 0 ||
+	    dds_waitset_attach(f->waitset, f->guard, (dds_attach_t)f->guard) < 0) {
+		snprintf(why, sizeof(why), "cannot wait for %s", what);
+		return dds_fail(err, errlen, why, DDS_RETCODE_ERROR);
+	}
+	rc = pthread_create(&f->thread, NULL, main, r);
+	if (rc) {
+		snprintf(err, errlen, "%s: thread: %s", what, strerror(rc));
+		return -rc;
+	}
+	f->started = true;
+	return 0;
+}
+
+/* Stops @f's thread (its reader goes with the participant). */
+static void follower_stop(struct follower *f)
+{
+	if (!f->started)
+		return;
+	dds_set_guardcondition(f->guard, true);
+	pthread_join(f->thread, NULL);
+	f->started = false;
+}
+
 static int ros2_follow(struct ros2 *r, int64_t stale_ns, char *err, size_t errlen)
 {
 	dds_qos_t *qos = ros2_clock_qos(DDS_RELIABILITY_BEST_EFFORT);
 	int rc;
 
 	r->stale_ns = stale_ns;
-	r->reader = dds_create_reader(r->participant, r->topic, qos, NULL);
+	rc = follower_start(r, &r->clk, r->topic, qos, follow_main, "/clock", err, errlen);
 	dds_delete_qos(qos);
-	if (r->reader < 0)
-		return dds_fail(err, errlen, "cannot create the /clock reader", r->reader);
-	r->readcond = dds_create_readcondition(r->reader, DDS_ANY_STATE);
-	r->waitset = dds_create_waitset(r->participant);
-	r->stop_guard = dds_create_guardcondition(r->participant);
-	if (r->readcond < 0 || r->waitset < 0 || r->stop_guard < 0 ||
-	    dds_waitset_attach(r->waitset, r->readcond, (dds_attach_t)r->readcond) < 0 ||
-	    dds_waitset_attach(r->waitset, r->stop_guard, (dds_attach_t)r->stop_guard) < 0)
-		return dds_fail(err, errlen, "cannot wait for /clock", DDS_RETCODE_ERROR);
-	rc = pthread_create(&r->thread, NULL, follow_main, r);
-	if (rc) {
-		snprintf(err, errlen, "ros2: thread: %s", strerror(rc));
-		return -rc;
-	}
-	r->thread_started = true;
-	return 0;
+	return rc;
 }
 
 static int ros2_publisher(struct ros2 *r, char *err, size_t errlen)
@@ -257,14 +289,14 @@ static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->domain = r->domain;
-	st->following = r->reader > 0;
+	st->following = r->clk.reader > 0;
 	st->publishing = r->writer > 0;
 	pthread_mutex_lock(&r->mu);
 	st->samples = r->samples;
 	st->published = r->published;
 	st->rate_hz = r->ewma_interval_ns > 0 ? 1e9 / (double)r->ewma_interval_ns : 0;
 	st->last_age_ns = r->last_mono >= 0 ? mono_now() - r->last_mono : -1;
-	st->stale = r->stale || (r->reader > 0 && r->last_mono < 0);
+	st->stale = r->stale || (r->clk.reader > 0 && r->last_mono < 0);
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -340,7 +372,7 @@ static void dist_take(struct ros2 *r)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
-	int n = dds_take(r->dist_readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+	int n = dds_take(r->fn.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
 
 	for (int i = 0; i < n; i++) {
 		const shmclock_TimeFunction *m = ptrs[i];
@@ -378,7 +410,7 @@ static void dist_take(struct ros2 *r)
 		r->host.function(r->host.ctx, &f);
 	}
 	if (n > 0)
-		dds_return_loan(r->dist_readcond, ptrs, n);
+		dds_return_loan(r->fn.readcond, ptrs, n);
 }
 
 static void *dist_main(void *arg)
@@ -387,12 +419,12 @@ static void *dist_main(void *arg)
 	dds_attach_t hits[2];
 
 	for (;;) {
-		int n = dds_waitset_wait(r->dist_waitset, hits, 2, DIST_POLL_NS);
+		int n = dds_waitset_wait(r->fn.waitset, hits, 2, DIST_POLL_NS);
 		bool stop = false, lost = false;
 		int64_t limit;
 
 		for (int i = 0; i < n; i++)
-			if (hits[i] == (dds_attach_t)r->dist_guard)
+			if (hits[i] == (dds_attach_t)r->fn.guard)
 				stop = true;
 		if (stop)
 			break;
@@ -426,24 +458,9 @@ static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char
 	r->dist_stale_ns = stale_ns;
 	r->dist_last_mono = -1;
 	qos = dist_qos(16);
-	r->dist_reader = dds_create_reader(r->participant, r->dist_topic, qos, NULL);
+	rc = follower_start(r, &r->fn, r->dist_topic, qos, dist_main, "TimeFunction", err, errlen);
 	dds_delete_qos(qos);
-	if (r->dist_reader < 0)
-		return dds_fail(err, errlen, "cannot create the TimeFunction reader", r->dist_reader);
-	r->dist_readcond = dds_create_readcondition(r->dist_reader, DDS_ANY_STATE);
-	r->dist_waitset = dds_create_waitset(r->participant);
-	r->dist_guard = dds_create_guardcondition(r->participant);
-	if (r->dist_readcond < 0 || r->dist_waitset < 0 || r->dist_guard < 0 ||
-	    dds_waitset_attach(r->dist_waitset, r->dist_readcond, (dds_attach_t)r->dist_readcond) < 0 ||
-	    dds_waitset_attach(r->dist_waitset, r->dist_guard, (dds_attach_t)r->dist_guard) < 0)
-		return dds_fail(err, errlen, "cannot wait for TimeFunction", DDS_RETCODE_ERROR);
-	rc = pthread_create(&r->dist_thread, NULL, dist_main, r);
-	if (rc) {
-		snprintf(err, errlen, "distribute: thread: %s", strerror(rc));
-		return -rc;
-	}
-	r->dist_started = true;
-	return 0;
+	return rc;
 }
 
 static void dist_get_stats(struct ros2 *r, struct dist_stats *st)
@@ -462,16 +479,8 @@ static void ros2_stop(struct ros2 *r)
 {
 	if (!r)
 		return;
-	if (r->dist_started) {
-		dds_set_guardcondition(r->dist_guard, true);
-		pthread_join(r->dist_thread, NULL);
-		r->dist_started = false;
-	}
-	if (!r->thread_started)
-		return;
-	dds_set_guardcondition(r->stop_guard, true);
-	pthread_join(r->thread, NULL);
-	r->thread_started = false;
+	follower_stop(&r->fn);
+	follower_stop(&r->clk);
 }
 
 static void ros2_close(struct ros2 *r)

@@ -29,11 +29,12 @@
  *     never seen before its instant: a read whose clock reading is before
  *     a commit's anchor returns no more than the previous function gives
  *     there (ghost hist_eff, the anchor of each commit);
- *   - the stale mark (SHMCLOCK_F_STALE, in the record's flags) comes with
- *     the time of the commit that set it: a reader never pairs one
- *     commit's mark with another's function (field st, checked with the
- *     rest as not torn; a follower marks and clears it with a commit of
- *     its own, or together with a function from its leader).
+ *   - with -DSTALE, the stale mark (SHMCLOCK_F_STALE, in the record's
+ *     flags) comes with the time of the commit that set it: a reader never
+ *     pairs one commit's mark with another's function (field st, checked
+ *     with the rest as not torn; a follower marks and clears it with a
+ *     commit of its own, or together with a function from its leader).
+ *     Without it the mark stays clear and adds no state.
  *
  * Spin explores interleavings under sequential consistency. The C code gets
  * the same orders from the fences each step names (W1..W6 with W2a,
@@ -176,7 +177,9 @@ commits:
 		p_mb = mw;
 		p_sb = cur;
 		if
+#ifdef STALE
 		:: p_st = 1 - p_st                   /* stale mark set or cleared */
+#endif
 		:: p_mult = 0                        /* pause */
 		:: p_mult = 2                        /* scale 2 (or resume) */
 		:: cur > 0 -> p_sb = cur - 1; p_ep++;  /* jump back */

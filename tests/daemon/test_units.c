@@ -175,7 +175,7 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 		const char *text, *want;
 	} bad[] = {
 		{ "{\"Distribute\":{\"Lead\":\"-1ms\"}}", "Lead" },
-		{ "{\"Distribute\":{\"Lead\":\"1h\"}}", "Lead" },
+		{ "{\"Distribute\":{\"Lead\":\"2s\"}}", "Lead" },
 		{ "{\"Distribute\":{\"Heartbeat\":\"10ms\"}}", "Heartbeat" },
 		{ "{\"Distribute\":{\"OnLeaderLoss\":\"panic\"}}", "OnLeaderLoss" },
 		{ "{\"Distribute\":{\"Clock\":\"a b\"}}", "Clock" },

@@ -95,9 +95,12 @@ verify() {
 small="-DNREADERS=1 -DREADS=2 -DMAXC=2 -DMAXKILLS=1"
 verify holds $small
 for m in ANCHOR_BEFORE_ODD NO_RECHECK NO_BACKUP_RECHECK CLOCK_AFTER_RECHECK NO_ANCHOR_CAP \
-	NO_ANCHOR_WITHDRAW NO_JUMP_TOTAL JUMP_TOTAL_AFTER_RECHECK STALE_AFTER_RECHECK; do
+	NO_ANCHOR_WITHDRAW NO_JUMP_TOTAL JUMP_TOTAL_AFTER_RECHECK; do
 	verify fails $small -DMUTANT_$m
 done
+# The stale mark (a commit that sets or clears SHMCLOCK_F_STALE).
+verify holds $small -DSTALE
+verify fails $small -DSTALE -DMUTANT_STALE_AFTER_RECHECK
 # Changes scheduled at an instant (freeze_at, W2b).
 verify holds $small -DFREEZE
 verify fails $small -DFREEZE -DMUTANT_FREEZE_EARLY_COMMIT
