@@ -33,6 +33,8 @@
 #include <unistd.h>
 
 #include <shmclock/time.h>
+/* After shmclock.h: shmclock_static_eval(), the function readers evaluate. */
+#include <shmclock/static/shmclock.h>
 
 #include "clockthread.h"
 #include "latehist.h"
@@ -172,20 +174,6 @@ static int commit_at(struct clockthread *ct, int64_t e_mono, int64_t sim_base, d
 	return shmclock_writer_set_function(ct->w, e_mono, sim_base, scale, fl);
 }
 
-/* The segment's time function (as readers evaluate it), for the leader's
- * check of what it published against what its writer holds. */
-static int64_t fn_eval(int64_t mono_base, int64_t sim_base, uint64_t mult, int64_t mono)
-{
-	__extension__ typedef unsigned __int128 u128;
-	u128 d;
-
-	if (mono <= mono_base || !mult)
-		return sim_base;
-	d = ((u128)(uint64_t)(mono - mono_base) * mult) >> 32;
-	return d > (u128)(sim_base < 0 ? INT64_MAX : INT64_MAX - sim_base) ? INT64_MAX
-									  : sim_base + (int64_t)d;
-}
-
 static uint64_t scale_mult(double scale)
 {
 	return (uint64_t)nearbyint(scale * 4294967296.0);
@@ -271,6 +259,9 @@ static void snapshot(struct clockthread *ct, struct dist *d, int64_t mono, int64
 	d->fn.heartbeat_ns = d->hb_ns;
 	d->off = off;
 	d->have = true;
+	pthread_mutex_lock(&d->mu);
+	d->changes++; /* status counts every function published as a change */
+	pthread_mutex_unlock(&d->mu);
 }
 
 void dist_leader_start(struct clockthread *ct)
@@ -486,7 +477,7 @@ void dist_tick(struct clockthread *ct, int64_t now)
 		 * TimeScale, the system source's ticks) is a new function. */
 		shmclock_writer_info(ct->w, &in);
 		shmclock_writer_eval(ct->w, now, &v);
-		want = fn_eval(eb, d->fn.sim_base_ns,
+		want = shmclock_static_eval(eb, d->fn.sim_base_ns,
 					    d->fn.flags & (DIST_F_PAUSED | DIST_F_STEPPED) ? 0 : d->fn.mult,
 					    now);
 		if (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||

@@ -557,6 +557,14 @@ def main():
     c.close()
     procs.pop("ros2").terminate()
     commands_phase(leader, [f1, f2])
+    # At rest the leader repeats its function: heartbeats, not new changes
+    # (its check of what it published against what it holds agrees).
+    before = dist(leader)
+    time.sleep(0.7)
+    after = dist(leader)
+    check(after["changes"] == before["changes"] and after["sent"] > before["sent"],
+          "at rest the leader sends heartbeats (%d), no new change (%d -> %d)"
+          % (after["sent"] - before["sent"], before["changes"], after["changes"]))
     late_joiner(leader, follow)
     ctl(leader, "resume")
     ctl(leader, "scale", value=1)
