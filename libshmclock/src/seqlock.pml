@@ -51,6 +51,10 @@
  * go in the same order, so what a reader can get from a line being written
  * is old fields then new ones, or new then old: two halves give both mixes,
  * and finer steps would add interleavings but no new outcome.
+ * Every commit's record is based at its anchor or later (mono_base >= the
+ * anchor it published): a reader that finds the next update open before its
+ * anchor is out reads the previous anchor and tells it from a new one only
+ * by a > mb (T4). Mutant BASE_BEFORE_ANCHOR breaks that.
  * Time function: timefn(p, m) = sb + (m - mb) * mult for m > mb, else sb.
  */
 
@@ -189,6 +193,14 @@ commits:
 			skip
 #endif
 		fi;
+#ifdef MUTANT_BASE_BEFORE_ANCHOR
+		/* wrong: the same line based before the anchor (what set_function
+		 * once stored for a function whose instant had passed) */
+		if
+		:: p_mb > 0 && p_sb >= p_mult -> p_mb = p_mb - 1; p_sb = p_sb - p_mult
+		:: true -> skip
+		fi;
+#endif
 		p_gen = ncommits;
 #if defined(FREEZE) && !defined(MUTANT_FREEZE_EARLY_COMMIT)
 		/* The change commits at its instant, not before (commit_begin

@@ -634,6 +634,16 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 	rate = (flags & (SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STEPPED)) ? 0 : m;
 	/* The new function's value at the commit instant. */
 	v = shmclock__eval(mono_base, sim_base, rate, w->anchor_mono);
+	/* The record is never based before its commit's anchor: a reader that
+	 * finds the next update open before its anchor is published (W1-W2a)
+	 * reads the previous anchor and tells it from a new one only by
+	 * anchor > mono_base (protocol.c, T4). So a base in the past is the
+	 * same line re-expressed at the anchor (the value there, within the
+	 * rounding of one product). */
+	if (mono_base < w->anchor_mono) {
+		mono_base = w->anchor_mono;
+		sim_base = v;
+	}
 	p->mono_base = mono_base;
 	p->sim_base = sim_base;
 	p->mult = rate;

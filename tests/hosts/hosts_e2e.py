@@ -511,8 +511,8 @@ def netem_phase(leader, followers):
         print("# netem %s: %d changes, %d late (p50 %.3f ms, worst %.3f ms), %d samples lost"
               % (f, st["changes"] - before[f]["changes"], late, st.get("late_p50_ns", 0) / 1e6,
                  st["worst_late_ns"] / 1e6, st["lost"] - before[f]["lost"]), flush=True)
-        check(res[f]["back"] == 0, "%s: no backward read under loss and delay (%d reads)"
-              % (f, res[f]["reads"]))
+        check(res[f]["back"] == 0, "%s: no backward read under loss and delay (%d reads, %d "
+              "back, worst %d ns)" % (f, res[f]["reads"], res[f]["back"], res[f]["worst"]))
         check(late > 0, "%s: changes that arrive after their effective instant are counted (%d)"
               % (f, late))
         # Late by the delay (5 +- 2 ms) less the Lead (2 ms); the

@@ -219,3 +219,43 @@ Test(segment, a_reader_cannot_write_the_segment)
 	shmclock_close(r);
 	shmclock_writer_close(w);
 }
+
+/* Readers that find an update open before its anchor is published (W1-W2a)
+ * read the previous anchor, and tell it from a new one only by anchor >
+ * the record's mono_base (protocol.c, T4): a commit must never leave a
+ * record based before its own anchor. set_function once did, for a function
+ * whose instant had passed (a late change on a follower): the next update's
+ * early readers then froze at that anchor, behind what they had read. */
+Test(segment, no_commit_leaves_the_record_based_before_its_anchor)
+{
+	const char *name = test_clock_name();
+	char path[128];
+	shmclock_writer_t *w;
+	const struct shmclock_seg *s;
+	int64_t mono;
+	int fd;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	path_of(path, sizeof(path), name);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(s, MAP_FAILED);
+	cr_assert_eq(shmclock_writer_set_time(w, 0), 0);
+	mono = shmclock_static_mono();
+	/* Ahead, behind (held), paused: each based 10 ms in the past. */
+	for (int i = 0; i < 3; i++) {
+		static const int64_t sim[] = { 5000000000LL, 0, 9000000000LL };
+		static const unsigned fl[] = { 0, 0, SHMCLOCK_FN_PAUSED };
+
+		cr_assert_eq(shmclock_writer_set_function(w, mono - 10000000, sim[i], 1.5, fl[i]), 0);
+		cr_expect_geq(atomic_load(&s->mono_base), atomic_load(&s->anchor_mono_ns),
+			      "case %d: mono_base %lld before the anchor %lld", i,
+			      (long long)atomic_load(&s->mono_base),
+			      (long long)atomic_load(&s->anchor_mono_ns));
+	}
+	munmap((void *)s, SHMCLOCK_SEG_SIZE);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+}
