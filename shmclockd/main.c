@@ -39,6 +39,7 @@
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
 struct overrides {
 	const char *config_path;
+	bool config_optional; /* --config-if-present: a missing file is no config */
 	const char *name, *source, *start, *unix_zero, *step, *socket;
 	double scale;
 	int hz, sched_priority; /* sched_priority: -1 = from the config */
@@ -59,7 +60,12 @@ static void usage(FILE *f)
 		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
 		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
 		"                         ControlSocket, SegmentMode, ControlGroup,\n"
-		"                         ControlIdleTimeout, SchedPriority, Lockstep, Ros2)\n"
+		"                         ControlIdleTimeout, SchedPriority, Lockstep, Ros2,\n"
+		"                         Distribute; see shmclock.json(5))\n"
+		"      --config-if-present FILE\n"
+		"                         as -c, but a missing FILE means the defaults (the\n"
+		"                         systemd unit's /etc/shmclock/NAME.json); SIGHUP reads\n"
+		"                         it once it exists\n"
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
 		"                         | leader (a leader on another host: see Distribute)\n"
@@ -173,9 +179,17 @@ static int load_config(struct shmclockd_config *c, const struct overrides *o)
 	char err[CONFIG_ERR_MAX];
 
 	config_defaults(c);
-	if (o->config_path && config_load_file(o->config_path, c, err, sizeof(err))) {
-		fprintf(stderr, "shmclockd: %s\n", err);
-		return 2;
+	if (o->config_path) {
+		int r = config_load_file(o->config_path, c, err, sizeof(err));
+
+		if (r == -ENOENT && o->config_optional) {
+			config_defaults(c); /* nothing was read; the defaults stand */
+			log_msg(LOG_INFO, "%s: not there; built-in defaults and the command line",
+				o->config_path);
+		} else if (r) {
+			fprintf(stderr, "shmclockd: %s\n", err);
+			return 2;
+		}
 	}
 	return apply_overrides(c, o);
 }
@@ -184,6 +198,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
+		{ "config-if-present", required_argument, NULL, 'C' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "source", required_argument, NULL, 's' },
 		{ "scale", required_argument, NULL, 'x' },
@@ -217,7 +232,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 	while ((c = getopt_long(argc, argv, "+c:n:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
+		case 'C':
 			o->config_path = optarg;
+			o->config_optional = c == 'C';
 			break;
 		case 'n':
 			o->name = optarg;

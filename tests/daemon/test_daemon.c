@@ -338,6 +338,46 @@ Test(daemon, sighup_rejects_bad_config_and_applies_good_one)
 	daemon_stop(d);
 }
 
+/* The systemd unit's config: read when present, the defaults when not
+ * (and then read on SIGHUP once it exists); a present bad file is an error
+ * as with -c, and -c still requires its file. */
+Test(daemon, config_if_present_reads_the_file_only_when_it_exists)
+{
+	const char *name = test_clock_name();
+	char cfg[256], out[512], err[2048];
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "--config-if-present", cfg, "-n", (char *)name,
+			 NULL };
+	char *argv_c[] = { (char *)bin("SHMCLOCKD"), "-c", cfg, "-n", (char *)name, NULL };
+	double scale = 0;
+	shmclock_t *r;
+	pid_t d;
+	int st;
+
+	snprintf(cfg, sizeof(cfg), "%s/%s.json", rt_dir, name);
+	st = run_capture(argv_c, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 2, "-c with a missing file: exit %d: %s", st, err);
+	cr_assert(strstr(err, cfg), "message: %s", err);
+
+	d = must_start(name, "--config-if-present", cfg, NULL);
+	r = open_reader(name);
+	cr_assert_float_eq(info_of(r).scale, 1.0, 1e-12, "defaults without the file");
+	write_file(cfg, "{ \"TimeScale\": 2 }\n");
+	kill(d, SIGHUP);
+	for (int i = 0; i < 100 && scale != 2.0; i++) {
+		sleep_ns(20000000);
+		scale = info_of(r).scale;
+	}
+	cr_assert_float_eq(scale, 2.0, 1e-12, "SIGHUP reads the file once it exists");
+	shmclock_close(r);
+	daemon_stop(d);
+
+	write_file(cfg, "{ \"TimeScale\": -1 }\n");
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 2, "a present bad file: exit %d: %s", st, err);
+	cr_assert(strstr(err, "TimeScale"), "message: %s", err);
+	unlink(cfg);
+}
+
 static int connect_ctl(const char *name)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
