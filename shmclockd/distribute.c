@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,12 +144,23 @@ static int64_t sample_offset(int tb)
 }
 
 /* The leader's time scale: TAI when the kernel knows its offset from UTC
- * (set by chrony's leapsectz or ptp4l), else UTC (CLOCK_REALTIME). */
+ * (set by chrony's leapsectz or ptp4l), else UTC (CLOCK_REALTIME). The
+ * offset is whole seconds, 0 while unset: read as CLOCK_TAI minus
+ * CLOCK_REALTIME rather than with adjtimex(), a @clock system call that a
+ * hardened unit (ProtectClock=, SystemCallFilter=@system-service) refuses,
+ * which silently made every such leader publish UTC. */
 static int leader_timebase(void)
 {
-	struct timex tx = { 0 };
+	struct timespec tai, utc;
 
-	return adjtimex(&tx) >= 0 && tx.tai > 0 ? DIST_TB_TAI : DIST_TB_REALTIME;
+	if (clock_gettime(CLOCK_REALTIME, &utc) || clock_gettime(CLOCK_TAI, &tai))
+		return DIST_TB_REALTIME;
+	/* Read within microseconds of each other: a difference of half a
+	 * second or more is the offset. */
+	return (int64_t)(tai.tv_sec - utc.tv_sec) * 1000000000 + (tai.tv_nsec - utc.tv_nsec) >=
+			       500000000
+		       ? DIST_TB_TAI
+		       : DIST_TB_REALTIME;
 }
 
 static void sleep_until(int64_t t)
