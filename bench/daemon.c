@@ -102,7 +102,7 @@ int bench_daemon(const struct bench_opts *o, cJSON *out)
 	double secs = o->duration_s > 0 ? o->duration_s : o->quick ? 1.0 : 10.0;
 	char path[4096], rt[64], name[64], sleep_arg[32];
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
-	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", "shmclockd", path,
+	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED, path,
 					sizeof(path));
 	struct usage base_u, u;
 	double base_cpu, cpu;

@@ -304,7 +304,7 @@ int bench_flood(const struct bench_opts *o, cJSON *out)
 {
 	double secs = o->duration_s > 0 ? o->duration_s : o->quick ? 1.0 : 5.0;
 	char path[4096], rt[48];
-	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", "shmclockd", path,
+	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED, path,
 					sizeof(path));
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
 	int rc;

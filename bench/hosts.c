@@ -132,7 +132,7 @@ int bench_hosts(const struct bench_opts *o, cJSON *out)
 	long changes = o->samples ? o->samples : o->quick ? 60 : 400;
 	double quiet = o->quick ? 2.0 : 5.0;
 	char rt[128], path[256], daemon_path[256], names[NCLOCKS][64], json[512];
-	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", "shmclockd",
+	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED,
 					daemon_path, sizeof(daemon_path));
 	int base = 1 + (int)(getpid() % 200);
 	pid_t pids[NCLOCKS] = { 0 };

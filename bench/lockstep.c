@@ -153,7 +153,7 @@ int bench_lockstep(const struct bench_opts *o, cJSON *out)
 	static const int counts[] = { 1, 2, 4, 8 };
 	long steps = o->samples > 0 ? o->samples : o->quick ? 20000 : 200000;
 	char path[4096];
-	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", "shmclockd", path,
+	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED, path,
 					sizeof(path));
 	struct shared *sh = bench_shared(sizeof(*sh) + (size_t)steps * sizeof(double));
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
