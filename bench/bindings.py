@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """shmclock-bench-python: shmclock.Clock.now() against time.monotonic_ns() in
 the same interpreter (run by `shmclock-bench bindings`). Prints one JSON
