@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sched.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -336,6 +337,51 @@ Test(daemon, sighup_rejects_bad_config_and_applies_good_one)
 	cr_assert_eq(info_of(r).jump_epoch, 0, "a reload that changes the scale is not a jump");
 	shmclock_close(r);
 	daemon_stop(d);
+}
+
+/* systemd's Type=notify (the unit shmclockd@.service): READY=1 reaches
+ * $NOTIFY_SOCKET, a path or an abstract name, once the clock is served. */
+static void expect_ready_on(const char *ns)
+{
+	const char *name = test_clock_name();
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { 10, 0 };
+	char buf[256], shm[128];
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(ns));
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ssize_t n;
+	pid_t d;
+
+	cr_assert_geq(fd, 0);
+	memcpy(a.sun_path, ns, strlen(ns));
+	if (ns[0] == '@')
+		a.sun_path[0] = 0;
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, len), 0, "bind %s: %s", ns, strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setenv("NOTIFY_SOCKET", ns, 1);
+	d = must_start(name, NULL);
+	n = recv(fd, buf, sizeof(buf) - 1, 0);
+	cr_assert_gt(n, 0, "no notification on %s: %s", ns, strerror(errno));
+	buf[n] = 0;
+	cr_assert(strstr(buf, "READY=1"), "notification: %s", buf);
+	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+	cr_assert(exists(shm), "READY before the clock exists");
+	cr_assert_eq(ctl(name, "status", NULL), 0, "READY before the socket answers: %s", ctl_err);
+	unsetenv("NOTIFY_SOCKET");
+	daemon_stop(d);
+	close(fd);
+	if (ns[0] == '/')
+		unlink(ns);
+}
+
+Test(daemon, notify_socket_gets_ready_once_the_clock_is_served)
+{
+	char path[256], abstract[128];
+
+	snprintf(path, sizeof(path), "%s/notify.sock", rt_dir);
+	expect_ready_on(path);
+	snprintf(abstract, sizeof(abstract), "@shmclock-test-notify-%d", (int)getpid());
+	expect_ready_on(abstract);
 }
 
 /* The systemd unit's config: read when present, the defaults when not
