@@ -531,10 +531,12 @@ void dist_status(struct clockthread *ct, cJSON *o)
 			uint64_t counts[LATEHIST_N];
 
 			if (latehist_copy(&d->lateness, counts)) {
-				cJSON_AddNumberToObject(o, "late_p50_ns",
-							(double)latehist_quantile(counts, 0.5));
-				cJSON_AddNumberToObject(o, "late_p99_ns",
-							(double)latehist_quantile(counts, 0.99));
+				cJSON_AddNumberToObject(
+					o, "late_p50_ns",
+					(double)latehist_quantile_max(counts, 0.5, d->worst_late_ns));
+				cJSON_AddNumberToObject(
+					o, "late_p99_ns",
+					(double)latehist_quantile_max(counts, 0.99, d->worst_late_ns));
 			}
 		}
 		cJSON_AddNumberToObject(o, "worst_late_ns", (double)d->worst_late_ns);

@@ -77,3 +77,10 @@ int64_t latehist_quantile(const uint64_t counts[LATEHIST_N], double q)
 	}
 	return 0;
 }
+
+int64_t latehist_quantile_max(const uint64_t counts[LATEHIST_N], double q, int64_t max)
+{
+	int64_t v = latehist_quantile(counts, q);
+
+	return v > max ? max : v;
+}

@@ -34,5 +34,8 @@ uint64_t latehist_copy(const struct latehist *h, uint64_t out[LATEHIST_N]);
 /* The value at quantile @q (0..1) of @counts, as its bucket's upper bound
  * (an overestimate by at most 12.5%); 0 when empty. */
 int64_t latehist_quantile(const uint64_t counts[LATEHIST_N], double q);
+/* The same, capped at @max, the exact largest value counted (a bucket's upper
+ * bound may lie above it). */
+int64_t latehist_quantile_max(const uint64_t counts[LATEHIST_N], double q, int64_t max);
 
 #endif

@@ -53,6 +53,9 @@ Test(latehist, quantiles_of_known_data)
 	cr_assert_eq(latehist_index(latehist_quantile(c, 0.995)), latehist_index(1000000));
 	cr_assert_eq(latehist_index(latehist_quantile(c, 1.0)), latehist_index(50000000));
 	cr_assert_geq(latehist_quantile(c, 0.5), 40000, "an upper bound, never below");
+	cr_assert_gt(latehist_quantile(c, 1.0), 50000000, "the bucket's bound lies above");
+	cr_assert_eq(latehist_quantile_max(c, 1.0, 50000000), 50000000, "capped at the max");
+	cr_assert_eq(latehist_quantile_max(c, 0.5, 50000000), latehist_quantile(c, 0.5));
 	memset(c, 0, sizeof(c));
 	cr_assert_eq(latehist_quantile(c, 0.5), 0);
 }
