@@ -190,6 +190,22 @@ static const char *shown(const cJSON *v, char *buf, size_t n)
 	return buf;
 }
 
+/* A JSON true or false; @section ("Ros2", NULL at the top) prefixes the
+ * message as the section's other errors are. */
+static int get_bool(const struct ctx *x, const cJSON *v, const char *section, bool *out)
+{
+	char b[64], at[96] = "";
+
+	if (!cJSON_IsBool(v)) {
+		if (section)
+			snprintf(at, sizeof(at), "%s.%s: ", section, v->string);
+		return key_error(x, v->string, "%sexpected true or false, got %s", at,
+				 shown(v, b, sizeof(b)));
+	}
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
 static int get_time(const struct ctx *x, const cJSON *v, const char *key, bool dates, int64_t *out)
 {
 	char why[256], b[64];
@@ -245,10 +261,8 @@ static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_conf
 			return -EINVAL;
 
 		if (!strcmp(k, "Publish")) {
-			if (!cJSON_IsBool(v))
-				return key_error(x, k, "Ros2.Publish: expected true or false, got %s",
-						 shown(v, b, sizeof(b)));
-			c->ros2_publish = cJSON_IsTrue(v);
+			if (get_bool(x, v, "Ros2", &c->ros2_publish))
+				return -EINVAL;
 		} else if (!strcmp(k, "PublishHz")) {
 			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
 			    v->valuedouble < 1 || v->valuedouble > 10000)
@@ -292,10 +306,8 @@ static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclock
 		if (twice(x, o, v))
 			return -EINVAL;
 		if (!strcmp(k, "Publish")) {
-			if (!cJSON_IsBool(v))
-				return key_error(x, k, "Distribute.Publish: expected true or false, got %s",
-						 shown(v, b, sizeof(b)));
-			c->dist_publish = cJSON_IsTrue(v);
+			if (get_bool(x, v, "Distribute", &c->dist_publish))
+				return -EINVAL;
 		} else if (!strcmp(k, "Clock")) {
 			if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
 				return key_error(x, k, "Distribute.Clock: expected a clock name (1 to 64 of "
@@ -427,9 +439,8 @@ static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_confi
 			return -EINVAL;
 		c->has_unix_zero = true;
 	} else if (!strcmp(k, "Paused")) {
-		if (!cJSON_IsBool(v))
-			return key_error(x, k, "expected true or false, got %s", shown(v, b, sizeof(b)));
-		c->paused = cJSON_IsTrue(v);
+		if (get_bool(x, v, NULL, &c->paused))
+			return -EINVAL;
 	} else if (!strcmp(k, "StepNs")) {
 		if (cJSON_IsNumber(v)) {
 			if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
