@@ -77,6 +77,10 @@ struct shmclock {
 	pthread_t watcher;
 	bool watching;
 	_Atomic bool watch_stop;
+
+	/* Clocks with callbacks are on one list, for fork (jump.c). */
+	struct cds_list_head fork_node;
+	bool fork_tracked;
 };
 
 static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");

@@ -17,6 +17,12 @@
  * A callback may remove registrations: it cannot wait for a grace period
  * from inside a read section, so those are unlinked at once and freed by
  * the next remove or at close.
+ *
+ * fork(): only the forking thread goes on in a child. A lock another thread
+ * held stays held there for ever, and a watcher thread is gone while its
+ * handle says it runs (close would join a thread that does not exist). The
+ * handlers at the end of this file keep a child's clocks usable: callbacks,
+ * watchers, sleeps and close go on there as in the parent.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,6 +68,13 @@ static bool delivering_on_this_thread(const struct shmclock *clk)
 	return false;
 }
 
+/* Grace periods in progress in this process (see fork_prepare). */
+static _Atomic int grace_periods;
+/* A child forked while a grace period was in progress: liburcu-bp's state
+ * there is unknown, so removals wait for the delivery lock instead (every
+ * walk of a registry holds it). */
+static _Atomic bool no_grace;
+
 void shmclock__jump_init(struct shmclock *clk)
 {
 	struct shmclock_params p;
@@ -80,6 +93,8 @@ void shmclock__jump_init(struct shmclock *clk)
 			      memory_order_relaxed);
 }
 
+static void fork_untrack(struct shmclock *clk);
+
 static void free_graveyard(struct shmclock *clk)
 {
 	while (clk->graveyard) {
@@ -95,6 +110,7 @@ void shmclock__jump_fini(struct shmclock *clk)
 	struct shmclock_jump_reg *r, *tmp;
 
 	shmclock_jump_watch(clk, false);
+	fork_untrack(clk);
 	/* The caller guarantees no other thread uses clk any more. */
 	cds_list_for_each_entry_safe(r, tmp, &clk->regs, node)
 		free(r);
@@ -233,12 +249,25 @@ SHMCLOCK_EXPORT int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id)
 		pthread_mutex_unlock(&clk->reg_lock);
 		return found ? 0 : -ENOENT;
 	}
+	if (atomic_load_explicit(&no_grace, memory_order_relaxed)) {
+		pthread_mutex_unlock(&clk->reg_lock);
+		/* A delivery that may still see the entry holds jump_lock;
+		 * one that starts later does not find it. Freed at close. */
+		pthread_mutex_lock(&clk->jump_lock);
+		pthread_mutex_unlock(&clk->jump_lock);
+		return 0;
+	}
 	/* Take the list before the grace period: every entry on it was
 	 * unlinked before synchronize starts, so its readers are waited for. */
 	dead = clk->graveyard;
 	clk->graveyard = NULL;
+	/* Counted before reg_lock is released: fork_prepare, holding every
+	 * reg_lock, sees every grace period that may already hold liburcu's
+	 * lock. */
+	atomic_fetch_add_explicit(&grace_periods, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&clk->reg_lock);
 	urcu_bp_synchronize_rcu();
+	atomic_fetch_sub_explicit(&grace_periods, 1, memory_order_relaxed);
 	while (dead) {
 		r = dead->next_dead;
 		/* For TSan: the grace period has ordered every reader's use
@@ -279,6 +308,12 @@ SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
 		r = -pthread_create(&clk->watcher, NULL, watcher, clk);
 		clk->watching = r == 0;
 	} else if (!on && clk->watching) {
+		/* The watcher cannot wait for itself (a callback that closes
+		 * its own clock: see shmclock_jump_watch). */
+		if (pthread_equal(pthread_self(), clk->watcher)) {
+			pthread_mutex_unlock(&clk->watch_lock);
+			return -EDEADLK;
+		}
 		/* Pairs with the watcher's acquire load of watch_stop. */
 		atomic_store_explicit(&clk->watch_stop, true, memory_order_release);
 		shmclock__futex_wake_ro(&clk->seg->change_futex);
@@ -287,4 +322,96 @@ SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
 	}
 	pthread_mutex_unlock(&clk->watch_lock);
 	return r;
+}
+
+/* ------------------------------------------------------------------ fork */
+
+/*
+ * The clocks with callbacks (the preload shim's have none: it never comes
+ * here, and registers no handler), and the handlers, registered once the
+ * first of them opens.
+ *
+ * prepare takes the list lock and every registry lock (each held only for
+ * an insert or an unlink, never across a callback or a grace period), so
+ * that no registry is half-linked in the child; and liburcu-bp's own locks
+ * (its fork support), unless a grace period is in progress or this thread
+ * is inside a read section: either may wait for a callback that waits for
+ * what the forking thread holds (a Python callback waiting for the GIL that
+ * os.fork() holds) — then the child does without grace periods (no_grace).
+ * The delivery locks are not taken (a callback may fork): in the child,
+ * those of clocks this thread is not delivering are made anew, their
+ * holders being gone, and so are the watch locks; watchers start again.
+ */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static CDS_LIST_HEAD(fork_clocks);
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static bool fork_urcu; /* prepare took liburcu-bp's locks */
+
+static void fork_prepare(void)
+{
+	struct shmclock *clk;
+
+	pthread_mutex_lock(&fork_lock);
+	cds_list_for_each_entry(clk, &fork_clocks, fork_node)
+		pthread_mutex_lock(&clk->reg_lock);
+	fork_urcu = !delivering && !atomic_load_explicit(&grace_periods, memory_order_relaxed);
+	if (fork_urcu)
+		urcu_bp_before_fork();
+}
+
+static void fork_parent(void)
+{
+	struct shmclock *clk;
+
+	if (fork_urcu)
+		urcu_bp_after_fork_parent();
+	cds_list_for_each_entry(clk, &fork_clocks, fork_node)
+		pthread_mutex_unlock(&clk->reg_lock);
+	pthread_mutex_unlock(&fork_lock);
+}
+
+static void fork_child(void)
+{
+	struct shmclock *clk;
+
+	if (fork_urcu)
+		urcu_bp_after_fork_child();
+	else
+		atomic_store_explicit(&no_grace, true, memory_order_relaxed);
+	atomic_store_explicit(&grace_periods, 0, memory_order_relaxed);
+	cds_list_for_each_entry(clk, &fork_clocks, fork_node) {
+		pthread_mutex_unlock(&clk->reg_lock);
+		if (!delivering_on_this_thread(clk))
+			pthread_mutex_init(&clk->jump_lock, NULL);
+		pthread_mutex_init(&clk->watch_lock, NULL);
+		if (clk->watching) {
+			/* Its thread did not come along: start another. */
+			clk->watching = false;
+			shmclock_jump_watch(clk, true);
+		}
+	}
+	pthread_mutex_unlock(&fork_lock);
+}
+
+static void fork_register(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void shmclock__fork_track(struct shmclock *clk)
+{
+	pthread_once(&fork_once, fork_register);
+	pthread_mutex_lock(&fork_lock);
+	cds_list_add(&clk->fork_node, &fork_clocks);
+	clk->fork_tracked = true;
+	pthread_mutex_unlock(&fork_lock);
+}
+
+static void fork_untrack(struct shmclock *clk)
+{
+	if (!clk->fork_tracked)
+		return;
+	pthread_mutex_lock(&fork_lock);
+	cds_list_del(&clk->fork_node);
+	pthread_mutex_unlock(&fork_lock);
 }

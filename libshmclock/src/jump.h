@@ -12,5 +12,8 @@ void shmclock__jump_fini(struct shmclock *clk);
 /* Deliver a pending jump (callbacks, then seen_key). Returns false, doing
  * nothing, when this thread is inside this clock's callbacks. */
 bool shmclock__jump_deliver(struct shmclock *clk);
+/* Puts a clock with callbacks on the list fork() keeps consistent: its
+ * locks are usable in a child and its watcher goes on there. */
+void shmclock__fork_track(struct shmclock *clk);
 
 #endif

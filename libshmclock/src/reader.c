@@ -197,6 +197,8 @@ SHMCLOCK_EXPORT int shmclock_open_ex(const char *name, unsigned flags, shmclock_
 	snprintf(clk->name, sizeof(clk->name), "%s", name ? name : "");
 	shmclock__jump_init(clk);
 	clk->jumps_off = flags & SHMCLOCK_OPEN_NO_CALLBACKS;
+	if (!clk->jumps_off)
+		shmclock__fork_track(clk);
 	if (flags & SHMCLOCK_OPEN_WATCH_JUMPS) {
 		r = shmclock_jump_watch(clk, true);
 		if (r) {

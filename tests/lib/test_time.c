@@ -502,6 +502,85 @@ Test(time, watcher_delivers_jumps_nobody_reads)
 	shmclock_close(c);
 }
 
+/* A thread that reads a clock until told to stop: fork() happens among
+ * threads, as in a real program. */
+struct spinner {
+	shmclock_t *c;
+	_Atomic bool stop;
+};
+
+static void *spin_reads(void *arg)
+{
+	struct spinner *s = arg;
+	int64_t t;
+
+	while (!atomic_load(&s->stop))
+		shmclock_now(s->c, &t);
+	return NULL;
+}
+
+/* fork() without exec (Python's multiprocessing does it): the child goes on
+ * with the clocks its parent opened. Before, its watcher did not exist there
+ * (no callback without a reading thread) and shmclock_close() joined that
+ * missing thread for ever. */
+Test(time, a_forked_child_goes_on_with_its_parents_clocks)
+{
+	const char *name = test_clock_name();
+	shmclock_jump_threshold_t th = { .min_forward_ns = 1, .min_backward_ns = 1 };
+	struct jlog log = { 0 };
+	struct spinner sp = { 0 };
+	pthread_t thr;
+	shmclock_t *c;
+	int status;
+	pid_t pid;
+
+	remote_start(name, 0);
+	cr_assert_eq(shmclock_open_ex(name, SHMCLOCK_OPEN_WATCH_JUMPS, &c), 0);
+	cr_assert_eq(shmclock_jump_callback_add(c, th, record_cb, &log, NULL), 0);
+	sp.c = c;
+	cr_assert_eq(pthread_create(&thr, NULL, spin_reads, &sp), 0);
+	for (int round = 0; round < 3; round++) {
+		pid = fork();
+		if (pid == 0) {
+			int post0 = atomic_load(&log.post);
+			uint64_t id;
+
+			alarm(20); /* a hang ends the child with SIGALRM */
+			/* Nobody reads in the child: the watcher must deliver. */
+			remote_do(R_SET, (round + 1) * 100 * SEC, 0);
+			for (int i = 0; i < 1000 && atomic_load(&log.post) == post0; i++)
+				sleep_ns(5 * MS);
+			if (atomic_load(&log.post) == post0)
+				_exit(3);
+			if (shmclock_sleep_for(c, shmclock_msec(20), 0))
+				_exit(4);
+			if (shmclock_jump_callback_add(c, th, record_cb, &log, &id) ||
+			    shmclock_jump_callback_remove(c, id))
+				_exit(5);
+			shmclock_close(c);
+			_exit(0);
+		}
+		cr_assert_gt(pid, 0);
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "round %d: the child %s %d", round,
+			  WIFEXITED(status) ? "exited with" : "was killed by signal",
+			  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	}
+	atomic_store(&sp.stop, true);
+	pthread_join(thr, NULL);
+	/* The parent's clock goes on as before. */
+	{
+		int post0 = atomic_load(&log.post);
+
+		remote_do(R_SET, 1000 * SEC, 0);
+		for (int i = 0; i < 1000 && atomic_load(&log.post) == post0; i++)
+			sleep_ns(5 * MS);
+		cr_assert_gt(atomic_load(&log.post), post0);
+	}
+	shmclock_close(c);
+}
+
 /* ------------------------------------------------------------ sleep */
 
 Test(time, sleep_for_at_scale_one)

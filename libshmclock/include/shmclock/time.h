@@ -198,7 +198,18 @@ int shmclock_jump_callback_add(shmclock_t *clk, shmclock_jump_threshold_t thresh
  * will not run again. -ENOENT for an unknown id. */
 int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id);
 
-/* Start / stop the watcher thread that delivers jumps nobody reads. */
+/*
+ * Start / stop the watcher thread that delivers jumps nobody reads. Stopping
+ * it from one of its own callbacks gives -EDEADLK (it cannot wait for
+ * itself); for the same reason a callback must not shmclock_close() its own
+ * clock.
+ *
+ * fork(): a child goes on with the clocks its parent opened. Reads, sleeps
+ * and callbacks work there as before, the watcher runs again in the child,
+ * and shmclock_close() is safe; a callback may itself fork. A thread of the
+ * parent that was inside a callback at the fork does not exist in the child:
+ * that jump is delivered again there.
+ */
 int shmclock_jump_watch(shmclock_t *clk, bool on);
 
 /* ------------------------------------------------------------------ sleep */
