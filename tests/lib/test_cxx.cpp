@@ -5,12 +5,15 @@
 #include <shmclock/shmclock.hpp>
 
 #include <atomic>
+#include <memory>
+#include <stdexcept>
 #include <cerrno>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace std::chrono_literals;
@@ -54,7 +57,7 @@ int main()
 	const std::string name = "cxx-" + std::to_string(getpid());
 	const std::string other = name + "-none";
 	setenv("SHMCLOCK_NAME", name.c_str(), 1);
-	std::printf("1..10\n");
+	std::printf("1..16\n");
 
 	shmclock::writer w{ name };
 	w.set_time(sim_clock::time_point(1s));
@@ -189,6 +192,162 @@ int main()
 		CHECK(c.now_monotonic_ns() == m0);
 		CHECK(c.info().jump_total_ns - j0 == -30000000000LL);
 		w.resume();
+	});
+
+	run("a jump_handle may outlive its clock (members die in reverse order)", [&] {
+		int calls = 0;
+		{
+			struct holder {
+				shmclock::jump_handle h; // destroyed after c
+				shmclock::clock c;
+			} x{ {}, shmclock::clock{ name } };
+			x.h = x.c.on_jump([&](const shmclock_jump_t &, bool) { calls++; });
+			w.set_time(sim_clock::time_point(20s));
+			(void)x.c.now();
+		} // before: ~clock unmapped and freed, then ~jump_handle used it
+		CHECK(calls == 2);
+		shmclock::jump_handle outlived;
+		{
+			shmclock::clock tmp{ name };
+			outlived = tmp.on_jump([&](const shmclock_jump_t &, bool) { calls++; });
+		}
+		outlived.reset();
+		CHECK(calls == 2);
+	});
+
+	run("a rate may outlive its clock", [&] {
+		std::unique_ptr<shmclock::rate> r;
+		{
+			shmclock::clock tmp{ name };
+			r = std::make_unique<shmclock::rate>(tmp, 5ms);
+		}
+		CHECK(r->sleep() == 0);
+		CHECK(r->sleep() == 0);
+	});
+
+	run("a moved-from clock, writer and rate throw std::logic_error", [&] {
+		shmclock::clock a{ name };
+		shmclock::clock b = std::move(a);
+		int thrown = 0;
+		auto expect_logic = [&](auto fn) {
+			try {
+				fn();
+			} catch (const std::logic_error &e) {
+				thrown++;
+				CHECK(std::string(e.what()).find("moved-from") != std::string::npos);
+			}
+		};
+		expect_logic([&] { (void)a.now(); }); // before: a null dereference
+		expect_logic([&] { (void)a.now_ns(); });
+		expect_logic([&] { (void)a.now_unix_ns(); });
+		expect_logic([&] { (void)a.info(); });
+		expect_logic([&] { a.sleep_for(1ms); });
+		expect_logic([&] { (void)a.on_jump([](const shmclock_jump_t &, bool) {}); });
+		expect_logic([&] { (void)a.name(); });
+		CHECK(thrown == 7);
+		CHECK(b.now() >= sim_clock::time_point(0s));
+		shmclock::rate r1{ b, 1ms };
+		shmclock::rate r2 = std::move(r1);
+		expect_logic([&] { r1.sleep(); });
+		CHECK(r2.sleep() == 0);
+		CHECK(thrown == 8);
+		shmclock::writer w2 = std::move(w);
+		expect_logic([&] { w.pause(); });
+		CHECK(thrown == 9);
+		w = std::move(w2);
+		w.resume();
+	});
+
+	run("durations saturate: max() and 300 years sleep for ever, negative returns at once", [&] {
+		// As std::this_thread::sleep_for. Before: duration_cast overflowed
+		// and the library refused the result (EINVAL: 'a clock name is ...').
+		auto t0 = steady::now();
+		c.sleep_for(-5ms);
+		c.sleep_for(std::chrono::nanoseconds::min());
+		c.sleep_until(c.now() - 1s);
+		CHECK(real_ms(t0) < 1000);
+		std::atomic<int> outcome[4];
+		std::vector<std::thread> sleepers;
+		for (int i = 0; i < 4; i++) {
+			outcome[i] = 0;
+			sleepers.emplace_back([&, i] {
+				try {
+					switch (i) {
+					case 0: c.sleep_for(std::chrono::seconds::max()); break;
+					case 1: c.sleep_for(std::chrono::hours(24 * 365 * 300)); break;
+					case 2: c.sleep_until(sim_clock::time_point::max()); break;
+					case 3: c.sleep_for(std::chrono::duration<double>(1e300)); break;
+					}
+					outcome[i] = 1; // returned: wrong
+				} catch (const std::system_error &e) {
+					outcome[i] = e.code() == std::errc::operation_canceled ? 2 : 3;
+					if (outcome[i] == 3)
+						std::printf("# sleeper %d: %s\n", i, e.what());
+				}
+			});
+		}
+		std::this_thread::sleep_for(200ms);
+		for (int i = 0; i < 4; i++)
+			CHECK(outcome[i] == 0); // still asleep
+		shmclock_cancel_sleeps(c.native_handle());
+		for (auto &t : sleepers)
+			t.join();
+		for (int i = 0; i < 4; i++)
+			CHECK(outcome[i] == 2); // woken by the cancel, not refused
+		CHECK(!c.wait_change(-1s));
+		CHECK(shmclock::detail::saturated_ns(std::chrono::seconds::max()) == INT64_MAX);
+		CHECK(shmclock::detail::saturated_ns(std::chrono::seconds::min()) == INT64_MIN);
+		CHECK(shmclock::detail::saturated_ns(std::chrono::milliseconds(3)) == 3000000);
+	});
+
+	run("a forked child goes on with the parent's clock and callbacks", [&] {
+		shmclock::clock wc{ name, SHMCLOCK_OPEN_WATCH_JUMPS };
+		std::atomic<int> calls{ 0 };
+		auto h = wc.on_jump([&](const shmclock_jump_t &, bool) { calls++; });
+		pid_t pid = fork();
+		if (pid == 0) {
+			alarm(20);
+			// The parent drives the jump; the child's watcher delivers it.
+			for (int i = 0; i < 1000 && calls < 2; i++)
+				std::this_thread::sleep_for(5ms);
+			wc.sleep_for(10ms);
+			_exit(calls >= 2 ? 0 : 3);
+		}
+		std::this_thread::sleep_for(50ms);
+		w.set_time(sim_clock::time_point(500s));
+		int status = 0;
+		CHECK(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	});
+
+	run("200 threads read, sleep and register while clocks come and go", [&] {
+		std::atomic<bool> stop{ false };
+		std::atomic<long> reads{ 0 };
+		std::vector<std::thread> ts;
+		for (int i = 0; i < 200; i++) {
+			ts.emplace_back([&, i] {
+				shmclock::clock mine{ name };
+				while (!stop) {
+					(void)mine.now();
+					reads++;
+					if (i % 10 == 0) {
+						auto jh = mine.on_jump([](const shmclock_jump_t &, bool) {});
+						shmclock::clock moved = std::move(mine);
+						mine = std::move(moved);
+					}
+					if (i % 7 == 0)
+						mine.sleep_for(1ms);
+				}
+			});
+		}
+		for (int k = 0; k < 10; k++) {
+			std::this_thread::sleep_for(20ms);
+			w.set_time(w.now() + 1s);
+		}
+		stop = true;
+		for (auto &t : ts)
+			t.join();
+		CHECK(reads > 200);
 	});
 
 	shmclock_unlink(name.c_str());

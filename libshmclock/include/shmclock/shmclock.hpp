@@ -11,7 +11,17 @@
 //
 // Errors are std::system_error with std::generic_category() and the errno
 // (ENOENT no such clock, EPERM untrusted owner, EBUSY another writer, ...);
-// what() carries the library's message.
+// what() carries the library's message. A call on a moved-from clock,
+// writer or rate throws std::logic_error.
+//
+// Lifetimes: a jump_handle or a rate keeps the mapping it needs alive (a
+// shared handle), so it may outlive the clock it came from; its callbacks
+// then go on until it is reset. Durations saturate as the standard
+// library's sleeps do: a negative one returns at once, one beyond what
+// nanoseconds hold (seconds::max(), 300 years) sleeps for ever.
+//
+// fork(): a child goes on with the clocks its parent opened (sleeps, waits
+// and jump callbacks, whose watcher the library starts again there).
 //
 // Why sleep_until / sleep_for / wait_until of our own: std::this_thread::
 // sleep_until(sim_clock::time_point) converts the wait into real time once,
@@ -29,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -38,6 +49,32 @@
 #include <shmclock/writer.h>
 
 namespace shmclock {
+
+namespace detail {
+// A duration as int64 ns, saturated at the ends instead of overflowing
+// (duration_cast<nanoseconds>(seconds::max()) is undefined); NaN is 0.
+template <class Rep, class Period>
+constexpr std::int64_t saturated_ns(std::chrono::duration<Rep, Period> d)
+{
+	const long double v = std::chrono::duration<long double, std::nano>(d).count();
+
+	if (!(v == v))
+		return 0;
+	if (v >= static_cast<long double>(INT64_MAX))
+		return INT64_MAX;
+	if (v <= static_cast<long double>(INT64_MIN))
+		return INT64_MIN;
+	return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+[[noreturn]] inline void throw_moved(const char *what)
+{
+	throw std::logic_error(std::string("shmclock: ") + what + " of a moved-from object");
+}
+
+// The reader's handle, shared by a clock and what it hands out.
+using shared_handle = std::shared_ptr<shmclock_t>;
+} // namespace detail
 
 // The error for -errno r from the library, as a std::system_error.
 [[noreturn]] inline void throw_error(int r, const std::string &what)
@@ -79,14 +116,14 @@ public:
 	jump_handle(const jump_handle &) = delete;
 	jump_handle &operator=(const jump_handle &) = delete;
 	jump_handle(jump_handle &&o) noexcept
-		: c_(std::exchange(o.c_, nullptr)), id_(o.id_), fn_(std::move(o.fn_))
+		: c_(std::move(o.c_)), id_(o.id_), fn_(std::move(o.fn_))
 	{
 	}
 	jump_handle &operator=(jump_handle &&o) noexcept
 	{
 		if (this != &o) {
 			reset();
-			c_ = std::exchange(o.c_, nullptr);
+			c_ = std::move(o.c_);
 			id_ = o.id_;
 			fn_ = std::move(o.fn_);
 		}
@@ -94,11 +131,12 @@ public:
 	}
 	~jump_handle() { reset(); }
 
+	// Unregisters; the clock's mapping goes once nothing else holds it.
 	void reset() noexcept
 	{
 		if (c_)
-			shmclock_jump_callback_remove(c_, id_);
-		c_ = nullptr;
+			shmclock_jump_callback_remove(c_.get(), id_);
+		c_.reset();
 		fn_.reset();
 	}
 
@@ -114,7 +152,7 @@ private:
 		}
 	}
 
-	shmclock_t *c_ = nullptr;
+	detail::shared_handle c_;
 	std::uint64_t id_ = 0;
 	std::unique_ptr<callback> fn_;
 };
@@ -124,22 +162,26 @@ class clock {
 public:
 	explicit clock(const std::string &name = default_name(), unsigned flags = 0)
 	{
-		int r = shmclock_open_ex(name.c_str(), flags, &c_);
+		shmclock_t *c;
+		int r = shmclock_open_ex(name.c_str(), flags, &c);
 		if (r)
 			throw_error(r, "shmclock: clock '" + name + "'");
+		c_.reset(c, shmclock_close);
+		raw_ = c;
 	}
 	clock(const clock &) = delete;
 	clock &operator=(const clock &) = delete;
-	clock(clock &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+	// A moved-from clock throws std::logic_error from every call.
+	clock(clock &&o) noexcept : c_(std::move(o.c_)), raw_(std::exchange(o.raw_, nullptr)) {}
 	clock &operator=(clock &&o) noexcept
 	{
 		if (this != &o) {
-			shmclock_close(c_);
-			c_ = std::exchange(o.c_, nullptr);
+			c_ = std::move(o.c_);
+			raw_ = std::exchange(o.raw_, nullptr);
 		}
 		return *this;
 	}
-	~clock() { shmclock_close(c_); }
+	~clock() = default;
 
 	// Simulation time. A dead writer is not an error here: the time is
 	// computed from the last committed state (info().writer_alive says so).
@@ -148,7 +190,7 @@ public:
 	std::int64_t now_ns() const
 	{
 		std::int64_t t;
-		int r = shmclock_now(c_, &t);
+		int r = shmclock_now(h("now"), &t);
 		if (__builtin_expect(r != 0, 0) && r != -ESTALE)
 			throw_error(r, "shmclock: now");
 		return t;
@@ -164,7 +206,7 @@ public:
 	shmclock_info_t info() const
 	{
 		shmclock_info_t i;
-		int r = shmclock_info(c_, &i);
+		int r = shmclock_info(h("info"), &i);
 		if (r)
 			throw_error(r, "shmclock: info");
 		return i;
@@ -172,18 +214,25 @@ public:
 
 	// Sleep in simulated time, across pause, resume, scale changes and
 	// steps, without polling. sleep_for counts a backward jump as no time
-	// elapsed (the library's rule).
-	void sleep_until(sim_clock::time_point t) const
+	// elapsed (the library's rule). As std::this_thread's: a time in the
+	// past or a duration <= 0 returns at once, time_point::max() or a
+	// duration beyond nanoseconds::max() sleeps for ever.
+	template <class Duration>
+	void sleep_until(std::chrono::time_point<sim_clock, Duration> t) const
 	{
-		int r = shmclock_sleep_until(c_, shmclock_sim_time(t.time_since_epoch().count()), 0);
+		auto ns = detail::saturated_ns(t.time_since_epoch());
+		int r = shmclock_sleep_until(h("sleep_until"), shmclock_sim_time(ns), 0);
 		if (r)
 			throw_error(r, "shmclock: sleep_until");
 	}
 	template <class Rep, class Period>
 	void sleep_for(std::chrono::duration<Rep, Period> d) const
 	{
-		auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-		int r = shmclock_sleep_for_ex(c_, shmclock_nsec(ns), 0, SHMCLOCK_DURATION_INFINITE, nullptr);
+		auto ns = detail::saturated_ns(d);
+		shmclock_t *c = h("sleep_for");
+		if (ns <= 0)
+			return;
+		int r = shmclock_sleep_for_ex(c, shmclock_nsec(ns), 0, SHMCLOCK_DURATION_INFINITE, nullptr);
 		if (r)
 			throw_error(r, "shmclock: sleep_for");
 	}
@@ -192,9 +241,10 @@ public:
 	template <class Rep, class Period>
 	bool wait_change(std::chrono::duration<Rep, Period> timeout) const
 	{
-		auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-		std::uint32_t tok = shmclock_change_token(c_);
-		int r = shmclock_wait_change(c_, tok, shmclock_nsec(ns));
+		auto ns = detail::saturated_ns(timeout);
+		shmclock_t *c = h("wait_change");
+		std::uint32_t tok = shmclock_change_token(c);
+		int r = shmclock_wait_change(c, tok, shmclock_nsec(ns < 0 ? 0 : ns));
 		if (r && r != -ETIMEDOUT)
 			throw_error(r, "shmclock: wait_change");
 		return r == 0;
@@ -216,7 +266,7 @@ public:
 				return std::cv_status::timeout;
 			shmclock_steady_time_t at;
 			auto limit = steady_clock::now() + slice;
-			if (shmclock_sim_to_steady(c_, shmclock_sim_time(t.time_since_epoch().count()), &at) == 0) {
+			if (shmclock_sim_to_steady(h("wait_until"), shmclock_sim_time(t.time_since_epoch().count()), &at) == 0) {
 				auto due = steady_clock::time_point(nanoseconds(at.ns));
 				if (due < limit)
 					limit = due;
@@ -240,29 +290,41 @@ public:
 	jump_handle on_jump(jump_handle::callback fn,
 			    shmclock_jump_threshold_t threshold = { true, 1, 1 })
 	{
-		jump_handle h;
-		h.fn_ = std::make_unique<jump_handle::callback>(std::move(fn));
-		int r = shmclock_jump_callback_add(c_, threshold, &jump_handle::trampoline, h.fn_.get(), &h.id_);
+		jump_handle jh;
+		jh.fn_ = std::make_unique<jump_handle::callback>(std::move(fn));
+		int r = shmclock_jump_callback_add(h("on_jump"), threshold, &jump_handle::trampoline,
+						   jh.fn_.get(), &jh.id_);
 		if (r)
 			throw_error(r, "shmclock: on_jump");
-		h.c_ = c_;
-		return h;
+		jh.c_ = c_;
+		return jh;
 	}
 
-	shmclock_t *native_handle() const noexcept { return c_; }
-	std::string name() const { return shmclock_name(c_); }
+	// nullptr for a moved-from clock.
+	shmclock_t *native_handle() const noexcept { return raw_; }
+	std::string name() const { return shmclock_name(h("name")); }
 
 private:
+	friend class rate;
+	// The handle, or std::logic_error for a moved-from clock (one
+	// predictable branch on the read path).
+	shmclock_t *h(const char *what) const
+	{
+		if (__builtin_expect(raw_ == nullptr, 0))
+			detail::throw_moved(what);
+		return raw_;
+	}
 	// One of the library's reads; a dead writer's value is still a value.
 	std::int64_t read(int (*fn)(shmclock_t *, std::int64_t *), const char *what) const
 	{
 		std::int64_t t;
-		int r = fn(c_, &t);
+		int r = fn(h(what), &t);
 		if (r && r != -ESTALE)
 			throw_error(r, what);
 		return t;
 	}
-	shmclock_t *c_ = nullptr;
+	detail::shared_handle c_;
+	shmclock_t *raw_ = nullptr; // c_.get(), read without the shared_ptr's indirection
 };
 
 inline clock &sim_clock::instance()
@@ -277,7 +339,8 @@ inline sim_clock::time_point sim_clock::now()
 }
 
 // The process-wide clock's sleeps and waits (sim_clock::instance()).
-inline void sleep_until(sim_clock::time_point t)
+template <class Duration>
+inline void sleep_until(std::chrono::time_point<sim_clock, Duration> t)
 {
 	sim_clock::instance().sleep_until(t);
 }
@@ -302,25 +365,34 @@ inline bool wait_until(std::condition_variable &cv, std::unique_lock<std::mutex>
 // boundary and says how many it missed; a backward jump starts over.
 class rate {
 public:
+	// Keeps the clock's mapping alive: it may outlive @c.
 	template <class Rep, class Period>
-	rate(const clock &c, std::chrono::duration<Rep, Period> period)
+	rate(const clock &c, std::chrono::duration<Rep, Period> period) : c_(c.c_)
 	{
-		auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
-		int r = shmclock_rate_init(&r_, c.native_handle(), shmclock_nsec(ns));
+		auto ns = detail::saturated_ns(period);
+		int r = shmclock_rate_init(&r_, c.h("rate"), shmclock_nsec(ns));
 		if (r)
 			throw_error(r, "shmclock: rate");
 	}
 	std::uint64_t sleep()
 	{
 		std::uint64_t missed = 0;
+		if (!c_)
+			detail::throw_moved("rate::sleep");
 		int r = shmclock_rate_sleep(&r_, &missed);
 		if (r)
 			throw_error(r, "shmclock: rate::sleep");
 		return missed;
 	}
-	void reset() { shmclock_rate_reset(&r_); }
+	void reset()
+	{
+		if (!c_)
+			detail::throw_moved("rate::reset");
+		shmclock_rate_reset(&r_);
+	}
 
 private:
+	detail::shared_handle c_;
 	shmclock_rate_t r_{};
 };
 
@@ -346,32 +418,39 @@ public:
 	}
 	~writer() { shmclock_writer_close(w_); }
 
-	void set_time(sim_clock::time_point t) { check(shmclock_writer_set_time(w_, t.time_since_epoch().count()), "set_time"); }
-	void advance(sim_clock::time_point t) { check(shmclock_writer_advance(w_, t.time_since_epoch().count()), "advance"); }
+	void set_time(sim_clock::time_point t) { check(shmclock_writer_set_time(h("set_time"), t.time_since_epoch().count()), "set_time"); }
+	void advance(sim_clock::time_point t) { check(shmclock_writer_advance(h("advance"), t.time_since_epoch().count()), "advance"); }
 	template <class Rep, class Period>
 	void step(std::chrono::duration<Rep, Period> d)
 	{
-		check(shmclock_writer_step(w_, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()), "step");
+		check(shmclock_writer_step(h("step"), detail::saturated_ns(d)), "step");
 	}
-	void set_scale(double s) { check(shmclock_writer_set_scale(w_, s), "set_scale"); }
-	void pause() { check(shmclock_writer_pause(w_), "pause"); }
-	void resume() { check(shmclock_writer_resume(w_), "resume"); }
-	void set_unix_at_zero(std::int64_t unix_ns) { check(shmclock_writer_set_unix_at_zero(w_, &unix_ns), "set_unix_at_zero"); }
+	void set_scale(double s) { check(shmclock_writer_set_scale(h("set_scale"), s), "set_scale"); }
+	void pause() { check(shmclock_writer_pause(h("pause")), "pause"); }
+	void resume() { check(shmclock_writer_resume(h("resume")), "resume"); }
+	void set_unix_at_zero(std::int64_t unix_ns) { check(shmclock_writer_set_unix_at_zero(h("set_unix_at_zero"), &unix_ns), "set_unix_at_zero"); }
 	sim_clock::time_point now() const
 	{
 		std::int64_t t;
-		check(shmclock_writer_now(w_, &t), "now");
+		check(shmclock_writer_now(h("now"), &t), "now");
 		return sim_clock::time_point(sim_clock::duration(t));
 	}
 	shmclock_info_t info() const
 	{
 		shmclock_info_t i;
-		shmclock_writer_info(w_, &i);
+		shmclock_writer_info(h("info"), &i);
 		return i;
 	}
+	// nullptr for a moved-from writer.
 	shmclock_writer_t *native_handle() const noexcept { return w_; }
 
 private:
+	shmclock_writer_t *h(const char *what) const
+	{
+		if (!w_)
+			detail::throw_moved((std::string("writer ") + what).c_str());
+		return w_;
+	}
 	static void check(int r, const char *what)
 	{
 		if (r)

@@ -147,6 +147,14 @@ class _Changes:
         self._waiters = set()
         self._thread = None
 
+    def after_fork_child(self):
+        """In a child of os.fork(): the thread did not come along, its lock
+        may have been held by one that did not either, and the waiters are
+        the parent's event loops'."""
+        self._lock = threading.Lock()
+        self._waiters = set()
+        self._thread = None
+
     def add(self, loop, fut):
         with self._lock:
             self._waiters.add((loop, fut))
@@ -161,14 +169,16 @@ class _Changes:
 
     def _run(self):
         clock = self._clock()
-        if clock is None:
-            return
-        token = clock._change_token()
+        try:
+            token = clock._change_token() if clock is not None else 0
+        except ValueError:
+            token = 0  # closed already: the loop below wakes everybody
         while True:
             with self._lock:
-                if not self._waiters or clock.closed:
+                if clock is None or not self._waiters or clock.closed:
                     self._thread = None
-                    return
+                    waiters = list(self._waiters) if clock is not None else []
+                    break
             try:
                 changed = clock._wait_change(token, _SLICE_NS)
             except (OSError, ValueError):
@@ -176,12 +186,23 @@ class _Changes:
             if changed:
                 # The new token before the notifications: a change after a
                 # task registered and read the clock is never missed.
-                if not clock.closed:
+                try:
                     token = clock._change_token()
+                except ValueError:
+                    pass
                 with self._lock:
                     waiters = list(self._waiters)
-                for loop, fut in waiters:
-                    loop.call_soon_threadsafe(_wake, fut)
+                _wake_all(waiters)
+        # Closed: the tasks still waiting see it when they wake.
+        _wake_all(waiters)
+
+
+def _wake_all(waiters):
+    for loop, fut in waiters:
+        try:
+            loop.call_soon_threadsafe(_wake, fut)
+        except RuntimeError:
+            pass  # that event loop is closed: nobody waits there any more
 
 
 def _wake(fut):
@@ -351,3 +372,20 @@ def _close_all():
 # Jump callbacks run on library threads that take the GIL: stop them before
 # the interpreter goes away.
 atexit.register(_close_all)
+
+
+def _after_fork_child():
+    # A child of os.fork() (multiprocessing's default start method on Linux)
+    # goes on with the clocks opened before: sleeps, asleep and jump
+    # callbacks work there as in the parent. The library restarts the
+    # callbacks' watcher threads, which wait for this (Python is ready for
+    # them now); what Python kept per clock is renewed.
+    _shmclock._fork_hook(0)
+    for clock in list(_open_clocks):
+        clock._after_fork_child()
+        clock._changes.after_fork_child()
+
+
+os.register_at_fork(before=lambda: _shmclock._fork_hook(1),
+                    after_in_parent=lambda: _shmclock._fork_hook(-1),
+                    after_in_child=_after_fork_child)

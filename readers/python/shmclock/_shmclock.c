@@ -23,8 +23,11 @@
 #include <structmember.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
@@ -173,86 +176,81 @@ static PyStructSequence_Desc jump_desc = {
 
 struct jump_entry {
 	PyObject *callback;
+	shmclock_t *jh;         /* the handle it runs on (for the thread check) */
 	uint64_t id;
 	struct jump_entry *next;
 };
 
 typedef struct {
 	PyObject_HEAD
+	/* Guards every field below it. Held only for a few loads and stores,
+	 * never while waiting for anything (the GIL included), so it may be
+	 * taken with or without the GIL. */
+	pthread_mutex_t mu;
 	shmclock_t *h;          /* reads and sleeps: never waits for callbacks */
 	shmclock_t *jh;         /* callbacks, on its watcher thread; NULL until needed */
 	unsigned flags;         /* the open flags, less NO_CALLBACKS */
 	struct jump_entry *jumps;
-	int busy;               /* calls in flight without the GIL */
+	int busy;               /* calls using h or jh without the GIL */
 	bool close_pending;     /* closed while busy: the last one out unmaps */
 	char name[65];
 } ClockObject;
 
-static int closed(ClockObject *c)
+/* The jump handle whose callback this thread is running (set by the
+ * trampoline): that thread cannot close it, its watcher being itself. */
+static _Thread_local shmclock_t *running_jh;
+
+/* os.fork() calls between their before and after hooks (threads fork
+ * concurrently: a count, not a flag). The watcher threads of a child are
+ * started by the library before Python is ready for them there, so
+ * callbacks wait until the child's hook sets it to zero (mod_fork_hook). */
+static _Atomic int forking;
+
+static PyObject *raise_closed(void)
 {
-	if (c->h && !c->close_pending)
-		return 0;
 	PyErr_SetString(PyExc_ValueError, "I/O operation on a closed clock");
-	return 1;
+	return NULL;
 }
 
-static void clock_release(ClockObject *c);
+/* Handles released by the last user of a closed clock. */
+struct released {
+	shmclock_t *h, *jh;
+	struct jump_entry *jumps;
+};
 
-/* Around a call that releases the GIL: both run with the GIL held. */
-static void enter(ClockObject *c)
+static void *close_later(void *arg);
+
+/* Closes what a closed clock held. With the GIL (callbacks are dropped
+ * here); the handles are closed without it (the watcher may be waiting for
+ * it to run a callback). On the watcher's own thread (a callback closed its
+ * clock, or dropped the last reference to it) the watcher cannot wait for
+ * itself: a thread of our own does it once the callback has returned. */
+static void release_now(struct released r)
 {
-	c->busy++;
-}
+	struct jump_entry *e = r.jumps;
 
-static void leave(ClockObject *c)
-{
-	if (--c->busy == 0 && c->close_pending)
-		clock_release(c);
-}
+	if (r.jh && running_jh == r.jh) {
+		struct released *copy = malloc(sizeof(*copy));
+		pthread_attr_t a;
+		pthread_t t;
 
-static int Clock_init(ClockObject *self, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = { "name", "flags", "wait_ns", NULL };
-	const char *name;
-	unsigned flags = 0;
-	long long wait_ns = -2; /* -2: do not wait; -1: forever */
-	int r;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|IL", kwlist, &name, &flags, &wait_ns))
-		return -1;
-	if (self->h) {
-		PyErr_SetString(PyExc_RuntimeError, "Clock.__init__ called twice");
-		return -1;
+		if (copy) {
+			*copy = r;
+			pthread_attr_init(&a);
+			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+			if (pthread_create(&t, &a, close_later, copy) == 0) {
+				pthread_attr_destroy(&a);
+				return;
+			}
+			pthread_attr_destroy(&a);
+			free(copy);
+		}
+		/* No thread: the handles stay open (a leak, never a crash). */
+		return;
 	}
-	snprintf(self->name, sizeof(self->name), "%s", name);
-	self->flags = flags & ~SHMCLOCK_OPEN_NO_CALLBACKS;
 	Py_BEGIN_ALLOW_THREADS
-	if (wait_ns == -2)
-		r = shmclock_open_ex(name, flags | SHMCLOCK_OPEN_NO_CALLBACKS, &self->h);
-	else
-		r = shmclock_open_wait(name, flags | SHMCLOCK_OPEN_NO_CALLBACKS,
-				       shmclock_nsec(wait_ns), &self->h);
-	Py_END_ALLOW_THREADS
-	if (r) {
-		raise_errno(r, name);
-		return -1;
-	}
-	return 0;
-}
-
-/* Drops every callback and both handles. The GIL is released while the
- * watcher is stopped: it may be waiting for the GIL to call one. */
-static void clock_release(ClockObject *c)
-{
-	shmclock_t *h = c->h, *jh = c->jh;
-	struct jump_entry *e = c->jumps;
-
-	c->h = c->jh = NULL;
-	c->jumps = NULL;
-	c->close_pending = false;
-	Py_BEGIN_ALLOW_THREADS
-	shmclock_close(jh);
-	shmclock_close(h);
+	shmclock_close(r.jh);
+	shmclock_close(r.h);
 	Py_END_ALLOW_THREADS
 	while (e) {
 		struct jump_entry *n = e->next;
@@ -263,24 +261,173 @@ static void clock_release(ClockObject *c)
 	}
 }
 
+static void *close_later(void *arg)
+{
+	struct released *r = arg;
+	struct jump_entry *e = r->jumps;
+
+	shmclock_close(r->jh); /* waits for the callback to return */
+	shmclock_close(r->h);
+	if (e && Py_IsInitialized()) {
+		PyGILState_STATE g = PyGILState_Ensure();
+
+		while (e) {
+			struct jump_entry *n = e->next;
+
+			Py_DECREF(e->callback);
+			free(e);
+			e = n;
+		}
+		PyGILState_Release(g);
+	}
+	free(r);
+	return NULL;
+}
+
+/* Takes everything out of @c (with c->mu held); the caller releases it. */
+static struct released take_all(ClockObject *c)
+{
+	struct released r = { c->h, c->jh, c->jumps };
+
+	c->h = c->jh = NULL;
+	c->jumps = NULL;
+	c->close_pending = false;
+	return r;
+}
+
+/*
+ * A call that uses the handles without the GIL counts itself in busy:
+ * use() returns the reading handle (NULL with ValueError set when closed),
+ * done() ends the use and, if it was the last of a closed clock, releases
+ * it. Both with the GIL held.
+ */
+static shmclock_t *use(ClockObject *c)
+{
+	shmclock_t *h = NULL;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->h && !c->close_pending) {
+		h = c->h;
+		c->busy++;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!h)
+		raise_closed();
+	return h;
+}
+
+static void done(ClockObject *c)
+{
+	struct released r = { 0 };
+	bool last;
+
+	pthread_mutex_lock(&c->mu);
+	last = --c->busy == 0 && c->close_pending;
+	if (last)
+		r = take_all(c);
+	pthread_mutex_unlock(&c->mu);
+	if (last)
+		release_now(r);
+}
+
+/*
+ * The calls that hold the GIL throughout (now and the other reads) need no
+ * count with a GIL: close() cannot run meanwhile. Without one (free-threaded
+ * CPython) they count themselves like the others.
+ */
+#ifdef Py_GIL_DISABLED
+#define USE_QUICK(c) use(c)
+#define DONE_QUICK(c) done(c)
+#else
+static shmclock_t *use_quick(ClockObject *c)
+{
+	if (c->h && !c->close_pending)
+		return c->h;
+	raise_closed();
+	return NULL;
+}
+#define USE_QUICK(c) use_quick(c)
+#define DONE_QUICK(c) ((void)(c))
+#endif
+
+static PyObject *Clock_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	ClockObject *self = (ClockObject *)type->tp_alloc(type, 0);
+
+	if (self)
+		pthread_mutex_init(&self->mu, NULL);
+	return (PyObject *)self;
+}
+
+static int Clock_init(ClockObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "name", "flags", "wait_ns", NULL };
+	const char *name;
+	unsigned flags = 0;
+	long long wait_ns = -2; /* -2: do not wait; -1: forever */
+	shmclock_t *h = NULL;
+	bool twice;
+	int r;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|IL", kwlist, &name, &flags, &wait_ns))
+		return -1;
+	pthread_mutex_lock(&self->mu);
+	twice = self->h || self->name[0];
+	if (!twice)
+		snprintf(self->name, sizeof(self->name), "%s", name);
+	pthread_mutex_unlock(&self->mu);
+	if (twice) {
+		PyErr_SetString(PyExc_RuntimeError, "Clock.__init__ called twice");
+		return -1;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	if (wait_ns == -2)
+		r = shmclock_open_ex(name, flags | SHMCLOCK_OPEN_NO_CALLBACKS, &h);
+	else
+		r = shmclock_open_wait(name, flags | SHMCLOCK_OPEN_NO_CALLBACKS,
+				       shmclock_nsec(wait_ns), &h);
+	Py_END_ALLOW_THREADS
+	if (r) {
+		raise_errno(r, name);
+		return -1;
+	}
+	pthread_mutex_lock(&self->mu);
+	self->flags = flags & ~SHMCLOCK_OPEN_NO_CALLBACKS;
+	self->h = h;
+	pthread_mutex_unlock(&self->mu);
+	return 0;
+}
+
 /* close(): at once, or, with calls in flight, once the last returns; they
  * are woken (a sleep ends with -ECANCELED, a wait within its slice). */
 static void clock_close(ClockObject *c)
 {
-	if (!c->h || c->close_pending)
-		return;
-	if (c->busy) {
-		c->close_pending = true;
-		shmclock_cancel_sleeps(c->h);
-		return;
+	struct released r = { 0 };
+	bool now = false;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->h && !c->close_pending) {
+		if (c->busy) {
+			c->close_pending = true;
+			shmclock_cancel_sleeps(c->h);
+		} else {
+			r = take_all(c);
+			now = true;
+		}
 	}
-	clock_release(c);
+	pthread_mutex_unlock(&c->mu);
+	if (now)
+		release_now(r);
 }
 
 static void Clock_dealloc(ClockObject *self)
 {
+	struct released r;
+
 	/* No call can be in flight: it would hold a reference to self. */
-	clock_release(self);
+	r = take_all(self);
+	release_now(r);
+	pthread_mutex_destroy(&self->mu);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -293,12 +440,14 @@ static PyObject *Clock_close(ClockObject *self, PyObject *unused)
 /* The hot path: no GIL release (it would cost more than the read). */
 static PyObject *Clock_now(ClockObject *self, PyObject *unused)
 {
+	shmclock_t *h = USE_QUICK(self);
 	int64_t t;
 	int r;
 
-	if (!self->h)
-		return closed(self), NULL;
-	r = shmclock_now(self->h, &t);
+	if (!h)
+		return NULL;
+	r = shmclock_now(h, &t);
+	DONE_QUICK(self);
 	if (__builtin_expect(r == 0, 1))
 		return PyLong_FromLongLong(t);
 	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
@@ -307,12 +456,14 @@ static PyObject *Clock_now(ClockObject *self, PyObject *unused)
 /* now_unix(), now_monotonic(): one of the library's other reads. */
 static PyObject *read_with(ClockObject *self, int (*read)(shmclock_t *, int64_t *))
 {
+	shmclock_t *h = USE_QUICK(self);
 	int64_t t;
 	int r;
 
-	if (closed(self))
+	if (!h)
 		return NULL;
-	r = read(self->h, &t);
+	r = read(h, &t);
+	DONE_QUICK(self);
 	if (r == 0)
 		return PyLong_FromLongLong(t);
 	return r == -ESTALE ? raise_stale(t, self->name) : raise_errno(r, self->name);
@@ -330,13 +481,30 @@ static PyObject *Clock_now_monotonic(ClockObject *self, PyObject *unused)
 
 static PyObject *Clock_info(ClockObject *self, PyObject *unused)
 {
+	shmclock_t *h = USE_QUICK(self);
 	shmclock_info_t in;
 	int r;
 
-	if (closed(self))
+	if (!h)
 		return NULL;
-	r = shmclock_info(self->h, &in);
+	r = shmclock_info(h, &in);
+	DONE_QUICK(self);
 	return r ? raise_errno(r, self->name) : make_info(&in);
+}
+
+/* After a call that used the handle without the GIL: the clock may have
+ * been closed meanwhile, which ends it with the closed error whatever the
+ * call returned (a sleep cut short returns -ECANCELED). */
+static bool closed_meanwhile(ClockObject *c)
+{
+	bool closed;
+
+	pthread_mutex_lock(&c->mu);
+	closed = !c->h || c->close_pending;
+	pthread_mutex_unlock(&c->mu);
+	if (closed)
+		raise_closed();
+	return closed;
 }
 
 /* _sleep_until(t_ns, slice_ns) -> True once reached, False when the slice
@@ -345,17 +513,19 @@ static PyObject *Clock_info(ClockObject *self, PyObject *unused)
 static PyObject *Clock_sleep_until(ClockObject *self, PyObject *args)
 {
 	long long t, slice;
+	shmclock_t *h;
 	int r;
 
-	if (!PyArg_ParseTuple(args, "LL", &t, &slice) || closed(self))
+	if (!PyArg_ParseTuple(args, "LL", &t, &slice) || !(h = use(self)))
 		return NULL;
-	enter(self);
 	Py_BEGIN_ALLOW_THREADS
-	r = shmclock_sleep_until_ex(self->h, shmclock_sim_time(t), 0, shmclock_nsec(slice), NULL);
+	r = shmclock_sleep_until_ex(h, shmclock_sim_time(t), 0, shmclock_nsec(slice), NULL);
 	Py_END_ALLOW_THREADS
-	leave(self);
-	if (r == -ECANCELED || closed(self))
-		return NULL; /* closed meanwhile */
+	if (r == -ECANCELED || closed_meanwhile(self)) {
+		done(self);
+		return PyErr_Occurred() ? NULL : raise_closed();
+	}
+	done(self);
 	if (r == 0)
 		Py_RETURN_TRUE;
 	if (r == -ETIMEDOUT)
@@ -365,9 +535,14 @@ static PyObject *Clock_sleep_until(ClockObject *self, PyObject *args)
 
 static PyObject *Clock_change_token(ClockObject *self, PyObject *unused)
 {
-	if (closed(self))
+	shmclock_t *h = USE_QUICK(self);
+	uint32_t tok;
+
+	if (!h)
 		return NULL;
-	return PyLong_FromUnsignedLong(shmclock_change_token(self->h));
+	tok = shmclock_change_token(h);
+	DONE_QUICK(self);
+	return PyLong_FromUnsignedLong(tok);
 }
 
 /* _wait_change(token, slice_ns) -> True if the clock changed since token. */
@@ -375,17 +550,19 @@ static PyObject *Clock_wait_change(ClockObject *self, PyObject *args)
 {
 	unsigned long tok;
 	long long slice;
+	shmclock_t *h;
 	int r;
 
-	if (!PyArg_ParseTuple(args, "kL", &tok, &slice) || closed(self))
+	if (!PyArg_ParseTuple(args, "kL", &tok, &slice) || !(h = use(self)))
 		return NULL;
-	enter(self);
 	Py_BEGIN_ALLOW_THREADS
-	r = shmclock_wait_change(self->h, (uint32_t)tok, shmclock_nsec(slice));
+	r = shmclock_wait_change(h, (uint32_t)tok, shmclock_nsec(slice));
 	Py_END_ALLOW_THREADS
-	leave(self);
-	if (closed(self))
+	if (closed_meanwhile(self)) {
+		done(self);
 		return NULL;
+	}
+	done(self);
 	if (r == 0)
 		Py_RETURN_TRUE;
 	if (r == -ETIMEDOUT)
@@ -398,12 +575,14 @@ static PyObject *Clock_wait_change(ClockObject *self, PyObject *args)
 static PyObject *Clock_real_delay(ClockObject *self, PyObject *args)
 {
 	shmclock_steady_time_t at;
+	shmclock_t *h;
 	long long t;
 	int r;
 
-	if (!PyArg_ParseTuple(args, "L", &t) || closed(self))
+	if (!PyArg_ParseTuple(args, "L", &t) || !(h = USE_QUICK(self)))
 		return NULL;
-	r = shmclock_sim_to_steady(self->h, shmclock_sim_time(t), &at);
+	r = shmclock_sim_to_steady(h, shmclock_sim_time(t), &at);
+	DONE_QUICK(self);
 	if (r == -EOVERFLOW || r == -EAGAIN || r == -ENODATA)
 		Py_RETURN_NONE;
 	if (r && r != -ESTALE)
@@ -415,18 +594,28 @@ static PyObject *Clock_real_delay(ClockObject *self, PyObject *args)
 	}
 }
 
-/* On the watcher thread (or a reading thread of the callbacks handle,
- * which only this file uses): takes the GIL to call the Python callable. */
+/* On the watcher thread of a callbacks handle (only the watcher reads it):
+ * takes the GIL to call the Python callable. */
 static void jump_trampoline(const shmclock_jump_t *j, bool before, void *user)
 {
 	struct jump_entry *e = user;
+	shmclock_t *outer = running_jh;
 	PyGILState_STATE g;
 	PyObject *o, *r;
 	int i = 0;
 
 	if (!Py_IsInitialized())
 		return;
+	/* Started by the library in a child before Python is ready there:
+	 * wait for it (the after-fork hook clears the flag). Pairs with the
+	 * release store in fork_hook. */
+	while (atomic_load_explicit(&forking, memory_order_acquire)) {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+	}
 	g = PyGILState_Ensure();
+	running_jh = e->jh;
 	o = PyStructSequence_New(&JumpType);
 	if (o) {
 		PyStructSequence_SET_ITEM(o, i++, PyBool_FromLong(before));
@@ -444,6 +633,7 @@ static void jump_trampoline(const shmclock_jump_t *j, bool before, void *user)
 	}
 	if (PyErr_Occurred())
 		PyErr_WriteUnraisable(e->callback);
+	running_jh = outer;
 	PyGILState_Release(g);
 }
 
@@ -452,11 +642,12 @@ static PyObject *Clock_add_jump(ClockObject *self, PyObject *args)
 {
 	shmclock_jump_threshold_t th = { 0 };
 	struct jump_entry *e;
+	shmclock_t *h, *jh, *mine = NULL;
 	PyObject *cb;
 	long long fwd, back;
 	int change, r;
 
-	if (!PyArg_ParseTuple(args, "OLLp", &cb, &fwd, &back, &change) || closed(self))
+	if (!PyArg_ParseTuple(args, "OLLp", &cb, &fwd, &back, &change))
 		return NULL;
 	if (!PyCallable_Check(cb))
 		return PyErr_Format(PyExc_TypeError, "callback must be callable");
@@ -465,59 +656,123 @@ static PyObject *Clock_add_jump(ClockObject *self, PyObject *args)
 	th.min_forward_ns = fwd;
 	th.min_backward_ns = back;
 	th.on_clock_change = change;
-	if (!self->jh) {
-		shmclock_t *jh = NULL;
+	if (!(h = use(self)))
+		return NULL;
+	pthread_mutex_lock(&self->mu);
+	jh = self->jh;
+	pthread_mutex_unlock(&self->mu);
+	if (!jh) {
+		/* Opened without the GIL; two threads may race here, and the
+		 * one that loses closes its handle. */
+		const char *name = shmclock_is_fallback(h) ? NULL : self->name;
+		unsigned flags = self->flags | SHMCLOCK_OPEN_WATCH_JUMPS;
 
 		Py_BEGIN_ALLOW_THREADS
-		r = shmclock_open_ex(shmclock_is_fallback(self->h) ? NULL : self->name,
-				     self->flags | SHMCLOCK_OPEN_WATCH_JUMPS, &jh);
+		r = shmclock_open_ex(name, flags, &mine);
 		Py_END_ALLOW_THREADS
-		if (r)
+		if (r) {
+			done(self);
 			return raise_errno(r, self->name);
-		self->jh = jh;
+		}
+		pthread_mutex_lock(&self->mu);
+		if (!self->jh)
+			self->jh = mine, mine = NULL;
+		jh = self->jh;
+		pthread_mutex_unlock(&self->mu);
+		if (mine) {
+			Py_BEGIN_ALLOW_THREADS
+			shmclock_close(mine);
+			Py_END_ALLOW_THREADS
+		}
 	}
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!e) {
+		done(self);
 		return PyErr_NoMemory();
+	}
 	e->callback = Py_NewRef(cb);
-	r = shmclock_jump_callback_add(self->jh, th, jump_trampoline, e, &e->id);
+	e->jh = jh;
+	/* Listed before it can run, so that close() finds it. */
+	pthread_mutex_lock(&self->mu);
+	r = shmclock_jump_callback_add(jh, th, jump_trampoline, e, &e->id);
+	if (!r) {
+		e->next = self->jumps;
+		self->jumps = e;
+	}
+	pthread_mutex_unlock(&self->mu);
 	if (r) {
 		Py_DECREF(cb);
 		free(e);
+		done(self);
 		return raise_errno(r, self->name);
 	}
-	e->next = self->jumps;
-	self->jumps = e;
+	done(self);
 	return PyLong_FromUnsignedLongLong(e->id);
 }
 
-/* _remove_jump(id) -> True if it was registered */
+/* _remove_jump(id) -> True if it was registered (False on a closed clock:
+ * its callbacks are gone already). */
 static PyObject *Clock_remove_jump(ClockObject *self, PyObject *args)
 {
 	unsigned long long id;
-	struct jump_entry **p;
+	struct jump_entry **p, *e = NULL;
+	shmclock_t *jh = NULL;
 
 	if (!PyArg_ParseTuple(args, "K", &id))
 		return NULL;
-	for (p = &self->jumps; *p; p = &(*p)->next) {
-		struct jump_entry *e = *p;
-		shmclock_t *jh = self->jh;
-
-		if (e->id != id)
-			continue;
-		*p = e->next;
+	pthread_mutex_lock(&self->mu);
+	if (self->h && !self->close_pending) {
+		for (p = &self->jumps; *p; p = &(*p)->next) {
+			if ((*p)->id == id) {
+				e = *p;
+				*p = e->next;
+				jh = self->jh;
+				self->busy++;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&self->mu);
+	if (!e)
+		Py_RETURN_FALSE;
+	if (running_jh) {
+		/* From a callback (of any clock): the library unlinks it at
+		 * once but cannot wait for it to finish running elsewhere, so
+		 * the entry stays allocated until close. */
+		shmclock_jump_callback_remove(jh, id);
+		pthread_mutex_lock(&self->mu);
+		e->next = self->jumps;
+		e->id = 0; /* never matches again */
+		self->jumps = e;
+		pthread_mutex_unlock(&self->mu);
+	} else {
 		/* Waits until the callback is not running: it may be waiting
 		 * for the GIL. */
-		enter(self);
 		Py_BEGIN_ALLOW_THREADS
 		shmclock_jump_callback_remove(jh, id);
 		Py_END_ALLOW_THREADS
-		leave(self);
 		Py_DECREF(e->callback);
 		free(e);
-		Py_RETURN_TRUE;
 	}
-	Py_RETURN_FALSE;
+	done(self);
+	Py_RETURN_TRUE;
+}
+
+/* _after_fork_child(): in a child of os.fork(), nothing of the parent's
+ * threads is in flight: calls counted as busy are gone with them. */
+static PyObject *Clock_after_fork_child(ClockObject *self, PyObject *unused)
+{
+	struct released r = { 0 };
+	bool release;
+
+	pthread_mutex_init(&self->mu, NULL);
+	self->busy = 0;
+	release = self->close_pending;
+	if (release)
+		r = take_all(self);
+	if (release)
+		release_now(r);
+	Py_RETURN_NONE;
 }
 
 static PyObject *Clock_get_name(ClockObject *self, void *unused)
@@ -527,14 +782,24 @@ static PyObject *Clock_get_name(ClockObject *self, void *unused)
 
 static PyObject *Clock_get_closed(ClockObject *self, void *unused)
 {
-	return PyBool_FromLong(!self->h || self->close_pending);
+	bool closed;
+
+	pthread_mutex_lock(&self->mu);
+	closed = !self->h || self->close_pending;
+	pthread_mutex_unlock(&self->mu);
+	return PyBool_FromLong(closed);
 }
 
 static PyObject *Clock_get_is_fallback(ClockObject *self, void *unused)
 {
-	if (closed(self))
+	shmclock_t *h = USE_QUICK(self);
+	bool fb;
+
+	if (!h)
 		return NULL;
-	return PyBool_FromLong(shmclock_is_fallback(self->h));
+	fb = shmclock_is_fallback(h);
+	DONE_QUICK(self);
+	return PyBool_FromLong(fb);
 }
 
 static PyMethodDef Clock_methods[] = {
@@ -556,6 +821,7 @@ static PyMethodDef Clock_methods[] = {
 	{ "_real_delay", (PyCFunction)Clock_real_delay, METH_VARARGS, NULL },
 	{ "_add_jump", (PyCFunction)Clock_add_jump, METH_VARARGS, NULL },
 	{ "_remove_jump", (PyCFunction)Clock_remove_jump, METH_VARARGS, NULL },
+	{ "_after_fork_child", (PyCFunction)Clock_after_fork_child, METH_NOARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -573,7 +839,7 @@ static PyTypeObject ClockType = {
 	.tp_basicsize = sizeof(ClockObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "The C core of shmclock.Clock (use that).",
-	.tp_new = PyType_GenericNew,
+	.tp_new = Clock_new,
 	.tp_init = (initproc)Clock_init,
 	.tp_dealloc = (destructor)Clock_dealloc,
 	.tp_methods = Clock_methods,
@@ -757,8 +1023,26 @@ static PyObject *mod_strerror(PyObject *m, PyObject *arg)
 	return PyUnicode_FromString(shmclock_strerror((int)-labs(e)));
 }
 
+/* _fork_hook(1) before os.fork(), _fork_hook(-1) after it in the parent,
+ * _fork_hook(0) in the child, once Python is ready there: see
+ * jump_trampoline. */
+static PyObject *mod_fork_hook(PyObject *m, PyObject *arg)
+{
+	long d = PyLong_AsLong(arg);
+
+	if (d == -1 && PyErr_Occurred())
+		return NULL;
+	/* Both pair with the acquire load in jump_trampoline. */
+	if (d)
+		atomic_fetch_add_explicit(&forking, (int)d, memory_order_release);
+	else
+		atomic_store_explicit(&forking, 0, memory_order_release);
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef mod_methods[] = {
 	{ "strerror", mod_strerror, METH_O, "strerror(errno) -> str: the library's message" },
+	{ "_fork_hook", mod_fork_hook, METH_O, NULL },
 	{ NULL, NULL, 0, NULL },
 };
 
