@@ -136,8 +136,14 @@ static bool wants(const shmclock_jump_threshold_t *th, const shmclock_jump_t *j)
 static void run_callbacks(struct shmclock *clk, const shmclock_jump_t *j, bool before)
 {
 	struct shmclock_jump_reg *r;
+	/* In a child forked during a grace period, liburcu-bp's locks may be
+	 * held by threads that did not come along: a new thread's first read
+	 * lock would wait for them for ever. There the walk is protected by
+	 * jump_lock alone, which the caller holds and removals wait for. */
+	bool rcu = !atomic_load_explicit(&no_grace, memory_order_relaxed);
 
-	urcu_bp_read_lock();
+	if (rcu)
+		urcu_bp_read_lock();
 	cds_list_for_each_entry_rcu(r, &clk->regs, node) {
 		/* What rcu_dereference orders, for TSan (pairs with add). */
 		shmclock__tsan_acquire(r);
@@ -147,7 +153,8 @@ static void run_callbacks(struct shmclock *clk, const shmclock_jump_t *j, bool b
 		 * (pairs with the acquire after synchronize in remove). */
 		shmclock__tsan_release(r);
 	}
-	urcu_bp_read_unlock();
+	if (rcu)
+		urcu_bp_read_unlock();
 }
 
 bool shmclock__jump_deliver(struct shmclock *clk)
@@ -338,6 +345,9 @@ SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
  * is inside a read section: either may wait for a callback that waits for
  * what the forking thread holds (a Python callback waiting for the GIL that
  * os.fork() holds) — then the child does without grace periods (no_grace).
+ * In such a child liburcu-bp is not used at all (its locks may be held by
+ * threads that are gone): registries are walked under their delivery lock
+ * only, which removals wait for instead of a grace period.
  * The delivery locks are not taken (a callback may fork): in the child,
  * those of clocks this thread is not delivering are made anew, their
  * holders being gone, and so are the watch locks; watchers start again.
@@ -354,7 +364,10 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&fork_lock);
 	cds_list_for_each_entry(clk, &fork_clocks, fork_node)
 		pthread_mutex_lock(&clk->reg_lock);
-	fork_urcu = !delivering && !atomic_load_explicit(&grace_periods, memory_order_relaxed);
+	/* Never again in a no_grace child: liburcu-bp's locks may be held
+	 * there by threads that are gone. */
+	fork_urcu = !delivering && !atomic_load_explicit(&grace_periods, memory_order_relaxed) &&
+		    !atomic_load_explicit(&no_grace, memory_order_relaxed);
 	if (fork_urcu)
 		urcu_bp_before_fork();
 }
