@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: MIT
+using System;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace Shmclock
+{
+    /// <summary>Options of <see cref="Clock.Open(string, ClockOptions)"/>.</summary>
+    [Flags]
+    public enum ClockOptions
+    {
+        None = 0,
+        /// <summary>Read system time when the clock does not exist (ROS's use_sim_time=false).</summary>
+        FallbackSystem = 0x1,
+        /// <summary>Believe a segment whoever owns it (see SHMCLOCK_TRUST).</summary>
+        TrustAnyOwner = 0x4,
+    }
+
+    /// <summary>
+    /// A shared simulation clock, read lock-free from any thread (shmclock_t).
+    /// <para>Now(), NowUnix(), NowMonotonic() allocate nothing and take no
+    /// lock: one P/Invoke into libshmclock, which reads the page. Errors are
+    /// exceptions with the library's message: ArgumentException for a bad
+    /// name, ObjectDisposedException after Dispose(), ShmclockException (an
+    /// IOException carrying the errno) otherwise. A clock whose writer died
+    /// (-ESTALE) still reads: Now() returns the time extrapolated from the
+    /// last committed state; TryNow() tells the two apart.</para>
+    /// </summary>
+    public sealed class Clock : IDisposable
+    {
+        // The native handle is freed only by the finalizer, once no thread
+        // can be inside a call on it (each call keeps `this` alive until it
+        // returns): Dispose() racing a Now() on another thread never frees
+        // the page under it. Readers write no shared field (no reference
+        // count), so reads on many threads do not contend.
+        readonly IntPtr h;
+        volatile bool disposed;
+        readonly string name;
+        // The delegates the library may call: reachable as long as it may.
+        readonly System.Collections.Generic.List<Native.JumpCallback> callbacks =
+            new System.Collections.Generic.List<Native.JumpCallback>();
+        readonly System.Collections.Generic.List<ulong> callbackIds = new System.Collections.Generic.List<ulong>();
+        readonly object jumpLock = new object();
+        EventHandler<JumpEventArgs> jumped;
+        ulong jumpedId;
+
+        const int ESTALE = -Errno.ESTALE;
+
+        Clock(IntPtr p, string name)
+        {
+            h = p;
+            this.name = name;
+        }
+
+        IntPtr H
+        {
+            get
+            {
+                if (disposed)
+                    throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed");
+                return h;
+            }
+        }
+
+        /// <summary>The clock's name ("default" when opened by <see cref="Open()"/> without $SHMCLOCK_NAME).</summary>
+        public string Name { get { return name; } }
+
+        /// <summary>The clock named by $SHMCLOCK_NAME, else "default".</summary>
+        public static Clock Open()
+        {
+            return Open(DefaultName(), ClockOptions.None);
+        }
+
+        public static Clock Open(string name)
+        {
+            return Open(name, ClockOptions.None);
+        }
+
+        /// <summary>Maps /dev/shm/shmclock.NAME read-only.</summary>
+        public static Clock Open(string name, ClockOptions options)
+        {
+            IntPtr p;
+            if (name == null && (options & ClockOptions.FallbackSystem) == 0)
+                throw new ArgumentNullException("name");
+            int r = Native.shmclock_open_ex(name, (uint)options, out p);
+            Errors.Check(r, name, "open");
+            return new Clock(p, name);
+        }
+
+        /// <summary>Waits (real time, at most <paramref name="timeout"/>) until the clock exists and has a value, then opens it.</summary>
+        public static Clock OpenWait(string name, TimeSpan timeout)
+        {
+            IntPtr p;
+            int r = Native.shmclock_open_wait(name, 0, ToNs(timeout), out p);
+            Errors.Check(r, name, "open");
+            return new Clock(p, name);
+        }
+
+        internal static string DefaultName()
+        {
+            string n = Environment.GetEnvironmentVariable("SHMCLOCK_NAME");
+            return string.IsNullOrEmpty(n) ? "default" : n;
+        }
+
+        internal static long ToNs(TimeSpan? t)
+        {
+            if (t == null || t.Value == Timeout.InfiniteTimeSpan)
+                return Native.DURATION_INFINITE;
+            return t.Value.Ticks < 0 ? 0 : t.Value.Ticks * 100;
+        }
+
+        // ------------------------------------------------------------ now
+
+        /// <summary>
+        /// The current simulation time in ns. Also when the writer is gone
+        /// (extrapolated from its last state). Throws ShmclockException with
+        /// ENODATA before the clock's first value, EAGAIN while its writer is
+        /// stopped at the start of an update.
+        /// </summary>
+        public long Now()
+        {
+            long ns;
+            int r = Native.shmclock_now(H, out ns);
+            GC.KeepAlive(this);
+            if (r != 0 && r != ESTALE)
+                throw Errors.For(r, name, "now");
+            return ns;
+        }
+
+        /// <summary>
+        /// Now() without exceptions: 0, -ESTALE (no writer, or it lost what
+        /// it follows; <paramref name="ns"/> is set), -ENODATA, -EAGAIN.
+        /// </summary>
+        public int TryNow(out long ns)
+        {
+            int r = Native.shmclock_now(H, out ns);
+            GC.KeepAlive(this);
+            return r;
+        }
+
+        /// <summary>The current simulation time as a TimeSpan since simulation zero (100 ns ticks).</summary>
+        public TimeSpan NowTimeSpan()
+        {
+            return TimeSpan.FromTicks(Now() / 100);
+        }
+
+        /// <summary>The simulated world's UNIX time in ns (UnixTimeAtZero + simulation time).</summary>
+        public long NowUnix()
+        {
+            long ns;
+            int r = Native.shmclock_now_unix(H, out ns);
+            GC.KeepAlive(this);
+            if (r != 0 && r != ESTALE)
+                throw Errors.For(r, name, "now");
+            return ns;
+        }
+
+        static readonly DateTime Epoch = new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc);
+
+        /// <summary>The simulated world's UNIX time as a UTC DateTime.</summary>
+        public DateTime NowUtc()
+        {
+            return Epoch.AddTicks(NowUnix() / 100);
+        }
+
+        /// <summary>The jump-free simulated time in ns: follows scale, pause and steps, never goes back.</summary>
+        public long NowMonotonic()
+        {
+            long ns;
+            int r = Native.shmclock_now_monotonic(H, out ns);
+            GC.KeepAlive(this);
+            if (r != 0 && r != ESTALE)
+                throw Errors.For(r, name, "now");
+            return ns;
+        }
+
+        /// <summary>CLOCK_MONOTONIC in ns, the time base of every clock.</summary>
+        public static long SteadyNow()
+        {
+            return Native.shmclock_steady_now();
+        }
+
+        /// <summary>A consistent snapshot of everything the page says.</summary>
+        public ClockInfo Info
+        {
+            get
+            {
+                NativeInfo n;
+                Errors.Check(Native.shmclock_info(H, out n), name, "info");
+                return new ClockInfo(ref n);
+            }
+        }
+
+        /// <summary>True when this handle reads system time because its clock did not exist.</summary>
+        public bool IsFallback { get { return Native.shmclock_is_fallback(H); } }
+
+        /// <summary>The library's version string.</summary>
+        public static string LibraryVersion { get { return Native.Str(Native.shmclock_version()); } }
+
+        /// <summary>Removes /dev/shm/shmclock.NAME (mapped readers and writers keep working).</summary>
+        public static void Unlink(string name)
+        {
+            Errors.Check(Native.shmclock_unlink(name), name, "unlink");
+        }
+
+        /// <summary>Throws ArgumentException unless <paramref name="name"/> is 1 to 64 of [A-Za-z0-9_.-].</summary>
+        public static void CheckName(string name)
+        {
+            if (name == null)
+                throw new ArgumentNullException("name");
+            Errors.Check(Native.shmclock_check_name(name), name, null);
+        }
+
+        // ------------------------------------------------------------ sleep
+
+        /// <summary>
+        /// Sleeps until simulation time reaches <paramref name="simNs"/>:
+        /// follows pause, resume, scale changes and steps without polling
+        /// (the library waits on the writer's change futex). A jump past the
+        /// target ends it; with <paramref name="jumpError"/> any jump throws
+        /// ShmclockException (EINTR). <paramref name="timeout"/> is real time
+        /// (null: none) and throws TimeoutException; the token throws
+        /// OperationCanceledException.
+        /// </summary>
+        public void SleepUntil(long simNs, CancellationToken cancel = default(CancellationToken),
+                               TimeSpan? timeout = null, bool jumpError = false)
+        {
+            Sleep(true, simNs, cancel, timeout, jumpError);
+        }
+
+        /// <summary>
+        /// Sleeps for a simulated duration: a backward jump counts as no time
+        /// elapsed, a forward one as elapsed (rclcpp#2383).
+        /// </summary>
+        public void SleepFor(TimeSpan duration, CancellationToken cancel = default(CancellationToken),
+                             TimeSpan? timeout = null, bool jumpError = false)
+        {
+            Sleep(false, duration.Ticks * 100, cancel, timeout, jumpError);
+        }
+
+        public void SleepForNs(long ns, CancellationToken cancel = default(CancellationToken),
+                               TimeSpan? timeout = null, bool jumpError = false)
+        {
+            Sleep(false, ns, cancel, timeout, jumpError);
+        }
+
+        /// <summary>
+        /// SleepUntil as a Task: the wait runs on a thread of its own (a
+        /// LongRunning task) blocked in the library; the token cancels it
+        /// at once (shmclock_cancel).
+        /// </summary>
+        public Task SleepUntilAsync(long simNs, CancellationToken cancel = default(CancellationToken),
+                                    TimeSpan? timeout = null, bool jumpError = false)
+        {
+            return SleepAsync(true, simNs, cancel, timeout, jumpError);
+        }
+
+        public Task SleepForAsync(TimeSpan duration, CancellationToken cancel = default(CancellationToken),
+                                  TimeSpan? timeout = null, bool jumpError = false)
+        {
+            return SleepAsync(false, duration.Ticks * 100, cancel, timeout, jumpError);
+        }
+
+        Task SleepAsync(bool until, long ns, CancellationToken cancel, TimeSpan? timeout, bool jumpError)
+        {
+            if (disposed)
+                throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed");
+            if (cancel.IsCancellationRequested)
+                return Task.FromCanceled(cancel);
+            // With the token, the OperationCanceledException makes the task Canceled.
+            return Task.Factory.StartNew(() => Sleep(until, ns, cancel, timeout, jumpError), cancel,
+                                         TaskCreationOptions.LongRunning, TaskScheduler.Default);
+        }
+
+        void Sleep(bool until, long ns, CancellationToken cancel, TimeSpan? timeout, bool jumpError)
+        {
+            uint flags = jumpError ? Native.SLEEP_JUMP_ERROR : 0;
+            long tmo = ToNs(timeout);
+            int r;
+
+            if (!cancel.CanBeCanceled) {
+                r = until ? Native.shmclock_sleep_until_ex(H, ns, flags, tmo, IntPtr.Zero)
+                          : Native.shmclock_sleep_for_ex(H, ns, flags, tmo, IntPtr.Zero);
+            } else {
+                // shmclock_cancel_t: one atomic int the library owns while we sleep.
+                IntPtr token = Marshal.AllocHGlobal(sizeof(int));
+                try {
+                    Marshal.WriteInt32(token, 0);
+                    // Dispose() below waits for a callback in progress, so the
+                    // token is never freed under shmclock_cancel.
+                    using (cancel.Register(() => Native.shmclock_cancel(H, token))) {
+                        r = until ? Native.shmclock_sleep_until_ex(H, ns, flags, tmo, token)
+                                  : Native.shmclock_sleep_for_ex(H, ns, flags, tmo, token);
+                    }
+                } finally {
+                    Marshal.FreeHGlobal(token);
+                }
+                if (r == -Errno.ECANCELED && cancel.IsCancellationRequested)
+                    throw new OperationCanceledException(cancel);
+            }
+            GC.KeepAlive(this);
+            if (r == -Errno.ECANCELED && disposed)
+                throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed while sleeping");
+            Errors.Check(r, name, until ? "sleep until" : "sleep for");
+        }
+
+        /// <summary>Wakes every sleep on this clock that started before the call (OperationCanceledException... as ShmclockException ECANCELED).</summary>
+        public void CancelSleeps()
+        {
+            Native.shmclock_cancel_sleeps(H);
+        }
+
+        // ------------------------------------------------------------ jumps
+
+        /// <summary>
+        /// Every jump of any size (and clock changes), delivered twice:
+        /// Before = true before any thread of this process is given the new
+        /// time (threads reading meanwhile wait), then Before = false.
+        /// Handlers run on the library's watcher thread (or on the thread
+        /// that first reads after the jump); they must not wait for a thread
+        /// that is reading this clock. An exception a handler throws is
+        /// written to stderr and dropped: it cannot cross into C.
+        /// </summary>
+        public event EventHandler<JumpEventArgs> Jumped
+        {
+            add
+            {
+                lock (jumpLock) {
+                    if (jumped == null)
+                        jumpedId = AddNative(JumpThreshold.Any, e => {
+                            var j = jumped;
+                            if (j != null)
+                                j(this, e);
+                        });
+                    jumped += value;
+                }
+            }
+            remove
+            {
+                lock (jumpLock) {
+                    jumped -= value;
+                    if (jumped == null && jumpedId != 0) {
+                        RemoveNative(jumpedId);
+                        jumpedId = 0;
+                    }
+                }
+            }
+        }
+
+        sealed class Registration : IDisposable
+        {
+            Clock clock;
+            readonly ulong id;
+
+            internal Registration(Clock c, ulong id) { clock = c; this.id = id; }
+
+            public void Dispose()
+            {
+                Clock c = Interlocked.Exchange(ref clock, null);
+                if (c != null && !c.disposed)
+                    c.RemoveNative(id);
+            }
+        }
+
+        /// <summary>
+        /// A jump handler with thresholds (rcl's jump callbacks). Dispose the
+        /// result to remove it; after that it does not run again.
+        /// </summary>
+        public IDisposable OnJump(JumpThreshold threshold, Action<JumpEventArgs> handler)
+        {
+            if (handler == null)
+                throw new ArgumentNullException("handler");
+            return new Registration(this, AddNative(threshold, handler));
+        }
+
+        ulong AddNative(JumpThreshold t, Action<JumpEventArgs> handler)
+        {
+            var nt = new NativeThreshold {
+                on_clock_change = (byte)(t.OnClockChange ? 1 : 0),
+                min_forward_ns = t.MinForward.Ticks * 100,
+                min_backward_ns = t.MinBackward.Ticks * 100,
+            };
+            Native.JumpCallback cb = (IntPtr jp, byte before, IntPtr user) => {
+                try {
+                    var j = (NativeJump)Marshal.PtrToStructure(jp, typeof(NativeJump));
+                    handler(new JumpEventArgs {
+                        Before = before != 0, Kind = (JumpKind)j.kind, DeltaNs = j.delta_ns,
+                        JumpEpoch = j.jump_epoch, Jumps = j.jumps, Source = (ClockSource)j.source,
+                    });
+                } catch (Exception e) {
+                    Console.Error.WriteLine("shmclock {0}: a jump handler threw: {1}", name, e);
+                }
+            };
+            ulong id;
+            lock (callbacks) {
+                callbacks.Add(cb);
+                int r = Native.shmclock_jump_callback_add(H, nt, cb, IntPtr.Zero, out id);
+                if (r == 0)
+                    r = Native.shmclock_jump_watch(H, true);
+                if (r < 0) {
+                    callbacks.Remove(cb);
+                    throw Errors.For(r, name, "jump callback");
+                }
+                callbackIds.Add(id);
+            }
+            return id;
+        }
+
+        void RemoveNative(ulong id)
+        {
+            // The delegate stays in the list: small, and a callback already
+            // running on the watcher thread may still use it.
+            lock (callbacks) {
+                callbackIds.Remove(id);
+                Errors.Check(Native.shmclock_jump_callback_remove(H, id), name, "jump callback");
+            }
+        }
+
+        /// <summary>
+        /// Later calls throw ObjectDisposedException; jump handlers are
+        /// removed (none runs after this returns) and sleeps in progress end
+        /// with ObjectDisposedException. The page itself is unmapped by the
+        /// finalizer, when no thread can be inside a call on it.
+        /// </summary>
+        public void Dispose()
+        {
+            lock (callbacks) {
+                if (disposed)
+                    return;
+                disposed = true;
+                foreach (ulong id in callbackIds)
+                    Native.shmclock_jump_callback_remove(h, id);
+                callbackIds.Clear();
+                Native.shmclock_jump_watch(h, false);
+            }
+            Native.shmclock_cancel_sleeps(h);
+        }
+
+        ~Clock()
+        {
+            Native.shmclock_close(h);
+        }
+    }
+}
