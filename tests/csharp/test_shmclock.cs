@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: MIT
+// The C# API (readers/csharp) against C peers in other processes (cs-peer):
+// the same time on both sides of a game loop's frames, readers following
+// pause/scale/set, async waits that wake at the right simulated time, jump
+// events, and misuse that throws instead of crashing. TAP on stdout.
+//
+// Environment: CS_PEER (set by meson). Every clock is named cs-test-PID-N
+// and removed at the end, also when a case fails.
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Threading;
+using System.Threading.Tasks;
+using AWSIM;
+using Shmclock;
+
+static class TestShmclock
+{
+    const long S = 1000000000L, MS = 1000000L;
+    static int n, failures, names;
+    static readonly List<string> created = new List<string>();
+    static readonly List<Process> procs = new List<Process>();
+
+    static string NewName()
+    {
+        string s = "cs-test-" + Process.GetCurrentProcess().Id + "-" + (++names);
+        created.Add(s);
+        return s;
+    }
+
+    static bool Ok(bool cond, string what)
+    {
+        Console.WriteLine((cond ? "ok " : "not ok ") + (++n) + " - " + what);
+        if (!cond)
+            failures++;
+        return cond;
+    }
+
+    static void Diag(string s)
+    {
+        foreach (var l in s.Split('\n'))
+            Console.WriteLine("# " + l);
+    }
+
+    // A C process reading or writing a clock, one command per line.
+    sealed class Peer : IDisposable
+    {
+        readonly Process p;
+
+        public Peer(string mode, string name)
+        {
+            var si = new ProcessStartInfo(Environment.GetEnvironmentVariable("CS_PEER"), mode + " " + name) {
+                UseShellExecute = false, RedirectStandardInput = true, RedirectStandardOutput = true,
+            };
+            p = Process.Start(si);
+            procs.Add(p);
+            string l = p.StandardOutput.ReadLine();
+            if (l != "ready")
+                throw new Exception("cs-peer " + mode + " " + name + " did not start: " + l);
+        }
+
+        public string Cmd(string c)
+        {
+            p.StandardInput.WriteLine(c);
+            p.StandardInput.Flush();
+            return p.StandardOutput.ReadLine();
+        }
+
+        // "0 NS" -> NS; anything else throws.
+        public long Now()
+        {
+            string[] f = Cmd("now").Split(' ');
+            if (f[0] != "0")
+                throw new Exception("cs-peer now: " + string.Join(" ", f));
+            return long.Parse(f[1]);
+        }
+
+        public void Do(string c)
+        {
+            string r = Cmd(c);
+            if (r != "0")
+                throw new Exception("cs-peer " + c + ": " + r);
+        }
+
+        public void Dispose()
+        {
+            try {
+                p.StandardInput.Close();
+                if (!p.WaitForExit(5000))
+                    p.Kill();
+            } catch (Exception) {
+            }
+        }
+    }
+
+    static T Throws<T>(Action a) where T : Exception
+    {
+        try {
+            a();
+        } catch (T e) {
+            return e;
+        } catch (Exception e) {
+            Diag("threw " + e.GetType() + ": " + e.Message);
+            return null;
+        }
+        return null;
+    }
+
+    // ---------------------------------------------------------------- cases
+
+    // A fake game loop at 60 frames per second drives ShmclockClockPublisher
+    // (TimeSource "unity") through scale changes and a pause; a C reader in
+    // another process reads the same time as the writer, frame by frame:
+    // between the writer's own reads just before and just after.
+    static void GameLoopAndCReader()
+    {
+        string name = NewName();
+        var pub = new ShmclockClockPublisher { clockName = name, timeSource = "unity" };
+        pub.Awake();
+        UnityEngine.Time.timeAsDouble = 100.0;
+        UnityEngine.Time.timeScale = 1f;
+        pub.Update();
+        using (var peer = new Peer("reader", name))
+        using (var ts = new ShmclockTimeSource(name)) {
+            int outside = 0, frames = 0, pausedWrong = 0;
+            long pausedAt = -1, pausedGame = 0;
+            double game = 100.0;
+            string worst = "";
+            float[] scales = { 1f, 2f, 0.5f, 0f, 0f, 4f };
+            foreach (float scale in scales) {
+                UnityEngine.Time.timeScale = scale;
+                for (int f = 0; f < 20; f++, frames++) {
+                    game += (1.0 / 60) * scale;
+                    UnityEngine.Time.timeAsDouble = game;
+                    pub.Update();
+                    long before = pub.Writer.Now(), c = peer.Now(), after = pub.Writer.Now();
+                    if (c < before || c > after) {
+                        outside++;
+                        worst = string.Format("frame {0}: writer {1}..{2}, C reader {3}", frames, before, after, c);
+                    }
+                    // Paused: held where it stopped, which is the game time or,
+                    // if readers had run past it at the old scale, where they
+                    // were (time never goes back).
+                    if (scale == 0f) {
+                        if (pausedAt < 0) {
+                            pausedAt = c;
+                            pausedGame = (long)Math.Round(game * 1e9);
+                        }
+                        if (c != pausedAt || c < (long)Math.Round(game * 1e9) || c > (long)Math.Round(game * 1e9) + 100 * MS)
+                            pausedWrong++;
+                    }
+                    Thread.Sleep(16);
+                }
+            }
+            Ok(outside == 0, string.Format("60 fps game loop (scales 1, 2, 0.5, paused, 4), {0} frames: the C reader " +
+                                           "in another process reads the writer's time at every frame{1}", frames,
+                                           outside > 0 ? " (" + outside + " off; " + worst + ")" : ""));
+            Ok(pausedWrong == 0, "while Time.timeScale is 0 the C reader's time stands still at the game time (" + pausedAt + ", game " + pausedGame + ")");
+            var info = pub.Writer.Info;
+            Ok(Math.Abs(info.Scale - 4.0) < 1e-6 && !info.Paused && info.Source == ClockSource.Fixed,
+               "the clock runs at the last Time.timeScale (" + info.Scale + "), source fixed (unity)");
+            int sec;
+            uint nsec;
+            long a = pub.Writer.Now();
+            ts.GetTime(out sec, out nsec);
+            long b = pub.Writer.Now(), t = sec * S + nsec;
+            Ok(t >= a && t <= b && nsec < S, "ShmclockTimeSource.GetTime (AWSIM's shape) reads the same time");
+        }
+        pub.OnDestroy();
+    }
+
+    // TimeSource ss2: the scenario simulator's steps, stepped (no extrapolation).
+    static void Ss2Steps()
+    {
+        string name = NewName();
+        var pub = new ShmclockClockPublisher { clockName = name, timeSource = "ss2" };
+        pub.Awake();
+        using (var peer = new Peer("reader", name)) {
+            bool ok = true;
+            for (int i = 1; i <= 10; i++) {
+                pub.SetTime(i, 500000000u);
+                Thread.Sleep(2);
+                ok &= peer.Now() == i * S + 500 * MS;
+            }
+            var info = pub.Writer.Info;
+            Ok(ok && info.Stepped && info.Source == ClockSource.External,
+               "TimeSource ss2: each SetTime(sec, nanosec) step is exactly what the C reader reads (stepped, external)");
+        }
+        pub.OnDestroy();
+        var sys = new ShmclockClockPublisher { clockName = NewName(), timeSource = "ros2" };
+        sys.Awake();
+        Ok(sys.Writer == null, "TimeSource ros2: the engine does not write the clock (shmclockd does)");
+    }
+
+    // A C writer in another process; this process's C# reader follows it.
+    static void ReaderFollowsCWriter()
+    {
+        string name = NewName();
+        using (var w = new Peer("writer", name)) {
+            w.Do("set " + 10 * S);
+            using (var c = Clock.Open(name)) {
+                long t = c.Now();
+                Ok(t >= 10 * S && t < 70 * S, "set 10 s in the C writer: the C# reader reads " + t + " ns");
+                w.Do("scale 4");
+                long s1 = Clock.SteadyNow(), t1 = c.Now(), s2 = Clock.SteadyNow();
+                Thread.Sleep(200);
+                long s3 = Clock.SteadyNow(), t2 = c.Now(), s4 = Clock.SteadyNow();
+                double lo = 4.0 * (s3 - s2), hi = 4.0 * (s4 - s1);
+                Ok(t2 - t1 >= lo * 0.999 && t2 - t1 <= hi * 1.001 && c.Info.Scale == 4.0,
+                   string.Format("scale 4: {0:F1} ms of simulated time in {1:F1} ms of real time", (t2 - t1) / 1e6, (s3 - s2) / 1e6));
+                w.Do("pause");
+                long p1 = c.Now();
+                Thread.Sleep(50);
+                long p2 = c.Now();
+                Ok(p1 == p2 && c.Info.Paused, "pause: time stands still (" + p1 + ")");
+                w.Do("resume");
+                Thread.Sleep(20);
+                long r1 = c.Now();
+                Ok(r1 > p2, "resume: time runs again from where it stopped");
+                w.Do("set " + 5 * S);
+                long b = c.Now();
+                Ok(b >= 5 * S && b < r1, "set back to 5 s: the reader goes back (" + b + ")");
+                long m = c.NowMonotonic();
+                Ok(m >= r1, "NowMonotonic() does not go back with the jump (" + m + " >= " + r1 + ")");
+                DateTime u = c.NowUtc();
+                Ok(u.Kind == DateTimeKind.Utc && u.Year == 1970, "NowUtc() of a clock without UnixTimeAtZero: the epoch plus simulation time (" + u.ToString("o") + ")");
+            }
+        }
+    }
+
+    // Jumped fires twice (before, after) with the size, for a backward set in
+    // the C writer; thresholds filter by size.
+    static void JumpEvents()
+    {
+        string name = NewName();
+        using (var w = new Peer("writer", name)) {
+            w.Do("pause");  // exact sizes: the clock does not run between sets
+            w.Do("set " + 100 * S);
+            using (var c = Clock.Open(name)) {
+                var seen = new List<JumpEventArgs>();
+                var big = new List<JumpEventArgs>();
+                var done = new ManualResetEventSlim();
+                EventHandler<JumpEventArgs> h = (s, e) => {
+                    lock (seen) {
+                        seen.Add(e);
+                        if (!e.Before)
+                            done.Set();
+                    }
+                };
+                c.Jumped += h;
+                using (c.OnJump(new JumpThreshold { MinBackward = TimeSpan.FromSeconds(10) }, e => { lock (big) big.Add(e); })) {
+                    w.Do("set " + 95 * S);
+                    bool got = done.Wait(10000);
+                    lock (seen) {
+                        Ok(got && seen.Count == 2 && seen[0].Before && !seen[1].Before,
+                           "a backward set in another process: Jumped fires before, then after (" + seen.Count + " events)");
+                        Ok(seen.Count == 2 && seen[0].DeltaNs == -5 * S && seen[1].DeltaNs == -5 * S &&
+                           seen[0].Kind == JumpKind.Backward && seen[0].Delta == TimeSpan.FromSeconds(-5),
+                           "with its size, -5 s, and kind backward" + (seen.Count > 0 ? string.Format(" ({0} ns, {1})", seen[0].DeltaNs, seen[0].Kind) : ""));
+                    }
+                    lock (big)
+                        Ok(big.Count == 0, "a handler wanting backward jumps of 10 s or more does not see it");
+                    done.Reset();
+                    w.Do("set " + 50 * S);
+                    done.Wait(10000);
+                    for (int i = 0; i < 100; i++) {
+                        lock (big)
+                            if (big.Count == 2)
+                                break;
+                        Thread.Sleep(20);
+                    }
+                    lock (big)
+                        Ok(big.Count == 2 && big[0].DeltaNs == -45 * S, "but sees one of -45 s (" + big.Count + " events" + (big.Count > 0 ? ", " + big[0].DeltaNs + " ns" : "") + ")");
+                }
+                c.Jumped -= h;
+                lock (seen)
+                    seen.Clear();
+                w.Do("set " + 10 * S);
+                Thread.Sleep(300);
+                c.Now();
+                lock (seen)
+                    Ok(seen.Count == 0, "after -= the handler no longer runs");
+            }
+        }
+    }
+
+    // Async and blocking waits in simulated time.
+    static void Waits()
+    {
+        string name = NewName();
+        using (var w = new Peer("writer", name)) {
+            w.Do("pause");  // first: the clock starts paused at exactly 10 s
+            w.Do("set " + 10 * S);
+            using (var c = Clock.Open(name)) {
+                long target = 11 * S;
+                Task t = c.SleepUntilAsync(target);
+                Thread.Sleep(300);
+                Ok(!t.IsCompleted, "SleepUntilAsync on a paused clock has not woken after 300 ms of real time");
+                w.Do("step " + 500 * MS);
+                Thread.Sleep(200);
+                Ok(!t.IsCompleted, "nor after a step to 10.5 s");
+                w.Do("step " + 600 * MS);
+                bool woke = t.Wait(10000);
+                long at = c.Now();
+                Ok(woke && at == 11100 * MS, "a step to 11.1 s wakes it, at 11.1 s (" + at + ")");
+
+                w.Do("resume");
+                w.Do("scale 10");
+                long start = c.Now();
+                var sw = Stopwatch.StartNew();
+                t = c.SleepForAsync(TimeSpan.FromSeconds(2));
+                woke = t.Wait(20000);
+                long end = c.Now();
+                Ok(woke && end - start >= 2 * S && end - start < 7 * S,
+                   string.Format("SleepForAsync(2 s) at scale 10 wakes after {0:F3} s of simulated time ({1} ms real)",
+                                 (end - start) / 1e9, sw.ElapsedMilliseconds));
+
+                w.Do("pause");
+                long now = c.Now();
+                t = c.SleepUntilAsync(now + 10 * S);
+                w.Do("set " + (now + 20 * S));
+                Ok(t.Wait(10000), "a jump past the target wakes the sleeper");
+
+                now = c.Now();
+                t = c.SleepUntilAsync(now + 10 * S, jumpError: true);
+                w.Do("set " + (now - S));
+                var ex = Throws<AggregateException>(() => t.Wait(10000));
+                Ok(ex != null && ex.InnerException is ShmclockException && ((ShmclockException)ex.InnerException).Errno == Errno.EINTR,
+                   "with jumpError, a backward jump ends it with ShmclockException EINTR" + (ex != null ? " (" + ex.InnerException.Message + ")" : ""));
+
+                var cts = new CancellationTokenSource();
+                t = c.SleepUntilAsync(now + 100 * S, cts.Token);
+                Thread.Sleep(50);
+                cts.Cancel();
+                ex = Throws<AggregateException>(() => t.Wait(10000));
+                Ok(ex != null && t.IsCanceled, "a CancellationToken cancels it (the task is Canceled)");
+
+                Ok(Throws<TimeoutException>(() => c.SleepUntil(now + 100 * S, timeout: TimeSpan.FromMilliseconds(100))) != null,
+                   "a blocking SleepUntil on a paused clock with a 100 ms timeout throws TimeoutException");
+
+                t = c.SleepUntilAsync(now + 100 * S);
+                Thread.Sleep(50);
+                c.Dispose();
+                ex = Throws<AggregateException>(() => t.Wait(10000));
+                Ok(ex != null && ex.InnerException is ObjectDisposedException, "Dispose ends a sleep in progress with ObjectDisposedException");
+            }
+        }
+    }
+
+    // Misuse throws; nothing crashes.
+    static void Misuse()
+    {
+        Ok(Throws<ArgumentException>(() => Clock.Open("bad name")) != null, "a bad name: ArgumentException");
+        Ok(Throws<ArgumentException>(() => Writer.Open(new string('x', 65))) != null, "a 65-character name: ArgumentException");
+        var e = Throws<ShmclockException>(() => Clock.Open("cs-test-no-such-clock-" + Process.GetCurrentProcess().Id));
+        Ok(e != null && e.Errno == Errno.ENOENT && e.Message.Contains("no such clock"),
+           "no such clock: ShmclockException ENOENT with the library's message (" + (e != null ? e.Message : "") + ")");
+        string name = NewName();
+        var w = Writer.Open(name);
+        var c = Clock.Open(name);
+        var nd = Throws<ShmclockException>(() => c.Now());
+        Ok(nd != null && nd.Errno == Errno.ENODATA, "Now() before the first value: ShmclockException ENODATA");
+        var busy = Throws<ShmclockException>(() => Writer.Open(name));
+        Ok(busy != null && busy.Errno == Errno.EBUSY, "a second writer: ShmclockException EBUSY");
+        Ok(Throws<ArgumentException>(() => { w.SetTime(0); w.SetScale(-1); }) != null, "SetScale(-1): ArgumentException");
+
+        // Two threads on one Writer: one of them is told, none crashes.
+        int wrong = 0, other = 0;
+        var stop = DateTime.UtcNow.AddMilliseconds(500);
+        ThreadStart hammer = () => {
+            while (DateTime.UtcNow < stop) {
+                try {
+                    w.SetScale(2.0);
+                    w.Now();
+                } catch (InvalidOperationException) {
+                    Interlocked.Increment(ref wrong);
+                } catch (Exception) {
+                    Interlocked.Increment(ref other);
+                }
+            }
+        };
+        var t1 = new Thread(hammer);
+        var t2 = new Thread(hammer);
+        t1.Start();
+        t2.Start();
+        t1.Join();
+        t2.Join();
+        Ok(wrong > 0 && other == 0, "a Writer used by two threads at once: InvalidOperationException (" + wrong + " times), nothing else");
+
+        c.Dispose();
+        c.Dispose();
+        Ok(Throws<ObjectDisposedException>(() => c.Now()) != null, "Now() on a disposed Clock: ObjectDisposedException");
+        Ok(Throws<ObjectDisposedException>(() => { var i = c.Info; }) != null, "Info of a disposed Clock: ObjectDisposedException");
+        w.Dispose();
+        Ok(Throws<ObjectDisposedException>(() => w.SetTime(1)) != null, "SetTime on a disposed Writer: ObjectDisposedException");
+
+        // Dispose while other threads read: they get ObjectDisposedException, never freed memory.
+        w = Writer.Open(name);
+        w.SetTime(0);
+        c = Clock.Open(name);
+        int disposedSeen = 0, bad = 0;
+        var readers = new Thread[2];
+        var cc = c;
+        for (int i = 0; i < readers.Length; i++) {
+            readers[i] = new Thread(() => {
+                for (;;) {
+                    try {
+                        cc.Now();
+                    } catch (ObjectDisposedException) {
+                        Interlocked.Increment(ref disposedSeen);
+                        return;
+                    } catch (Exception) {
+                        Interlocked.Increment(ref bad);
+                        return;
+                    }
+                }
+            });
+            readers[i].Start();
+        }
+        Thread.Sleep(100);
+        c.Dispose();
+        foreach (var r in readers)
+            r.Join();
+        GC.Collect();
+        GC.WaitForPendingFinalizers();
+        Ok(disposedSeen == 2 && bad == 0, "Dispose while two threads read: each gets ObjectDisposedException");
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        using (var c2 = Clock.Open(name)) {
+            before = GC.GetAllocatedBytesForCurrentThread();
+            long s = 0;
+            for (int i = 0; i < 100000; i++)
+                s += c2.Now() + c2.NowMonotonic() + c2.NowUnix();
+            long alloc = GC.GetAllocatedBytesForCurrentThread() - before;
+            Ok(alloc == 0, "100 000 Now(), NowMonotonic(), NowUnix() allocate " + alloc + " bytes");
+        }
+        w.Dispose();
+    }
+
+    static int Main(string[] args)
+    {
+        var cases = new Dictionary<string, Action> {
+            { "game loop and C reader", GameLoopAndCReader },
+            { "ss2 steps", Ss2Steps },
+            { "reader follows a C writer", ReaderFollowsCWriter },
+            { "jump events", JumpEvents },
+            { "waits", Waits },
+            { "misuse", Misuse },
+        };
+        try {
+            foreach (var kv in cases) {
+                Diag(kv.Key);
+                try {
+                    kv.Value();
+                } catch (Exception e) {
+                    Ok(false, kv.Key + ": " + e.GetType() + ": " + e.Message);
+                    Diag(e.ToString());
+                }
+            }
+        } finally {
+            foreach (var p in procs) {
+                try {
+                    if (!p.HasExited)
+                        p.Kill();
+                } catch (Exception) {
+                }
+            }
+            foreach (var s in created)
+                File.Delete("/dev/shm/shmclock." + s);
+        }
+        Console.WriteLine("1.." + n);
+        Diag(failures + " failure(s)");
+        return failures > 0 ? 1 : 0;
+    }
+}
