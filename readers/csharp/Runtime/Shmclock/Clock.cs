@@ -41,6 +41,8 @@ namespace Shmclock
         readonly System.Collections.Generic.List<Native.JumpCallback> callbacks =
             new System.Collections.Generic.List<Native.JumpCallback>();
         readonly System.Collections.Generic.List<ulong> callbackIds = new System.Collections.Generic.List<ulong>();
+        // The cancel tokens of the sleeps in progress (Dispose ends them).
+        readonly System.Collections.Generic.HashSet<IntPtr> sleepers = new System.Collections.Generic.HashSet<IntPtr>();
         readonly object jumpLock = new object();
         EventHandler<JumpEventArgs> jumped;
         ulong jumpedId;
@@ -279,33 +281,38 @@ namespace Shmclock
             long tmo = ToNs(timeout);
             int r;
 
-            if (!cancel.CanBeCanceled) {
-                r = until ? Native.shmclock_sleep_until_ex(H, ns, flags, tmo, IntPtr.Zero)
-                          : Native.shmclock_sleep_for_ex(H, ns, flags, tmo, IntPtr.Zero);
-            } else {
-                // shmclock_cancel_t: one atomic int the library owns while we sleep.
-                IntPtr token = Marshal.AllocHGlobal(sizeof(int));
-                try {
-                    Marshal.WriteInt32(token, 0);
-                    // Dispose() below waits for a callback in progress, so the
-                    // token is never freed under shmclock_cancel.
-                    using (cancel.Register(() => Native.shmclock_cancel(H, token))) {
-                        r = until ? Native.shmclock_sleep_until_ex(H, ns, flags, tmo, token)
-                                  : Native.shmclock_sleep_for_ex(H, ns, flags, tmo, token);
-                    }
-                } finally {
-                    Marshal.FreeHGlobal(token);
+            // shmclock_cancel_t: one atomic int the library owns while we
+            // sleep. Cancels are sticky, so Dispose() (which cancels every
+            // registered token) or the caller's token ends the sleep even
+            // when it comes before the sleeper has started waiting.
+            IntPtr token = Marshal.AllocHGlobal(sizeof(int));
+            Marshal.WriteInt32(token, 0);
+            try {
+                lock (sleepers) {
+                    if (disposed)
+                        throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed");
+                    sleepers.Add(token);
                 }
-                if (r == -Errno.ECANCELED && cancel.IsCancellationRequested)
-                    throw new OperationCanceledException(cancel);
+                // The registration's Dispose waits for a callback in
+                // progress, so the token is never freed under shmclock_cancel.
+                using (cancel.Register(() => Native.shmclock_cancel(h, token))) {
+                    r = until ? Native.shmclock_sleep_until_ex(h, ns, flags, tmo, token)
+                              : Native.shmclock_sleep_for_ex(h, ns, flags, tmo, token);
+                }
+            } finally {
+                lock (sleepers)
+                    sleepers.Remove(token);
+                Marshal.FreeHGlobal(token);
             }
             GC.KeepAlive(this);
+            if (r == -Errno.ECANCELED && cancel.IsCancellationRequested)
+                throw new OperationCanceledException(cancel);
             if (r == -Errno.ECANCELED && disposed)
                 throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed while sleeping");
             Errors.Check(r, name, until ? "sleep until" : "sleep for");
         }
 
-        /// <summary>Wakes every sleep on this clock that started before the call (OperationCanceledException... as ShmclockException ECANCELED).</summary>
+        /// <summary>Wakes every sleep on this clock that started before the call: each throws ShmclockException ECANCELED (rclcpp's cancel_sleep_or_wait).</summary>
         public void CancelSleeps()
         {
             Native.shmclock_cancel_sleeps(H);
@@ -434,7 +441,10 @@ namespace Shmclock
                 callbackIds.Clear();
                 Native.shmclock_jump_watch(h, false);
             }
-            Native.shmclock_cancel_sleeps(h);
+            lock (sleepers) {
+                foreach (IntPtr token in sleepers)
+                    Native.shmclock_cancel(h, token);
+            }
         }
 
         ~Clock()
