@@ -21,21 +21,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lockstep"))
-from lockstep_e2e import END, MS, expected_log  # noqa: E402  (the C runs' oracle)
+import lockstep_e2e  # noqa: E402
+from lockstep_e2e import END, MS, check, expected_log  # noqa: E402  (the C runs' oracle)
 
 D = os.environ["SHMCLOCKD"]
 P = os.environ["LS_PARTICIPANT"]
 MONO = os.environ["MONO"]
 CS = os.environ["LS_PARTICIPANT_CS"]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok - " if cond else "not ok - ") + what, flush=True)
-    if not cond:
-        failures += 1
-    return cond
 
 
 def run(tmp, periods, csharp, extra):
@@ -92,8 +84,8 @@ def main():
                       "InvalidOperationException")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("# %d failure(s)" % failures)
-    return 1 if failures else 0
+    print("# %d failure(s)" % lockstep_e2e.failures)
+    return 1 if lockstep_e2e.failures else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ using Shmclock;
 static class TestShmclock
 {
     const long S = 1000000000L, MS = 1000000L;
+
+    [System.Runtime.InteropServices.DllImport("libc")]
+    static extern uint getuid();
     static int n, failures, names;
     static readonly List<string> created = new List<string>();
     static readonly List<Process> procs = new List<Process>();
@@ -59,6 +62,8 @@ static class TestShmclock
             if (l != "ready")
                 throw new Exception("cs-peer " + mode + " " + name + " did not start: " + l);
         }
+
+        public int Pid { get { return p.Id; } }
 
         public string Cmd(string c)
         {
@@ -202,6 +207,11 @@ static class TestShmclock
             using (var c = Clock.Open(name)) {
                 long t = c.Now();
                 Ok(t >= 10 * S && t < 70 * S, "set 10 s in the C writer: the C# reader reads " + t + " ns");
+                var i0 = c.Info;
+                Ok(i0.WriterPid == w.Pid && i0.WriterAlive && i0.Initialized && !i0.Stale && i0.JumpEpoch == 0 &&
+                   i0.Commits >= 1 && i0.HeartbeatAgeNs >= -1 && i0.OwnerUid == getuid(),
+                   string.Format("Info: the writer's pid ({0} = {1}), alive ({2}), initialized ({3}), not stale, jump epoch {4} (the first set starts the clock: no jump), {5} commits, owner uid {6}",
+                                 i0.WriterPid, w.Pid, i0.WriterAlive, i0.Initialized, i0.JumpEpoch, i0.Commits, i0.OwnerUid));
                 w.Do("scale 4");
                 long s1 = Clock.SteadyNow(), t1 = c.Now(), s2 = Clock.SteadyNow();
                 Thread.Sleep(200);

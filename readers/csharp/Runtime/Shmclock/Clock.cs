@@ -99,7 +99,8 @@ namespace Shmclock
             return new Clock(p, name);
         }
 
-        internal static string DefaultName()
+        /// <summary>$SHMCLOCK_NAME, else "default": the clock a program reads unless told otherwise.</summary>
+        public static string DefaultName()
         {
             string n = Environment.GetEnvironmentVariable("SHMCLOCK_NAME");
             return string.IsNullOrEmpty(n) ? "default" : n;
@@ -125,6 +126,13 @@ namespace Shmclock
             long ns;
             int r = Native.shmclock_now(H, out ns);
             GC.KeepAlive(this);
+            return Value(r, ns);
+        }
+
+        // A read's value: also with -ESTALE (the time extrapolated from the
+        // last committed state); other errors throw.
+        long Value(int r, long ns)
+        {
             if (r != 0 && r != ESTALE)
                 throw Errors.For(r, name, "now");
             return ns;
@@ -153,9 +161,7 @@ namespace Shmclock
             long ns;
             int r = Native.shmclock_now_unix(H, out ns);
             GC.KeepAlive(this);
-            if (r != 0 && r != ESTALE)
-                throw Errors.For(r, name, "now");
-            return ns;
+            return Value(r, ns);
         }
 
         static readonly DateTime Epoch = new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc);
@@ -172,9 +178,7 @@ namespace Shmclock
             long ns;
             int r = Native.shmclock_now_monotonic(H, out ns);
             GC.KeepAlive(this);
-            if (r != 0 && r != ESTALE)
-                throw Errors.For(r, name, "now");
-            return ns;
+            return Value(r, ns);
         }
 
         /// <summary>CLOCK_MONOTONIC in ns, the time base of every clock.</summary>

@@ -31,8 +31,10 @@ namespace Shmclock
         public bool WriterAlive;
         public int WriterPid;
         public uint WriterGeneration;
+        public long WriterStartUnixNs;
         public long HeartbeatAgeNs;
         public ulong Commits;
+        public uint OwnerUid;
         public long JumpTotalNs;
         public bool Stale;
 
@@ -52,8 +54,10 @@ namespace Shmclock
             WriterAlive = n.writer_alive != 0;
             WriterPid = n.writer_pid;
             WriterGeneration = n.writer_generation;
+            WriterStartUnixNs = n.writer_start_unix_ns;
             HeartbeatAgeNs = n.heartbeat_age_ns;
             Commits = n.commits;
+            OwnerUid = n.owner_uid;
             JumpTotalNs = n.jump_total_ns;
             Stale = n.stale != 0;
         }

@@ -54,8 +54,7 @@ namespace AWSIM
                 Debug.Log("shmclock: TimeSource " + timeSource + ": the clock is shmclockd's; not writing it");
                 return;
             }
-            string name = string.IsNullOrEmpty(clockName) ? Environment.GetEnvironmentVariable("SHMCLOCK_NAME") : clockName;
-            writer = Writer.Open(string.IsNullOrEmpty(name) ? "default" : name);
+            writer = Writer.Open(string.IsNullOrEmpty(clockName) ? Clock.DefaultName() : clockName);
             stepped = timeSource.ToLowerInvariant() != "unity";
             writer.SetSource(stepped ? ClockSource.External : ClockSource.Fixed);
             if (!stepped)

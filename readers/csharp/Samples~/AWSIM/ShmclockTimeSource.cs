@@ -26,7 +26,7 @@ namespace AWSIM
         /// </summary>
         public ShmclockTimeSource(string name = null, bool fallbackSystem = false)
         {
-            clock = Clock.Open(name ?? Environment.GetEnvironmentVariable("SHMCLOCK_NAME") ?? "default",
+            clock = Clock.Open(name ?? Clock.DefaultName(),
                                fallbackSystem ? ClockOptions.FallbackSystem : ClockOptions.None);
         }
 
