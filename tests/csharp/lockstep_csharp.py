@@ -8,7 +8,8 @@ Advance and with AdvanceAsync. The ordering guarantee holds when every log
 is the one it predicts (every message stamped before T seen at step T), as
 tests/lockstep/lockstep_e2e.py checks for C participants alone. The C#
 participant also checks that a grant from another thread than the joining
-one throws InvalidOperationException.
+one throws InvalidOperationException, and one after Leave
+ObjectDisposedException.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT, MONO, LS_PARTICIPANT_CS,
 and the Mono paths (set by meson). Exit 0 when every check holds.
@@ -82,6 +83,7 @@ def main():
             if extra == "--check-thread":
                 check("another thread" in err, "  a grant from another thread than the joining one: "
                       "InvalidOperationException")
+                check("after Leave: " in err, "  a grant after Leave: ObjectDisposedException")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("# %d failure(s)" % lockstep_e2e.failures)

@@ -10,8 +10,9 @@
 // libc: Mono's class library has no Unix endpoint) and at each step T sends
 // "WHO@T" to every peer, after logging the messages stamped before T that
 // have arrived (the lockstep guarantee: all of them), in the C twin's
-// format. --async steps with AdvanceAsync; --check-thread first checks that
-// a grant from another thread throws InvalidOperationException.
+// format. --async steps with AdvanceAsync; --check-thread checks that a
+// grant from another thread throws InvalidOperationException, and one after
+// Leave ObjectDisposedException.
 // Exit: 0; 1 a lockstep call failed (printed); 2 usage; 3 the thread check failed.
 using System;
 using System.Collections.Generic;
@@ -178,6 +179,15 @@ static class LsParticipant
             }
         }
         p.Leave();
+        if (checkThread) {
+            try {
+                p.Grant(end + period);
+                Console.Error.WriteLine("ls-participant-cs " + who + ": a grant after Leave gave no exception");
+                return 3;
+            } catch (ObjectDisposedException e) {
+                Console.Error.WriteLine("ls-participant-cs " + who + ": after Leave: " + e.Message);
+            }
+        }
         if (log != null)
             log.Close();
         if (self != null)

@@ -366,6 +366,25 @@ static class TestShmclock
         }
     }
 
+    // OSI: the UNIX time of simulation zero makes NowUtc the simulated world's time.
+    static void UnixTime()
+    {
+        string name = NewName();
+        using (var w = Writer.Open(name))
+        using (var c = Clock.Open(name)) {
+            var zero = new DateTime(2026, 1, 1, 0, 0, 0, DateTimeKind.Utc);
+            w.Pause();
+            w.SetUnixAtZero((zero - new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc)).Ticks * 100);
+            w.SetTime(TimeSpan.FromSeconds(10));
+            DateTime u = c.NowUtc();
+            Ok(u == zero.AddSeconds(10) && c.Info.HasUnixAtZero && c.NowTimeSpan() == TimeSpan.FromSeconds(10),
+               "SetUnixAtZero(2026-01-01) and SetTime(10 s): NowUtc() is " + u.ToString("o"));
+            var ls = Throws<ShmclockException>(() => Lockstep.Join(name, "x"));
+            Ok(ls != null && ls.Errno == Errno.EOPNOTSUPP,
+               "joining the lockstep of a clock not in lockstep: ShmclockException EOPNOTSUPP");
+        }
+    }
+
     // Misuse throws; nothing crashes.
     static void Misuse()
     {
@@ -463,6 +482,7 @@ static class TestShmclock
             { "reader follows a C writer", ReaderFollowsCWriter },
             { "jump events", JumpEvents },
             { "waits", Waits },
+            { "UNIX time", UnixTime },
             { "misuse", Misuse },
         };
         try {

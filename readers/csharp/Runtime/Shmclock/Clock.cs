@@ -421,30 +421,36 @@ namespace Shmclock
         void RemoveNative(ulong id)
         {
             // The delegate stays in the list: small, and a callback already
-            // running on the watcher thread may still use it.
+            // running on the watcher thread may still use it. The removal
+            // (which waits for that callback) runs outside the lock, so a
+            // handler may add or remove handlers meanwhile.
             lock (callbacks) {
-                callbackIds.Remove(id);
-                Errors.Check(Native.shmclock_jump_callback_remove(H, id), name, "jump callback");
+                if (!callbackIds.Remove(id))
+                    return;
             }
+            Errors.Check(Native.shmclock_jump_callback_remove(H, id), name, "jump callback");
         }
 
         /// <summary>
         /// Later calls throw ObjectDisposedException; jump handlers are
-        /// removed (none runs after this returns) and sleeps in progress end
-        /// with ObjectDisposedException. The page itself is unmapped by the
+        /// removed (none runs after this returns: not to be called from a
+        /// jump handler of this clock) and sleeps in progress end with
+        /// ObjectDisposedException. The page itself is unmapped by the
         /// finalizer, when no thread can be inside a call on it.
         /// </summary>
         public void Dispose()
         {
+            ulong[] ids;
             lock (callbacks) {
                 if (disposed)
                     return;
                 disposed = true;
-                foreach (ulong id in callbackIds)
-                    Native.shmclock_jump_callback_remove(h, id);
+                ids = callbackIds.ToArray();
                 callbackIds.Clear();
-                Native.shmclock_jump_watch(h, false);
             }
+            foreach (ulong id in ids)
+                Native.shmclock_jump_callback_remove(h, id);
+            Native.shmclock_jump_watch(h, false);
             lock (sleepers) {
                 foreach (IntPtr token in sleepers)
                     Native.shmclock_cancel(h, token);
