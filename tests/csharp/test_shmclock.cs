@@ -366,6 +366,34 @@ static class TestShmclock
         }
     }
 
+    // A Writer takes over a clock whose writer is gone: its time goes on
+    // (no jump); a game started over publishes its own time as a jump.
+    static void TakeOver()
+    {
+        string name = NewName();
+        using (var peer = new Peer("writer", name)) {
+            peer.Do("pause");
+            peer.Do("set " + 50 * S);
+        }
+        using (var w = Writer.Open(name)) {
+            var i = w.Info;
+            Ok(w.Now() == 50 * S && i.JumpEpoch == 0 && i.WriterGeneration == 2,
+               "Writer.Open takes over a clock its C writer left: still 50 s, no jump, writer generation " + i.WriterGeneration);
+        }
+        var pub = new ShmclockClockPublisher { clockName = name, timeSource = "unity" };
+        pub.Awake();
+        UnityEngine.Time.timeAsDouble = 1.0;
+        UnityEngine.Time.timeScale = 0f;
+        pub.Update();
+        var j = pub.Writer.Info;
+        Ok(pub.Writer.Now() == S && j.JumpEpoch == 1 && j.LastJumpNs == -49 * S,
+           "a game started over publishes its time as a jump (" + j.LastJumpNs + " ns)");
+        UnityEngine.Time.timeAsDouble = 1.5;
+        pub.Update();
+        Ok(pub.Writer.Now() == 1500 * MS && pub.Writer.Info.JumpEpoch == 1, "and its next frames are no jumps");
+        pub.OnDestroy();
+    }
+
     // OSI: the UNIX time of simulation zero makes NowUtc the simulated world's time.
     static void UnixTime()
     {
@@ -483,6 +511,7 @@ static class TestShmclock
             { "jump events", JumpEvents },
             { "waits", Waits },
             { "UNIX time", UnixTime },
+            { "take over", TakeOver },
             { "misuse", Misuse },
         };
         try {
