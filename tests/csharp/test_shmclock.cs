@@ -291,7 +291,31 @@ static class TestShmclock
                 c.Now();
                 lock (seen)
                     Ok(seen.Count == 0, "after -= the handler no longer runs");
+
+                // A handler that throws: reported on stderr, the others go on.
+                int after = 0;
+                using (c.OnJump(JumpThreshold.Any, e => { throw new InvalidOperationException("thrown by a test handler"); }))
+                using (c.OnJump(JumpThreshold.Any, e => { if (!e.Before) Interlocked.Increment(ref after); })) {
+                    w.Do("set " + 20 * S);
+                    for (int i = 0; i < 250 && Volatile.Read(ref after) == 0; i++)
+                        Thread.Sleep(20);
+                    Ok(Volatile.Read(ref after) == 1, "a handler that throws does not stop the next one, nor the process");
+                }
             }
+            // Clocks with handlers dropped without Dispose: collected and
+            // finalized while jumps come; nothing calls a freed handler.
+            for (int i = 0; i < 20; i++) {
+                var lost = Clock.Open(name);
+                lost.OnJump(JumpThreshold.Any, e => { });
+            }
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            for (int i = 0; i < 5; i++) {
+                w.Do("set " + (30 + i) * S);
+                GC.Collect();
+                GC.WaitForPendingFinalizers();
+            }
+            Ok(true, "20 clocks with handlers dropped without Dispose, collected while the clock jumps: no crash");
         }
     }
 

@@ -6,6 +6,14 @@ using System.Threading.Tasks;
 
 namespace Shmclock
 {
+    // Marks a static method that native code calls back: Unity's IL2CPP
+    // (ahead-of-time) needs it, and recognises it by name; Mono ignores it.
+    [AttributeUsage(AttributeTargets.Method)]
+    sealed class MonoPInvokeCallbackAttribute : Attribute
+    {
+        public MonoPInvokeCallbackAttribute(Type type) { }
+    }
+
     /// <summary>Options of <see cref="Clock.Open(string, ClockOptions)"/>.</summary>
     [Flags]
     public enum ClockOptions
@@ -37,10 +45,11 @@ namespace Shmclock
         readonly IntPtr h;
         volatile bool disposed;
         readonly string name;
-        // The delegates the library may call: reachable as long as it may.
-        readonly System.Collections.Generic.List<Native.JumpCallback> callbacks =
-            new System.Collections.Generic.List<Native.JumpCallback>();
-        readonly System.Collections.Generic.List<ulong> callbackIds = new System.Collections.Generic.List<ulong>();
+        // The jump handlers registered with the library, by id: each is a
+        // JumpTarget behind a GCHandle, the `user` pointer of the one static
+        // trampoline below, freed once the library no longer calls it.
+        readonly System.Collections.Generic.Dictionary<ulong, GCHandle> handlers =
+            new System.Collections.Generic.Dictionary<ulong, GCHandle>();
         // The cancel tokens of the sleeps in progress (Dispose ends them).
         readonly System.Collections.Generic.HashSet<IntPtr> sleepers = new System.Collections.Generic.HashSet<IntPtr>();
         readonly object jumpLock = new object();
@@ -331,7 +340,8 @@ namespace Shmclock
         /// Handlers run on the library's watcher thread (or on the thread
         /// that first reads after the jump); they must not wait for a thread
         /// that is reading this clock. An exception a handler throws is
-        /// written to stderr and dropped: it cannot cross into C.
+        /// written to stderr and dropped: it cannot cross into C. A clock
+        /// with subscribers stays open until Dispose().
         /// </summary>
         public event EventHandler<JumpEventArgs> Jumped
         {
@@ -385,6 +395,34 @@ namespace Shmclock
             return new Registration(this, AddNative(threshold, handler));
         }
 
+        sealed class JumpTarget
+        {
+            internal Action<JumpEventArgs> Handler;
+            internal string Name;
+        }
+
+        // The one delegate the library calls, static: its native thunk lives
+        // as long as the process, so no collected delegate can ever be
+        // called (a per-handler delegate would be finalized in any order
+        // with its Clock), and IL2CPP accepts it (MonoPInvokeCallback).
+        static readonly Native.JumpCallback Trampoline = OnNativeJump;
+
+        [MonoPInvokeCallback(typeof(Native.JumpCallback))]
+        static void OnNativeJump(IntPtr jp, byte before, IntPtr user)
+        {
+            var target = (JumpTarget)GCHandle.FromIntPtr(user).Target;
+            try {
+                var j = (NativeJump)Marshal.PtrToStructure(jp, typeof(NativeJump));
+                target.Handler(new JumpEventArgs {
+                    Before = before != 0, Kind = (JumpKind)j.kind, DeltaNs = j.delta_ns,
+                    JumpEpoch = j.jump_epoch, Jumps = j.jumps, Source = (ClockSource)j.source,
+                });
+            } catch (Exception e) {
+                // An exception cannot cross into C.
+                Console.Error.WriteLine("shmclock {0}: a jump handler threw: {1}", target.Name, e);
+            }
+        }
+
         ulong AddNative(JumpThreshold t, Action<JumpEventArgs> handler)
         {
             var nt = new NativeThreshold {
@@ -392,43 +430,36 @@ namespace Shmclock
                 min_forward_ns = t.MinForward.Ticks * 100,
                 min_backward_ns = t.MinBackward.Ticks * 100,
             };
-            Native.JumpCallback cb = (IntPtr jp, byte before, IntPtr user) => {
-                try {
-                    var j = (NativeJump)Marshal.PtrToStructure(jp, typeof(NativeJump));
-                    handler(new JumpEventArgs {
-                        Before = before != 0, Kind = (JumpKind)j.kind, DeltaNs = j.delta_ns,
-                        JumpEpoch = j.jump_epoch, Jumps = j.jumps, Source = (ClockSource)j.source,
-                    });
-                } catch (Exception e) {
-                    Console.Error.WriteLine("shmclock {0}: a jump handler threw: {1}", name, e);
-                }
-            };
+            GCHandle gh = GCHandle.Alloc(new JumpTarget { Handler = handler, Name = name });
             ulong id;
-            lock (callbacks) {
-                callbacks.Add(cb);
-                int r = Native.shmclock_jump_callback_add(H, nt, cb, IntPtr.Zero, out id);
-                if (r == 0)
-                    r = Native.shmclock_jump_watch(H, true);
+            lock (handlers) {
+                int r = Native.shmclock_jump_callback_add(H, nt, Trampoline, GCHandle.ToIntPtr(gh), out id);
                 if (r < 0) {
-                    callbacks.Remove(cb);
+                    gh.Free();
                     throw Errors.For(r, name, "jump callback");
                 }
-                callbackIds.Add(id);
+                handlers.Add(id, gh);
+                r = Native.shmclock_jump_watch(h, true);
+                if (r < 0)
+                    throw Errors.For(r, name, "jump watcher");
             }
             return id;
         }
 
         void RemoveNative(ulong id)
         {
-            // The delegate stays in the list: small, and a callback already
-            // running on the watcher thread may still use it. The removal
-            // (which waits for that callback) runs outside the lock, so a
-            // handler may add or remove handlers meanwhile.
-            lock (callbacks) {
-                if (!callbackIds.Remove(id))
+            // The removal waits for a handler running on the watcher thread,
+            // so it runs outside the lock (that handler may add or remove
+            // handlers); once it returns, the handler's target can go.
+            GCHandle gh;
+            lock (handlers) {
+                if (!handlers.TryGetValue(id, out gh))
                     return;
+                handlers.Remove(id);
             }
-            Errors.Check(Native.shmclock_jump_callback_remove(H, id), name, "jump callback");
+            int r = Native.shmclock_jump_callback_remove(H, id);
+            gh.Free();
+            Errors.Check(r, name, "jump callback");
         }
 
         /// <summary>
@@ -440,16 +471,18 @@ namespace Shmclock
         /// </summary>
         public void Dispose()
         {
-            ulong[] ids;
-            lock (callbacks) {
+            var gone = new System.Collections.Generic.List<System.Collections.Generic.KeyValuePair<ulong, GCHandle>>();
+            lock (handlers) {
                 if (disposed)
                     return;
                 disposed = true;
-                ids = callbackIds.ToArray();
-                callbackIds.Clear();
+                gone.AddRange(handlers);
+                handlers.Clear();
             }
-            foreach (ulong id in ids)
-                Native.shmclock_jump_callback_remove(h, id);
+            foreach (var kv in gone) {
+                Native.shmclock_jump_callback_remove(h, kv.Key);
+                kv.Value.Free();
+            }
             Native.shmclock_jump_watch(h, false);
             lock (sleepers) {
                 foreach (IntPtr token in sleepers)
@@ -457,9 +490,15 @@ namespace Shmclock
             }
         }
 
+        // A Clock with handlers is reachable from their GCHandles only if a
+        // handler refers to it (the Jumped event does): such a clock stays
+        // open until Dispose. Otherwise it is closed here, with the handlers
+        // the library may still call.
         ~Clock()
         {
             Native.shmclock_close(h);
+            foreach (var gh in handlers.Values)
+                gh.Free();
         }
     }
 }
