@@ -10,6 +10,7 @@ using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.IO;
+using System.Linq;
 using System.Threading;
 using System.Threading.Tasks;
 using AWSIM;
@@ -380,6 +381,41 @@ static class TestShmclock
 
                 Ok(Throws<TimeoutException>(() => c.SleepUntil(now + 100 * S, timeout: TimeSpan.FromMilliseconds(100))) != null,
                    "a blocking SleepUntil on a paused clock with a 100 ms timeout throws TimeoutException");
+
+                // SleepFor counts a backward jump as no time elapsed, a forward one as elapsed.
+                now = c.Now();
+                t = c.SleepForAsync(TimeSpan.FromSeconds(2));
+                w.Do("set " + (now - 10 * S));
+                w.Do("step " + 1500 * MS);
+                Thread.Sleep(300);
+                bool notYet = !t.IsCompleted;
+                w.Do("step " + 600 * MS);
+                Ok(notYet && t.Wait(10000), "SleepForAsync(2 s) across a 10 s backward jump: 1.5 s later not done, 2.1 s later done");
+                now = c.Now();
+                t = c.SleepForAsync(TimeSpan.FromSeconds(2));
+                Thread.Sleep(100);
+                w.Do("set " + (now + 5 * S));
+                Ok(t.Wait(10000), "and a 5 s forward jump counts as elapsed");
+
+                // Many waits at once: one thread for all, each woken at its time.
+                now = c.Now();
+                int threads0 = Process.GetCurrentProcess().Threads.Count;
+                var many = new Task[200];
+                for (int k = 0; k < many.Length; k++)
+                    many[k] = c.SleepUntilAsync(now + (k + 1) * 10 * MS);
+                int threads1 = Process.GetCurrentProcess().Threads.Count;
+                w.Do("step " + S);
+                bool firstHalf = Task.WaitAll(new ArraySegment<Task>(many, 0, 100).ToArray(), 10000);
+                Thread.Sleep(100);
+                int early = 0;
+                for (int k = 100; k < many.Length; k++)
+                    if (many[k].IsCompleted)
+                        early++;
+                w.Do("step " + S);
+                bool all = Task.WaitAll(many, 10000);
+                Ok(firstHalf && early == 0 && all && threads1 - threads0 <= 2,
+                   string.Format("200 async waits on a paused clock: a step of 1 s wakes the 100 due, none of the others ({0} early), " +
+                                 "the next step the rest; {1} more threads for all of them", early, threads1 - threads0));
 
                 t = c.SleepUntilAsync(now + 100 * S);
                 Thread.Sleep(50);

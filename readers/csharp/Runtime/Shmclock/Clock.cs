@@ -35,7 +35,7 @@ namespace Shmclock
     /// (-ESTALE) still reads: Now() returns the time extrapolated from the
     /// last committed state; TryNow() tells the two apart.</para>
     /// </summary>
-    public sealed class Clock : IDisposable
+    public sealed partial class Clock : IDisposable
     {
         // The native handle is freed only by the finalizer, once no thread
         // can be inside a call on it (each call keeps `this` alive until it
@@ -261,9 +261,13 @@ namespace Shmclock
         }
 
         /// <summary>
-        /// SleepUntil as a Task: the wait runs on a thread of its own (a
-        /// LongRunning task) blocked in the library; the token cancels it
-        /// at once (shmclock_cancel).
+        /// SleepUntil as a Task, with the same semantics. No thread per
+        /// wait: one thread per clock sleeps in the library until the
+        /// earliest target of all its async waits (AsyncWaits.cs). The
+        /// continuation never runs on that thread. The token cancels the
+        /// task (Canceled); the timeout (real time) faults it with
+        /// TimeoutException; a jump with jumpError with ShmclockException
+        /// EINTR; Dispose() with ObjectDisposedException.
         /// </summary>
         public Task SleepUntilAsync(long simNs, CancellationToken cancel = default(CancellationToken),
                                     TimeSpan? timeout = null, bool jumpError = false)
@@ -271,21 +275,11 @@ namespace Shmclock
             return SleepAsync(true, simNs, cancel, timeout, jumpError);
         }
 
+        /// <summary>SleepFor as a Task (see SleepUntilAsync).</summary>
         public Task SleepForAsync(TimeSpan duration, CancellationToken cancel = default(CancellationToken),
                                   TimeSpan? timeout = null, bool jumpError = false)
         {
             return SleepAsync(false, duration.Ticks * 100, cancel, timeout, jumpError);
-        }
-
-        Task SleepAsync(bool until, long ns, CancellationToken cancel, TimeSpan? timeout, bool jumpError)
-        {
-            if (disposed)
-                throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed");
-            if (cancel.IsCancellationRequested)
-                return Task.FromCanceled(cancel);
-            // With the token, the OperationCanceledException makes the task Canceled.
-            return Task.Factory.StartNew(() => Sleep(until, ns, cancel, timeout, jumpError), cancel,
-                                         TaskCreationOptions.LongRunning, TaskScheduler.Default);
         }
 
         void Sleep(bool until, long ns, CancellationToken cancel, TimeSpan? timeout, bool jumpError)
@@ -488,6 +482,7 @@ namespace Shmclock
                 foreach (IntPtr token in sleepers)
                     Native.shmclock_cancel(h, token);
             }
+            StopAsyncWaits();
         }
 
         // A Clock with handlers is reachable from their GCHandles only if a

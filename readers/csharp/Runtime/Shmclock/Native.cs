@@ -48,6 +48,7 @@ namespace Shmclock
         [DllImport(Lib)] internal static extern int shmclock_sleep_until_ex(IntPtr clk, long simNs, uint flags, long timeout, IntPtr cancel);
         [DllImport(Lib)] internal static extern int shmclock_sleep_for_ex(IntPtr clk, long ns, uint flags, long timeout, IntPtr cancel);
         [DllImport(Lib)] internal static extern void shmclock_cancel(IntPtr clk, IntPtr cancel);
+        [DllImport(Lib)] internal static extern void shmclock_cancel_reset(IntPtr cancel);
         [DllImport(Lib)] internal static extern void shmclock_cancel_sleeps(IntPtr clk);
         [DllImport(Lib)] internal static extern int shmclock_jump_callback_add(IntPtr clk, NativeThreshold threshold,
                                                                                JumpCallback cb, IntPtr user, out ulong id);
