@@ -96,7 +96,9 @@ namespace Shmclock
         /// resumes on the caller's SynchronizationContext: Unity's main
         /// thread). The wait ends with TimeoutException after
         /// <paramref name="timeout"/> (null: none) and with
-        /// OperationCanceledException on the token.
+        /// OperationCanceledException on the token. Unlike Advance, the wait
+        /// is on the clock alone: an eviction or the writer's death shows as
+        /// the timeout, so give one.
         /// </summary>
         public Task AdvanceAsync(long untilNs, TimeSpan? timeout = null,
                                  CancellationToken cancel = default(CancellationToken))
