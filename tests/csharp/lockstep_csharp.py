@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lockstep"))
 import lockstep_e2e  # noqa: E402
@@ -58,6 +59,47 @@ def run(tmp, periods, csharp, extra):
     return "".join(open("%s/%s.log" % (tmp, w)).read() for w, _ in periods), r.stderr
 
 
+def writer_death(tmp):
+    """The daemon SIGKILLed while the C# participant awaits AdvanceAsync:
+    it ends with ESTALE (no timeout given), as the C one does."""
+    clock = "ls-cs-%d-death" % os.getpid()
+    sock = os.path.join(tmp, "death.sock")
+    procs = []
+    try:
+        d = subprocess.Popen([D, "-n", clock, "--source", "fixed", "--lockstep", "2", "--socket", sock,
+                              "--log-level", "error"])
+        procs.append(d)
+        end = time.monotonic() + 5
+        while not os.path.exists(sock) and time.monotonic() < end:
+            time.sleep(0.01)
+        c = subprocess.Popen([P, clock, "c", str(MS), str(1 << 60)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        procs.append(c)
+        cs = subprocess.Popen([MONO, CS, clock, "cs", str(10 * MS), str(1 << 60), "--async"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(cs)
+        joined = c.stdout.readline().startswith("joined") and cs.stdout.readline().startswith("joined")
+        time.sleep(0.3)
+        d.kill()
+        d.wait()
+        try:
+            err = cs.communicate(timeout=10)[1]
+        except subprocess.TimeoutExpired:
+            err = "(still running 10 s after the kill)"
+        check(joined, "both participants joined")
+        check(joined and cs.returncode == 1 and "ShmclockException" in err and "stale" in err,
+              "the daemon SIGKILLed during AdvanceAsync: the C# participant ends with ESTALE (%s)"
+              % err.strip().splitlines()[-1][:160] if err.strip() else "no message")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for f in os.listdir("/dev/shm"):
+            if clock in f:
+                os.unlink(os.path.join("/dev/shm", f))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ls-cs-")
     os.environ["SHMCLOCK_RUNTIME_DIR"] = tmp
@@ -84,6 +126,7 @@ def main():
                 check("another thread" in err, "  a grant from another thread than the joining one: "
                       "InvalidOperationException")
                 check("after Leave: " in err, "  a grant after Leave: ObjectDisposedException")
+        writer_death(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("# %d failure(s)" % lockstep_e2e.failures)

@@ -150,7 +150,10 @@ static class LsParticipant
                 else
                     p.Advance(t, TimeSpan.FromSeconds(30));
             } catch (Exception e) {
-                Console.Error.WriteLine("ls-participant-cs " + who + ": advance to " + t + ": " + e.Message);
+                if (e is AggregateException)
+                    e = e.InnerException;
+                Console.Error.WriteLine("ls-participant-cs " + who + ": advance to " + t + ": " + e.GetType().Name +
+                                        ": " + e.Message);
                 return 1;
             }
             if (fd >= 0) {

@@ -95,17 +95,35 @@ namespace Shmclock
         /// the clock to reach it without blocking this thread (the await
         /// resumes on the caller's SynchronizationContext: Unity's main
         /// thread). The wait ends with TimeoutException after
-        /// <paramref name="timeout"/> (null: none) and with
-        /// OperationCanceledException on the token. Unlike Advance, the wait
-        /// is on the clock alone: an eviction or the writer's death shows as
-        /// the timeout, so give one.
+        /// <paramref name="timeout"/> (null: none), with
+        /// OperationCanceledException on the token, and with
+        /// ShmclockException ESTALE within a second of the clock's writer
+        /// dying (the wait is on the clock: an eviction shows only as the
+        /// timeout).
         /// </summary>
-        public Task AdvanceAsync(long untilNs, TimeSpan? timeout = null,
-                                 CancellationToken cancel = default(CancellationToken))
+        public async Task AdvanceAsync(long untilNs, TimeSpan? timeout = null,
+                                       CancellationToken cancel = default(CancellationToken))
         {
             Grant(untilNs);
-            return clock.SleepUntilAsync(untilNs, cancel, timeout);
+            long deadline = timeout == null || timeout.Value == Timeout.InfiniteTimeSpan
+                                    ? long.MaxValue : Clock.SteadyNow() + Clock.ToNs(timeout);
+            for (;;) {
+                // In slices of a second, to look at the writer in between.
+                long left = deadline == long.MaxValue ? SliceNs : Math.Min(SliceNs, deadline - Clock.SteadyNow());
+                try {
+                    await clock.SleepUntilAsync(untilNs, cancel, TimeSpan.FromTicks(Math.Max(0, left) / 100))
+                        .ConfigureAwait(false);
+                    return;
+                } catch (TimeoutException) {
+                    if (Clock.SteadyNow() >= deadline)
+                        throw;
+                }
+                if (!clock.Info.WriterAlive)
+                    throw Errors.For(-Errno.ESTALE, name, who + ": advance");
+            }
         }
+
+        const long SliceNs = 1000000000L;
 
         /// <summary>Leaves cleanly (on the joining thread): the clock no longer waits for this participant.</summary>
         public void Dispose()
