@@ -489,6 +489,18 @@ static class TestShmclock
         var c = Clock.Open(name);
         var nd = Throws<ShmclockException>(() => c.Now());
         Ok(nd != null && nd.Errno == Errno.ENODATA, "Now() before the first value: ShmclockException ENODATA");
+        int sec0;
+        uint nsec0;
+        using (var ts = new ShmclockTimeSource(name)) {
+            ts.GetTime(out sec0, out nsec0);
+            Ok(sec0 == 0 && nsec0 == 0, "ShmclockTimeSource.GetTime before the first value: 0 (ROS's uninitialized), no exception");
+            w.Pause();
+            w.SetTime(-1500 * MS);
+            ts.GetTime(out sec0, out nsec0);
+            Ok(sec0 == -2 && nsec0 == 500000000u, "and at -1.5 s: sec -2, nanosec 500000000 (" + sec0 + ", " + nsec0 + ")");
+            w.Dispose();
+            w = Writer.Open(name);
+        }
         var busy = Throws<ShmclockException>(() => Writer.Open(name));
         Ok(busy != null && busy.Errno == Errno.EBUSY, "a second writer: ShmclockException EBUSY");
         Ok(Throws<ArgumentException>(() => { w.SetTime(0); w.SetScale(-1); }) != null, "SetScale(-1): ArgumentException");
