@@ -319,7 +319,12 @@ namespace Shmclock
             Errors.Check(r, name, until ? "sleep until" : "sleep for");
         }
 
-        /// <summary>Wakes every sleep on this clock that started before the call: each throws ShmclockException ECANCELED (rclcpp's cancel_sleep_or_wait).</summary>
+        /// <summary>
+        /// Wakes every blocking sleep on this clock that started before the
+        /// call: each throws ShmclockException ECANCELED (rclcpp's
+        /// cancel_sleep_or_wait). Async waits go on: cancel them with their
+        /// token.
+        /// </summary>
         public void CancelSleeps()
         {
             Native.shmclock_cancel_sleeps(H);
