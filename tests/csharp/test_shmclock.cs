@@ -385,6 +385,22 @@ static class TestShmclock
                 Ok(Throws<TimeoutException>(() => c.SleepUntil(now + 100 * S, timeout: TimeSpan.FromMilliseconds(100))) != null,
                    "a blocking SleepUntil on a paused clock with a 100 ms timeout throws TimeoutException");
 
+                // CancelSleeps wakes a blocking sleep (one already sleeping:
+                // called until the sleeper has been woken).
+                Exception woken = null;
+                var sleeper = new Thread(() => {
+                    try {
+                        c.SleepUntil(c.Now() + 100 * S);
+                    } catch (Exception e) {
+                        woken = e;
+                    }
+                });
+                sleeper.Start();
+                for (int i = 0; i < 100 && !sleeper.Join(50); i++)
+                    c.CancelSleeps();
+                Ok(woken is ShmclockException && ((ShmclockException)woken).Errno == Errno.ECANCELED,
+                   "CancelSleeps wakes a blocking SleepUntil with ShmclockException ECANCELED");
+
                 // SleepFor counts a backward jump as no time elapsed, a forward one as elapsed.
                 now = c.Now();
                 t = c.SleepForAsync(TimeSpan.FromSeconds(2));
