@@ -80,6 +80,16 @@ int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_hosts(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);
+/* Runs argv (execvp) with @env ("K=V" strings, NULL-terminated; may be
+ * NULL) added; its stdout (malloc'd, NUL-terminated), or NULL when it
+ * could not run or failed. */
+char *bench_run_helper(char **argv, char **env);
+/* Prints a helper's JSON ({"language", "contenders": [{name, p50, p99,
+ * p999, max}], "goal"}) as a table with ratios to the first contender and
+ * the goal line; adds the parsed object (with "ratio") to the array @out
+ * and returns it, or NULL when @text is not JSON. */
+cJSON *bench_report_helper(const char *text, cJSON *out);
+int bench_csharp(const struct bench_opts *o, cJSON *out);
 int bench_plot(const char *json_path, const char *png_path, const char *what);
 
 extern volatile int64_t bench_sink; /* keeps the reads alive */

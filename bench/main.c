@@ -40,6 +40,9 @@ static void usage(FILE *f)
 	      "             shmclockd --lockstep vs a coordinator over Unix sockets\n"
 	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
 	      "             (Clock.now vs time.monotonic_ns), each in its own process\n"
+	      "  csharp     a read from C# (Clock.Now vs Stopwatch.GetTimestamp, under Mono), and\n"
+	      "             AWSIM's lock-protected GetTime vs ShmclockTimeSource with a 100 Hz\n"
+	      "             clock thread and 1, 4, 8 sensor threads (built with Mono)\n"
 	      "  all        all of the above, one JSON document\n"
 	      "  plot       read-latency CDFs of every contender on one chart, or lockstep\n"
 	      "             steps/s against participants (gnuplot)\n"
@@ -52,7 +55,8 @@ static void usage(FILE *f)
 	      "                       per contender\n"
 	      "  -b, --batch N        reads per timed batch (default 50)\n"
 	      "  -p, --period MS      sleep: sleep length (default 2)\n"
-	      "  -d, --duration S     propagate, daemon, flood, waits: seconds per measured run\n"
+	      "  -d, --duration S     propagate, daemon, flood, waits, csharp: seconds per\n"
+	      "                       measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -h, --help           this help\n",
 	      f);
@@ -72,6 +76,9 @@ static const struct {
 	{ "lockstep", bench_lockstep },
 #ifdef SHMCLOCK_HAVE_BINDINGS
 	{ "bindings", bench_bindings },
+#endif
+#ifdef SHMCLOCK_HAVE_CSHARP
+	{ "csharp", bench_csharp },
 #endif
 #ifdef SHMCLOCK_HAVE_ROS2
 	{ "dds", bench_dds },

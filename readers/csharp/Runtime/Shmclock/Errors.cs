@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+// Negative errnos from libshmclock as exceptions, each carrying the
+// library's own message (shmclock_strerror, SHMCLOCK_ERRNO_MAP).
+using System;
+using System.IO;
+
+namespace Shmclock
+{
+    /// <summary>Linux errno values the library returns (negated).</summary>
+    public static class Errno
+    {
+        public const int EPERM = 1, ENOENT = 2, EINTR = 4, EAGAIN = 11, ENOMEM = 12, EACCES = 13,
+            EBUSY = 16, EINVAL = 22, ENOSPC = 28, ERANGE = 34, ENODATA = 61, EPROTO = 71,
+            EOVERFLOW = 75, EOPNOTSUPP = 95, ETIMEDOUT = 110, ESTALE = 116, ECANCELED = 125;
+    }
+
+    /// <summary>
+    /// A libshmclock error: <see cref="Errno"/> is the positive errno, the
+    /// message is shmclock_strerror's, prefixed with the clock's name.
+    /// </summary>
+    public class ShmclockException : IOException
+    {
+        public int Errno { get; private set; }
+
+        public ShmclockException(int errno, string message) : base(message)
+        {
+            Errno = errno;
+        }
+    }
+
+    internal static class Errors
+    {
+        internal static string Message(int r)
+        {
+            return Native.Str(Native.shmclock_strerror(r));
+        }
+
+        // The exception for -errno @r from a call about clock @name.
+        // EINVAL is an ArgumentException (a bad name or value); ETIMEDOUT a
+        // TimeoutException; the rest ShmclockException (an IOException).
+        internal static Exception For(int r, string name, string what)
+        {
+            string msg = (name != null ? "shmclock " + name + ": " : "shmclock: ") +
+                         (what != null ? what + ": " : "") + Message(r);
+            switch (-r) {
+            case Shmclock.Errno.EINVAL:
+                return new ArgumentException(msg);
+            case Shmclock.Errno.ETIMEDOUT:
+                return new TimeoutException(msg);
+            default:
+                return new ShmclockException(-r, msg);
+            }
+        }
+
+        internal static void Check(int r, string name, string what)
+        {
+            if (r < 0)
+                throw For(r, name, what);
+        }
+    }
+}
