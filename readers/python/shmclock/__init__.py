@@ -24,6 +24,12 @@ Sleeps release the GIL and follow pause, resume, scale changes and steps
 without polling; Ctrl-C interrupts them within 100 ms (they wake that often
 to let Python run its signal handlers). Jump callbacks run on a thread of
 their own (see Clock.on_jump).
+
+Every method is safe from any thread against every other, close() included:
+a call that close() cuts short (a sleep, a wait) raises ValueError("I/O
+operation on a closed clock"). After os.fork() (multiprocessing's default
+start method on Linux) the child goes on with the clocks opened before:
+sleeps, asleep and jump callbacks work there as in the parent.
 """
 
 from __future__ import annotations

@@ -15,8 +15,13 @@
  *
  * A handle in use by a call that released the GIL (a sleep, a wait) must
  * not be unmapped under it: such calls count themselves in `busy` (under
- * the GIL), and close() with calls in flight wakes them and leaves the
- * unmapping to the last one out.
+ * the clock's own mutex, not the GIL: free-threaded CPython has none), and
+ * close() with calls in flight wakes them and leaves the unmapping to the
+ * last one out.
+ *
+ * fork(): the library keeps a child's clocks usable and restarts their
+ * watchers; os.register_at_fork (in __init__.py) renews what this module
+ * keeps per clock there and holds those watchers until Python is ready.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -200,11 +205,38 @@ typedef struct {
  * trampoline): that thread cannot close it, its watcher being itself. */
 static _Thread_local shmclock_t *running_jh;
 
-/* os.fork() calls between their before and after hooks (threads fork
- * concurrently: a count, not a flag). The watcher threads of a child are
- * started by the library before Python is ready for them there, so
- * callbacks wait until the child's hook sets it to zero (mod_fork_hook). */
-static _Atomic int forking;
+/*
+ * Threads of ours that take the GIL (watchers running callbacks, the
+ * closer) and os.fork(). Such a thread creates its Python thread state in
+ * PyGILState_Ensure without the GIL, holding the runtime's thread list
+ * lock, and CPython 3.11 takes that lock in a child before it renews it: a
+ * fork at that moment leaves the child hanging in os.fork(). So a thread
+ * counts itself in `entering` until it holds the GIL, and the before-fork
+ * hook waits, the GIL released, until none is entering; `forking` keeps new
+ * ones out meanwhile (seq_cst on both sides: each sees the other's count).
+ * In a child, watchers are started by the library before Python is ready
+ * there: they wait until the child's hook sets `forking` to zero.
+ */
+static _Atomic int forking;  /* os.fork() calls between before and after */
+static _Atomic int entering; /* threads between the check and holding the GIL */
+
+static PyGILState_STATE ensure_gil(void)
+{
+	PyGILState_STATE g;
+
+	for (;;) {
+		struct timespec ms = { 0, 1000000 };
+
+		atomic_fetch_add(&entering, 1);
+		if (!atomic_load(&forking))
+			break;
+		atomic_fetch_sub(&entering, 1);
+		nanosleep(&ms, NULL);
+	}
+	g = PyGILState_Ensure();
+	atomic_fetch_sub(&entering, 1);
+	return g;
+}
 
 static PyObject *raise_closed(void)
 {
@@ -269,7 +301,7 @@ static void *close_later(void *arg)
 	shmclock_close(r->jh); /* waits for the callback to return */
 	shmclock_close(r->h);
 	if (e && Py_IsInitialized()) {
-		PyGILState_STATE g = PyGILState_Ensure();
+		PyGILState_STATE g = ensure_gil();
 
 		while (e) {
 			struct jump_entry *n = e->next;
@@ -606,15 +638,7 @@ static void jump_trampoline(const shmclock_jump_t *j, bool before, void *user)
 
 	if (!Py_IsInitialized())
 		return;
-	/* Started by the library in a child before Python is ready there:
-	 * wait for it (the after-fork hook clears the flag). Pairs with the
-	 * release store in fork_hook. */
-	while (atomic_load_explicit(&forking, memory_order_acquire)) {
-		struct timespec ms = { 0, 1000000 };
-
-		nanosleep(&ms, NULL);
-	}
-	g = PyGILState_Ensure();
+	g = ensure_gil();
 	running_jh = e->jh;
 	o = PyStructSequence_New(&JumpType);
 	if (o) {
@@ -814,7 +838,9 @@ static PyMethodDef Clock_methods[] = {
 	  "now_unix() -> int\n\nThe simulated world's UNIX time, ns (UnixTimeAtZero + now())." },
 	{ "info", (PyCFunction)Clock_info, METH_NOARGS, "info() -> ClockInfo\n\nA consistent snapshot." },
 	{ "close", (PyCFunction)Clock_close, METH_NOARGS,
-	  "close()\n\nUnmap the clock and drop its jump callbacks. Idempotent." },
+	  "close()\n\nUnmap the clock and drop its jump callbacks. Idempotent. Sleeps and\n"
+	  "waits in other threads end with ValueError (a closed clock); the clock is\n"
+	  "unmapped when the last of them returns." },
 	{ "_sleep_until", (PyCFunction)Clock_sleep_until, METH_VARARGS, NULL },
 	{ "_change_token", (PyCFunction)Clock_change_token, METH_NOARGS, NULL },
 	{ "_wait_change", (PyCFunction)Clock_wait_change, METH_VARARGS, NULL },
@@ -1032,11 +1058,24 @@ static PyObject *mod_fork_hook(PyObject *m, PyObject *arg)
 
 	if (d == -1 && PyErr_Occurred())
 		return NULL;
-	/* Both pair with the acquire load in jump_trampoline. */
-	if (d)
-		atomic_fetch_add_explicit(&forking, (int)d, memory_order_release);
-	else
-		atomic_store_explicit(&forking, 0, memory_order_release);
+	if (d > 0) {
+		/* Keeps new ones out, then waits for those on their way in
+		 * (they may need the GIL to get there). */
+		atomic_fetch_add(&forking, 1);
+		Py_BEGIN_ALLOW_THREADS
+		while (atomic_load(&entering)) {
+			struct timespec us = { 0, 100000 };
+
+			nanosleep(&us, NULL);
+		}
+		Py_END_ALLOW_THREADS
+	} else if (d < 0) {
+		atomic_fetch_sub(&forking, 1);
+	} else {
+		/* The child: nobody else was on the way in here. */
+		atomic_store(&entering, 0);
+		atomic_store(&forking, 0);
+	}
 	Py_RETURN_NONE;
 }
 
