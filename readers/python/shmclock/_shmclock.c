@@ -876,60 +876,99 @@ static PyTypeObject ClockType = {
 
 typedef struct {
 	PyObject_HEAD
+	/* Guards w: held for each call (they are short and never wait for the
+	 * GIL), so close() on one thread and a change on another never meet,
+	 * with or without a GIL. */
+	pthread_mutex_t mu;
 	shmclock_writer_t *w;
 	char name[65];
 } WriterObject;
 
+static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	WriterObject *self = (WriterObject *)type->tp_alloc(type, 0);
+
+	if (self)
+		pthread_mutex_init(&self->mu, NULL);
+	return (PyObject *)self;
+}
+
 static int Writer_init(WriterObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "name", "mode", NULL };
+	shmclock_writer_t *w = NULL;
 	const char *name;
 	unsigned mode = 0644;
+	bool twice;
 	int r;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|I", kwlist, &name, &mode))
 		return -1;
-	if (self->w) {
+	pthread_mutex_lock(&self->mu);
+	twice = self->w || self->name[0];
+	if (!twice)
+		snprintf(self->name, sizeof(self->name), "%s", name);
+	pthread_mutex_unlock(&self->mu);
+	if (twice) {
 		PyErr_SetString(PyExc_RuntimeError, "Writer.__init__ called twice");
 		return -1;
 	}
-	snprintf(self->name, sizeof(self->name), "%s", name);
-	r = shmclock_writer_open_mode(name, mode, &self->w);
+	r = shmclock_writer_open_mode(name, mode, &w);
 	if (r) {
 		raise_errno(r, name);
 		return -1;
 	}
+	pthread_mutex_lock(&self->mu);
+	self->w = w;
+	pthread_mutex_unlock(&self->mu);
 	return 0;
 }
 
 static void Writer_dealloc(WriterObject *self)
 {
 	shmclock_writer_close(self->w);
+	pthread_mutex_destroy(&self->mu);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int wclosed(WriterObject *w)
+/* The writer, with mu held (wunlock() after the call), or NULL with
+ * ValueError set when closed. */
+static shmclock_writer_t *wlock(WriterObject *self)
 {
-	if (w->w)
-		return 0;
+	pthread_mutex_lock(&self->mu);
+	if (self->w)
+		return self->w;
+	pthread_mutex_unlock(&self->mu);
 	PyErr_SetString(PyExc_ValueError, "I/O operation on a closed writer");
-	return 1;
+	return NULL;
 }
 
-static PyObject *wresult(WriterObject *self, int r)
+static void wunlock(WriterObject *self)
 {
-	if (r)
-		return raise_errno(r, self->name);
-	Py_RETURN_NONE;
+	pthread_mutex_unlock(&self->mu);
 }
+
+/* Runs one writer call under the lock: None, or the error. */
+#define WRITER_CALL(self, call)                                              \
+	do {                                                                 \
+		shmclock_writer_t *w_ = wlock(self);                         \
+		int r_;                                                      \
+		if (!w_)                                                     \
+			return NULL;                                         \
+		r_ = (call);                                                 \
+		wunlock(self);                                               \
+		if (r_)                                                      \
+			return raise_errno(r_, (self)->name);                \
+		Py_RETURN_NONE;                                              \
+	} while (0)
 
 #define WRITER_NS(fn)                                                      \
 	static PyObject *Writer_##fn(WriterObject *self, PyObject *args)   \
 	{                                                                  \
 		long long ns;                                              \
-		if (!PyArg_ParseTuple(args, "L", &ns) || wclosed(self))    \
+		if (!PyArg_ParseTuple(args, "L", &ns))                     \
 			return NULL;                                       \
-		return wresult(self, shmclock_writer_##fn(self->w, ns));   \
+		WRITER_CALL(self, shmclock_writer_##fn(w_, ns));           \
 	}
 WRITER_NS(set_time)
 WRITER_NS(advance)
@@ -940,60 +979,67 @@ static PyObject *Writer_set_scale(WriterObject *self, PyObject *args)
 {
 	double s;
 
-	if (!PyArg_ParseTuple(args, "d", &s) || wclosed(self))
+	if (!PyArg_ParseTuple(args, "d", &s))
 		return NULL;
-	return wresult(self, shmclock_writer_set_scale(self->w, s));
+	WRITER_CALL(self, shmclock_writer_set_scale(w_, s));
 }
 
 static PyObject *Writer_pause(WriterObject *self, PyObject *unused)
 {
-	return wclosed(self) ? NULL : wresult(self, shmclock_writer_pause(self->w));
+	WRITER_CALL(self, shmclock_writer_pause(w_));
 }
 
 static PyObject *Writer_resume(WriterObject *self, PyObject *unused)
 {
-	return wclosed(self) ? NULL : wresult(self, shmclock_writer_resume(self->w));
+	WRITER_CALL(self, shmclock_writer_resume(w_));
 }
 
 static PyObject *Writer_set_unix_at_zero(WriterObject *self, PyObject *arg)
 {
-	int64_t ns;
+	int64_t ns = 0;
 
-	if (wclosed(self))
-		return NULL;
-	if (arg == Py_None)
-		return wresult(self, shmclock_writer_set_unix_at_zero(self->w, NULL));
-	ns = PyLong_AsLongLong(arg);
-	if (ns == -1 && PyErr_Occurred())
-		return NULL;
-	return wresult(self, shmclock_writer_set_unix_at_zero(self->w, &ns));
+	if (arg != Py_None) {
+		ns = PyLong_AsLongLong(arg);
+		if (ns == -1 && PyErr_Occurred())
+			return NULL;
+	}
+	WRITER_CALL(self, shmclock_writer_set_unix_at_zero(w_, arg == Py_None ? NULL : &ns));
 }
 
 static PyObject *Writer_now(WriterObject *self, PyObject *unused)
 {
+	shmclock_writer_t *w = wlock(self);
 	int64_t t;
 	int r;
 
-	if (wclosed(self))
+	if (!w)
 		return NULL;
-	r = shmclock_writer_now(self->w, &t);
+	r = shmclock_writer_now(w, &t);
+	wunlock(self);
 	return r ? raise_errno(r, self->name) : PyLong_FromLongLong(t);
 }
 
 static PyObject *Writer_info(WriterObject *self, PyObject *unused)
 {
+	shmclock_writer_t *w = wlock(self);
 	shmclock_info_t in;
 
-	if (wclosed(self))
+	if (!w)
 		return NULL;
-	shmclock_writer_info(self->w, &in);
+	shmclock_writer_info(w, &in);
+	wunlock(self);
 	return make_info(&in);
 }
 
 static PyObject *Writer_close(WriterObject *self, PyObject *unused)
 {
-	shmclock_writer_close(self->w);
+	shmclock_writer_t *w;
+
+	pthread_mutex_lock(&self->mu);
+	w = self->w;
 	self->w = NULL;
+	pthread_mutex_unlock(&self->mu);
+	shmclock_writer_close(w);
 	Py_RETURN_NONE;
 }
 
@@ -1031,7 +1077,7 @@ static PyTypeObject WriterType = {
 	.tp_basicsize = sizeof(WriterObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "The C core of shmclock.Writer (use that).",
-	.tp_new = PyType_GenericNew,
+	.tp_new = Writer_new,
 	.tp_init = (initproc)Writer_init,
 	.tp_dealloc = (destructor)Writer_dealloc,
 	.tp_methods = Writer_methods,

@@ -177,6 +177,29 @@ class ConcurrencyTest(unittest.TestCase):
         c.close()
         self.assertGreater(len(hits), 0)
 
+    def test_a_writer_closed_under_other_threads_raises_the_closed_error(self):
+        errors = []
+        for _ in range(30):
+            w = shmclock.Writer(self.name)
+            w.set_time(0)
+            go = threading.Barrier(5)
+
+            def drive():
+                go.wait()
+                for i in range(200):
+                    try:
+                        (w.pause, w.resume, lambda: w.set_scale(2.0), w.now, w.info)[i % 5]()
+                    except ValueError as e:
+                        errors.append(str(e))
+            threads = [threading.Thread(target=drive) for _ in range(4)]
+            for t in threads:
+                t.start()
+            go.wait()
+            w.close()
+            for t in threads:
+                t.join()
+        self.assertTrue(all(e == "I/O operation on a closed writer" for e in errors), set(errors))
+
     # ------------------------------------------------------------ fork
 
     def fork_and_check(self, child):
