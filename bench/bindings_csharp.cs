@@ -162,7 +162,8 @@ static class BenchCsharp
                 }
                 string suspend = Environment.GetEnvironmentVariable("MONO_THREADS_SUSPEND");
                 json.Append("{\"language\": \"C# (Mono " + Environment.Version +
-                            (string.IsNullOrEmpty(suspend) ? "" : ", MONO_THREADS_SUSPEND=" + suspend) + ")\", ");
+                            (string.IsNullOrEmpty(suspend) ? "" : ", MONO_THREADS_SUSPEND=" + suspend) +
+                            (Clock.FastPath ? ", raw internal calls" : ", P/Invoke") + ")\", ");
                 json.Append("\"contenders\": [{\"name\": \"Stopwatch.GetTimestamp()\", " + Stats(sw) + "}, ");
                 json.Append("{\"name\": \"Shmclock.Clock.Now()\", " + Stats(now) + "}], \"goal\": 1.5");
                 if (seconds > 0) {

@@ -210,6 +210,7 @@ static class TestShmclock
             using (var c = Clock.Open(name)) {
                 long t = c.Now();
                 Ok(t >= 10 * S && t < 70 * S, "set 10 s in the C writer: the C# reader reads " + t + " ns");
+                Ok(Direct(c) == Clock.FastPath, "the reads below are raw internal calls when the fast path is here (" + Direct(c) + ")");
                 var i0 = c.Info;
                 Ok(i0.WriterPid == w.Pid && i0.WriterAlive && i0.Initialized && !i0.Stale && i0.JumpEpoch == 0 &&
                    i0.Commits >= 1 && i0.HeartbeatAgeNs >= -1 && i0.OwnerUid == getuid(),
@@ -593,6 +594,100 @@ static class TestShmclock
         w.Dispose();
     }
 
+    static bool Direct(Clock c)
+    {
+        return (bool)typeof(Clock).GetProperty("ReadsDirect", System.Reflection.BindingFlags.NonPublic |
+                                                System.Reflection.BindingFlags.Instance).GetValue(c, null);
+    }
+
+    // Under Mono the reads are raw internal calls (libshmclock-mono.so, next
+    // to Shmclock.dll here) on a handle that runs no jump handlers; a clock
+    // with handlers reads by P/Invoke while it has them (reads wait for a
+    // handler running before a jump), and a handler added after raw reads
+    // is not given the jumps that came before it.
+    static void FastPath()
+    {
+        bool mono = Type.GetType("Mono.Runtime") != null;
+        Ok(!mono || Clock.FastPath, "under Mono the reads are raw internal calls (Clock.FastPath " + Clock.FastPath + ")");
+        if (!Clock.FastPath)
+            return;
+        string name = NewName();
+        using (var w = new Peer("writer", name)) {
+            w.Do("pause");
+            w.Do("set " + 10 * S);
+            using (var c = Clock.Open(name)) {
+                Ok(Direct(c) && c.Now() == 10 * S, "a clock without handlers reads directly (" + c.Now() + ")");
+                // Jumps while this clock reads directly: its handle for
+                // handlers does not see them.
+                for (int i = 1; i <= 3; i++) {
+                    w.Do("set " + (10 + 10 * i) * S);
+                    Ok(c.Now() == (10 + 10 * i) * S, "a set the raw read follows: " + c.Now());
+                }
+                var seen = new List<JumpEventArgs>();
+                using (c.OnJump(JumpThreshold.Any, e => { lock (seen) seen.Add(e); })) {
+                    Ok(!Direct(c), "with a jump handler, reads go by P/Invoke");
+                    Thread.Sleep(300);
+                    lock (seen)
+                        Ok(seen.Count == 0, "a handler added after three jumps read directly is given none of them (" + seen.Count + ")");
+                    w.Do("set " + 5 * S);
+                    Ok(c.Now() == 5 * S, "the read after a set, with a handler: " + c.Now());
+                    lock (seen)
+                        Ok(seen.Count >= 1 && seen[0].Before && seen[0].DeltaNs == -35 * S,
+                           "and the handler ran before that read returned (" + seen.Count + " events)");
+                }
+                Ok(Direct(c), "the handler removed: direct reads again");
+                // A handler that adds a handler (OnJump brings the handle for
+                // handlers up to date with a read, here inside its delivery).
+                IDisposable inner = null;
+                using (c.OnJump(JumpThreshold.Any, e => {
+                           if (e.Before && Volatile.Read(ref inner) == null)
+                               Volatile.Write(ref inner, c.OnJump(JumpThreshold.Any, x => { }));
+                       })) {
+                    w.Do("set " + 6 * S);
+                    c.Now();
+                    for (int i = 0; i < 250 && Volatile.Read(ref inner) == null; i++)
+                        Thread.Sleep(20);
+                    Ok(Volatile.Read(ref inner) != null && c.Now() == 6 * S, "a handler that adds a handler during a jump: no deadlock");
+                }
+                if (inner != null)
+                    inner.Dispose();
+                Ok(Direct(c), "both removed: direct reads again");
+                w.Do("set " + 7 * S);
+                long u = 0;
+                int tr = c.TryNow(out u);
+                // The jump-free time: the sets since the start were +30 s, -35 s, +1 s, +1 s.
+                Ok(c.Now() == 7 * S && tr == 0 && u == 7 * S && c.NowMonotonic() == 7 * S - (30 - 35 + 1 + 1) * S,
+                   string.Format("Now, TryNow, NowMonotonic directly: {0}, {1}, {2}", c.Now(), u, c.NowMonotonic()));
+                // Collections while threads read directly: the runtime
+                // suspends them inside the raw call.
+                int bad = 0;
+                var readers = new Thread[2];
+                var stop = new ManualResetEventSlim();
+                for (int i = 0; i < readers.Length; i++) {
+                    readers[i] = new Thread(() => {
+                        while (!stop.IsSet) {
+                            long v;
+                            if (c.TryNow(out v) != 0 || v != 7 * S)
+                                Interlocked.Increment(ref bad);
+                        }
+                    });
+                    readers[i].Start();
+                }
+                for (int i = 0; i < 50; i++) {
+                    var junk = new byte[1 << 16];
+                    GC.KeepAlive(junk);
+                    GC.Collect();
+                }
+                stop.Set();
+                foreach (var r in readers)
+                    r.Join();
+                Ok(bad == 0, "50 collections while two threads read directly: every read right (" + bad + " wrong)");
+            }
+            using (var f = Clock.Open(null, ClockOptions.FallbackSystem))
+                Ok(!Direct(f) && f.IsFallback, "system time (FallbackSystem, no clock): reads by P/Invoke");
+        }
+    }
+
     static int Main(string[] args)
     {
         var cases = new Dictionary<string, Action> {
@@ -604,6 +699,7 @@ static class TestShmclock
             { "UNIX time", UnixTime },
             { "take over", TakeOver },
             { "misuse", Misuse },
+            { "fast path", FastPath },
         };
         try {
             foreach (var kv in cases) {

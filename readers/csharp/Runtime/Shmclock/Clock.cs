@@ -28,7 +28,8 @@ namespace Shmclock
     /// <summary>
     /// A shared simulation clock, read lock-free from any thread (shmclock_t).
     /// <para>Now(), NowUnix(), NowMonotonic() allocate nothing and take no
-    /// lock: one P/Invoke into libshmclock, which reads the page. Errors are
+    /// lock: one call into libshmclock, which reads the page (under Mono a
+    /// raw internal call, see <see cref="FastPath"/>; else a P/Invoke). Errors are
     /// exceptions with the library's message: ArgumentException for a bad
     /// name, ObjectDisposedException after Dispose(), ShmclockException (an
     /// IOException carrying the errno) otherwise. A clock whose writer died
@@ -43,6 +44,11 @@ namespace Shmclock
         // the page under it. Readers write no shared field (no reference
         // count), so reads on many threads do not contend.
         readonly IntPtr h;
+        // The same clock opened with OPEN_NO_CALLBACKS, read by raw internal
+        // calls (RawNative) while no jump handler is registered: `direct`.
+        // Zero without the fast path. Freed by the finalizer, as h.
+        readonly IntPtr rh;
+        volatile bool direct;
         volatile bool disposed;
         readonly string name;
         // The jump handlers registered with the library, by id: each is a
@@ -58,10 +64,64 @@ namespace Shmclock
 
         const int ESTALE = -Errno.ESTALE;
 
-        Clock(IntPtr p, string name)
+        Clock(IntPtr p, IntPtr raw, string name)
         {
             h = p;
+            rh = raw;
+            direct = raw != IntPtr.Zero;
             this.name = name;
+        }
+
+        /// <summary>
+        /// True when reads skip the P/Invoke: under Mono (6 and later) with
+        /// libshmclock-mono.so next to Shmclock.dll, Now(), TryNow(),
+        /// NowUnix() and NowMonotonic() are raw internal calls into
+        /// libshmclock, without the GC transition a P/Invoke makes under
+        /// Mono's default hybrid thread suspension (twice the cost of the
+        /// read). They read through a second handle of the clock that never
+        /// runs jump handlers. A clock with jump handlers (Jumped, OnJump)
+        /// reads by P/Invoke while it has them, so that reads still wait for
+        /// a handler running before a jump; so does a clock that reads system
+        /// time (ClockOptions.FallbackSystem). False elsewhere (Unity's IL2CPP
+        /// backend, .NET): reads are P/Invokes, with the same results.
+        /// </summary>
+        public static bool FastPath { get { return RawNative.On; } }
+
+        // True when this clock's reads are raw calls now (for the tests).
+        internal bool ReadsDirect { get { return direct; } }
+
+        // The second handle for the raw reads, or Zero: without the fast
+        // path, for a clock that reads system time (each handle of one keeps
+        // its own), or when the name came to mean another clock between the
+        // two opens (the writer's identity differs; checked twice, as a
+        // takeover in between changes it too).
+        static IntPtr OpenRaw(string name, uint flags, IntPtr p)
+        {
+            IntPtr r;
+            if (!RawNative.On || name == null || Native.shmclock_is_fallback(p))
+                return IntPtr.Zero;
+            flags = (flags & ~(Native.OPEN_FALLBACK_SYSTEM | Native.OPEN_WATCH_JUMPS)) | Native.OPEN_NO_CALLBACKS;
+            if (Native.shmclock_open_ex(name, flags, out r) != 0)
+                return IntPtr.Zero;
+            for (int i = 0; i < 2; i++) {
+                NativeInfo a, b;
+                if (Native.shmclock_info(p, out a) == 0 && Native.shmclock_info(r, out b) == 0 &&
+                    a.writer_pid == b.writer_pid && a.writer_generation == b.writer_generation &&
+                    a.writer_start_unix_ns == b.writer_start_unix_ns && a.owner_uid == b.owner_uid)
+                    return r;
+            }
+            Native.shmclock_close(r);
+            return IntPtr.Zero;
+        }
+
+        IntPtr D
+        {
+            get
+            {
+                if (disposed)
+                    throw new ObjectDisposedException("Shmclock.Clock", "shmclock " + name + ": the clock was disposed");
+                return rh;
+            }
         }
 
         IntPtr H
@@ -96,7 +156,7 @@ namespace Shmclock
                 throw new ArgumentNullException("name");
             int r = Native.shmclock_open_ex(name, (uint)options, out p);
             Errors.Check(r, name, "open");
-            return new Clock(p, name);
+            return new Clock(p, OpenRaw(name, (uint)options, p), name);
         }
 
         /// <summary>Waits (real time, at most <paramref name="timeout"/>) until the clock exists and has a value, then opens it.</summary>
@@ -105,7 +165,7 @@ namespace Shmclock
             IntPtr p;
             int r = Native.shmclock_open_wait(name, 0, ToNs(timeout), out p);
             Errors.Check(r, name, "open");
-            return new Clock(p, name);
+            return new Clock(p, OpenRaw(name, 0, p), name);
         }
 
         /// <summary>$SHMCLOCK_NAME, else "default": the clock a program reads unless told otherwise.</summary>
@@ -133,7 +193,7 @@ namespace Shmclock
         public long Now()
         {
             long ns;
-            int r = Native.shmclock_now(H, out ns);
+            int r = direct ? RawNative.ReadNow(D, out ns) : Native.shmclock_now(H, out ns);
             GC.KeepAlive(this);
             return Value(r, ns);
         }
@@ -153,7 +213,9 @@ namespace Shmclock
         /// </summary>
         public int TryNow(out long ns)
         {
-            int r = Native.shmclock_now(H, out ns);
+            long v;
+            int r = direct ? RawNative.ReadNow(D, out v) : Native.shmclock_now(H, out v);
+            ns = v;  // (the raw call writes only to this stack)
             GC.KeepAlive(this);
             return r;
         }
@@ -168,7 +230,7 @@ namespace Shmclock
         public long NowUnix()
         {
             long ns;
-            int r = Native.shmclock_now_unix(H, out ns);
+            int r = direct ? RawNative.ReadNowUnix(D, out ns) : Native.shmclock_now_unix(H, out ns);
             GC.KeepAlive(this);
             return Value(r, ns);
         }
@@ -185,7 +247,7 @@ namespace Shmclock
         public long NowMonotonic()
         {
             long ns;
-            int r = Native.shmclock_now_monotonic(H, out ns);
+            int r = direct ? RawNative.ReadNowMonotonic(D, out ns) : Native.shmclock_now_monotonic(H, out ns);
             GC.KeepAlive(this);
             return Value(r, ns);
         }
@@ -429,11 +491,21 @@ namespace Shmclock
                 min_forward_ns = t.MinForward.Ticks * 100,
                 min_backward_ns = t.MinBackward.Ticks * 100,
             };
+            // While reads went through rh, h saw no jump: one read brings it
+            // up to date, or the handler would be given the jumps that came
+            // before it. Outside the lock: the read may wait for a handler
+            // running on the watcher thread, which may be adding one.
+            long seen;
+            Native.shmclock_now(H, out seen);
             GCHandle gh = GCHandle.Alloc(new JumpTarget { Handler = handler, Name = name });
             ulong id;
             lock (handlers) {
+                // Reads go through h from here on: they wait for a handler
+                // running before a jump.
+                direct = false;
                 int r = Native.shmclock_jump_callback_add(H, nt, Trampoline, GCHandle.ToIntPtr(gh), out id);
                 if (r < 0) {
+                    direct = handlers.Count == 0 && rh != IntPtr.Zero && !disposed;
                     gh.Free();
                     throw Errors.For(r, name, "jump callback");
                 }
@@ -458,6 +530,12 @@ namespace Shmclock
             }
             int r = Native.shmclock_jump_callback_remove(H, id);
             gh.Free();
+            // The last handler gone: raw reads again (a handler added
+            // meanwhile keeps them off: it is counted under the same lock).
+            lock (handlers) {
+                if (handlers.Count == 0 && rh != IntPtr.Zero && !disposed)
+                    direct = true;
+            }
             Errors.Check(r, name, "jump callback");
         }
 
@@ -497,6 +575,7 @@ namespace Shmclock
         ~Clock()
         {
             Native.shmclock_close(h);
+            Native.shmclock_close(rh);
             foreach (var gh in handlers.Values)
                 gh.Free();
         }

@@ -9,6 +9,7 @@
 // that hold one int64_t (shmclock_duration_t, shmclock_sim_time_t) are a
 // long in the x86-64 System V ABI, and are declared so.
 using System;
+using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Security;
 
@@ -23,6 +24,7 @@ namespace Shmclock
         internal const uint OPEN_FALLBACK_SYSTEM = 0x1;
         internal const uint OPEN_WATCH_JUMPS = 0x2;
         internal const uint OPEN_TRUST_ANY_OWNER = 0x4;
+        internal const uint OPEN_NO_CALLBACKS = 0x8;
         internal const uint SLEEP_JUMP_ERROR = 0x1;
         internal const uint FN_PAUSED = 0x1;
         internal const uint FN_STEPPED = 0x2;
@@ -89,6 +91,56 @@ namespace Shmclock
         {
             return s == IntPtr.Zero ? "" : Marshal.PtrToStringAnsi(s);
         }
+    }
+
+    // The reads as Mono raw internal calls (Native~/shmclock-mono.c): under
+    // Mono's default hybrid thread suspension a P/Invoke enters and leaves a
+    // GC-safe region around the call, which costs more than the read; a raw
+    // internal call is called as the runtime's own (Stopwatch.GetTimestamp),
+    // without that transition. libshmclock-mono.so registers them, found
+    // next to Shmclock.dll; it needs a Mono runtime that exports
+    // mono_dangerous_add_raw_internal_call (Mono 6 and later). Elsewhere
+    // (Unity's IL2CPP backend, .NET, no libshmclock-mono.so) On is false and
+    // Clock reads by P/Invoke, as before.
+    //
+    // Sound only on a handle opened with OPEN_NO_CALLBACKS (it never runs jump
+    // callbacks, which would call into C# from a raw call, nor waits for
+    // their delivery), with the result in a local of the caller's stack:
+    // Clock passes nothing else.
+    [SuppressUnmanagedCodeSecurity]
+    internal static class RawNative
+    {
+        // Registered by the static constructor. Mono looks an internal call
+        // up when it compiles its caller, and remembers a failed lookup (the
+        // call then throws MissingMethodException): the calls sit in methods
+        // that are never inlined, so compiled at their first call, which
+        // comes only once On is true, after the registration.
+        internal static readonly bool On = Register();
+
+        [DllImport("shmclock-mono")] static extern int shmclock_mono_register();
+
+        static bool Register()
+        {
+            try {
+                // libshmclock first: libshmclock-mono.so needs it loaded.
+                Native.shmclock_version();
+                return shmclock_mono_register() == 1;
+            } catch (DllNotFoundException) {
+            } catch (EntryPointNotFoundException) {
+            }
+            return false;
+        }
+
+        [MethodImpl(MethodImplOptions.InternalCall)] static extern int Now(IntPtr clk, out long ns);
+        [MethodImpl(MethodImplOptions.InternalCall)] static extern int NowUnix(IntPtr clk, out long ns);
+        [MethodImpl(MethodImplOptions.InternalCall)] static extern int NowMonotonic(IntPtr clk, out long ns);
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static int ReadNow(IntPtr clk, out long ns) { return Now(clk, out ns); }
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static int ReadNowUnix(IntPtr clk, out long ns) { return NowUnix(clk, out ns); }
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static int ReadNowMonotonic(IntPtr clk, out long ns) { return NowMonotonic(clk, out ns); }
     }
 
     // shmclock_info_t, byte for byte (x86-64; checked by the tests against
