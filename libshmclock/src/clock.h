@@ -81,7 +81,15 @@ struct shmclock {
 	/* Clocks with callbacks are on one list, for fork (jump.c). */
 	struct cds_list_head fork_node;
 	bool fork_tracked;
+	/* In a child: fix-ups left for the first read there (jump.c). */
+	_Atomic bool forked;
+	bool rewatch;                  /* start the watcher again */
+	uint64_t key_at_fork;          /* seen_key, stood in for by KEY_FORKED */
 };
+
+/* seen_key in a forked child until its first read: no record has this key
+ * (bits 1-7 of a key are always 0), so every read takes the slow path. */
+#define SHMCLOCK_KEY_FORKED UINT64_MAX
 
 static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
 static_assert(offsetof(struct shmclock, seen_key) == 8, "frozen ABI");

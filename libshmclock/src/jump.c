@@ -157,6 +157,8 @@ static void run_callbacks(struct shmclock *clk, const shmclock_jump_t *j, bool b
 		urcu_bp_read_unlock();
 }
 
+static void fork_resume(struct shmclock *clk);
+
 bool shmclock__jump_deliver(struct shmclock *clk)
 {
 	struct shmclock_params p;
@@ -166,6 +168,10 @@ bool shmclock__jump_deliver(struct shmclock *clk)
 	uint32_t lock;
 
 	struct delivery me = { clk, delivering };
+
+	/* Pairs with the release store in fork_child. */
+	if (atomic_load_explicit(&clk->forked, memory_order_acquire))
+		fork_resume(clk);
 
 	/* A callback reading a clock whose jump this thread is delivering. */
 	if (delivering_on_this_thread(clk))
@@ -207,6 +213,9 @@ bool shmclock__jump_deliver(struct shmclock *clk)
 	delivering = me.outer;
 out:
 	pthread_mutex_unlock(&clk->jump_lock);
+	/* A callback of this delivery forked: this is the child. */
+	if (atomic_load_explicit(&clk->forked, memory_order_acquire))
+		fork_resume(clk);
 	return true;
 }
 
@@ -350,7 +359,8 @@ SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
  * only, which removals wait for instead of a grace period.
  * The delivery locks are not taken (a callback may fork): in the child,
  * those of clocks this thread is not delivering are made anew, their
- * holders being gone, and so are the watch locks; watchers start again.
+ * holders being gone, and so are the watch locks. Watchers start again at
+ * the first read in the child (fork_resume), never inside fork().
  */
 static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
 static CDS_LIST_HEAD(fork_clocks);
@@ -394,16 +404,42 @@ static void fork_child(void)
 	atomic_store_explicit(&grace_periods, 0, memory_order_relaxed);
 	cds_list_for_each_entry(clk, &fork_clocks, fork_node) {
 		pthread_mutex_unlock(&clk->reg_lock);
-		if (!delivering_on_this_thread(clk))
-			pthread_mutex_init(&clk->jump_lock, NULL);
 		pthread_mutex_init(&clk->watch_lock, NULL);
-		if (clk->watching) {
-			/* Its thread did not come along: start another. */
-			clk->watching = false;
-			shmclock_jump_watch(clk, true);
+		/* Its thread did not come along. Another starts at the first
+		 * read here, not now: a thread created inside fork() may wait
+		 * for ever for a lock that fork left held (ASan's allocator
+		 * did), and POSIX allows only async-signal-safe calls here. */
+		clk->rewatch = clk->watching;
+		clk->watching = false;
+		if (!delivering_on_this_thread(clk)) {
+			pthread_mutex_init(&clk->jump_lock, NULL);
+			/* The first read comes to jump_deliver, and fork_resume. */
+			clk->key_at_fork = atomic_load_explicit(&clk->seen_key, memory_order_relaxed);
+			atomic_store_explicit(&clk->seen_key, SHMCLOCK_KEY_FORKED, memory_order_relaxed);
 		}
+		/* Pairs with the acquire loads in jump_deliver. */
+		atomic_store_explicit(&clk->forked, true, memory_order_release);
 	}
 	pthread_mutex_unlock(&fork_lock);
+}
+
+/* The first read of a clock in a forked child: its key back, its watcher
+ * started again. */
+static void fork_resume(struct shmclock *clk)
+{
+	uint64_t forked_key = SHMCLOCK_KEY_FORKED;
+	bool again;
+
+	pthread_mutex_lock(&clk->watch_lock);
+	again = atomic_exchange_explicit(&clk->forked, false, memory_order_relaxed) && clk->rewatch;
+	clk->rewatch = false;
+	/* Release: a reader that sees the key sees what came before it
+	 * (as the store in jump_deliver). */
+	atomic_compare_exchange_strong_explicit(&clk->seen_key, &forked_key, clk->key_at_fork,
+						memory_order_release, memory_order_relaxed);
+	pthread_mutex_unlock(&clk->watch_lock);
+	if (again)
+		shmclock_jump_watch(clk, true);
 }
 
 static void fork_register(void)

@@ -300,6 +300,14 @@ int main()
 		CHECK(shmclock::detail::saturated_ns(std::chrono::milliseconds(3)) == 3000000);
 	});
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	// gcc 12's ASan and TSan runtimes do not hold their own locks across
+	// fork(): a child of a threaded process can hang in them. The plain
+	// build runs this case.
+	tests++;
+	std::printf("ok %d - a forked child goes on # SKIP the sanitizer runtime does not survive fork() among threads\n", tests);
+	if (false)
+#endif
 	run("a forked child goes on with the parent's clock and callbacks", [&] {
 		shmclock::clock wc{ name, SHMCLOCK_OPEN_WATCH_JUMPS };
 		std::atomic<int> calls{ 0 };
@@ -307,6 +315,7 @@ int main()
 		pid_t pid = fork();
 		if (pid == 0) {
 			alarm(20);
+			(void)wc.now(); // the first read starts the watcher again
 			// The parent drives the jump; the child's watcher delivers it.
 			for (int i = 0; i < 1000 && calls < 2; i++)
 				std::this_thread::sleep_for(5ms);

@@ -205,10 +205,12 @@ int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id);
  * clock.
  *
  * fork(): a child goes on with the clocks its parent opened. Reads, sleeps
- * and callbacks work there as before, the watcher runs again in the child,
- * and shmclock_close() is safe; a callback may itself fork. A thread of the
- * parent that was inside a callback at the fork does not exist in the child:
- * that jump is delivered again there.
+ * and callbacks work there as before and shmclock_close() is safe; a
+ * callback may itself fork. The watcher starts again at the first read of
+ * the clock in the child (not inside fork(), where POSIX allows no thread to
+ * be started), or when shmclock_jump_watch(clk, true) is called there. A
+ * thread of the parent that was inside a callback at the fork does not exist
+ * in the child: that jump is delivered again there.
  */
 int shmclock_jump_watch(shmclock_t *clk, bool on);
 

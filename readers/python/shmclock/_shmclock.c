@@ -669,6 +669,7 @@ static PyObject *Clock_add_jump(ClockObject *self, PyObject *args)
 	shmclock_t *h, *jh, *mine = NULL;
 	PyObject *cb;
 	long long fwd, back;
+	uint64_t id;
 	int change, r;
 
 	if (!PyArg_ParseTuple(args, "OLLp", &cb, &fwd, &back, &change))
@@ -730,8 +731,9 @@ static PyObject *Clock_add_jump(ClockObject *self, PyObject *args)
 		done(self);
 		return raise_errno(r, self->name);
 	}
+	id = e->id; /* e is the clock's now: a close() may free it */
 	done(self);
-	return PyLong_FromUnsignedLongLong(e->id);
+	return PyLong_FromUnsignedLongLong(id);
 }
 
 /* _remove_jump(id) -> True if it was registered (False on a closed clock:
@@ -796,6 +798,10 @@ static PyObject *Clock_after_fork_child(ClockObject *self, PyObject *unused)
 		r = take_all(self);
 	if (release)
 		release_now(r);
+	else if (self->jh)
+		/* The library starts it at the first read, and nobody but the
+		 * watcher reads this handle. */
+		shmclock_jump_watch(self->jh, true);
 	Py_RETURN_NONE;
 }
 

@@ -25,6 +25,11 @@ import shmclock
 MS = 1_000_000
 SEC = 1_000_000_000
 STRESS_SECONDS = float(os.environ.get("SHMCLOCK_STRESS_SECONDS", "10"))
+# gcc 12's ASan runtime (preloaded in the ASan build) has no fork
+# interceptor: it does not hold its allocator's locks across fork(), so a
+# child of a threaded process can hang in malloc. The plain build forks.
+ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+NO_FORK_UNDER_ASAN = "ASan's runtime does not lock its allocator across fork()"
 
 # A writer process: time starts at 0, then random changes until stdin closes.
 WRITER = r"""
@@ -204,6 +209,8 @@ class ConcurrencyTest(unittest.TestCase):
 
     def fork_and_check(self, child):
         """Runs child() in a forked child; its exit status 0 is success."""
+        if ASAN:
+            self.skipTest(NO_FORK_UNDER_ASAN)
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -217,6 +224,7 @@ class ConcurrencyTest(unittest.TestCase):
         _, status = os.waitpid(pid, 0)
         return status
 
+    @unittest.skipIf(ASAN, NO_FORK_UNDER_ASAN)
     def test_a_forked_child_sleeps_asleeps_and_gets_jump_callbacks(self):
         # Before: the child's asleep across a pause never ended (the thread
         # that wakes it existed only in the parent) and no jump callback
@@ -272,6 +280,7 @@ class ConcurrencyTest(unittest.TestCase):
             self.assertAlmostEqual(d, 7 * SEC, delta=100 * MS)
         c.close()
 
+    @unittest.skipIf(ASAN, NO_FORK_UNDER_ASAN)
     def test_multiprocessing_fork_workers_read_and_sleep(self):
         self.start_writer()
         c = shmclock.Clock(self.name)
@@ -347,7 +356,9 @@ class ConcurrencyTest(unittest.TestCase):
                 forks.append(self.fork_and_check(child_work))
 
         kinds = ["now"] * 6 + ["sleep"] * 3 + ["asleep"] * 2 + ["on_jump"] * 3 + \
-                ["close", "wait", "fork"]
+                ["close", "wait"] + ([] if ASAN else ["fork"])
+        if ASAN:
+            print(f"stress: no forks: {NO_FORK_UNDER_ASAN}", file=sys.stderr)
 
         def run():
             while time.monotonic() < stop:
@@ -371,7 +382,7 @@ class ConcurrencyTest(unittest.TestCase):
               f"{len(forks)} forks", file=sys.stderr)
         self.assertEqual(bad, [])
         self.assertEqual([s for s in forks if s != 0], [], "forked children failed")
-        self.assertGreater(len(forks), 0)
+        self.assertTrue(ASAN or len(forks) > 0)
 
 
 def _worker_sleep(arg):
