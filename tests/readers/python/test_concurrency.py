@@ -99,23 +99,8 @@ class ConcurrencyTest(unittest.TestCase):
         errors = []
         for _ in range(150):
             c = shmclock.Clock(self.name)
-            go = threading.Barrier(5)
-
-            def register():
-                go.wait()
-                for _ in range(3):
-                    try:
-                        c.on_jump(lambda j: None)
-                    except ValueError as e:
-                        errors.append(str(e))
-            threads = [threading.Thread(target=register) for _ in range(4)]
-            for t in threads:
-                t.start()
-            go.wait()
-            time.sleep(random.random() * 0.002)
-            c.close()
-            for t in threads:
-                t.join()
+            close_under_threads(c, [lambda: c.on_jump(lambda j: None)] * 3, errors,
+                                pause=random.random() * 0.002)
             self.assertTrue(c.closed)
         self.assertTrue(all("closed clock" in e for e in errors), set(errors))
 
@@ -187,22 +172,8 @@ class ConcurrencyTest(unittest.TestCase):
         for _ in range(30):
             w = shmclock.Writer(self.name)
             w.set_time(0)
-            go = threading.Barrier(5)
-
-            def drive():
-                go.wait()
-                for i in range(200):
-                    try:
-                        (w.pause, w.resume, lambda: w.set_scale(2.0), w.now, w.info)[i % 5]()
-                    except ValueError as e:
-                        errors.append(str(e))
-            threads = [threading.Thread(target=drive) for _ in range(4)]
-            for t in threads:
-                t.start()
-            go.wait()
-            w.close()
-            for t in threads:
-                t.join()
+            close_under_threads(w, [w.pause, w.resume, lambda: w.set_scale(2.0), w.now, w.info] * 40,
+                                errors)
         self.assertTrue(all(e == "I/O operation on a closed writer" for e in errors), set(errors))
 
     # ------------------------------------------------------------ fork
@@ -383,6 +354,28 @@ class ConcurrencyTest(unittest.TestCase):
         self.assertEqual(bad, [])
         self.assertEqual([s for s in forks if s != 0], [], "forked children failed")
         self.assertTrue(ASAN or len(forks) > 0)
+
+
+def close_under_threads(obj, calls, errors, pause=0.0):
+    """4 threads make the calls while this one closes obj; the ValueErrors
+    they get (the closed error) go to errors."""
+    go = threading.Barrier(5)
+
+    def drive():
+        go.wait()
+        for call in calls:
+            try:
+                call()
+            except ValueError as e:
+                errors.append(str(e))
+    threads = [threading.Thread(target=drive) for _ in range(4)]
+    for t in threads:
+        t.start()
+    go.wait()
+    time.sleep(pause)
+    obj.close()
+    for t in threads:
+        t.join()
 
 
 def _worker_sleep(arg):
