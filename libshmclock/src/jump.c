@@ -188,6 +188,10 @@ bool shmclock__jump_deliver(struct shmclock *clk)
 		goto out;
 	key = shmclock__key(p.jump_epoch, p.flags);
 	old = atomic_load_explicit(&clk->seen_key, memory_order_relaxed);
+	/* A forked child's stand-in, if fork_resume has not put the real key
+	 * back yet: never a jump of its own. */
+	if (old == SHMCLOCK_KEY_FORKED)
+		old = clk->key_at_fork;
 	if (key == old)
 		goto out; /* another thread delivered it while we waited */
 	j.jump_epoch = p.jump_epoch;
@@ -314,15 +318,30 @@ static void *watcher(void *arg)
 	return NULL;
 }
 
+static bool fork_resume_locked(struct shmclock *clk);
+
+/* With watch_lock held. */
+static int watch_start_locked(struct shmclock *clk)
+{
+	int r;
+
+	atomic_store_explicit(&clk->watch_stop, false, memory_order_relaxed);
+	r = -pthread_create(&clk->watcher, NULL, watcher, clk);
+	clk->watching = r == 0;
+	return r;
+}
+
 SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
 {
 	int r = 0;
 
 	pthread_mutex_lock(&clk->watch_lock);
+	/* In a forked child: whatever is asked now replaces the restart the
+	 * first read would make (a watcher started here, or a close joining
+	 * it, never meets fork_resume waiting for this lock). */
+	fork_resume_locked(clk);
 	if (on && !clk->watching) {
-		atomic_store_explicit(&clk->watch_stop, false, memory_order_relaxed);
-		r = -pthread_create(&clk->watcher, NULL, watcher, clk);
-		clk->watching = r == 0;
+		r = watch_start_locked(clk);
 	} else if (!on && clk->watching) {
 		/* The watcher cannot wait for itself (a callback that closes
 		 * its own clock: see shmclock_jump_watch). */
@@ -409,8 +428,14 @@ static void fork_child(void)
 		 * read here, not now: a thread created inside fork() may wait
 		 * for ever for a lock that fork left held (ASan's allocator
 		 * did), and POSIX allows only async-signal-safe calls here. */
-		clk->rewatch = clk->watching;
-		clk->watching = false;
+		if (clk->watching && pthread_equal(pthread_self(), clk->watcher)) {
+			/* A callback on the watcher forked: this thread is the
+			 * child's watcher, and goes on as one. */
+			clk->rewatch = false;
+		} else {
+			clk->rewatch = clk->watching;
+			clk->watching = false;
+		}
 		if (!delivering_on_this_thread(clk)) {
 			pthread_mutex_init(&clk->jump_lock, NULL);
 			/* The first read comes to jump_deliver, and fork_resume. */
@@ -427,19 +452,31 @@ static void fork_child(void)
  * started again. */
 static void fork_resume(struct shmclock *clk)
 {
+	pthread_mutex_lock(&clk->watch_lock);
+	if (fork_resume_locked(clk) && !clk->watching)
+		watch_start_locked(clk);
+	pthread_mutex_unlock(&clk->watch_lock);
+}
+
+/* With watch_lock held: the child's key back, then `forked` cleared (in
+ * that order: a reader that sees it cleared finds the real key). Returns
+ * whether the watcher is to start again. */
+static bool fork_resume_locked(struct shmclock *clk)
+{
 	uint64_t forked_key = SHMCLOCK_KEY_FORKED;
 	bool again;
 
-	pthread_mutex_lock(&clk->watch_lock);
-	again = atomic_exchange_explicit(&clk->forked, false, memory_order_relaxed) && clk->rewatch;
-	clk->rewatch = false;
+	if (!atomic_load_explicit(&clk->forked, memory_order_relaxed))
+		return false;
 	/* Release: a reader that sees the key sees what came before it
 	 * (as the store in jump_deliver). */
 	atomic_compare_exchange_strong_explicit(&clk->seen_key, &forked_key, clk->key_at_fork,
 						memory_order_release, memory_order_relaxed);
-	pthread_mutex_unlock(&clk->watch_lock);
-	if (again)
-		shmclock_jump_watch(clk, true);
+	again = clk->rewatch;
+	clk->rewatch = false;
+	/* Pairs with the acquire loads in jump_deliver. */
+	atomic_store_explicit(&clk->forked, false, memory_order_release);
+	return again;
 }
 
 static void fork_register(void)

@@ -57,7 +57,7 @@ int main()
 	const std::string name = "cxx-" + std::to_string(getpid());
 	const std::string other = name + "-none";
 	setenv("SHMCLOCK_NAME", name.c_str(), 1);
-	std::printf("1..16\n");
+	std::printf("1..18\n");
 
 	shmclock::writer w{ name };
 	w.set_time(sim_clock::time_point(1s));
@@ -223,6 +223,54 @@ int main()
 		}
 		CHECK(r->sleep() == 0);
 		CHECK(r->sleep() == 0);
+	});
+
+	run("a one-shot callback drops the last reference to its clock on the watcher", [&] {
+		// The jump_handle holds the last share; its reset() inside the
+		// callback closed the clock on its own watcher (a use-after-free
+		// in run_callbacks) and destroyed the running std::function.
+		std::atomic<int> calls{ 0 };
+		std::atomic<bool> ready{ false }; // `once` is assigned (TSan cannot see the seqlock)
+		std::unique_ptr<shmclock::jump_handle> once(new shmclock::jump_handle);
+		{
+			shmclock::clock wc{ name, SHMCLOCK_OPEN_WATCH_JUMPS };
+			*once = wc.on_jump([&](const shmclock_jump_t &, bool before) {
+				if (!ready.load(std::memory_order_acquire))
+					return;
+				if (before)
+					once->reset();
+				calls++; // after the reset: the test may destroy `once`
+			});
+			ready.store(true, std::memory_order_release);
+		}
+		w.set_time(w.now() + 1s);
+		for (int i = 0; i < 200 && calls == 0; i++)
+			std::this_thread::sleep_for(5ms);
+		std::this_thread::sleep_for(100ms); // the close on a thread of its own
+		CHECK(calls == 1); // before only: unregistered inside it
+	});
+
+	run("saturated_ns at the boundaries", [&] {
+		using shmclock::detail::saturated_ns;
+		// Just under 2^63 ns in float seconds: in range (duration_cast
+		// rounded it up to 2^63 and wrapped to INT64_MIN).
+		CHECK(saturated_ns(std::chrono::duration<float>(9223371776.0f)) ==
+		      static_cast<std::int64_t>(static_cast<long double>(9223371776.0f) * 1e9L));
+		CHECK(saturated_ns(std::chrono::duration<float>(9223371776.0f)) > 9200000000000000000LL);
+		CHECK(saturated_ns(std::chrono::duration<float>(1e19f)) == INT64_MAX);
+		CHECK(saturated_ns(std::chrono::duration<double>(-1e300)) == INT64_MIN);
+		CHECK(saturated_ns(std::chrono::duration<long long, std::ratio<1, 3>>(10000000000LL)) ==
+		      3333333333333333333LL);
+		using frames = std::chrono::duration<long long, std::ratio<1, 60>>;
+		// 100 years of 60 Hz frames: duration_cast multiplied by 10^9
+		// before dividing by 60 and overflowed.
+		CHECK(saturated_ns(frames(60LL * 3600 * 24 * 365 * 100)) == 3153600000000000000LL);
+		CHECK(saturated_ns(frames(60LL * 3600 * 24 * 365 * 300)) == INT64_MAX);
+		CHECK(saturated_ns(frames(90)) == 1500000000LL);
+		CHECK(saturated_ns(std::chrono::duration<unsigned long long>(~0ULL)) == INT64_MAX);
+		CHECK(saturated_ns(std::chrono::nanoseconds::max()) == INT64_MAX);
+		CHECK(saturated_ns(std::chrono::nanoseconds::min()) == INT64_MIN);
+		CHECK(saturated_ns(std::chrono::duration<double>(1.5)) == 1500000000LL);
 	});
 
 	run("a moved-from clock, writer and rate throw std::logic_error", [&] {

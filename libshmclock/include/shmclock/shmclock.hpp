@@ -39,8 +39,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <ratio>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
 #include <system_error>
 #include <utility>
 
@@ -53,6 +57,11 @@ namespace shmclock {
 namespace detail {
 // A duration as int64 ns, saturated at the ends instead of overflowing
 // (duration_cast<nanoseconds>(seconds::max()) is undefined); NaN is 0.
+// The range is checked on the exact value (long double holds every int64);
+// duration_cast is used only where it cannot overflow: an integer count
+// times a whole number of ns. Otherwise (floating counts, periods such as
+// 1/60 s, which duration_cast multiplies before it divides) the value is
+// converted from the checked long double.
 template <class Rep, class Period>
 constexpr std::int64_t saturated_ns(std::chrono::duration<Rep, Period> d)
 {
@@ -60,20 +69,64 @@ constexpr std::int64_t saturated_ns(std::chrono::duration<Rep, Period> d)
 
 	if (!(v == v))
 		return 0;
-	if (v >= static_cast<long double>(INT64_MAX))
+	if (v >= 0x1p63L)
 		return INT64_MAX;
-	if (v <= static_cast<long double>(INT64_MIN))
+	if (v <= -0x1p63L)
 		return INT64_MIN;
-	return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+	if constexpr (std::is_floating_point<Rep>::value ||
+		      std::ratio_divide<Period, std::nano>::den != 1)
+		return static_cast<std::int64_t>(v);
+	else
+		return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
+
+// Jump callbacks are run by jump_handle's trampoline; this counts them on
+// this thread. There, what must not happen is put off (see handle_box).
+inline int &callback_depth() noexcept
+{
+	static thread_local int depth = 0;
+	return depth;
+}
+
+// The reader's handle, shared by a clock and what it hands out (jump
+// handles, rates). Closed when the last of them goes: from inside a
+// callback on a thread of its own (the watcher running the callback cannot
+// wait for itself; the close waits for the callback to return). Callbacks
+// unregistered inside a callback may still be running on another thread
+// (the library does not wait there): they are kept until the handle closes.
+struct handle_box {
+	shmclock_t *c = nullptr;
+	std::mutex m;
+	std::vector<std::shared_ptr<void>> graveyard;
+
+	handle_box() = default;
+	handle_box(const handle_box &) = delete;
+	handle_box &operator=(const handle_box &) = delete;
+	~handle_box()
+	{
+		std::vector<std::shared_ptr<void>> g = std::move(graveyard);
+		shmclock_t *h = c;
+
+		if (callback_depth() > 0) {
+			try {
+				std::thread([h, g = std::move(g)]() mutable {
+					shmclock_close(h);
+					g.clear();
+				}).detach();
+			} catch (...) {
+				// No thread: left open (a leak, never a crash).
+			}
+			return;
+		}
+		shmclock_close(h);
+	}
+};
+using shared_handle = std::shared_ptr<handle_box>;
 
 [[noreturn]] inline void throw_moved(const char *what)
 {
 	throw std::logic_error(std::string("shmclock: ") + what + " of a moved-from object");
 }
-
-// The reader's handle, shared by a clock and what it hands out.
-using shared_handle = std::shared_ptr<shmclock_t>;
 } // namespace detail
 
 // The error for -errno r from the library, as a std::system_error.
@@ -132,10 +185,21 @@ public:
 	~jump_handle() { reset(); }
 
 	// Unregisters; the clock's mapping goes once nothing else holds it.
+	// From inside a callback too (its own or another's).
 	void reset() noexcept
 	{
-		if (c_)
-			shmclock_jump_callback_remove(c_.get(), id_);
+		if (c_) {
+			shmclock_jump_callback_remove(c_->c, id_);
+			if (fn_ && detail::callback_depth() > 0) {
+				// It may be running: kept until the handle closes.
+				try {
+					std::lock_guard<std::mutex> g(c_->m);
+					c_->graveyard.emplace_back(std::shared_ptr<callback>(std::move(fn_)));
+				} catch (...) {
+					(void)fn_.release(); // kept for ever rather than freed while it runs
+				}
+			}
+		}
 		c_.reset();
 		fn_.reset();
 	}
@@ -146,10 +210,12 @@ private:
 	{
 		// An exception must not unwind through C: a callback that
 		// throws has its exception dropped.
+		detail::callback_depth()++;
 		try {
 			(*static_cast<callback *>(user))(*j, before);
 		} catch (...) {
 		}
+		detail::callback_depth()--;
 	}
 
 	detail::shared_handle c_;
@@ -162,12 +228,12 @@ class clock {
 public:
 	explicit clock(const std::string &name = default_name(), unsigned flags = 0)
 	{
-		shmclock_t *c;
-		int r = shmclock_open_ex(name.c_str(), flags, &c);
+		auto box = std::make_shared<detail::handle_box>();
+		int r = shmclock_open_ex(name.c_str(), flags, &box->c);
 		if (r)
 			throw_error(r, "shmclock: clock '" + name + "'");
-		c_.reset(c, shmclock_close);
-		raw_ = c;
+		raw_ = box->c;
+		c_ = std::move(box);
 	}
 	clock(const clock &) = delete;
 	clock &operator=(const clock &) = delete;
@@ -324,7 +390,7 @@ private:
 		return t;
 	}
 	detail::shared_handle c_;
-	shmclock_t *raw_ = nullptr; // c_.get(), read without the shared_ptr's indirection
+	shmclock_t *raw_ = nullptr; // c_->c, read without the shared_ptr's indirection
 };
 
 inline clock &sim_clock::instance()

@@ -209,8 +209,9 @@ int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id);
  * callback may itself fork. The watcher starts again at the first read of
  * the clock in the child (not inside fork(), where POSIX allows no thread to
  * be started), or when shmclock_jump_watch(clk, true) is called there. A
- * thread of the parent that was inside a callback at the fork does not exist
- * in the child: that jump is delivered again there.
+ * thread of the parent that was inside a pre-jump callback at the fork does
+ * not exist in the child: that jump is delivered again there (one inside a
+ * post-jump callback: the rest of them are not run in the child).
  */
 int shmclock_jump_watch(shmclock_t *clk, bool on);
 

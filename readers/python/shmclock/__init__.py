@@ -383,9 +383,9 @@ atexit.register(_close_all)
 def _after_fork_child():
     # A child of os.fork() (multiprocessing's default start method on Linux)
     # goes on with the clocks opened before: sleeps, asleep and jump
-    # callbacks work there as in the parent. The library restarts the
-    # callbacks' watcher threads, which wait for this (Python is ready for
-    # them now); what Python kept per clock is renewed.
+    # callbacks work there as in the parent. Python is ready for callbacks
+    # now: the clocks start their callbacks' watchers again, and what Python
+    # kept per clock is renewed.
     _shmclock._fork_hook(0)
     for clock in list(_open_clocks):
         clock._after_fork_child()

@@ -214,8 +214,9 @@ static _Thread_local shmclock_t *running_jh;
  * counts itself in `entering` until it holds the GIL, and the before-fork
  * hook waits, the GIL released, until none is entering; `forking` keeps new
  * ones out meanwhile (seq_cst on both sides: each sees the other's count).
- * In a child, watchers are started by the library before Python is ready
- * there: they wait until the child's hook sets `forking` to zero.
+ * In a child, `forking` is as the parent's fork left it (at least 1)
+ * until the child's hook, which starts the callbacks' watchers, sets it to
+ * zero once Python is ready there.
  */
 static _Atomic int forking;  /* os.fork() calls between before and after */
 static _Atomic int entering; /* threads between the check and holding the GIL */
@@ -534,8 +535,6 @@ static bool closed_meanwhile(ClockObject *c)
 	pthread_mutex_lock(&c->mu);
 	closed = !c->h || c->close_pending;
 	pthread_mutex_unlock(&c->mu);
-	if (closed)
-		raise_closed();
 	return closed;
 }
 
@@ -554,8 +553,8 @@ static PyObject *Clock_sleep_until(ClockObject *self, PyObject *args)
 	r = shmclock_sleep_until_ex(h, shmclock_sim_time(t), 0, shmclock_nsec(slice), NULL);
 	Py_END_ALLOW_THREADS
 	if (r == -ECANCELED || closed_meanwhile(self)) {
-		done(self);
-		return PyErr_Occurred() ? NULL : raise_closed();
+		done(self); /* may drop callbacks: before the exception is set */
+		return raise_closed();
 	}
 	done(self);
 	if (r == 0)
@@ -592,7 +591,7 @@ static PyObject *Clock_wait_change(ClockObject *self, PyObject *args)
 	Py_END_ALLOW_THREADS
 	if (closed_meanwhile(self)) {
 		done(self);
-		return NULL;
+		return raise_closed();
 	}
 	done(self);
 	if (r == 0)
@@ -749,7 +748,8 @@ static PyObject *Clock_remove_jump(ClockObject *self, PyObject *args)
 	pthread_mutex_lock(&self->mu);
 	if (self->h && !self->close_pending) {
 		for (p = &self->jumps; *p; p = &(*p)->next) {
-			if ((*p)->id == id) {
+			/* 0: an entry removed inside a callback, kept until close. */
+			if (id && (*p)->id == id) {
 				e = *p;
 				*p = e->next;
 				jh = self->jh;
