@@ -299,11 +299,21 @@ SHMCLOCK_EXPORT int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id)
 	return 0;
 }
 
+/* The clock whose watcher this thread is (clk->watcher may be stored by
+ * pthread_create only after the thread has started). */
+static _Thread_local const struct shmclock *watcher_of;
+
+bool shmclock__on_own_watcher(const struct shmclock *clk)
+{
+	return watcher_of == clk;
+}
+
 static void *watcher(void *arg)
 {
 	struct shmclock *clk = arg;
 	const struct shmclock_seg *s = clk->seg;
 
+	watcher_of = clk;
 	while (!atomic_load_explicit(&clk->watch_stop, memory_order_acquire)) {
 		/* Acquire pairs with the writer's release increment in commit_end:
 		 * loaded before the check, so a later commit changes it and the
@@ -345,7 +355,7 @@ SHMCLOCK_EXPORT int shmclock_jump_watch(shmclock_t *clk, bool on)
 	} else if (!on && clk->watching) {
 		/* The watcher cannot wait for itself (a callback that closes
 		 * its own clock: see shmclock_jump_watch). */
-		if (pthread_equal(pthread_self(), clk->watcher)) {
+		if (shmclock__on_own_watcher(clk)) {
 			pthread_mutex_unlock(&clk->watch_lock);
 			return -EDEADLK;
 		}
@@ -428,7 +438,7 @@ static void fork_child(void)
 		 * read here, not now: a thread created inside fork() may wait
 		 * for ever for a lock that fork left held (ASan's allocator
 		 * did), and POSIX allows only async-signal-safe calls here. */
-		if (clk->watching && pthread_equal(pthread_self(), clk->watcher)) {
+		if (clk->watching && shmclock__on_own_watcher(clk)) {
 			/* A callback on the watcher forked: this thread is the
 			 * child's watcher, and goes on as one. */
 			clk->rewatch = false;

@@ -15,5 +15,7 @@ bool shmclock__jump_deliver(struct shmclock *clk);
 /* Puts a clock with callbacks on the list fork() keeps consistent: its
  * locks are usable in a child and its watcher goes on there. */
 void shmclock__fork_track(struct shmclock *clk);
+/* Whether this thread is @clk's watcher. */
+bool shmclock__on_own_watcher(const struct shmclock *clk);
 
 #endif

@@ -220,10 +220,30 @@ SHMCLOCK_EXPORT bool shmclock_is_fallback(const shmclock_t *clk)
 	return clk->fallback;
 }
 
+static void *close_later(void *arg)
+{
+	shmclock_close(arg); /* joins the watcher once its callback returns */
+	return NULL;
+}
+
 SHMCLOCK_EXPORT void shmclock_close(shmclock_t *clk)
 {
 	if (!clk)
 		return;
+	/* From a callback on the clock's own watcher, which cannot wait for
+	 * itself: a thread of ours closes it once the callback has returned
+	 * (if none can be started, the clock stays open: a leak, not a
+	 * use-after-free). */
+	if (shmclock__on_own_watcher(clk)) {
+		pthread_attr_t a;
+		pthread_t t;
+
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		pthread_create(&t, &a, close_later, clk);
+		pthread_attr_destroy(&a);
+		return;
+	}
 	shmclock__jump_fini(clk);
 	munmap((void *)clk->seg, SHMCLOCK_SEG_SIZE);
 	free(clk);

@@ -502,6 +502,40 @@ Test(time, watcher_delivers_jumps_nobody_reads)
 	shmclock_close(c);
 }
 
+/* A callback on the clock's own watcher closes its clock (a one-shot
+ * subscription): before, the close freed the registry under the delivery
+ * still walking it. */
+struct close_self {
+	shmclock_t *c;
+	_Atomic int calls;
+};
+
+static void close_self_cb(const shmclock_jump_t *j, bool before, void *user)
+{
+	struct close_self *cs = user;
+
+	(void)j;
+	atomic_fetch_add(&cs->calls, 1);
+	if (before)
+		shmclock_close(cs->c);
+}
+
+Test(time, a_callback_on_the_watcher_may_close_its_own_clock)
+{
+	const char *name = test_clock_name();
+	shmclock_jump_threshold_t th = { .min_forward_ns = 1 };
+	struct close_self cs = { 0 };
+
+	remote_start(name, 0);
+	cr_assert_eq(shmclock_open_ex(name, SHMCLOCK_OPEN_WATCH_JUMPS, &cs.c), 0);
+	cr_assert_eq(shmclock_jump_callback_add(cs.c, th, close_self_cb, &cs, NULL), 0);
+	remote_do(R_SET, 50 * SEC, 0);
+	for (int i = 0; i < 1000 && atomic_load(&cs.calls) < 2; i++)
+		sleep_ns(5 * MS);
+	cr_assert_eq(atomic_load(&cs.calls), 2, "before and after, then closed");
+	sleep_ns(100 * MS); /* the close runs on a thread of its own */
+}
+
 /* A thread that reads a clock until told to stop: fork() happens among
  * threads, as in a real program. */
 struct spinner {

@@ -201,8 +201,10 @@ int shmclock_jump_callback_remove(shmclock_t *clk, uint64_t id);
 /*
  * Start / stop the watcher thread that delivers jumps nobody reads. Stopping
  * it from one of its own callbacks gives -EDEADLK (it cannot wait for
- * itself); for the same reason a callback must not shmclock_close() its own
- * clock.
+ * itself). shmclock_close() from a callback on the clock's watcher closes it
+ * on a thread of its own once the callback has returned; from a callback run
+ * by a thread that reads the clock it must not be called (that read is
+ * still using the clock).
  *
  * fork(): a child goes on with the clocks its parent opened. Reads, sleeps
  * and callbacks work there as before and shmclock_close() is safe; a
