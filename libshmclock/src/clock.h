@@ -78,9 +78,8 @@ struct shmclock {
 	bool watching;
 	_Atomic bool watch_stop;
 
-	/* Clocks with callbacks are on one list, for fork (jump.c). */
+	/* Clocks with callbacks (!jumps_off) are on one list, for fork (jump.c). */
 	struct cds_list_head fork_node;
-	bool fork_tracked;
 	/* In a child: fix-ups left for the first read there (jump.c). */
 	_Atomic bool forked;
 	bool rewatch;                  /* start the watcher again */

@@ -499,14 +499,13 @@ void shmclock__fork_track(struct shmclock *clk)
 	pthread_once(&fork_once, fork_register);
 	pthread_mutex_lock(&fork_lock);
 	cds_list_add(&clk->fork_node, &fork_clocks);
-	clk->fork_tracked = true;
 	pthread_mutex_unlock(&fork_lock);
 }
 
 static void fork_untrack(struct shmclock *clk)
 {
-	if (!clk->fork_tracked)
-		return;
+	if (clk->jumps_off)
+		return; /* never tracked (shmclock_open_ex) */
 	pthread_mutex_lock(&fork_lock);
 	cds_list_del(&clk->fork_node);
 	pthread_mutex_unlock(&fork_lock);
