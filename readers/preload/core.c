@@ -77,6 +77,7 @@ void *shim_real(const char *sym)
 
 static void child_after_fork(void)
 {
+	shim_pid = getpid();
 	shim_timers_after_fork();
 }
 
@@ -119,6 +120,7 @@ static int do_init(void)
 		return ST_REAL;
 	}
 	shim_wrefs_probe();
+	shim_pid = getpid();
 	pthread_atfork(NULL, NULL, child_after_fork);
 	return ST_SIM;
 }

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <shmclock/shmclock.h>
@@ -84,6 +85,25 @@ void shim_resolve_timers(void);
 extern int (*shim_real_gettime)(clockid_t, struct timespec *);
 /* Timers do not survive fork (timers.c). */
 void shim_timers_after_fork(void);
+/* The shim's own descriptors (fds.c): hidden from the program. */
+extern pid_t shim_pid; /* the process they belong to */
+/* A copy of @fd at a free number near the top of the table, marked ours
+ * (close-on-exec); -1 with errno. */
+int shim_fd_adopt(int fd);
+/* Ours at @fd moves to another free number (returned; -1: none, then it
+ * is closed); the program is about to take @fd. */
+int shim_fd_move(int fd);
+/* Close one of ours. */
+void shim_fd_release(int fd);
+bool shim_fd_is_own(int fd);
+/* close(2) itself, not the interposed one. */
+int shim_real_close(int fd);
+/* What fds.c asks of the timers (timers.c): move ours from @fd; forget the
+ * program's timerfds among [lo, hi] that are no longer open; whether any
+ * timerfd exists. */
+void shim_timers_claim(int fd);
+void shim_timers_closed(int lo, int hi);
+bool shim_timers_live(void);
 /* Condition variables: which clock glibc says a condvar uses (waits.c). */
 void shim_wrefs_probe(void);
 

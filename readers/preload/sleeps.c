@@ -6,8 +6,15 @@
  * do. Relative sleeps and absolute ones on a monotonic clock end on the
  * jump-free timeline, absolute CLOCK_REALTIME ones on the simulation
  * timeline (preload.h).
+ *
+ * They stay cancellation points, as the real ones are: the futex wait is
+ * not one, so the wait runs with asynchronous cancellation, which is safe
+ * there (the shim's handle takes no lock, allocates nothing, changes
+ * nothing a cancel could leave half done).
  */
 #include "preload.h"
+
+#include <pthread.h>
 
 static int (*r_nanosleep)(const struct timespec *, struct timespec *);
 static int (*r_clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
@@ -31,11 +38,14 @@ static int sim_nanosleep(clockid_t id, bool abs, const struct timespec *req, str
 {
 	const unsigned sig = SHMCLOCK__SLEEP_SIGNAL;
 	int64_t start = 0, req_ns;
-	int r;
+	int r, cancel_type;
 
 	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || (!abs && req->tv_sec < 0))
 		return EINVAL;
 	req_ns = ts_to_ns(req);
+	/* Acts on a cancel pending already (when enabled), and on one that
+	 * comes during the sleep. */
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &cancel_type);
 	if (abs && is_rt(id)) {
 		r = shmclock_sleep_until_ex(shim_clk, (shmclock_sim_time_t){ req_ns - sim_offset(id) },
 					    sig, SHMCLOCK_DURATION_INFINITE, NULL);
@@ -47,6 +57,7 @@ static int sim_nanosleep(clockid_t id, bool abs, const struct timespec *req, str
 		r = shmclock_sleep_for_ex(shim_clk, shmclock_nsec(req_ns), sig | SHMCLOCK__SLEEP_MONO,
 					  SHMCLOCK_DURATION_INFINITE, NULL);
 	}
+	pthread_setcanceltype(cancel_type, NULL);
 	if (r == -EINTR) {
 		if (!abs && rem) {
 			int64_t slept = mono_now_or(start) - start;

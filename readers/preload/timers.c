@@ -1,29 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Timers on a simulated clock: POSIX timers, alarm(), setitimer(ITIMER_REAL)
- * and timerfds. Each is a real CLOCK_MONOTONIC timer (the kernel delivers
- * it, so sigevent and epoll semantics stay intact) plus its expiry in
- * simulated time; a helper thread re-plans every real timer from its
- * simulated expiry on each change of the clock.
+ * and timerfds.
+ *
+ * A POSIX timer (and alarm, setitimer) is a real CLOCK_MONOTONIC timer (the
+ * kernel delivers it, so sigevent semantics stay intact) plus its expiry in
+ * simulated time. The planning thread re-plans the real timer when a change
+ * of the clock moves its real expiry, and only then: since Linux 6.13 a
+ * timer_settime() drops a signal of the timer that is queued but not yet
+ * delivered, so a re-plan waits while the timer's signal is pending, and a
+ * timer that fired in the instant before a re-plan is fired again (its
+ * first signal was dropped): a signal is never lost, never added.
+ *
+ * A timerfd is handed to the program as an eventfd: read(2) gives the
+ * expiry count and epoll sees it readable, as with a timerfd. The timerfd
+ * thread sleeps (on a private futex, no descriptor) until the next
+ * simulated expiry of any timerfd, and adds the expiries to the eventfd
+ * through the shim's own copy of it (fds.c: kept out of the program's way,
+ * never the program's number). One descriptor per timerfd beyond the
+ * program's, and no limit on timers but the kernel's.
  *
  * Timelines (preload.h): a timer armed with a relative value, or on a
  * monotonic clock, expires on the jump-free timeline; one armed at an
- * absolute CLOCK_REALTIME time follows jumps.
- *
- * A timerfd is handed to the program as an eventfd: read(2) gives the
- * expiry count and epoll sees it readable, as with a timerfd. The shim
- * keeps a real timerfd per timer in a second helper thread's epoll, reads
- * its expiries and adds them to the eventfd, so that re-planning the real
- * one (which resets the kernel's count) loses none. Differences, documented
- * in the README: TFD_TIMER_CANCEL_ON_SET is ignored; re-arming a blocking
- * timerfd does not clear expiries not yet read; after fork the child's copy
- * is not driven (POSIX timers do not survive fork either).
+ * absolute CLOCK_REALTIME time follows jumps. Differences, documented in
+ * shmclock-run(1): TFD_TIMER_CANCEL_ON_SET is ignored; re-arming a blocking
+ * timerfd does not clear expiries not yet read; after fork the child's
+ * copy of a timerfd is driven by the parent only (as the file is shared),
+ * and POSIX timers do not survive fork.
  */
 #include "preload.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/epoll.h>
+#include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -33,8 +43,6 @@
 #ifndef KCMP_FILE
 #define KCMP_FILE 0
 #endif
-
-#define MAX_TIMERS 64
 
 static int (*r_timer_create)(clockid_t, struct sigevent *, timer_t *);
 static int (*r_timer_settime)(timer_t, int, const struct itimerspec *, struct itimerspec *);
@@ -46,9 +54,9 @@ static int (*r_getitimer)(__itimer_which_t, struct itimerval *);
 static int (*r_timerfd_create)(int, int);
 static int (*r_timerfd_settime)(int, int, const struct itimerspec *, struct itimerspec *);
 static int (*r_timerfd_gettime)(int, struct itimerspec *);
-/* The helper's own wait: a call from inside the shim to epoll_wait would
- * bind to ours and wait in simulated time. */
-static int (*r_epoll_wait)(int, struct epoll_event *, int, int);
+static int (*r_eventfd)(unsigned, int);
+static ssize_t (*r_read)(int, void *, size_t);
+static ssize_t (*r_write)(int, const void *, size_t);
 
 void shim_resolve_timers(void)
 {
@@ -62,7 +70,9 @@ void shim_resolve_timers(void)
 	RESOLVE(r_timerfd_create, "timerfd_create");
 	RESOLVE(r_timerfd_settime, "timerfd_settime");
 	RESOLVE(r_timerfd_gettime, "timerfd_gettime");
-	RESOLVE(r_epoll_wait, "epoll_wait");
+	RESOLVE(r_eventfd, "eventfd");
+	RESOLVE(r_read, "read");
+	RESOLVE(r_write, "write");
 }
 
 enum { K_POSIX, K_TFD };
@@ -70,27 +80,28 @@ enum { K_POSIX, K_TFD };
 struct sim_timer {
 	bool used;
 	bool armed;      /* has a pending simulated expiry */
-	bool real_armed; /* the real timer runs on the current mapping */
+	bool real_armed; /* K_POSIX: the real timer runs on the current plan */
 	bool mono_tl;    /* expires on the jump-free timeline */
 	int kind;
 	timer_t real;    /* K_POSIX */
+	int notify;      /* K_POSIX: sigev_notify, */
+	int signo;       /* and sigev_signo */
 	int fd;          /* K_TFD: the program's eventfd */
-	int own_fd;      /* K_TFD: our duplicate of it, for writing */
-	int rfd;         /* K_TFD: the real timerfd */
-	bool nonblock;   /* K_TFD: created with TFD_NONBLOCK */
+	int own_fd;      /* K_TFD: our copy of it, for writing (-1: lost) */
 	clockid_t clock;
 	int64_t next;       /* next expiry on its timeline */
 	int64_t interval;   /* simulated period, 0: one-shot */
-	int64_t real_first; /* real monotonic instant planned for `next` */
-	int64_t real_int;   /* real period planned */
+	int64_t real_first; /* K_POSIX: real monotonic instant planned for `next` */
+	int64_t real_int;   /* K_POSIX: real period planned */
 };
 
 static pthread_mutex_t tlock = PTHREAD_MUTEX_INITIALIZER;
-static struct sim_timer timers[MAX_TIMERS];
+static struct sim_timer *timers; /* [ntimers], grown on demand */
+static int ntimers;
 static int alarm_slot = -1; /* the timer behind alarm() and ITIMER_REAL */
-static bool helper_running;
-static int tfd_ep = -1;     /* the timerfd helper's epoll */
-static bool tfd_helper_running;
+static bool plan_running, tfd_running;
+static _Atomic int tfd_live;      /* timerfds in the table */
+static _Atomic uint32_t tfd_kick; /* bumped to wake the timerfd thread */
 
 /* Timer calls may come from signal handlers (timer_settime is
  * async-signal-safe): signals stay blocked while tlock is held. */
@@ -109,42 +120,54 @@ static void tlock_drop(const sigset_t *old)
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
+/* Wake the timerfd thread: a timerfd was set, or the clock changed. The
+ * release pairs with its acquire load before it plans: it sees what was
+ * set before the bump. */
+static void kick(void)
+{
+	atomic_fetch_add_explicit(&tfd_kick, 1, memory_order_release);
+	syscall(SYS_futex, &tfd_kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static struct sim_timer *timer_find(timer_t id)
 {
-	for (int i = 0; i < MAX_TIMERS; i++)
+	for (int i = 0; i < ntimers; i++)
 		if (timers[i].used && timers[i].kind == K_POSIX && timers[i].real == id)
 			return &timers[i];
 	return NULL;
 }
 
-/* Whether the program's fd still is our eventfd (it may have closed it and
- * got the number back for something else). Without kcmp (seccomp, an old
- * kernel) we believe it. */
+/* Whether the program's fd still is our eventfd (it may have closed it by
+ * a raw system call and got the number back for something else). Without
+ * kcmp (seccomp, an old kernel) we believe it. */
 static bool tfd_same(const struct sim_timer *t)
 {
-	long r = syscall(SYS_kcmp, (long)getpid(), (long)getpid(), KCMP_FILE, (long)t->fd,
-			 (long)t->own_fd);
+	long r;
 
+	if (t->own_fd < 0)
+		return true;
+	r = syscall(SYS_kcmp, (long)getpid(), (long)getpid(), KCMP_FILE, (long)t->fd,
+		    (long)t->own_fd);
 	return r == 0 || (r < 0 && (errno == ENOSYS || errno == EPERM));
 }
 
 static void tfd_drop(struct sim_timer *t)
 {
-	epoll_ctl(tfd_ep, EPOLL_CTL_DEL, t->rfd, NULL);
-	close(t->rfd);
-	close(t->own_fd);
+	if (t->own_fd >= 0)
+		shim_fd_release(t->own_fd);
 	t->used = false;
+	atomic_fetch_sub_explicit(&tfd_live, 1, memory_order_relaxed);
 }
 
 static struct sim_timer *tfd_find(int fd)
 {
-	for (int i = 0; i < MAX_TIMERS; i++) {
+	for (int i = 0; i < ntimers; i++) {
 		struct sim_timer *t = &timers[i];
 
 		if (t->used && t->kind == K_TFD && t->fd == fd) {
 			if (tfd_same(t))
 				return t;
-			tfd_drop(t); /* closed by the program: forget it */
+			tfd_drop(t); /* closed unseen: forget it */
 		}
 	}
 	return NULL;
@@ -153,9 +176,58 @@ static struct sim_timer *tfd_find(int fd)
 /* Hand @k expiries to the program's timerfd. */
 static void tfd_deliver(struct sim_timer *t, uint64_t k)
 {
-	if (k)
-		(void)!write(t->own_fd, &k, sizeof(k));
+	if (k && t->own_fd >= 0)
+		(void)!r_write(t->own_fd, &k, sizeof(k));
 }
+
+/* ------------------------------------------------------------ the fds' side */
+
+bool shim_timers_live(void)
+{
+	return atomic_load_explicit(&tfd_live, memory_order_relaxed) > 0;
+}
+
+/* The program takes our number @fd (dup2 onto it): ours moves. */
+void shim_timers_claim(int fd)
+{
+	sigset_t o;
+
+	tlock_take(&o);
+	if (shim_fd_is_own(fd)) {
+		int to = shim_fd_move(fd);
+
+		for (int i = 0; i < ntimers; i++)
+			if (timers[i].used && timers[i].kind == K_TFD && timers[i].own_fd == fd)
+				timers[i].own_fd = to;
+	}
+	tlock_drop(&o);
+}
+
+/* The program's descriptors [lo, hi] may be closed: forget its timerfds
+ * among them that are gone. Not from a vfork child (our table is the
+ * parent's, our descriptors are not its). */
+void shim_timers_closed(int lo, int hi)
+{
+	bool own_proc = false, asked = false;
+	sigset_t o;
+
+	tlock_take(&o);
+	for (int i = 0; i < ntimers; i++) {
+		struct sim_timer *t = &timers[i];
+
+		if (!t->used || t->kind != K_TFD || t->fd < lo || t->fd > hi)
+			continue;
+		if (!asked) {
+			own_proc = getpid() == shim_pid;
+			asked = true;
+		}
+		if (own_proc && !tfd_same(t))
+			tfd_drop(t);
+	}
+	tlock_drop(&o);
+}
+
+/* ------------------------------------------------------------ POSIX timers */
 
 /* Account @k expiries of the real timer since the plan. tlock held. */
 static void expired(struct sim_timer *t, int64_t k)
@@ -174,104 +246,118 @@ static void timer_sync(struct sim_timer *t)
 	struct itimerspec cur;
 	int64_t left, now;
 
-	if (t->kind == K_TFD) {
-		uint64_t k = 0;
-
-		/* Always drained: a readable real timerfd would keep waking
-		 * the helper's level-triggered epoll. */
-		if (read(t->rfd, &k, sizeof(k)) == (ssize_t)sizeof(k) && k && t->armed &&
-		    t->real_armed) {
-			expired(t, (int64_t)k);
-			tfd_deliver(t, k);
-		}
-		return;
-	}
-	if (!t->armed || !t->real_armed)
+	if (t->kind != K_POSIX || !t->armed || !t->real_armed)
 		return;
 	if (r_timer_gettime(t->real, &cur))
 		return;
 	left = ts_to_ns(&cur.it_value);
 	if (left == 0) {
 		t->armed = false; /* one-shot: fired */
+		t->real_armed = false;
 		return;
 	}
 	if (t->real_int > 0) {
 		/* Periodic: count the expiries the kernel has delivered since
 		 * the plan, and move the plan's origin past them too, so that a
-		 * second look (timer_gettime, then the helper's re-plan) does not
-		 * count them again and push the next expiry out. */
+		 * second look (timer_gettime, then a re-plan) does not count
+		 * them again and push the next expiry out. */
 		now = real_mono();
 		expired(t, (now + left - t->real_first + t->real_int / 2) / t->real_int);
 	}
 }
 
-static void real_set(struct sim_timer *t, int abs, const struct itimerspec *its)
+/* Whether a signal of @t may be queued and not delivered yet: only a
+ * process-directed one can be seen (in the pending set of the planning
+ * thread, which blocks every signal). */
+static bool sig_pending(const struct sim_timer *t)
 {
-	if (t->kind == K_TFD)
-		r_timerfd_settime(t->rfd, abs ? TFD_TIMER_ABSTIME : 0, its, NULL);
-	else
-		r_timer_settime(t->real, abs ? TIMER_ABSTIME : 0, its, NULL);
+	sigset_t p;
+
+	return t->notify == SIGEV_SIGNAL && !sigpending(&p) && sigismember(&p, t->signo) == 1;
 }
 
-/* Plan the real timer from the current mapping. tlock held. */
-static void rearm(struct sim_timer *t)
+enum { PLAN_HOLD, PLAN_FIRE, PLAN_RUN };
+
+/*
+ * Plan the real timer of @t from the current mapping (tlock held). From the
+ * program's own timer_settime (@program), always; from the planning thread,
+ * only when the real expiry moves. Returns false when the re-plan must wait
+ * (a signal of the timer is pending): look again shortly.
+ */
+static bool posix_plan(struct sim_timer *t, bool program)
 {
-	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } }, old;
+	int64_t now, due, first = 0, per = 0;
 	shmclock_info_t i;
-	int64_t now, due;
-	int r;
+	bool was = t->real_armed;
+	int how, r;
 
 	timer_sync(t);
-	t->real_armed = false;
 	if (!t->armed) {
-		real_set(t, 0, &its);
-		return;
+		if (program) {
+			r_timer_settime(t->real, 0, &its, NULL);
+			t->real_armed = false;
+		}
+		return true;
 	}
 	if (shmclock_info(shim_clk, &i) || !i.initialized)
-		return; /* looked at again on the next change */
+		return true; /* looked at again on the next change */
 	r = shmclock__plan(shim_clk, t->mono_tl, t->next, &now, &due);
 	if (r < 0)
-		return;
-	if (r == 0 && (i.paused || i.stepped || !(i.scale > 0) || t->kind == K_TFD)) {
-		/* Due now, and no running mapping to plan with (or a timerfd,
-		 * whose count we keep ourselves): fire what is due. */
-		int64_t k = 1;
-
+		return true;
+	if (r == 0 && (i.paused || i.stepped || !(i.scale > 0))) {
+		how = PLAN_FIRE; /* due, and no running mapping to plan with */
+	} else if (r == 2 || i.paused || i.stepped || !(i.scale > 0)) {
+		how = PLAN_HOLD; /* wait for the next change */
+	} else {
+		how = PLAN_RUN;
+		if (r == 0)
+			due = i.mono_ns;
+		first = due > i.mono_ns ? due : i.mono_ns + 1;
+		per = t->interval > 0 ? (int64_t)((double)t->interval / i.scale) : 0;
+		if (t->interval > 0 && per < 1)
+			per = 1;
+	}
+	if (!program) {
+		/* Nothing moved: leave the kernel's timer (and its signal)
+		 * alone. A timer held already is disarmed. */
+		if (how == PLAN_RUN && was && t->real_int == per &&
+		    llabs(t->real_first - first) <= 1000)
+			return true;
+		if (how == PLAN_HOLD && !was)
+			return true;
+		if (sig_pending(t))
+			return false;
+	}
+	if (how == PLAN_FIRE) {
 		if (t->interval > 0) {
-			k = (now - t->next) / t->interval + 1;
+			int64_t k = (now - t->next) / t->interval + 1;
+
 			t->next = shmclock__sat_add(t->next, k * t->interval);
 		} else {
 			t->armed = false;
 		}
-		if (t->kind == K_TFD) {
-			tfd_deliver(t, (uint64_t)k);
-			if (!t->armed) {
-				real_set(t, 0, &its);
-				return;
-			}
-			r = shmclock__plan(shim_clk, t->mono_tl, t->next, &now, &due);
-			if (r < 0)
-				return;
-		} else {
-			its.it_value.tv_nsec = 1;
-			real_set(t, 0, &its);
-			return;
-		}
+		its.it_value.tv_nsec = 1;
+	} else if (how == PLAN_RUN) {
+		ns_to_ts(first, &its.it_value);
+		ns_to_ts(per, &its.it_interval);
 	}
-	if (r == 2 || i.paused || i.stepped || !(i.scale > 0)) {
-		real_set(t, 0, &its); /* wait for the next change */
-		return;
+	if (r_timer_settime(t->real, how == PLAN_RUN ? TIMER_ABSTIME : 0, &its, &old))
+		return true;
+	t->real_armed = how == PLAN_RUN;
+	t->real_first = first;
+	t->real_int = per;
+	/* A one-shot that fired between timer_sync and timer_settime: if its
+	 * signal is still queued, our settime dropped it. Fire it again. */
+	if (!program && was && old.it_interval.tv_sec == 0 && old.it_interval.tv_nsec == 0 &&
+	    old.it_value.tv_sec == 0 && old.it_value.tv_nsec == 0 && sig_pending(t)) {
+		struct itimerspec now1 = { { 0, 0 }, { 0, 1 } };
+
+		t->armed = false;
+		t->real_armed = false;
+		r_timer_settime(t->real, 0, &now1, NULL);
 	}
-	if (r == 0)
-		due = i.mono_ns;
-	t->real_first = due > i.mono_ns ? due : i.mono_ns + 1;
-	t->real_int = t->interval > 0 ? (int64_t)((double)t->interval / i.scale) : 0;
-	if (t->interval > 0 && t->real_int < 1)
-		t->real_int = 1;
-	ns_to_ts(t->real_first, &its.it_value);
-	ns_to_ts(t->real_int, &its.it_interval);
-	real_set(t, 1, &its);
-	t->real_armed = true;
+	return true;
 }
 
 /* The helpers never run the program's signal handlers. */
@@ -293,77 +379,102 @@ static int start_thread(void *(*fn)(void *))
 	return r;
 }
 
-/* Re-plans every armed timer on each change of the clock. */
-static void *helper_main(void *arg)
+/* Re-plans the POSIX timers on each change of the clock, and wakes the
+ * timerfd thread. Sleeps on the clock's change word otherwise. */
+static void *plan_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
 		/* Taken before planning: a change after this makes the wait
 		 * below return at once. */
 		uint32_t tok = shmclock_change_token(shim_clk);
+		bool later = false;
 		sigset_t old;
 
 		tlock_take(&old);
-		for (int k = 0; k < MAX_TIMERS; k++)
-			if (timers[k].used && timers[k].armed)
-				rearm(&timers[k]);
+		for (int k = 0; k < ntimers; k++)
+			if (timers[k].used && timers[k].kind == K_POSIX && timers[k].armed &&
+			    !posix_plan(&timers[k], false))
+				later = true;
+		if (atomic_load_explicit(&tfd_live, memory_order_relaxed))
+			kick();
 		tlock_drop(&old);
-		/* A second at most: a periodic timer's count stays fresh. */
-		shmclock_wait_change(shim_clk, tok, shmclock_sec(1));
+		/* A re-plan held back by a pending signal: 1 ms, until the
+		 * program has taken it. */
+		shmclock_wait_change(shim_clk, tok,
+				     later ? shmclock_msec(1) : SHMCLOCK_DURATION_INFINITE);
 	}
 	return NULL;
 }
 
-/* Moves the real timerfds' expiries to the program's timerfds, and forgets
- * the ones the program has closed (within a second). */
+/* ------------------------------------------------------------ timerfds */
+
+/* Deliver every timerfd expiry that is due; the real instant of the next
+ * one (INT64_MAX: none until a change). tlock held. */
+static int64_t tfd_service(void)
+{
+	int64_t wake = INT64_MAX;
+
+	for (int k = 0; k < ntimers; k++) {
+		struct sim_timer *t = &timers[k];
+		int64_t now = INT64_MIN, due;
+		int r;
+
+		if (!t->used || t->kind != K_TFD || !t->armed)
+			continue;
+		r = shmclock__plan(shim_clk, t->mono_tl, t->next, &now, &due);
+		if (r == 0 && now != INT64_MIN) {
+			uint64_t n = 1;
+
+			if (t->interval > 0) {
+				n = (uint64_t)((now - t->next) / t->interval) + 1;
+				t->next = shmclock__sat_add(t->next, (int64_t)n * t->interval);
+				r = shmclock__plan(shim_clk, t->mono_tl, t->next, &now, &due);
+			} else {
+				t->armed = false;
+			}
+			tfd_deliver(t, n);
+		}
+		if (t->armed && r == 1 && due < wake)
+			wake = due;
+		else if (t->armed && r < 0) /* a writer stuck mid-update */
+			wake = real_mono() + SLICE_NS;
+	}
+	return wake;
+}
+
 static void *tfd_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		struct epoll_event ev[16];
-		int n = r_epoll_wait(tfd_ep, ev, 16, 1000);
+		uint32_t seen = atomic_load_explicit(&tfd_kick, memory_order_acquire);
+		struct timespec ts, *tsp = NULL;
+		int64_t wake;
 		sigset_t old;
 
 		tlock_take(&old);
-		for (int k = 0; k < n; k++) {
-			struct sim_timer *t = &timers[ev[k].data.u32];
-
-			if (t->used && t->kind == K_TFD)
-				timer_sync(t);
-		}
-		for (int k = 0; k < MAX_TIMERS; k++)
-			if (timers[k].used && timers[k].kind == K_TFD && !tfd_same(&timers[k]))
-				tfd_drop(&timers[k]);
+		wake = tfd_service();
 		tlock_drop(&old);
+		if (wake != INT64_MAX) {
+			ns_to_ts(wake, &ts);
+			tsp = &ts;
+		}
+		/* Until the next expiry (absolute CLOCK_MONOTONIC), or a kick. */
+		syscall(SYS_futex, &tfd_kick, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, tsp,
+			NULL, FUTEX_BITSET_MATCH_ANY);
 	}
 	return NULL;
 }
 
 /* tlock held. */
-static int helper_start(void)
+static int helpers_start(bool tfd)
 {
-	int r;
+	int r = 0;
 
-	if (helper_running)
-		return 0;
-	r = start_thread(helper_main);
-	if (r == 0)
-		helper_running = true;
-	return r;
-}
-
-/* tlock held. */
-static int tfd_helper_start(void)
-{
-	int r;
-
-	if (tfd_helper_running)
-		return 0;
-	if (tfd_ep < 0 && (tfd_ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
-		return errno;
-	r = start_thread(tfd_main);
-	if (r == 0)
-		tfd_helper_running = true;
+	if (!plan_running && !(r = start_thread(plan_main)))
+		plan_running = true;
+	if (!r && tfd && !tfd_running && !(r = start_thread(tfd_main)))
+		tfd_running = true;
 	return r;
 }
 
@@ -372,38 +483,48 @@ static int tfd_helper_start(void)
 void shim_timers_after_fork(void)
 {
 	pthread_mutex_init(&tlock, NULL);
-	for (int i = 0; i < MAX_TIMERS; i++) {
-		if (timers[i].used && timers[i].kind == K_TFD) {
-			close(timers[i].rfd);
-			close(timers[i].own_fd);
-		}
-	}
-	if (tfd_ep >= 0)
-		close(tfd_ep);
-	tfd_ep = -1;
-	memset(timers, 0, sizeof(timers));
+	for (int i = 0; i < ntimers; i++)
+		if (timers[i].used && timers[i].kind == K_TFD && timers[i].own_fd >= 0)
+			shim_fd_release(timers[i].own_fd);
+	free(timers);
+	timers = NULL;
+	ntimers = 0;
 	alarm_slot = -1;
-	helper_running = false;
-	tfd_helper_running = false;
+	plan_running = false;
+	tfd_running = false;
+	atomic_store_explicit(&tfd_live, 0, memory_order_relaxed);
 }
 
-/* tlock held. A free slot, or -1. */
+/* tlock held. A free slot, or -1 (no memory). */
 static int timer_slot(void)
 {
-	for (int i = 0; i < MAX_TIMERS; i++)
+	struct sim_timer *grown;
+	int n, first = ntimers;
+
+	for (int i = 0; i < ntimers; i++)
 		if (!timers[i].used)
 			return i;
-	return -1;
+	n = ntimers ? 2 * ntimers : 16;
+	grown = realloc(timers, (size_t)n * sizeof(*timers));
+	if (!grown)
+		return -1;
+	memset(grown + ntimers, 0, (size_t)(n - ntimers) * sizeof(*timers));
+	timers = grown;
+	ntimers = n;
+	return first;
 }
 
 /* tlock held. A slot for a new simulated POSIX timer around @real, or -1. */
-static int timer_add(timer_t real, clockid_t id)
+static int timer_add(timer_t real, clockid_t id, const struct sigevent *sev)
 {
 	int i = timer_slot();
 
 	if (i >= 0)
-		timers[i] = (struct sim_timer){ .used = true, .kind = K_POSIX, .real = real,
-						.clock = id };
+		timers[i] = (struct sim_timer){
+			.used = true, .kind = K_POSIX, .real = real, .clock = id,
+			.notify = sev ? sev->sigev_notify : SIGEV_SIGNAL,
+			.signo = sev ? sev->sigev_signo : SIGALRM,
+		};
 	return i;
 }
 
@@ -418,8 +539,8 @@ EXPORT int timer_create(clockid_t id, struct sigevent *sev, timer_t *out)
 	if (r_timer_create(CLOCK_MONOTONIC, sev, &real_t))
 		return -1;
 	tlock_take(&old);
-	slot = timer_add(real_t, id);
-	if (slot >= 0 && helper_start()) {
+	slot = timer_add(real_t, id, sev);
+	if (slot >= 0 && helpers_start(false)) {
 		timers[slot].used = false;
 		slot = -1;
 	}
@@ -453,11 +574,12 @@ static void sim_set(struct sim_timer *t, bool abs, const struct itimerspec *v,
 	if (old)
 		sim_get(t, old);
 	/* Setting a timerfd clears the expiries not read yet. Only where a
-	 * read cannot block (our duplicate shares the program's O_NONBLOCK). */
-	if (t->kind == K_TFD && t->nonblock) {
+	 * read cannot block: our copy shares the program's O_NONBLOCK, as it
+	 * is now (fcntl may have changed it since timerfd_create). */
+	if (t->kind == K_TFD && t->own_fd >= 0 && (syscall(SYS_fcntl, t->own_fd, F_GETFL) & O_NONBLOCK)) {
 		uint64_t k;
 
-		(void)!read(t->own_fd, &k, sizeof(k));
+		(void)!r_read(t->own_fd, &k, sizeof(k));
 	}
 	t->interval = ts_to_ns(&v->it_interval);
 	t->armed = v->it_value.tv_sec || v->it_value.tv_nsec;
@@ -468,8 +590,10 @@ static void sim_set(struct sim_timer *t, bool abs, const struct itimerspec *v,
 		t->mono_tl = d.mono;
 		t->next = d.target;
 	}
-	t->real_armed = false;
-	rearm(t);
+	if (t->kind == K_TFD)
+		kick();
+	else
+		(void)posix_plan(t, true);
 }
 
 static bool bad_its(const struct itimerspec *v)
@@ -553,8 +677,11 @@ EXPORT int timer_delete(timer_t id)
 	if (sim_active()) {
 		tlock_take(&o);
 		t = timer_find(id);
-		if (t)
+		if (t) {
 			t->used = false;
+			if (alarm_slot >= 0 && t == &timers[alarm_slot])
+				alarm_slot = -1;
+		}
 		tlock_drop(&o);
 	}
 	return r_timer_delete(id);
@@ -573,8 +700,8 @@ static struct sim_timer *alarm_timer(void)
 		return &timers[alarm_slot];
 	if (r_timer_create(CLOCK_MONOTONIC, &sev, &real_t))
 		return NULL;
-	alarm_slot = timer_add(real_t, CLOCK_MONOTONIC);
-	if (alarm_slot < 0 || helper_start()) {
+	alarm_slot = timer_add(real_t, CLOCK_MONOTONIC, &sev);
+	if (alarm_slot < 0 || helpers_start(false)) {
 		if (alarm_slot >= 0)
 			timers[alarm_slot].used = false;
 		alarm_slot = -1;
@@ -650,19 +777,9 @@ EXPORT unsigned alarm(unsigned secs)
 
 /* ------------------------------------------------------------ timerfd */
 
-/* Above the descriptors programs count on; the lowest free one if the
- * limit is lower. */
-static int dup_high(int fd)
-{
-	int r = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-
-	return r >= 0 ? r : fcntl(fd, F_DUPFD_CLOEXEC, 0);
-}
-
 EXPORT int timerfd_create(int id, int flags)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	int efd, own = -1, rfd = -1, slot = -1, err = EMFILE;
+	int efd, own, slot = -1, err;
 	sigset_t o;
 
 	if (!sim_on(id) || (flags & ~(TFD_NONBLOCK | TFD_CLOEXEC)))
@@ -671,53 +788,32 @@ EXPORT int timerfd_create(int id, int flags)
 	if (id != CLOCK_REALTIME && id != CLOCK_MONOTONIC && id != CLOCK_BOOTTIME &&
 	    id != CLOCK_REALTIME_ALARM && id != CLOCK_BOOTTIME_ALARM)
 		return r_timerfd_create(id, flags);
-	efd = eventfd(0, (flags & TFD_NONBLOCK ? EFD_NONBLOCK : 0) |
-				 (flags & TFD_CLOEXEC ? EFD_CLOEXEC : 0));
+	efd = r_eventfd(0, (flags & TFD_NONBLOCK ? EFD_NONBLOCK : 0) |
+				   (flags & TFD_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (efd < 0)
 		return -1;
 	tlock_take(&o);
-	if ((err = tfd_helper_start()))
-		goto fail;
-	err = EMFILE;
-	own = dup_high(efd);
-	rfd = r_timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (own < 0 || rfd < 0) {
-		err = errno;
-		goto fail;
-	}
 	/* A stale entry for this number (closed unseen) goes first. */
 	(void)tfd_find(efd);
-	slot = timer_slot();
-	if (slot < 0) {
-		err = EMFILE;
-		goto fail;
-	}
-	ev.data.u32 = (uint32_t)slot;
-	if (epoll_ctl(tfd_ep, EPOLL_CTL_ADD, rfd, &ev)) {
-		err = errno;
-		goto fail;
-	}
-	timers[slot] = (struct sim_timer){ .used = true, .kind = K_TFD, .fd = efd, .own_fd = own,
-					   .rfd = rfd, .nonblock = flags & TFD_NONBLOCK,
-					   .clock = id };
-	if ((err = helper_start())) {
-		tfd_drop(&timers[slot]);
+	own = shim_fd_adopt(efd);
+	err = own < 0 ? errno : 0;
+	if (!err && (slot = timer_slot()) < 0)
+		err = ENOMEM;
+	if (!err)
+		err = helpers_start(true);
+	if (err) {
 		tlock_drop(&o);
-		close(efd);
+		if (own >= 0)
+			shim_fd_release(own);
+		shim_real_close(efd);
 		errno = err;
 		return -1;
 	}
+	timers[slot] = (struct sim_timer){ .used = true, .kind = K_TFD, .fd = efd, .own_fd = own,
+					   .clock = id };
+	atomic_fetch_add_explicit(&tfd_live, 1, memory_order_relaxed);
 	tlock_drop(&o);
 	return efd;
-fail:
-	tlock_drop(&o);
-	if (own >= 0)
-		close(own);
-	if (rfd >= 0)
-		close(rfd);
-	close(efd);
-	errno = err;
-	return -1;
 }
 
 EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct itimerspec *old)

@@ -20,6 +20,8 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 
 static int (*r_poll)(struct pollfd *, nfds_t, int);
@@ -138,9 +140,21 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int ms)
 
 /* ------------------------------------------------------------ select */
 
+/*
+ * The caller's sets are howmany(nfds, NFDBITS) words long, whatever
+ * FD_SETSIZE says: programs allocate them to fit (OpenSSH, libevent), and a
+ * set may be larger than an fd_set for fds >= FD_SETSIZE. Only those words
+ * are copied and restored: on the stack up to SEL_STACK_WORDS per set, else
+ * in an anonymous mapping (select is async-signal-safe: no malloc).
+ */
+#define SEL_STACK_WORDS 64 /* 4096 fds */
+#define SEL_WORDS(n) (((size_t)(n) + 8 * sizeof(fd_mask) - 1) / (8 * sizeof(fd_mask)))
+
 struct select_ctx {
 	int nfds;
-	fd_set *rd, *wr, *ex, r0, w0, e0;
+	fd_set *set[3];   /* read, write, except (NULL: none) */
+	fd_mask *save[3]; /* their words as the caller passed them */
+	size_t words;
 	const sigset_t *mask;
 	bool again;
 };
@@ -152,34 +166,59 @@ static int select_once(void *ctx, int64_t slice, bool *expired)
 	int r;
 
 	/* select() rewrites the sets: each slice starts from the caller's. */
-	if (c->again) {
-		if (c->rd)
-			*c->rd = c->r0;
-		if (c->wr)
-			*c->wr = c->w0;
-		if (c->ex)
-			*c->ex = c->e0;
-	}
+	if (c->again)
+		for (int k = 0; k < 3; k++)
+			if (c->set[k])
+				memcpy(c->set[k], c->save[k], c->words * sizeof(fd_mask));
 	c->again = true;
-	r = r_pselect(c->nfds, c->rd, c->wr, c->ex, &ts, c->mask);
+	r = r_pselect(c->nfds, c->set[0], c->set[1], c->set[2], &ts, c->mask);
 	*expired = r == 0;
 	return r;
 }
 
-static int select_sim(struct select_ctx *c, const struct deadline *d)
+static int select_sim(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const sigset_t *mask,
+		      const struct deadline *d)
 {
-	if (c->rd)
-		c->r0 = *c->rd;
-	if (c->wr)
-		c->w0 = *c->wr;
-	if (c->ex)
-		c->e0 = *c->ex;
-	return shim_wait(d, select_once, c);
+	struct select_ctx c = { .nfds = nfds, .set = { rd, wr, ex }, .mask = mask };
+	fd_mask stack[3][SEL_STACK_WORDS];
+	void *map = MAP_FAILED;
+	size_t len = 0;
+	int r;
+
+	/* The kernel reads no further than its descriptor table, which a
+	 * program's nfds (FD_SETSIZE, INT_MAX) may overstate: neither do we. */
+	if (nfds > FD_SETSIZE) {
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)nfds)
+			nfds = rl.rlim_cur > FD_SETSIZE ? (int)rl.rlim_cur : FD_SETSIZE;
+	}
+	c.words = nfds > 0 ? SEL_WORDS(nfds) : 0;
+	if (c.words > SEL_STACK_WORDS) {
+		len = 3 * c.words * sizeof(fd_mask);
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (map == MAP_FAILED) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		c.save[k] = map != MAP_FAILED ? (fd_mask *)map + k * c.words : stack[k];
+		if (c.set[k])
+			memcpy(c.save[k], c.set[k], c.words * sizeof(fd_mask));
+	}
+	r = shim_wait(d, select_once, &c);
+	if (map != MAP_FAILED) {
+		int e = errno;
+
+		munmap(map, len);
+		errno = e;
+	}
+	return r;
 }
 
 EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	struct select_ctx c = { .nfds = nfds, .rd = rd, .wr = wr, .ex = ex };
 	struct deadline d;
 	int64_t left;
 	int r;
@@ -188,7 +227,7 @@ EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *
 	    tv->tv_usec >= 1000000)
 		return r_select(nfds, rd, wr, ex, tv);
 	d = dl_after(sec_to_ns((int64_t)tv->tv_sec, (int64_t)tv->tv_usec * 1000));
-	r = select_sim(&c, &d);
+	r = select_sim(nfds, rd, wr, ex, NULL, &d);
 	/* Linux reports the simulated time not slept. */
 	left = dl_left(&d);
 	tv->tv_sec = (time_t)(left / NS);
@@ -199,13 +238,12 @@ EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *
 EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
 		   const sigset_t *mask)
 {
-	struct select_ctx c = { .nfds = nfds, .rd = rd, .wr = wr, .ex = ex, .mask = mask };
 	struct deadline d;
 
 	if (!tmo || !sim_on(CLOCK_MONOTONIC) || bad_ts(tmo))
 		return r_pselect(nfds, rd, wr, ex, tmo, mask);
 	d = dl_after(ts_to_ns(tmo));
-	return select_sim(&c, &d);
+	return select_sim(nfds, rd, wr, ex, mask, &d);
 }
 
 /* ------------------------------------------------------------ epoll */

@@ -308,3 +308,63 @@ Test(preload, a_stopped_writer_means_real_clocks_at_start)
 	cr_expect(strstr(err, "no live writer"), "%s", err);
 	cr_expect_geq(atoll(out), (long long)time(NULL) - 5);
 }
+
+/*
+ * What real programs do that the shim must not break (issue 28): each case
+ * of preload-harm checks its own result; it passes without the shim (the
+ * first run: the case itself is right), and must pass under it, on a
+ * system-source clock at scale 1, where the program sees the host's time.
+ */
+static void harmless(const char *kase)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--source=system", NULL);
+	char *bare[] = { (char *)bin("PRELOAD_HARM"), (char *)kase, NULL };
+	int r;
+
+	r = run_capture(bare, out, sizeof(out), err, sizeof(err));
+	if (r == 77) {
+		daemon_stop(d);
+		cr_skip_test("%s", out);
+	}
+	cr_assert_eq(r, 0, "without the shim: %s%s", out, err);
+	r = run(name, "--", bin("PRELOAD_HARM"), kase, NULL);
+	cr_expect_eq(r, 0, "under the shim (status %d): %s%s", r, out, err);
+	daemon_stop(d);
+}
+
+Test(preload, a_select_set_sized_to_nfds_is_all_the_shim_touches)
+{
+	harmless("select-small");
+}
+
+Test(preload, a_select_for_an_fd_above_1024_sees_its_event)
+{
+	harmless("select-big");
+}
+
+Test(preload, dup2_over_the_shims_descriptors_gives_the_program_its_number, .timeout = 60)
+{
+	harmless("dup2-hidden");
+}
+
+Test(preload, close_range_and_closefrom_leave_the_shim_working_and_the_program_whole)
+{
+	harmless("close-range");
+	harmless("closefrom");
+}
+
+Test(preload, every_alarm_interrupts_a_blocking_read_once, .timeout = 120)
+{
+	harmless("alarm-read");
+}
+
+Test(preload, a_thread_sleeping_under_the_shim_can_be_cancelled)
+{
+	harmless("cancel-sleep");
+}
+
+Test(preload, timers_have_no_fixed_limit_and_cost_one_descriptor_each)
+{
+	harmless("many-timers");
+}

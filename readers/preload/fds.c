@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim's own descriptors, invisible to the program: one per simulated
+ * timerfd (timers.c), kept at the top of RLIMIT_NOFILE, close-on-exec.
+ *
+ * A program may close, dup2 or close_range over any number, including
+ * ones it never opened: without the shim those numbers are free. So every
+ * call that can take a descriptor away is interposed and does exactly what
+ * it would do without the shim:
+ *   - close, fcntl, dup, dup2 or dup3 *of* one of ours: EBADF (not open,
+ *     as far as the program knows);
+ *   - dup2 or dup3 *onto* one of ours: ours moves to another free number
+ *     first, then the program's call runs;
+ *   - close_range and closefrom: the range is closed around ours;
+ *   - dup and fcntl(F_DUPFD*): when the kernel would have handed out one
+ *     of our numbers without the shim, ours moves and the program gets it.
+ * The shim itself never reads, writes or closes a number the program owns.
+ *
+ * Which numbers are ours: a bitmap, lock-free to read (close() is
+ * async-signal-safe and must stay so); chunks are mapped on demand and
+ * never freed. A child made by vfork, posix_spawn or a raw clone shares
+ * this memory but not the descriptor table: there (getpid() is not the
+ * shim's) every call passes through untouched.
+ *
+ * Not reachable: descriptors closed by raw system calls, and read/write
+ * on our numbers (the kernel says EBADF to neither, as they are open).
+ */
+/* fcntl and fcntl64 are both defined here, by those names: the 64-bit
+ * file-offset redirect of <fcntl.h> would name both fcntl64. (On 64-bit
+ * targets they are one call.) */
+#undef _FILE_OFFSET_BITS
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
+
+/* Highest number the shim puts its descriptors at: the soft limit, but no
+ * higher than this (the kernel sizes a process's table to its highest
+ * descriptor). */
+#define FD_TOP_MAX 16384
+
+#define CHUNK_BITS (8 * 4096) /* one page per chunk */
+#define NCHUNKS 4096          /* 128 Mi descriptors */
+#define WORD_BITS 64
+
+static _Atomic(_Atomic uint64_t *) own_map[NCHUNKS];
+static _Atomic int own_count; /* descriptors marked ours */
+static _Atomic int own_hint;  /* the lowest number handed out so far */
+pid_t shim_pid;
+
+static int (*r_close)(int);
+static int (*r_dup)(int);
+static int (*r_dup2)(int, int);
+static int (*r_dup3)(int, int, int);
+static int (*r_fcntl)(int, int, ...);
+static int (*r_close_range)(unsigned, unsigned, int);
+static void (*r_closefrom)(int);
+static _Atomic bool resolved;
+
+/* Resolved at the first call, whoever makes it: a program's constructor may
+ * close a descriptor before the shim is set up. */
+static void fds_resolve(void)
+{
+	if (atomic_load_explicit(&resolved, memory_order_acquire))
+		return;
+	RESOLVE(r_close, "close");
+	RESOLVE(r_dup, "dup");
+	RESOLVE(r_dup2, "dup2");
+	RESOLVE(r_dup3, "dup3");
+	RESOLVE(r_fcntl, "fcntl");
+	RESOLVE_OPT(r_close_range, "close_range");
+	RESOLVE_OPT(r_closefrom, "closefrom");
+	/* Release pairs with the acquire above: the pointers are seen set. */
+	atomic_store_explicit(&resolved, true, memory_order_release);
+}
+
+int shim_real_close(int fd)
+{
+	fds_resolve();
+	return r_close(fd);
+}
+
+/* ------------------------------------------------------------ the set */
+
+static _Atomic uint64_t *word_of(int fd, bool make)
+{
+	unsigned c = (unsigned)fd / CHUNK_BITS;
+	_Atomic uint64_t *w;
+
+	if (fd < 0 || c >= NCHUNKS)
+		return NULL;
+	/* Acquire pairs with the release of the CAS below: a chunk seen is a
+	 * mapped, zeroed chunk. */
+	w = atomic_load_explicit(&own_map[c], memory_order_acquire);
+	if (!w && make) {
+		void *m = mmap(NULL, CHUNK_BITS / 8, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		_Atomic uint64_t *expect = NULL;
+
+		if (m == MAP_FAILED)
+			return NULL;
+		w = m;
+		if (!atomic_compare_exchange_strong_explicit(&own_map[c], &expect, w,
+							     memory_order_release,
+							     memory_order_acquire)) {
+			munmap(m, CHUNK_BITS / 8);
+			w = expect;
+		}
+	}
+	return w ? w + ((unsigned)fd % CHUNK_BITS) / WORD_BITS : NULL;
+}
+
+bool shim_fd_is_own(int fd)
+{
+	_Atomic uint64_t *w;
+
+	if (!atomic_load_explicit(&own_count, memory_order_relaxed))
+		return false;
+	w = word_of(fd, false);
+	return w && (atomic_load_explicit(w, memory_order_relaxed) >> ((unsigned)fd % WORD_BITS) & 1);
+}
+
+static void mark(int fd, bool on)
+{
+	_Atomic uint64_t *w = word_of(fd, on);
+	uint64_t bit = 1ull << ((unsigned)fd % WORD_BITS);
+
+	if (!w)
+		return;
+	if (on) {
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+		atomic_fetch_add_explicit(&own_count, 1, memory_order_relaxed);
+	} else if (atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed) & bit) {
+		atomic_fetch_sub_explicit(&own_count, 1, memory_order_relaxed);
+	}
+}
+
+/* The lowest of ours in [lo, hi], or -1. */
+static int own_next(int lo, int hi)
+{
+	if (lo < 0)
+		lo = 0;
+	for (int fd = lo; fd <= hi && fd >= 0;) {
+		unsigned c = (unsigned)fd / CHUNK_BITS;
+		_Atomic uint64_t *w;
+		uint64_t bits;
+
+		if (c >= NCHUNKS)
+			return -1;
+		w = atomic_load_explicit(&own_map[c], memory_order_acquire);
+		if (!w) {
+			fd = (int)((c + 1) * CHUNK_BITS);
+			continue;
+		}
+		bits = atomic_load_explicit(&w[((unsigned)fd % CHUNK_BITS) / WORD_BITS],
+					    memory_order_relaxed) >>
+		       ((unsigned)fd % WORD_BITS);
+		if (bits) {
+			int found = fd + __builtin_ctzll(bits);
+
+			return found <= hi ? found : -1;
+		}
+		fd = (fd / WORD_BITS + 1) * WORD_BITS;
+	}
+	return -1;
+}
+
+/* The calls come from the process whose descriptors the set describes. */
+static bool mine(void)
+{
+	return getpid() == shim_pid;
+}
+
+/* ------------------------------------------------------------ ours */
+
+/* A free number near the top of the table for a copy of @fd (close-on-exec),
+ * or -1. F_DUPFD gives the lowest free number at or above its argument:
+ * asked from just below our lowest downwards, the first answer is free and
+ * high. */
+static int dup_high(int fd)
+{
+	struct rlimit rl;
+	int top = FD_TOP_MAX, n, r;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)top)
+		top = (int)rl.rlim_cur;
+	n = atomic_load_explicit(&own_hint, memory_order_relaxed);
+	if (n <= 0 || n > top)
+		n = top;
+	for (int step = 1; --n >= 0; step = step < 64 ? step * 2 : 64) {
+		r = r_fcntl(fd, F_DUPFD_CLOEXEC, n);
+		if (r >= 0) {
+			if (r < atomic_load_explicit(&own_hint, memory_order_relaxed) ||
+			    !atomic_load_explicit(&own_hint, memory_order_relaxed))
+				atomic_store_explicit(&own_hint, r, memory_order_relaxed);
+			return r;
+		}
+		if (errno != EMFILE && errno != EINVAL)
+			return -1;
+		n -= step - 1;
+		if (n < 0)
+			n = 0;
+	}
+	return -1;
+}
+
+int shim_fd_adopt(int fd)
+{
+	int own;
+
+	fds_resolve();
+	own = dup_high(fd);
+	if (own >= 0)
+		mark(own, true);
+	return own;
+}
+
+int shim_fd_move(int fd)
+{
+	int to = dup_high(fd);
+
+	if (to >= 0)
+		mark(to, true);
+	shim_fd_release(fd);
+	return to;
+}
+
+void shim_fd_release(int fd)
+{
+	mark(fd, false);
+	r_close(fd);
+}
+
+/* The program takes number @fd: if it is ours, ours moves first. */
+static void claim(int fd)
+{
+	if (shim_fd_is_own(fd) && mine())
+		shim_timers_claim(fd);
+}
+
+/* After a call that may have closed the program's descriptors [lo, hi]:
+ * the simulated timerfds among them are forgotten. */
+static void closed(int lo, int hi)
+{
+	if (shim_timers_live())
+		shim_timers_closed(lo, hi);
+}
+
+/* The program's number @got, where the kernel would have given @want
+ * (ours) without the shim: give it @want. */
+static int as_without(int got, int min, int cloexec)
+{
+	int want = own_next(min, got - 1);
+
+	if (want < 0 || !mine())
+		return got;
+	shim_timers_claim(want);
+	if (r_dup3(got, want, cloexec ? O_CLOEXEC : 0) != want)
+		return got;
+	r_close(got);
+	return want;
+}
+
+/* ------------------------------------------------------------ interposed */
+
+static int ebadf(void)
+{
+	errno = EBADF;
+	return -1;
+}
+
+EXPORT int close(int fd)
+{
+	int r;
+
+	fds_resolve();
+	if (shim_fd_is_own(fd) && mine())
+		return ebadf();
+	r = r_close(fd);
+	closed(fd, fd);
+	return r;
+}
+
+EXPORT int dup(int fd)
+{
+	int r;
+
+	fds_resolve();
+	if (shim_fd_is_own(fd) && mine())
+		return ebadf();
+	r = r_dup(fd);
+	if (r >= 0 && atomic_load_explicit(&own_count, memory_order_relaxed))
+		r = as_without(r, 0, 0);
+	return r;
+}
+
+EXPORT int dup2(int old, int new)
+{
+	int r;
+
+	fds_resolve();
+	if (shim_fd_is_own(old) && mine())
+		return ebadf();
+	if (old != new)
+		claim(new);
+	r = r_dup2(old, new);
+	if (r >= 0 && old != new)
+		closed(new, new);
+	return r;
+}
+
+EXPORT int dup3(int old, int new, int flags)
+{
+	int r;
+
+	fds_resolve();
+	if (shim_fd_is_own(old) && mine())
+		return ebadf();
+	if (old != new)
+		claim(new);
+	r = r_dup3(old, new, flags);
+	if (r >= 0)
+		closed(new, new);
+	return r;
+}
+
+static int fcntl_any(int fd, int cmd, void *arg)
+{
+	int r;
+
+	fds_resolve();
+	if (shim_fd_is_own(fd) && mine())
+		return ebadf();
+	r = r_fcntl(fd, cmd, arg);
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
+	    atomic_load_explicit(&own_count, memory_order_relaxed))
+		r = as_without(r, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC);
+	return r;
+}
+
+/* glibc reads the optional argument as a pointer too. */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_any(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_any(fd, cmd, arg);
+}
+
+static int real_close_range(unsigned lo, unsigned hi, int flags)
+{
+	if (r_close_range)
+		return r_close_range(lo, hi, flags);
+	return (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+/* close_range(2) around ours. */
+static int close_around(unsigned lo, unsigned hi, int flags)
+{
+	int r = 0;
+
+	if (!atomic_load_explicit(&own_count, memory_order_relaxed) || !mine() || lo > hi)
+		return real_close_range(lo, hi, flags);
+	if (flags & CLOSE_RANGE_UNSHARE) {
+		/* Unshared once, before the pieces. */
+		if (unshare(CLONE_FILES))
+			return -1;
+		flags &= ~(int)CLOSE_RANGE_UNSHARE;
+	}
+	for (unsigned at = lo;;) {
+		int own = lo > (unsigned)INT32_MAX ? -1
+			  : own_next((int)at, hi > (unsigned)INT32_MAX ? INT32_MAX : (int)hi);
+		unsigned end = own < 0 ? hi : (unsigned)own - 1;
+
+		if (own != (int)at && end >= at && real_close_range(at, end, flags))
+			r = -1;
+		if (own < 0 || (unsigned)own >= hi)
+			break;
+		at = (unsigned)own + 1;
+	}
+	return r;
+}
+
+EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+	int r;
+
+	fds_resolve();
+	r = close_around(lo, hi, flags);
+	if (r == 0)
+		closed((int)(lo > (unsigned)INT32_MAX ? INT32_MAX : lo),
+		       (int)(hi > (unsigned)INT32_MAX ? INT32_MAX : hi));
+	return r;
+}
+
+EXPORT void closefrom(int lo)
+{
+	fds_resolve();
+	if (lo < 0)
+		lo = 0;
+	if (close_around((unsigned)lo, ~0U, 0) == 0) {
+		closed(lo, INT32_MAX);
+		return;
+	}
+	/* No close_range (a kernel before 5.9): one by one, around ours. */
+	if (atomic_load_explicit(&own_count, memory_order_relaxed) && mine()) {
+		struct rlimit rl;
+		int top = 1 << 20;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)top)
+			top = (int)rl.rlim_cur;
+		for (int fd = lo; fd < top; fd++)
+			if (!shim_fd_is_own(fd))
+				r_close(fd);
+	} else if (r_closefrom) {
+		r_closefrom(lo);
+	}
+	closed(lo, INT32_MAX);
+}

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Programs the shim must not harm (issue 28): each case does what real
+ * programs do, checks its own result, and says "ok CASE ..." (exit 0) or
+ * "FAIL CASE: why" (exit 1). Every case passes without the shim; the test
+ * (test_preload.c) runs them under it, on a system-source clock at scale 1.
+ *
+ *   select-small  a select() set sized to nfds (8 bytes, at the end of a
+ *                 page, as OpenSSH allocates it): no crash, right answers
+ *   select-big    a set for an fd >= 1024 (1500): the event that comes
+ *                 100 ms into a 2 s select is seen
+ *   dup2-hidden   dup2() of a pipe over every descriptor the program did not
+ *                 open (the shim's): the program's data stays its own, and
+ *                 the timerfd still ticks
+ *   close-range   close_range(3, ~0U) / closefrom(3) after timerfds, then new
+ *                 pipes: they stay open and the process stays idle
+ *   alarm-read    alarm(1) + a blocking read, 6 times, with and without
+ *                 SA_RESTART, and 3 times while SIGALRM is blocked for 2.5 s:
+ *                 every alarm arrives, once
+ *   cancel-sleep  pthread_cancel of a thread in nanosleep / clock_nanosleep
+ *   many-timers   300 timerfds and 300 POSIX timers; under RLIMIT_NOFILE 20
+ *                 at least half as many timerfds as descriptors were free
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
+
+static const char *kase;
+
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("FAIL %s: ", kase);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	return 1;
+}
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ------------------------------------------------------------ select */
+
+static int select_small(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fd_mask *set;
+	struct timeval tv;
+	int p[2], r;
+
+	if (m == MAP_FAILED || mprotect(m + pg, (size_t)pg, PROT_NONE) || pipe(p))
+		return fail("set-up: %s", strerror(errno));
+	if (p[0] >= 64)
+		return fail("pipe at %d", p[0]);
+	set = (fd_mask *)(m + pg - sizeof(fd_mask)); /* the last word of the page */
+	*set = (fd_mask)1 << p[0];
+	tv = (struct timeval){ 0, 200000 };
+	r = select(p[0] + 1, (fd_set *)set, NULL, NULL, &tv);
+	if (r != 0 || *set != 0)
+		return fail("nothing to read: select %d, set %#lx", r, (unsigned long)*set);
+	(void)!write(p[1], "x", 1);
+	*set = (fd_mask)1 << p[0];
+	tv = (struct timeval){ 2, 0 };
+	r = select(p[0] + 1, (fd_set *)set, NULL, NULL, &tv);
+	if (r != 1 || *set != (fd_mask)1 << p[0])
+		return fail("a byte to read: select %d", r);
+	printf("ok select-small\n");
+	return 0;
+}
+
+static int late_fd;
+
+static void *write_later(void *arg)
+{
+	(void)arg;
+	usleep(100000);
+	(void)!write(late_fd, "x", 1);
+	return NULL;
+}
+
+static int select_big(void)
+{
+	enum { FD = 1500 };
+	size_t words = FD / (8 * sizeof(fd_mask)) + 1;
+	fd_mask *set = calloc(words, sizeof(fd_mask));
+	struct rlimit rl;
+	struct timeval tv = { 2, 0 };
+	pthread_t th;
+	double t0;
+	int p[2], r;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return fail("getrlimit");
+	if (rl.rlim_cur <= FD) {
+		if (rl.rlim_max <= FD) {
+			printf("skip select-big: RLIMIT_NOFILE hard limit %lu\n",
+			       (unsigned long)rl.rlim_max);
+			return 77;
+		}
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (pipe(p) || dup2(p[0], FD) != FD)
+		return fail("set-up: %s", strerror(errno));
+	set[FD / (8 * sizeof(fd_mask))] = (fd_mask)1 << (FD % (8 * sizeof(fd_mask)));
+	late_fd = p[1];
+	pthread_create(&th, NULL, write_later, NULL);
+	t0 = mono();
+	r = select(FD + 1, (fd_set *)set, NULL, NULL, &tv);
+	pthread_join(th, NULL);
+	if (r != 1 || !(set[FD / (8 * sizeof(fd_mask))] >> (FD % (8 * sizeof(fd_mask))) & 1))
+		return fail("select %d after %.2f s: the event at fd %d was lost", r, mono() - t0,
+			    FD);
+	printf("ok select-big %.3f s\n", mono() - t0);
+	return 0;
+}
+
+/* ------------------------------------------------------------ descriptors */
+
+/* Which descriptors are open now: a bitmap of the first 65536. */
+static void open_fds(unsigned char *bits)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int self = d ? dirfd(d) : -1;
+
+	memset(bits, 0, 8192);
+	while (d && (e = readdir(d))) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && fd != self && fd < 65536)
+			bits[fd / 8] |= (unsigned char)(1 << fd % 8);
+	}
+	if (d)
+		closedir(d);
+}
+
+static bool has(const unsigned char *bits, int fd)
+{
+	return bits[fd / 8] >> fd % 8 & 1;
+}
+
+static int arm(int fd, long period_ns)
+{
+	struct itimerspec its = { { 0, period_ns }, { 0, period_ns } };
+
+	return timerfd_settime(fd, 0, &its, NULL);
+}
+
+/* A timerfd read within 5 s (non-blocking polls: a lost timer must not
+ * hang the test). */
+static uint64_t ticks(int tfd)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < 500; i++) {
+		struct timespec ts = { 0, 10000000 };
+		struct timeval tv = { 0, 0 };
+		fd_set rd;
+
+		FD_ZERO(&rd);
+		FD_SET(tfd, &rd);
+		if (select(tfd + 1, &rd, NULL, NULL, &tv) == 1 && read(tfd, &n, sizeof(n)) == 8)
+			return n;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static int dup2_hidden(void)
+{
+	static unsigned char before[8192], after[8192];
+	int tfd, p[2], hidden = 0;
+
+	open_fds(before);
+	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (tfd < 0 || arm(tfd, 50000000) || pipe(p))
+		return fail("set-up: %s", strerror(errno));
+	usleep(200000); /* the shim's helpers are running */
+	open_fds(after);
+	for (int fd = 3; fd < 65536; fd++) {
+		char buf[8] = "";
+
+		if (!has(after, fd) || has(before, fd) || fd == tfd || fd == p[0] || fd == p[1])
+			continue;
+		hidden++;
+		/* The number is free as far as the program knows. */
+		if (dup2(p[0], fd) != fd)
+			return fail("dup2 onto %d: %s", fd, strerror(errno));
+		if (write(p[1], "hello", 5) != 5)
+			return fail("write");
+		usleep(100000); /* the shim's helpers had time to steal it */
+		if (fcntl(fd, F_SETFL, O_NONBLOCK) || read(fd, buf, sizeof(buf)) != 5 ||
+		    strcmp(buf, "hello"))
+			return fail("the program's pipe at %d lost its data (%s)", fd, buf);
+		if (close(fd))
+			return fail("close %d: %s", fd, strerror(errno));
+	}
+	if (!ticks(tfd))
+		return fail("the timerfd stopped after %d dup2", hidden);
+	if (arm(tfd, 20000000) || !ticks(tfd))
+		return fail("the timerfd cannot be re-armed after %d dup2", hidden);
+	printf("ok dup2-hidden %d\n", hidden);
+	return 0;
+}
+
+static int close_range_case(bool from)
+{
+	int t1 = timerfd_create(CLOCK_MONOTONIC, 0), t2 = timerfd_create(CLOCK_REALTIME, 0);
+	int p[3][2];
+	double c0, w0;
+
+	if (t1 < 0 || t2 < 0 || arm(t1, 10000000) || arm(t2, 30000000))
+		return fail("set-up: %s", strerror(errno));
+	usleep(100000);
+	if (from)
+		closefrom(3);
+	else if (syscall(SYS_close_range, 3, ~0U, 0) && errno == ENOSYS)
+		return printf("skip close-range: no close_range\n"), 77;
+	else if (close_range(3, ~0U, 0))
+		return fail("close_range: %s", strerror(errno));
+	for (int i = 0; i < 3; i++)
+		if (pipe(p[i]))
+			return fail("pipe: %s", strerror(errno));
+	/* The shim's helpers had time to use the numbers they thought theirs. */
+	c0 = cpu();
+	w0 = mono();
+	usleep(1000000);
+	for (int i = 0; i < 3; i++) {
+		char c = 0;
+
+		if (write(p[i][1], "y", 1) != 1 || read(p[i][0], &c, 1) != 1 || c != 'y')
+			return fail("pipe %d (%d, %d): %s", i, p[i][0], p[i][1], strerror(errno));
+	}
+	if (cpu() - c0 > 0.5 * (mono() - w0))
+		return fail("%.2f s of CPU in %.2f s idle", cpu() - c0, mono() - w0);
+	/* New timerfds work after it. */
+	t1 = timerfd_create(CLOCK_MONOTONIC, 0);
+	if (t1 < 0 || arm(t1, 20000000) || !ticks(t1))
+		return fail("a timerfd made afterwards does not tick");
+	printf("ok %s\n", kase);
+	return 0;
+}
+
+/* ------------------------------------------------------------ signals */
+
+static _Atomic int alarms;
+static int wake_fd;
+
+/* Counts the alarm and ends the read (write is async-signal-safe): with
+ * SA_RESTART the read goes on after the handler and gets the byte. */
+static void on_alarm(int s)
+{
+	(void)s;
+	alarms++;
+	(void)!write(wake_fd, "a", 1);
+}
+
+static void *unblock_later(void *arg)
+{
+	/* A lost alarm leaves the read blocked: end it after 5 s. */
+	struct timespec ts = { 5, 0 };
+
+	(void)arg;
+	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+	(void)!write(wake_fd, "w", 1);
+	return NULL;
+}
+
+static int alarm_read(void)
+{
+	int lost = 0, rounds = 6;
+
+	for (int restart = 0; restart < 2; restart++) {
+		struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0 };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		for (int i = 0; i < rounds; i++) {
+			int p[2], before = alarms;
+			pthread_t th;
+			char c = 0;
+			ssize_t r;
+
+			if (pipe(p))
+				return fail("pipe");
+			wake_fd = p[1];
+			pthread_create(&th, NULL, unblock_later, NULL);
+			alarm(1);
+			r = read(p[0], &c, 1);
+			if (restart ? !(r == 1 && c == 'a') : !(r == -1 && errno == EINTR))
+				lost++;
+			pthread_cancel(th);
+			pthread_join(th, NULL);
+			if (alarms != before + 1)
+				lost++;
+			close(p[0]);
+			close(p[1]);
+		}
+	}
+	/* An alarm that comes while the program blocks SIGALRM stays pending
+	 * until it unblocks it, however long that is. */
+	for (int i = 0; i < 3; i++) {
+		struct timespec ts = { 2, 500000000 };
+		sigset_t m, p;
+		int before = alarms, pending;
+
+		sigemptyset(&m);
+		sigaddset(&m, SIGALRM);
+		sigprocmask(SIG_BLOCK, &m, NULL);
+		alarm(1);
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		sigpending(&p);
+		pending = sigismember(&p, SIGALRM);
+		sigprocmask(SIG_UNBLOCK, &m, NULL);
+		if (!pending || alarms != before + 1)
+			return fail("an alarm due while blocked: pending %d, %d handled", pending,
+				    alarms - before);
+	}
+	if (lost)
+		return fail("%d of %d alarms lost or doubled", lost, 2 * rounds);
+	printf("ok alarm-read %d\n", 2 * rounds + 3);
+	return 0;
+}
+
+static void *sleep_long(void *arg)
+{
+	struct timespec ts = { 30, 0 };
+
+	(void)arg;
+	if (arg)
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+	else
+		nanosleep(&ts, NULL);
+	return NULL;
+}
+
+/* nanosleep and clock_nanosleep are cancellation points. */
+static int cancel_sleep(void)
+{
+	for (int k = 0; k < 2; k++) {
+		pthread_t th;
+		void *res = NULL;
+		double t0;
+
+		pthread_create(&th, NULL, sleep_long, k ? &th : NULL);
+		usleep(100000);
+		t0 = mono();
+		pthread_cancel(th);
+		pthread_join(th, &res);
+		if (res != PTHREAD_CANCELED || mono() - t0 > 10)
+			return fail("%s: the sleeping thread was not cancelled (%.1f s)",
+				    k ? "clock_nanosleep" : "nanosleep", mono() - t0);
+	}
+	printf("ok cancel-sleep\n");
+	return 0;
+}
+
+/* ------------------------------------------------------------ limits */
+
+static int open_count(void)
+{
+	static unsigned char bits[8192];
+	int n = 0;
+
+	open_fds(bits);
+	for (int fd = 0; fd < 65536; fd++)
+		n += has(bits, fd);
+	return n;
+}
+
+static int many_timers(void)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_NONE };
+	struct rlimit rl = { 20, 20 };
+	int n, free_fds, made = 0;
+	pid_t pid;
+	int st;
+
+	for (n = 0; n < 300; n++) {
+		timer_t t;
+		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+
+		if (fd < 0)
+			return fail("timerfd %d: %s", n, strerror(errno));
+		if (arm(fd, 100000000))
+			return fail("arming timerfd %d: %s", n, strerror(errno));
+		if (timer_create(CLOCK_MONOTONIC, &sev, &t))
+			return fail("timer %d: %s", n, strerror(errno));
+	}
+	/* A child with RLIMIT_NOFILE 20 (one with no timerfd yet). */
+	pid = fork();
+	if (pid == 0) {
+		closefrom(3);
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(2);
+		free_fds = 20 - open_count();
+		while (timerfd_create(CLOCK_MONOTONIC, 0) >= 0)
+			made++;
+		printf("timerfds %d of %d free descriptors\n", made, free_fds);
+		fflush(stdout);
+		_exit(2 * made >= free_fds - 1 ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		return fail("under RLIMIT_NOFILE 20 (status %d)", st);
+	printf("ok many-timers\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	kase = argc > 1 ? argv[1] : "";
+	if (!strcmp(kase, "select-small"))
+		return select_small();
+	if (!strcmp(kase, "select-big"))
+		return select_big();
+	if (!strcmp(kase, "dup2-hidden"))
+		return dup2_hidden();
+	if (!strcmp(kase, "close-range"))
+		return close_range_case(false);
+	if (!strcmp(kase, "closefrom"))
+		return close_range_case(true);
+	if (!strcmp(kase, "alarm-read"))
+		return alarm_read();
+	if (!strcmp(kase, "cancel-sleep"))
+		return cancel_sleep();
+	if (!strcmp(kase, "many-timers"))
+		return many_timers();
+	fprintf(stderr, "usage: preload-harm select-small|select-big|dup2-hidden|close-range|"
+			"closefrom|alarm-read|cancel-sleep|many-timers\n");
+	return 2;
+}
