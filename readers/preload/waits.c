@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Waits with a timeout: poll, ppoll, select, pselect, epoll_wait,
- * epoll_pwait, epoll_pwait2, the pthread condition waits, semaphores,
+ * epoll_pwait, epoll_pwait2, sigtimedwait, the pthread condition waits, semaphores,
  * timed mutex and rwlock locks, timed joins, message queues. Each is one
  * small function around shim_wait() (core.c): the real call is made with
  * real-time slices of at most SLICE_NS, re-planned from the clock after
@@ -48,6 +48,7 @@ static int (*r_timedjoin)(pthread_t, void **, const struct timespec *);
 static int (*r_clockjoin)(pthread_t, void **, clockid_t, const struct timespec *);
 static int (*r_mq_timedsend)(mqd_t, const char *, size_t, unsigned, const struct timespec *);
 static ssize_t (*r_mq_timedreceive)(mqd_t, char *, size_t, unsigned *, const struct timespec *);
+static int (*r_sigtimedwait)(const sigset_t *, siginfo_t *, const struct timespec *);
 
 void shim_resolve_waits(void)
 {
@@ -72,6 +73,7 @@ void shim_resolve_waits(void)
 	RESOLVE(r_clockjoin, "pthread_clockjoin_np");
 	RESOLVE_OPT(r_mq_timedsend, "mq_timedsend");
 	RESOLVE_OPT(r_mq_timedreceive, "mq_timedreceive");
+	RESOLVE(r_sigtimedwait, "sigtimedwait");
 }
 
 /* A real absolute time on clock @rclk, @slice ns from now. */
@@ -582,4 +584,33 @@ EXPORT ssize_t mq_timedreceive(mqd_t q, char *msg, size_t len, unsigned *prio,
 		return r_mq_timedreceive(q, msg, len, prio, abs);
 	d = dl_at(CLOCK_REALTIME, abs);
 	return shim_wait(&d, mq_once, &c);
+}
+
+/* ------------------------------------------------------------ signals */
+
+struct sigwait_ctx {
+	const sigset_t *set;
+	siginfo_t *info;
+};
+
+static int sigwait_once(void *ctx, int64_t slice, bool *expired)
+{
+	struct sigwait_ctx *c = ctx;
+	struct timespec ts = slice_ts(slice);
+	int r = r_sigtimedwait(c->set, c->info, &ts);
+
+	*expired = r < 0 && errno == EAGAIN;
+	return r;
+}
+
+/* A relative timeout, as poll's. */
+EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
+{
+	struct sigwait_ctx c = { set, info };
+	struct deadline d;
+
+	if (!tmo || !sim_on(CLOCK_MONOTONIC) || bad_ts(tmo))
+		return r_sigtimedwait(set, info, tmo);
+	d = dl_after(ts_to_ns(tmo));
+	return shim_wait(&d, sigwait_once, &c);
 }

@@ -49,7 +49,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Kinds: "rel" ends on the jump-free timeline (relative timeouts, absolute
 # CLOCK_MONOTONIC ones); "rt" is an absolute CLOCK_REALTIME deadline.
-C_REL = ["poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+C_REL = ["poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait", "epoll_pwait2", "sigtimedwait",
          "nanosleep", "timerfd", "timerfd_periodic", "timerfd_abs_mono", "sem_clockwait", "mutex_clocklock",
          "cond_mono"]
 C_RT = ["sem_timedwait", "mutex_timedlock", "rwlock_timedrdlock", "rwlock_timedwrlock",

@@ -11,7 +11,7 @@
  * call ended as a timeout, anything else when it did not.
  *
  * Relative timeouts: poll, ppoll, select, pselect, epoll_wait, epoll_pwait,
- * epoll_pwait2, nanosleep, timerfd (a one-shot CLOCK_MONOTONIC timerfd in
+ * epoll_pwait2, sigtimedwait (SIGUSR2, blocked), nanosleep, timerfd (a one-shot CLOCK_MONOTONIC timerfd in
  * an epoll with no timeout), timerfd_periodic (a 1 s periodic one, read
  * with blocking reads until 5 expiries have come: "timeout" if exactly 5),
  * timerfd_abs_mono. Absolute CLOCK_MONOTONIC:
@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,6 +129,15 @@ static int run(const char *mode)
 		if (r < 0 && errno == ENOSYS)
 			return 1; /* a kernel without it: nothing to wait with */
 		return r == 0;
+	}
+	if (!strcmp(mode, "sigtimedwait")) {
+		sigset_t m;
+
+		sigemptyset(&m);
+		sigaddset(&m, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &m, NULL);
+		puts("ready"), fflush(stdout);
+		return sigtimedwait(&m, NULL, &ts) == -1 && errno == EAGAIN;
 	}
 	if (!strcmp(mode, "nanosleep")) {
 		puts("ready"), fflush(stdout);
