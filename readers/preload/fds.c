@@ -43,6 +43,9 @@
 #ifndef CLOSE_RANGE_UNSHARE
 #define CLOSE_RANGE_UNSHARE (1U << 1)
 #endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
 /* Highest number the shim puts its descriptors at: the soft limit, but no
  * higher than this (the kernel sizes a process's table to its highest
@@ -248,9 +251,10 @@ static void claim(int fd)
 		shim_timers_claim(fd);
 }
 
-/* After a call that may have closed the program's descriptors [lo, hi]:
- * the simulated timerfds among them are forgotten. */
-static void closed(int lo, int hi)
+/* Before a call that closes the program's descriptors [lo, hi]: the
+ * simulated timerfds among them are forgotten. Before, not after: once the
+ * number is free, another thread's timerfd_create may get it. */
+static void closing(int lo, int hi)
 {
 	if (shim_timers_live())
 		shim_timers_closed(lo, hi);
@@ -281,14 +285,12 @@ static int ebadf(void)
 
 EXPORT int close(int fd)
 {
-	int r;
-
 	fds_resolve();
 	if (shim_fd_is_own(fd) && mine())
 		return ebadf();
-	r = r_close(fd);
-	closed(fd, fd);
-	return r;
+	/* Closed even when interrupted (Linux); EBADF: it was not open. */
+	closing(fd, fd);
+	return r_close(fd);
 }
 
 EXPORT int dup(int fd)
@@ -306,32 +308,28 @@ EXPORT int dup(int fd)
 
 EXPORT int dup2(int old, int new)
 {
-	int r;
-
 	fds_resolve();
 	if (shim_fd_is_own(old) && mine())
 		return ebadf();
-	if (old != new)
+	if (old != new) {
 		claim(new);
-	r = r_dup2(old, new);
-	if (r >= 0 && old != new)
-		closed(new, new);
-	return r;
+		if (r_fcntl(old, F_GETFD) >= 0) /* else dup2 fails, new stays */
+			closing(new, new);
+	}
+	return r_dup2(old, new);
 }
 
 EXPORT int dup3(int old, int new, int flags)
 {
-	int r;
-
 	fds_resolve();
 	if (shim_fd_is_own(old) && mine())
 		return ebadf();
-	if (old != new)
+	if (old != new) {
 		claim(new);
-	r = r_dup3(old, new, flags);
-	if (r >= 0)
-		closed(new, new);
-	return r;
+		if (r_fcntl(old, F_GETFD) >= 0 && !(flags & ~O_CLOEXEC))
+			closing(new, new);
+	}
+	return r_dup3(old, new, flags);
 }
 
 static int fcntl_any(int fd, int cmd, void *arg)
@@ -407,14 +405,13 @@ static int close_around(unsigned lo, unsigned hi, int flags)
 
 EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 {
-	int r;
-
 	fds_resolve();
-	r = close_around(lo, hi, flags);
-	if (r == 0)
-		closed((int)(lo > (unsigned)INT32_MAX ? INT32_MAX : lo),
-		       (int)(hi > (unsigned)INT32_MAX ? INT32_MAX : hi));
-	return r;
+	/* CLOSE_RANGE_CLOEXEC closes nothing; bad flags or range neither. */
+	if (lo <= hi && !(flags & ~(int)(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) &&
+	    !(flags & CLOSE_RANGE_CLOEXEC))
+		closing((int)(lo > (unsigned)INT32_MAX ? INT32_MAX : lo),
+			(int)(hi > (unsigned)INT32_MAX ? INT32_MAX : hi));
+	return close_around(lo, hi, flags);
 }
 
 EXPORT void closefrom(int lo)
@@ -422,10 +419,9 @@ EXPORT void closefrom(int lo)
 	fds_resolve();
 	if (lo < 0)
 		lo = 0;
-	if (close_around((unsigned)lo, ~0U, 0) == 0) {
-		closed(lo, INT32_MAX);
+	closing(lo, INT32_MAX);
+	if (close_around((unsigned)lo, ~0U, 0) == 0)
 		return;
-	}
 	/* No close_range (a kernel before 5.9): one by one, around ours. */
 	if (atomic_load_explicit(&own_count, memory_order_relaxed) && mine()) {
 		struct rlimit rl;
@@ -439,5 +435,4 @@ EXPORT void closefrom(int lo)
 	} else if (r_closefrom) {
 		r_closefrom(lo);
 	}
-	closed(lo, INT32_MAX);
 }

@@ -99,7 +99,7 @@ bool shim_fd_is_own(int fd);
 /* close(2) itself, not the interposed one. */
 int shim_real_close(int fd);
 /* What fds.c asks of the timers (timers.c): move ours from @fd; forget the
- * program's timerfds among [lo, hi] that are no longer open; whether any
+ * program's timerfds among [lo, hi], which it is closing; whether any
  * timerfd exists. */
 void shim_timers_claim(int fd);
 void shim_timers_closed(int lo, int hi);

@@ -203,9 +203,10 @@ void shim_timers_claim(int fd)
 	tlock_drop(&o);
 }
 
-/* The program's descriptors [lo, hi] may be closed: forget its timerfds
- * among them that are gone. Not from a vfork child (our table is the
- * parent's, our descriptors are not its). */
+/* The program is closing its descriptors [lo, hi] (close, dup2 onto them,
+ * close_range): its timerfds among them go. Not from a vfork child
+ * (our table is the parent's, our descriptors are not its). By number, not
+ * by kcmp, which a seccomp profile may deny. */
 void shim_timers_closed(int lo, int hi)
 {
 	bool own_proc = false, asked = false;
@@ -221,7 +222,7 @@ void shim_timers_closed(int lo, int hi)
 			own_proc = getpid() == shim_pid;
 			asked = true;
 		}
-		if (own_proc && !tfd_same(t))
+		if (own_proc)
 			tfd_drop(t);
 	}
 	tlock_drop(&o);
@@ -793,8 +794,11 @@ EXPORT int timerfd_create(int id, int flags)
 	if (efd < 0)
 		return -1;
 	tlock_take(&o);
-	/* A stale entry for this number (closed unseen) goes first. */
-	(void)tfd_find(efd);
+	/* An entry for this number is stale (closed unseen, by a raw system
+	 * call): the kernel has just handed the number out. */
+	for (int i = 0; i < ntimers; i++)
+		if (timers[i].used && timers[i].kind == K_TFD && timers[i].fd == efd)
+			tfd_drop(&timers[i]);
 	own = shim_fd_adopt(efd);
 	err = own < 0 ? errno : 0;
 	if (!err && (slot = timer_slot()) < 0)

@@ -18,6 +18,8 @@
  *                 SA_RESTART, and 3 times while SIGALRM is blocked for 2.5 s:
  *                 every alarm arrives, once
  *   cancel-sleep  pthread_cancel of a thread in nanosleep / clock_nanosleep
+ *   stress        200 threads (and 20 in a forked child) each arming, reading
+ *                 and closing (or dup2-ing over) 20 timerfds in turn
  *   many-timers   300 timerfds and 300 POSIX timers; under RLIMIT_NOFILE 20
  *                 at least half as many timerfds as descriptors were free
  */
@@ -395,6 +397,68 @@ static int cancel_sleep(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------ stress */
+
+static _Atomic int stress_bad;
+
+/* One timerfd after another: armed 1 ms ahead, it must fire (once) within
+ * 5 s; closed, or replaced by dup2 of a pipe, then the next. */
+static void *stress_one(void *arg)
+{
+	int id = (int)(intptr_t)arg, p[2];
+
+	if (pipe(p))
+		return (void *)1;
+	for (int i = 0; i < 20; i++) {
+		struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+		int fd = timerfd_create(i % 2 ? CLOCK_REALTIME : CLOCK_MONOTONIC, TFD_NONBLOCK);
+		uint64_t n = 0;
+
+		if (fd < 0 || timerfd_settime(fd, 0, &its, NULL)) {
+			stress_bad++;
+			break;
+		}
+		n = ticks(fd);
+		if (n != 1) {
+			printf("thread %d round %d: %llu expiries\n", id, i, (unsigned long long)n);
+			stress_bad++;
+		}
+		if ((i + id) % 3 == 0)
+			dup2(p[0], fd); /* the number is the pipe's now */
+		close(fd);
+	}
+	close(p[0]);
+	close(p[1]);
+	return NULL;
+}
+
+static int stress_run(int threads)
+{
+	pthread_t th[200];
+
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&th[i], NULL, stress_one, (void *)(intptr_t)i))
+			return fail("pthread_create %d", i);
+	for (int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	return stress_bad;
+}
+
+static int stress(void)
+{
+	pid_t pid = fork();
+	int st, bad;
+
+	if (pid == 0)
+		_exit(stress_run(20) ? 1 : 0);
+	bad = stress_run(200);
+	waitpid(pid, &st, 0);
+	if (bad || !WIFEXITED(st) || WEXITSTATUS(st))
+		return fail("%d bad timerfd rounds in 200 threads, child status %d", bad, st);
+	printf("ok stress 4000 timerfds in 200 threads, 400 in a forked child\n");
+	return 0;
+}
+
 /* ------------------------------------------------------------ limits */
 
 static int open_count(void)
@@ -465,9 +529,11 @@ int main(int argc, char **argv)
 		return alarm_read();
 	if (!strcmp(kase, "cancel-sleep"))
 		return cancel_sleep();
+	if (!strcmp(kase, "stress"))
+		return stress();
 	if (!strcmp(kase, "many-timers"))
 		return many_timers();
 	fprintf(stderr, "usage: preload-harm select-small|select-big|dup2-hidden|close-range|"
-			"closefrom|alarm-read|cancel-sleep|many-timers\n");
+			"closefrom|alarm-read|cancel-sleep|stress|many-timers\n");
 	return 2;
 }

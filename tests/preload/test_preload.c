@@ -364,6 +364,11 @@ Test(preload, a_thread_sleeping_under_the_shim_can_be_cancelled)
 	harmless("cancel-sleep");
 }
 
+Test(preload, timerfds_from_200_threads_and_a_forked_child_each_fire_once, .timeout = 120)
+{
+	harmless("stress");
+}
+
 Test(preload, timers_have_no_fixed_limit_and_cost_one_descriptor_each)
 {
 	harmless("many-timers");
