@@ -260,19 +260,32 @@ static void closing(int lo, int hi)
 		shim_timers_closed(lo, hi);
 }
 
-/* The program's number @got, where the kernel would have given @want
- * (ours) without the shim: give it @want. */
-static int as_without(int got, int min, int cloexec)
+/*
+ * dup(@fd) or fcntl(@fd, F_DUPFD*, @min) gave @got (or failed with @err,
+ * EMFILE when nothing is free): without the shim it would have given the
+ * lowest of our numbers at or above @min below @got, had there been one.
+ * Ours moves and the program gets it. F_DUPFD again, not dup3 onto it: a
+ * number another thread has taken meanwhile is never closed under it.
+ */
+static int dup_as_without(int fd, int min, bool cloexec, int got, int err)
 {
-	int want = own_next(min, got - 1);
+	int want, r;
 
-	if (want < 0 || !mine())
-		return got;
+	if (!atomic_load_explicit(&own_count, memory_order_relaxed) || !mine())
+		goto out;
+	want = own_next(min, got >= 0 ? got - 1 : INT32_MAX);
+	if (want < 0)
+		goto out;
 	shim_timers_claim(want);
-	if (r_dup3(got, want, cloexec ? O_CLOEXEC : 0) != want)
-		return got;
-	r_close(got);
-	return want;
+	r = r_fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, want);
+	if (r < 0)
+		goto out;
+	if (got >= 0)
+		r_close(got);
+	return r;
+out:
+	errno = err;
+	return got;
 }
 
 /* ------------------------------------------------------------ interposed */
@@ -301,8 +314,8 @@ EXPORT int dup(int fd)
 	if (shim_fd_is_own(fd) && mine())
 		return ebadf();
 	r = r_dup(fd);
-	if (r >= 0 && atomic_load_explicit(&own_count, memory_order_relaxed))
-		r = as_without(r, 0, 0);
+	if (r >= 0 || errno == EMFILE)
+		r = dup_as_without(fd, 0, false, r, errno);
 	return r;
 }
 
@@ -340,9 +353,8 @@ static int fcntl_any(int fd, int cmd, void *arg)
 	if (shim_fd_is_own(fd) && mine())
 		return ebadf();
 	r = r_fcntl(fd, cmd, arg);
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
-	    atomic_load_explicit(&own_count, memory_order_relaxed))
-		r = as_without(r, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC);
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && (r >= 0 || errno == EMFILE))
+		r = dup_as_without(fd, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC, r, errno);
 	return r;
 }
 

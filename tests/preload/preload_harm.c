@@ -225,7 +225,16 @@ static int dup2_hidden(void)
 		if (!has(after, fd) || has(before, fd) || fd == tfd || fd == p[0] || fd == p[1])
 			continue;
 		hidden++;
-		/* The number is free as far as the program knows. */
+		/* The number is free as far as the program knows: closing it,
+		 * duplicating it fail as for any number not open; F_DUPFD from
+		 * it gives it (the lowest free number at or above it). */
+		if (close(fd) != -1 || errno != EBADF || dup(fd) != -1 || errno != EBADF ||
+		    fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+			return fail("%d is open to the program", fd);
+		if (fcntl(p[0], F_DUPFD, fd) != fd)
+			return fail("F_DUPFD from %d did not give %d", fd, fd);
+		if (close(fd))
+			return fail("close %d: %s", fd, strerror(errno));
 		if (dup2(p[0], fd) != fd)
 			return fail("dup2 onto %d: %s", fd, strerror(errno));
 		if (write(p[1], "hello", 5) != 5)
@@ -236,6 +245,22 @@ static int dup2_hidden(void)
 			return fail("the program's pipe at %d lost its data (%s)", fd, buf);
 		if (close(fd))
 			return fail("close %d: %s", fd, strerror(errno));
+	}
+	/* At the top of the table: F_DUPFD from just below the limit gets
+	 * the last number, whoever had it. */
+	{
+		struct rlimit rl;
+		int top, r;
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		top = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
+		if (top > 65536 || fcntl(top - 1, F_GETFD) != -1) {
+			/* the program's own: nothing to check */
+		} else if ((r = fcntl(p[0], F_DUPFD, top - 1)) != top - 1) {
+			return fail("F_DUPFD from %d gave %d", top - 1, r);
+		} else {
+			close(r);
+		}
 	}
 	if (!ticks(tfd))
 		return fail("the timerfd stopped after %d dup2", hidden);
