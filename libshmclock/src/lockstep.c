@@ -27,7 +27,10 @@
  *                                 where members that granted no more hold
  *                                 it; a grant wakes the host only when no
  *                                 member's grant is that low any more
- *  0x030  16     reserved, zero
+ *  0x030   8     max_ahead_ns     host: a grant may be at most this far
+ *                                 ahead of the clock's time (MaxGrantAhead);
+ *                                 participants check it before granting
+ *  0x038   8     reserved, zero
  *  ---- slot i at 0x040 + 0x100 * i ---------------------------------------
  *  +0x00   4     state            LS_FREE, LS_JOINING (participant), LS_MEMBER
  *                                 (host accepted), LS_LEFT (participant),
@@ -41,7 +44,11 @@
  *  +0x18   8     joined_sim_ns    host: clock time at acceptance
  *  +0x20   8     holding_since    host: CLOCK_MONOTONIC since which the
  *                                 clock has waited at this grant, or 0
- *  +0x28  24     reserved, zero
+ *  +0x28   4     tid              participant: the joining thread's TID
+ *                                 (gettid); the host records it with the
+ *                                 pid at acceptance and drops a member whose
+ *                                 lock word names another thread
+ *  +0x2c  20     reserved, zero
  *  +0x40  64     lock             process-shared robust pthread_mutex_t; the
  *                                 participant's joining thread holds it. Its
  *                                 first word is the futex word: the owner's
@@ -156,7 +163,8 @@ struct ls_slot {
 	_Atomic uint32_t incarnation;
 	_Atomic int64_t joined_sim_ns;
 	_Atomic int64_t holding_since;
-	uint8_t reserved0[24];
+	_Atomic int32_t tid;
+	uint8_t reserved0[20];
 	union {
 		pthread_mutex_t mutex;
 		_Atomic uint32_t word;
@@ -179,7 +187,8 @@ struct ls_seg {
 	_Atomic uint32_t grant_futex;
 	_Atomic uint32_t host_waiting;
 	_Atomic int64_t block_at_ns;
-	uint8_t reserved1[16];
+	_Atomic int64_t max_ahead_ns;
+	uint8_t reserved1[8];
 	struct ls_slot slot[LS_SLOTS];
 };
 
@@ -188,20 +197,22 @@ static_assert(sizeof(struct ls_slot) == 0x100, "slot layout");
 static_assert(offsetof(struct ls_slot, grant_ns) == 0x08, "slot layout");
 static_assert(offsetof(struct ls_slot, incarnation) == 0x14, "slot layout");
 static_assert(offsetof(struct ls_slot, holding_since) == 0x20, "slot layout");
+static_assert(offsetof(struct ls_slot, tid) == 0x28, "slot layout");
 static_assert(offsetof(struct ls_slot, lock) == 0x40, "slot layout");
 static_assert(offsetof(struct ls_slot, who) == 0x80, "slot layout");
 static_assert(offsetof(struct ls_seg, grant_futex) == 0x20, "layout");
 static_assert(offsetof(struct ls_seg, block_at_ns) == 0x28, "layout");
+static_assert(offsetof(struct ls_seg, max_ahead_ns) == 0x30, "layout");
 static_assert(offsetof(struct ls_seg, slot) == 0x40, "layout");
 static_assert(sizeof(struct ls_seg) == 0x4040, "layout");
 
 #define LS_SIZE sizeof(struct ls_seg)
 
-static bool lock_alive(const struct ls_slot *sl)
+static uint32_t lock_word(const struct ls_slot *sl)
 {
 	/* Pairs with glibc's release on unlock and the kernel's store of
 	 * OWNER_DIED: what the owner wrote before is visible once we see it. */
-	return shmclock__writer_alive(atomic_load_explicit(&sl->lock.word, memory_order_acquire));
+	return atomic_load_explicit(&sl->lock.word, memory_order_acquire);
 }
 
 static void who_get(const struct ls_slot *sl, char out[SHMCLOCK_LOCKSTEP_WHO_MAX + 1])
@@ -264,18 +275,58 @@ struct shmclock_lockstep {
 	int64_t last;       /* our last grant (the join time before any) */
 	int64_t joined_at;
 	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
+	const char *why;    /* the check the last refused grant failed */
+	int64_t seen;       /* the clock's time as we saw it last (never goes back) */
 };
 
+/*
+ * A participant's name: 1 to 64 bytes of UTF-8 in its shortest form,
+ * without surrogates, beyond U+10FFFF, or control characters (C0, DEL,
+ * C1). It goes into logs and status --json as it is, so anything else
+ * (a Latin-1 "caf\xe9") would make them invalid.
+ */
 static int check_who(const char *who)
 {
-	size_t n;
+	const unsigned char *s = (const unsigned char *)who;
+	size_t n = 0;
 
 	if (!who)
 		return -EINVAL;
-	for (n = 0; who[n]; n++)
-		if (n >= SHMCLOCK_LOCKSTEP_WHO_MAX || (unsigned char)who[n] < 0x20 ||
-		    who[n] == 0x7f)
+	while (s[n]) {
+		uint32_t cp, min;
+		unsigned len;
+
+		if (s[n] < 0x80) {
+			cp = s[n];
+			len = 1;
+			min = 0;
+		} else if ((s[n] & 0xe0) == 0xc0) {
+			cp = s[n] & 0x1f;
+			len = 2;
+			min = 0x80;
+		} else if ((s[n] & 0xf0) == 0xe0) {
+			cp = s[n] & 0x0f;
+			len = 3;
+			min = 0x800;
+		} else if ((s[n] & 0xf8) == 0xf0) {
+			cp = s[n] & 0x07;
+			len = 4;
+			min = 0x10000;
+		} else {
+			return -EINVAL; /* a continuation byte first, or 0xf8-0xff */
+		}
+		for (unsigned k = 1; k < len; k++) {
+			if ((s[n + k] & 0xc0) != 0x80)
+				return -EINVAL; /* also stops at the NUL */
+			cp = cp << 6 | (s[n + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0x20 ||
+		    (cp >= 0x7f && cp <= 0x9f))
 			return -EINVAL;
+		n += len;
+		if (n > SHMCLOCK_LOCKSTEP_WHO_MAX)
+			return -EINVAL;
+	}
 	return n ? 0 : -EINVAL;
 }
 
@@ -437,6 +488,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	}
 	who_set(p->slot, who);
 	atomic_store_explicit(&p->slot->pid, (int32_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&p->slot->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
 	/* J1. Pairs with the host's acquire load of state (H1): who and pid
 	 * are there when it sees JOINING. */
 	atomic_store_explicit(&p->slot->state, LS_JOINING, memory_order_release);
@@ -470,7 +522,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	}
 	p->incarnation = atomic_load_explicit(&p->slot->incarnation, memory_order_relaxed);
 	p->joined_at = atomic_load_explicit(&p->slot->joined_sim_ns, memory_order_relaxed);
-	p->last = p->joined_at;
+	p->last = p->seen = p->joined_at;
 	*out = p;
 	return 0;
 fail:
@@ -483,14 +535,41 @@ fail:
 
 SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns)
 {
+	int64_t max;
+
 	if (!p)
 		return -EINVAL;
 	if (!still_member(p))
 		return -ECANCELED;
-	if (until_ns < p->last || until_ns == INT64_MAX)
+	if (until_ns < p->last) {
+		p->why = p->last == p->joined_at
+				 ? "a grant before the clock time this participant joined at"
+				 : "a grant before this participant's last grant (grants never go back)";
 		return -EINVAL;
+	}
+	if (until_ns == INT64_MAX) {
+		p->why = "a grant of INT64_MAX: beyond the clock's range";
+		return -EINVAL;
+	}
 	if (until_ns == p->last)
 		return 0;
+	/* The horizon. A lockstep clock never goes back, so the time we saw
+	 * last is a lower bound of its time now: a step shorter than the
+	 * horizon needs no read of the clock. Relaxed: the host may change
+	 * the horizon at any time (reload); either value is a valid check. */
+	max = atomic_load_explicit(&p->ls->max_ahead_ns, memory_order_relaxed);
+	if (until_ns > shmclock__sat_add(p->seen, max)) {
+		int64_t now;
+		int r = shmclock_now(p->clk, &now);
+
+		if ((r == 0 || r == -ESTALE) && now > p->seen)
+			p->seen = now;
+		if (until_ns > shmclock__sat_add(p->seen, max)) {
+			p->why = "a grant beyond the horizon: the clock's time + the writer's "
+				 "MaxGrantAhead (--max-grant-ahead)";
+			return -EINVAL;
+		}
+	}
 	/* G1. Pairs with the host's acquire load of grant_ns (H2): all this
 	 * participant did before is visible to whoever sees the clock at
 	 * until_ns (the host commits it after that load). seq_cst for
@@ -526,8 +605,10 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 		int64_t now, left;
 
 		r = shmclock_now(p->clk, &now);
-		if ((r == 0 || r == -ESTALE) && now >= until_ns)
+		if ((r == 0 || r == -ESTALE) && now >= until_ns) {
+			p->seen = now;
 			return 0;
+		}
 		if (!still_member(p))
 			return -ECANCELED;
 		r = writer_check(p);
@@ -543,6 +624,47 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 			return -ETIMEDOUT;
 		shmclock__futex_wait(&s->change_futex, tok, left < LIFE_SLICE_NS ? left : LIFE_SLICE_NS);
 	}
+}
+
+SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t *p, int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		if (p && p->why)
+			return p->why;
+		return "invalid argument: a grant before the participant's last one, beyond the "
+		       "clock's time + MaxGrantAhead or INT64_MAX; or a participant name that is "
+		       "not 1 to 64 bytes of UTF-8 without control characters; or a bad clock name";
+	case -ENOENT:
+		return "no such clock";
+	case -EOPNOTSUPP:
+		return "the clock is not in lockstep mode (shmclockd --lockstep N)";
+	case -ENOSPC:
+		return "all 64 participant slots of this clock are taken";
+	case -EACCES:
+		return "not allowed to join: neither the clock's user nor in its ControlGroup";
+	case -EPERM:
+		return "the lockstep segment is not owned by the clock's owner: not believed";
+	case -EPROTO:
+		return "not a lockstep segment of this ABI version";
+	case -ESTALE:
+		return "the clock's writer is gone or was replaced (join again)";
+	case -ETIMEDOUT:
+		return "timed out: the clock did not reach the grant in time (or the writer did "
+		       "not answer a join)";
+	case -ECANCELED:
+		return "this participant was evicted (by hand, a stall, or a broken slot), or its "
+		       "join was refused";
+	default:
+		return shmclock_strerror(err);
+	}
+}
+
+SHMCLOCK_EXPORT int64_t shmclock_lockstep_max_ahead(const shmclock_lockstep_t *p)
+{
+	return p ? atomic_load_explicit(&p->ls->max_ahead_ns, memory_order_relaxed) : 0;
 }
 
 SHMCLOCK_EXPORT int64_t shmclock_lockstep_joined_at(const shmclock_lockstep_t *p)
@@ -581,6 +703,10 @@ struct shmclock_lockstep_host {
 	dev_t dev;
 	ino_t ino;
 	uint64_t members;   /* bit i: slot i is a member (as of the last scan) */
+	int32_t tid[LS_SLOTS]; /* the joining thread of slot i, recorded at
+				* acceptance: its lock word must name it */
+	int64_t max_ahead_check; /* the largest horizon ever set: a member
+				  * beyond it broke the protocol */
 	int64_t now_sim;    /* the clock's time at the last scan or commit */
 	int64_t held_sim;   /* ... at the last shmclock_lockstep_host_committed() */
 	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
@@ -635,6 +761,9 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const ch
 	h->ls->slot_size = sizeof(struct ls_slot);
 	h->ls->writer_generation =
 		atomic_load_explicit(&h->clock->writer_generation, memory_order_relaxed);
+	atomic_store_explicit(&h->ls->max_ahead_ns, SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT,
+			      memory_order_relaxed);
+	h->max_ahead_check = SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT;
 	for (unsigned i = 0; i < LS_SLOTS; i++) {
 		pthread_mutexattr_t a;
 
@@ -675,6 +804,12 @@ static void fill(const struct ls_slot *sl, unsigned i, struct shmclock_lockstep_
 	p->slot = i;
 	p->pid = atomic_load_explicit(&sl->pid, memory_order_relaxed);
 	who_get(sl, p->who);
+	/* Checked at the join, but a member can rewrite its name since:
+	 * logs and status --json get valid UTF-8 whatever it wrote. */
+	if (check_who(p->who))
+		for (char *c = p->who; *c; c++)
+			if ((unsigned char)*c >= 0x7f || (unsigned char)*c < 0x20)
+				*c = '?';
 	p->grant_ns = atomic_load_explicit(&sl->grant_ns, memory_order_acquire);
 	p->joined_sim_ns = atomic_load_explicit(&sl->joined_sim_ns, memory_order_relaxed);
 	p->holding_since_ns = atomic_load_explicit(&sl->holding_since, memory_order_relaxed);
@@ -692,6 +827,39 @@ static void free_slot(shmclock_lockstep_host_t *h, unsigned i)
 	h->members &= ~(UINT64_C(1) << i);
 }
 
+/* A join the host accepts: a name of the documented set, and a slot lock
+ * held by the thread the joiner says it is (tid, written before JOINING). */
+static bool join_valid(const struct ls_slot *sl, uint32_t word)
+{
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+	int32_t tid = atomic_load_explicit(&sl->tid, memory_order_relaxed);
+
+	who_get(sl, who);
+	return !check_who(who) && tid > 0 && (word & SHMCLOCK_LOCK_TID_MASK) == (uint32_t)tid;
+}
+
+/* MEMBER -> EVICTED: its calls return -ECANCELED; the slot is free again
+ * once its lock is released. -ENOENT: not a member (any more). */
+static int evict_slot(shmclock_lockstep_host_t *h, unsigned i)
+{
+	struct ls_slot *sl = &h->ls->slot[i];
+	uint32_t member = LS_MEMBER;
+
+	if (!atomic_compare_exchange_strong_explicit(&sl->state, &member, LS_EVICTED,
+						     memory_order_acq_rel, memory_order_relaxed))
+		return -ENOENT; /* it left meanwhile: the next scan says so */
+	h->members &= ~(UINT64_C(1) << i);
+	atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
+	shmclock__futex_wake_all(&sl->ack);
+	/* It may sleep on the clock: wake it without a commit (a change of
+	 * the word is only a hint to sleepers). Release: pairs with the
+	 * participant's acquire load of change_futex before it re-checks its
+	 * state. */
+	atomic_fetch_add_explicit(&h->clock->change_futex, 1, memory_order_release);
+	shmclock__futex_wake_all(&h->clock->change_futex);
+	return 0;
+}
+
 SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, int64_t now_sim,
 						 shmclock_lockstep_event_cb cb, void *user,
 						 int64_t *min_grant, unsigned *members)
@@ -706,9 +874,11 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 		/* H2: the lock word first, then the state, then the grant: a
 		 * grant we count belongs to a participant whose lock was alive
 		 * after (or when) it was made. */
-		bool alive = lock_alive(sl);
+		uint32_t word = lock_word(sl);
+		bool alive = shmclock__writer_alive(word);
 		uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
 		uint32_t joining = LS_JOINING;
+		uint64_t bit = UINT64_C(1) << i;
 		int64_t g;
 
 		switch (st) {
@@ -721,6 +891,22 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 									memory_order_relaxed);
 				continue;
 			}
+			if (!join_valid(sl, word)) {
+				/* Refused: the joiner sees FREE and gets -ECANCELED
+				 * (the CAS fails if it withdrew meanwhile). */
+				if (atomic_compare_exchange_strong_explicit(&sl->state, &joining, LS_FREE,
+									    memory_order_acq_rel,
+									    memory_order_relaxed)) {
+					atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
+					shmclock__futex_wake_all(&sl->ack);
+					if (cb) {
+						fill(sl, i, &info);
+						cb(SHMCLOCK_LOCKSTEP_REFUSED, &info, user);
+					}
+				}
+				continue;
+			}
+			h->tid[i] = atomic_load_explicit(&sl->tid, memory_order_relaxed);
 			atomic_store_explicit(&sl->grant_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->joined_sim_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
@@ -740,12 +926,30 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 			}
 			break;
 		case LS_MEMBER:
+			if (!(h->members & bit)) {
+				/* Never accepted by us: written by hand. */
+				free_slot(h, i);
+				continue;
+			}
 			if (!alive) {
 				if (cb) {
 					fill(sl, i, &info);
 					cb(SHMCLOCK_LOCKSTEP_DIED, &info, user);
 				}
 				free_slot(h, i);
+				continue;
+			}
+			/* Alive, but is it still the thread that joined? A lock
+			 * word naming any other (TID 1 lives for ever) would
+			 * hold the clock as long as that one lives. */
+			if ((word & SHMCLOCK_LOCK_TID_MASK) != (uint32_t)h->tid[i] ||
+			    atomic_load_explicit(&sl->grant_ns, memory_order_relaxed) >
+				    shmclock__sat_add(now_sim, h->max_ahead_check)) {
+				if (cb) {
+					fill(sl, i, &info);
+					cb(SHMCLOCK_LOCKSTEP_INVALID, &info, user);
+				}
+				evict_slot(h, i);
 				continue;
 			}
 			break;
@@ -764,7 +968,7 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 				free_slot(h, i);
 			continue;
 		}
-		h->members |= UINT64_C(1) << i;
+		h->members |= bit;
 		/* Acquire: pairs with the release store of the grant (G1). */
 		g = atomic_load_explicit(&sl->grant_ns, memory_order_acquire);
 		if (g < min)
@@ -797,6 +1001,33 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *
 	}
 }
 
+/* Without futex_waitv: how long a host sleeps at most before it looks at
+ * the private word of a caller that does not call host_kick(). */
+#define ALSO_SLICE_NS 100000000
+
+SHMCLOCK_EXPORT void shmclock_lockstep_host_kick(shmclock_lockstep_host_t *h)
+{
+	/* seq_cst: as kick_host's increment, with the host's seq_cst store
+	 * of host_waiting and its load of grant_futex (Dekker): either the
+	 * host sees the increment before it sleeps, or the wake finds it. */
+	atomic_fetch_add_explicit(&h->ls->grant_futex, 1, memory_order_seq_cst);
+	syscall(SYS_futex, &h->ls->grant_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_set_max_ahead(shmclock_lockstep_host_t *h, int64_t ns)
+{
+	if (!h || ns <= 0)
+		return -EINVAL;
+	/* Relaxed: participants check it before granting, and either value
+	 * is a valid horizon while it changes. The host's own check of grants
+	 * uses the largest ever set, so a grant made under a larger horizon
+	 * is never held against its participant. */
+	atomic_store_explicit(&h->ls->max_ahead_ns, ns, memory_order_relaxed);
+	if (ns > h->max_ahead_check)
+		h->max_ahead_check = ns;
+	return 0;
+}
+
 SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, uint32_t token,
 						 uint32_t *also, uint32_t also_val,
 						 int64_t deadline_mono)
@@ -821,11 +1052,23 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, ui
 	if (atomic_load_explicit(&ls->grant_futex, memory_order_seq_cst) == token &&
 	    futex_waitv2(&ls->grant_futex, token, also, also_val, deadline_mono) < 0 &&
 	    errno == ENOSYS) {
-		/* No futex_waitv (Linux < 5.16): the private word is looked
-		 * at every millisecond. */
-		int64_t left = deadline_mono - shmclock__mono_ns();
+		/* No futex_waitv (Linux < 5.16): the grant word only, which
+		 * shmclock_lockstep_host_kick() bumps for whoever changes
+		 * *also. An absolute deadline: one already past (the yields
+		 * above can overrun it) returns at once, where a relative
+		 * timeout computed from it went negative, which FUTEX_WAIT
+		 * took as none at all. A caller that does not kick is seen
+		 * within ALSO_SLICE_NS. */
+		int64_t until = deadline_mono;
 
-		shmclock__futex_wait(&ls->grant_futex, token, left < 1000000 ? left : 1000000);
+		if (also) {
+			int64_t cap = shmclock__sat_add(shmclock__mono_ns(), ALSO_SLICE_NS);
+
+			if (cap < until)
+				until = cap;
+		}
+		if (!also || __atomic_load_n(also, __ATOMIC_ACQUIRE) == also_val)
+			shmclock__futex_wait_until(&ls->grant_futex, token, until);
 	}
 	atomic_store_explicit(&ls->host_waiting, 0, memory_order_relaxed);
 }
@@ -838,25 +1081,19 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_evict(shmclock_lockstep_host_t *h, co
 		return -EINVAL;
 	for (uint64_t m = h->members; m; m &= m - 1) {
 		unsigned i = (unsigned)__builtin_ctzll(m);
-		struct ls_slot *sl = &h->ls->slot[i];
-		uint32_t member = LS_MEMBER;
 
-		who_get(sl, name);
-		if (strcmp(name, who))
-			continue;
-		if (!atomic_compare_exchange_strong_explicit(&sl->state, &member, LS_EVICTED,
-							     memory_order_acq_rel, memory_order_relaxed))
-			continue; /* it left meanwhile: the next scan says so */
-		h->members &= ~(UINT64_C(1) << i);
-		atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
-		shmclock__futex_wake_all(&sl->ack);
-		/* It may sleep on the clock: wake it without a commit (a
-		 * change of the word is only a hint to sleepers). */
-		atomic_fetch_add_explicit(&h->clock->change_futex, 1, memory_order_release);
-		shmclock__futex_wake_all(&h->clock->change_futex);
-		return 0;
+		who_get(&h->ls->slot[i], name);
+		if (!strcmp(name, who) && !evict_slot(h, i))
+			return 0;
 	}
 	return -ENOENT;
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_evict_slot(shmclock_lockstep_host_t *h, unsigned slot)
+{
+	if (!h || slot >= LS_SLOTS || !(h->members & (UINT64_C(1) << slot)))
+		return -ENOENT;
+	return evict_slot(h, slot);
 }
 
 SHMCLOCK_EXPORT unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,

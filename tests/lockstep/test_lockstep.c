@@ -485,3 +485,295 @@ Test(lockstep, after_StallAfter_the_log_names_who_holds_the_clock)
 		cr_assert(strstr(l, " at 0.000000000s "), "%s", l);
 	}
 }
+
+/* ---- issue 30: every grant checked, lockstep's own error texts ---------- */
+
+/* The participants' segment as a process of the clock's user can map it
+ * (lockstep.c documents the layout): slot i at 0x40 + 0x100 * i. */
+#define LS_SEG_SIZE 0x4040
+#define LS_SLOT(seg, i) ((unsigned char *)(seg) + 0x40 + 0x100 * (i))
+
+static void *map_lockstep_rw(const char *name)
+{
+	char path[160];
+	void *seg;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/shmclock-lockstep.%s", name);
+	fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	seg = mmap(NULL, LS_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(seg, MAP_FAILED);
+	return seg;
+}
+
+/* The slot whose who (at +0x80) is @who. */
+static unsigned char *slot_of(void *seg, const char *who)
+{
+	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
+		if (!strcmp((char *)LS_SLOT(seg, i) + 0x80, who))
+			return LS_SLOT(seg, i);
+	cr_assert_fail("no slot of '%s'", who);
+	return NULL;
+}
+
+Test(lockstep, a_grant_beyond_the_horizon_is_refused_with_its_own_message)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+	const int64_t day = 86400LL * 1000 * MS;
+	int rc;
+
+	cr_assert_eq(shmclock_lockstep_max_ahead(a), day, "the default horizon is one day");
+	rc = shmclock_lockstep_grant(a, INT64_MAX - 1);
+	cr_assert_eq(rc, -EINVAL, "2262 is beyond the horizon");
+	cr_assert(strstr(shmclock_lockstep_strerror(a, rc), "MaxGrantAhead"), "%s",
+		  shmclock_lockstep_strerror(a, rc));
+	cr_assert_eq(shmclock_lockstep_grant(a, day + 1), -EINVAL);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0, "a usable grant");
+	cr_assert_eq(now_of(r), 10 * MS, "the clock did not move to a refused grant");
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS + day, shmclock_sec(5)), 0,
+		     "a full day ahead is within");
+	cr_assert_eq(now_of(r), 10 * MS + day);
+	/* The horizon moves with the clock. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS + 2 * day, shmclock_sec(5)), 0);
+	shmclock_lockstep_leave(a);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_member_whose_grant_is_written_beyond_the_horizon_is_dropped)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "forger");
+	void *seg = map_lockstep_rw(name);
+	int64_t t0;
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	/* Past the library's check, straight into the slot's grant_ns. */
+	__atomic_store_n((int64_t *)(slot_of(seg, "forger") + 0x08), INT64_MAX - 1, __ATOMIC_SEQ_CST);
+	/* No wake-up: the host scans every few milliseconds anyway. */
+	t0 = now_mono();
+	while (now_mono() - t0 < 300 * MS) {
+		cr_assert_lt(now_of(r), 86400LL * 1000 * MS, "the clock moved to %lld", (long long)now_of(r));
+		sleep_ns(5 * MS);
+	}
+	cr_assert_eq(shmclock_lockstep_grant(a, 20 * MS), -ECANCELED, "dropped as dead");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"members\":[]"), "%s", ctl_out);
+	shmclock_lockstep_leave(a);
+	munmap(seg, LS_SEG_SIZE);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, names_are_utf8_without_control_characters)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *p = NULL;
+	const char *bad[] = {
+		"caf\xe9",          /* Latin-1 */
+		"\xc0\xaf",         /* overlong '/' */
+		"\xed\xa0\x80",     /* a surrogate */
+		"\xf4\x90\x80\x80", /* beyond U+10FFFF */
+		"a\xc2\x85z",       /* U+0085, a C1 control */
+		"del\x7f",
+		"\xe2\x82",         /* cut short */
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = shmclock_lockstep_join(name, bad[i], &p);
+
+		cr_assert_eq(rc, -EINVAL, "name %zu must be refused (got %d)", i, rc);
+		cr_assert_null(p);
+		cr_assert(strstr(shmclock_lockstep_strerror(NULL, rc), "UTF-8"), "%s",
+			  shmclock_lockstep_strerror(NULL, rc));
+	}
+	p = join(name, "caf\xc3\xa9-\xe6\xa8\xa1\xe5\x9e\x8b"); /* café-模型 */
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "caf\xc3\xa9-\xe6\xa8\xa1\xe5\x9e\x8b"), "%s", ctl_out);
+	shmclock_lockstep_leave(p);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_name_rewritten_after_the_join_still_gives_valid_json)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *p = join(name, "cafe");
+	void *seg = map_lockstep_rw(name);
+
+	memcpy(slot_of(seg, "cafe") + 0x80, "caf\xe9\x01", 6);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	for (const unsigned char *c = (const unsigned char *)ctl_out; *c; c++)
+		cr_assert(*c < 0x80, "a byte 0x%02x in status --json: %s", *c, ctl_out);
+	cr_assert(strstr(ctl_out, "\"name\":\"caf??\""), "%s", ctl_out);
+	shmclock_lockstep_leave(p);
+	munmap(seg, LS_SEG_SIZE);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_lock_word_that_names_another_thread_is_a_dead_member)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	int *ready = shared_alloc(sizeof(int));
+	shmclock_lockstep_t *o;
+	void *seg;
+	pid_t v = test_fork();
+	int64_t t0;
+
+	if (v == 0) {
+		/* Joins and never grants: it holds the clock at 0. */
+		shmclock_lockstep_t *p = join(name, "victim");
+
+		__atomic_store_n(ready, 1, __ATOMIC_RELEASE);
+		pause();
+		shmclock_lockstep_leave(p);
+		_exit(0);
+	}
+	while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE))
+		sleep_ns(MS);
+	o = join(name, "other");
+	cr_assert_eq(shmclock_lockstep_advance(o, 10 * MS, shmclock_msec(100)), -ETIMEDOUT,
+		     "the victim holds the clock");
+	seg = map_lockstep_rw(name);
+	/* Another process of the same user names TID 1 (init, which lives for
+	 * ever) as the owner of the victim's slot lock. */
+	__atomic_store_n((uint32_t *)(slot_of(seg, "victim") + 0x40), 1u, __ATOMIC_SEQ_CST);
+	t0 = now_mono();
+	cr_assert_eq(shmclock_lockstep_advance(o, 10 * MS, shmclock_sec(5)), 0,
+		     "a slot whose lock is not its member's no longer holds the clock");
+	fprintf(stderr, "dropped after %lld ms\n", (long long)((now_mono() - t0) / MS));
+	cr_assert_eq(now_of(r), 10 * MS);
+	shmclock_lockstep_leave(o);
+	munmap(seg, LS_SEG_SIZE);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, lockstep_errors_read_in_lockstep_terms)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *a = join(name, "a");
+	int rc;
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	rc = shmclock_lockstep_grant(a, 5 * MS);
+	cr_assert_eq(rc, -EINVAL);
+	cr_assert(strstr(shmclock_lockstep_strerror(a, rc), "last grant"), "%s",
+		  shmclock_lockstep_strerror(a, rc));
+	cr_assert_null(strstr(shmclock_lockstep_strerror(a, rc), "clock name"));
+	rc = shmclock_lockstep_grant(a, INT64_MAX);
+	cr_assert(strstr(shmclock_lockstep_strerror(a, rc), "INT64_MAX"), "%s",
+		  shmclock_lockstep_strerror(a, rc));
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, -ENOSPC), "64 participant slots"));
+	cr_assert_null(strstr(shmclock_lockstep_strerror(NULL, -ENOSPC), "/dev/shm"));
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, -EOPNOTSUPP), "lockstep"));
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, -ECANCELED), "evicted"));
+	cr_assert_str_eq(shmclock_lockstep_strerror(NULL, -EBUSY), shmclock_strerror(-EBUSY));
+	shmclock_lockstep_leave(a);
+	daemon_stop(d);
+}
+
+/* ---- issue 30: kernels without futex_waitv ----------------------------- */
+
+#include "no_waitv.h"
+
+Test(lockstep, without_futex_waitv_a_deadline_already_past_returns_at_once)
+{
+	const char *name = test_clock_name();
+	int *done = shared_alloc(sizeof(int));
+	pid_t c = test_fork();
+	int64_t t0 = now_mono();
+	int st;
+
+	if (c == 0) {
+		shmclock_writer_t *w;
+		shmclock_lockstep_host_t *h;
+		const char *why = deny_futex_waitv();
+
+		if (why) {
+			fprintf(stderr, "%s\n", why);
+			_exit(77);
+		}
+		if (shmclock_writer_open(name, &w) || shmclock_writer_set_stepped(w, true) ||
+		    shmclock_writer_advance(w, 0) ||
+		    shmclock_lockstep_host_create(w, name, 0600, (gid_t)-1, &h))
+			_exit(3);
+		/* As when the host's yields overran its deadline. */
+		shmclock_lockstep_host_wait(h, shmclock_lockstep_host_token(h), NULL, 0,
+					    now_mono() - MS);
+		__atomic_store_n(done, 1, __ATOMIC_RELEASE);
+		shmclock_lockstep_host_destroy(h);
+		shmclock_writer_close(w);
+		_exit(0);
+	}
+	while (!__atomic_load_n(done, __ATOMIC_ACQUIRE) && now_mono() - t0 < 5000 * MS)
+		sleep_ns(MS);
+	fprintf(stderr, "returned after %lld ms\n", (long long)((now_mono() - t0) / MS));
+	if (!__atomic_load_n(done, __ATOMIC_ACQUIRE))
+		kill(c, SIGKILL);
+	st = test_wait(c);
+	if (st == 77)
+		cr_skip_test("seccomp filters are not available here");
+	cr_assert_eq(st, 0, "the host slept past its deadline (status %d)", st);
+}
+
+/* Voluntary context switches of all of @pid's threads. */
+static long ctxt_switches(pid_t pid)
+{
+	char path[300], line[256];
+	long sum = 0;
+	DIR *dir;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	cr_assert_not_null(dir);
+	while ((e = readdir(dir))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				sum += strtol(line + 24, NULL, 10);
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
+
+Test(lockstep, a_held_clock_does_not_wake_the_daemon_a_thousand_times_a_second)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "2");
+	shmclock_lockstep_t *a = join(name, "a"), *b = join(name, "b");
+	long before, after;
+
+	cr_assert_eq(shmclock_lockstep_grant(a, 10 * MS), 0); /* b holds the clock at 0 */
+	sleep_ns(100 * MS);
+	before = ctxt_switches(d);
+	sleep_ns(1000 * MS);
+	after = ctxt_switches(d);
+	fprintf(stderr, "the daemon woke %ld times in 1 s while held\n", after - before);
+	/* It scans for deaths every 10 ms (100 a second); a 1 ms poll made it
+	 * 1000. */
+	cr_assert_lt(after - before, 400, "%ld wake-ups in a second", after - before);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	daemon_stop(d);
+}
