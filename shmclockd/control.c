@@ -133,6 +133,17 @@ int control_parse_request(const char *line, size_t len, struct request *req, cha
 			r = bad(err, errlen, msg);
 		}
 		break;
+	case PARG_WHO:
+		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
+		if (!cJSON_IsString(v) || !v->valuestring[0] ||
+		    strlen(v->valuestring) >= sizeof(req->who)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to 64 bytes)",
+				 pc->name, pc->key);
+			r = bad(err, errlen, msg);
+			break;
+		}
+		snprintf(req->who, sizeof(req->who), "%s", v->valuestring);
+		break;
 	case PARG_NONE:
 		break;
 	}
@@ -229,9 +240,18 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 	if (cfg->ls_max_scale > 0)
 		cJSON_AddNumberToObject(t, "max_scale", cfg->ls_max_scale);
 	cJSON_AddStringToObject(t, "on_death", cfg->ls_abort ? "abort" : "evict");
+	cJSON_AddStringToObject(t, "on_stall", config_on_stall_name(config_stall_policy(cfg)));
+	if (cfg->ls_evict_ns)
+		cJSON_AddStringToObject(t, "evict_after", duration_format(cfg->ls_evict_ns, buf, sizeof(buf)));
+	cJSON_AddStringToObject(t, "max_grant_ahead", duration_format(cfg->ls_max_ahead_ns, buf, sizeof(buf)));
 	cJSON_AddNumberToObject(t, "advances",
 				(double)atomic_load_explicit(&ct->ls_advances, memory_order_relaxed));
 	cJSON_AddNumberToObject(t, "deaths", (double)deaths);
+	cJSON_AddNumberToObject(t, "stalls",
+				(double)atomic_load_explicit(&ct->ls_stalls, memory_order_relaxed));
+	/* The records the clock thread may be rewriting (a second death):
+	 * under its lock, copied whole. */
+	pthread_mutex_lock(&ct->ls_rec_lock);
 	if (deaths) {
 		cJSON_AddStringToObject(t, "last_death", ct->ls_dead);
 		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_grant);
@@ -241,6 +261,9 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_mono);
 		cJSON_AddStringToObject(t, "last_death_found_mono_ns", buf);
 	}
+	if (ct->ls_stalled[0])
+		cJSON_AddStringToObject(t, "last_eviction", ct->ls_stalled);
+	pthread_mutex_unlock(&ct->ls_rec_lock);
 	cJSON_AddBoolToObject(t, "aborted", atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed));
 	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
 		cJSON *m = cJSON_CreateObject();

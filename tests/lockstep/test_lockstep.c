@@ -566,6 +566,8 @@ Test(lockstep, a_member_whose_grant_is_written_beyond_the_horizon_is_dropped)
 	cr_assert_eq(shmclock_lockstep_grant(a, 20 * MS), -ECANCELED, "dropped as dead");
 	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
 	cr_assert(strstr(ctl_out, "\"members\":[]"), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "'forger'") && strstr(ctl_out, "broke the protocol"),
+		  "status names it: %s", ctl_out);
 	shmclock_lockstep_leave(a);
 	munmap(seg, LS_SEG_SIZE);
 	shmclock_close(r);
@@ -775,5 +777,181 @@ Test(lockstep, a_held_clock_does_not_wake_the_daemon_a_thousand_times_a_second)
 	cr_assert_lt(after - before, 400, "%ld wake-ups in a second", after - before);
 	shmclock_lockstep_leave(a);
 	shmclock_lockstep_leave(b);
+	daemon_stop(d);
+}
+
+/* ---- issue 30: stalls, eviction by hand, reload -------------------------- */
+
+/* A participant in a child process that advances by 1 ms for ever (until
+ * stopped or killed); *@ready is set once it has joined. */
+static pid_t busy_participant(const char *name, const char *who, int *ready)
+{
+	pid_t c = test_fork();
+
+	if (c == 0) {
+		shmclock_lockstep_t *p = join(name, who);
+
+		__atomic_store_n(ready, 1, __ATOMIC_RELEASE);
+		for (int64_t t = shmclock_lockstep_joined_at(p) + MS;; t += MS)
+			if (shmclock_lockstep_advance(p, t, shmclock_sec(60)))
+				_exit(1);
+	}
+	while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE))
+		sleep_ns(MS);
+	return c;
+}
+
+Test(lockstep, a_stopped_participant_is_evicted_after_EvictAfter_and_the_others_go_on)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "2", "--evict-after", "500ms");
+	int *ready = shared_alloc(sizeof(int));
+	pid_t v = busy_participant(name, "sleeper", ready);
+	shmclock_lockstep_t *o = join(name, "runner");
+	int64_t t = shmclock_lockstep_joined_at(o), t0;
+
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(shmclock_lockstep_advance(o, t += MS, shmclock_sec(5)), 0);
+	kill(v, SIGSTOP);
+	t0 = now_mono();
+	/* Far beyond anything the stopped one granted. */
+	cr_assert_eq(shmclock_lockstep_advance(o, t + 1000 * MS, shmclock_sec(10)), 0,
+		     "the stopped participant still holds the clock");
+	fprintf(stderr, "evicted and moving again after %lld ms (EvictAfter 500ms)\n",
+		(long long)((now_mono() - t0) / MS));
+	/* Generous: the machine is shared; the figure above is the measure. */
+	cr_assert_lt(now_mono() - t0, 5000 * MS);
+	cr_assert_geq(now_mono() - t0, 450 * MS, "not before EvictAfter");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"stalls\":1"), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"last_eviction\":\"'sleeper'"), "status names it: %s", ctl_out);
+	cr_assert(strstr(ctl_out, "EvictAfter 500ms") || strstr(ctl_out, "EvictAfter 0.5"), "%s", ctl_out);
+	cr_assert_null(strstr(ctl_out, "\"name\":\"sleeper\""), "no longer a member: %s", ctl_out);
+	kill(v, SIGKILL);
+	kill(v, SIGCONT);
+	test_wait(v);
+	shmclock_lockstep_leave(o);
+	daemon_stop(d);
+}
+
+Test(lockstep, on_stall_abort_ends_a_ci_run_with_status_87_and_names_who)
+{
+	const char *name = test_clock_name();
+	char cfg[256], log[256], text[8192];
+	shmclock_lockstep_t *p;
+	int fd, saved = dup(2), st = -1;
+	pid_t d;
+	int64_t t0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 1, "
+			"\"EvictAfter\": \"300ms\", \"OnStall\": \"abort\"}}");
+	snprintf(log, sizeof(log), "%s/daemon.log", rt_dir);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	dup2(fd, 2);
+	d = daemon_start("-n", name, "-c", cfg, "--", "sleep", "60", NULL);
+	dup2(saved, 2);
+	close(fd);
+	cr_assert_gt(d, 0);
+	p = join(name, "frozen-model"); /* joins and never grants */
+	t0 = now_mono();
+	while (now_mono() - t0 < 10000 * MS) {
+		if (waitpid(d, &st, WNOHANG) == d)
+			break;
+		sleep_ns(5 * MS);
+	}
+	fprintf(stderr, "the run ended after %lld ms (EvictAfter 300ms)\n",
+		(long long)((now_mono() - t0) / MS));
+	cr_assert(WIFEXITED(st), "the daemon did not end the run (status %d)", st);
+	cr_assert_eq(WEXITSTATUS(st), 87, "exit status %d", WEXITSTATUS(st));
+	fd = open(log, O_RDONLY);
+	slurp(fd, text, sizeof(text));
+	cr_assert(strstr(text, "'frozen-model'") && strstr(text, "stalled (OnStall abort)") &&
+		  strstr(text, "status 87"), "%s", text);
+	shmclock_lockstep_leave(p);
+}
+
+Test(lockstep, evict_by_hand_and_what_it_refuses)
+{
+	const char *name = test_clock_name(), *plain = test_clock_name();
+	pid_t d = start_lockstep(name, "2"), dp;
+	shmclock_lockstep_t *a = join(name, "a"), *b = join(name, "b");
+
+	cr_assert_eq(shmclock_lockstep_grant(a, 10 * MS), 0); /* b holds the clock at 0 */
+	cr_assert_neq(ctl(name, "evict", "nobody-here", NULL), 0);
+	cr_assert(strstr(ctl_err, "no lockstep participant of that name"), "%s", ctl_err);
+	cr_assert_neq(ctl(name, "evict", NULL), 0, "evict needs a name");
+	if (geteuid() == 0) {
+		pid_t c = test_fork();
+
+		if (c == 0) {
+			/* nobody: not the clock's user, no ControlGroup. */
+			char *argv[] = { (char *)bin("SHMCLOCKCTL"), "-n", (char *)name, "evict", "b", NULL };
+
+			if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+				_exit(3);
+			execv(argv[0], argv);
+			_exit(4);
+		}
+		cr_assert_eq(test_wait(c), 1, "evict by another user must be refused");
+		cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+		cr_assert(strstr(ctl_out, "\"name\":\"b\""), "b is still a member: %s", ctl_out);
+	} else {
+		fprintf(stderr, "evict by another user: not checked (needs root to act as one)\n");
+	}
+	cr_assert_eq(ctl(name, "evict", "b", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0, "b no longer holds it");
+	cr_assert_eq(shmclock_lockstep_grant(b, 20 * MS), -ECANCELED);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "evicted by hand"), "%s", ctl_out);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	daemon_stop(d);
+	dp = must_start(plain, "--source", "fixed", NULL);
+	cr_assert_neq(ctl(plain, "evict", "x", NULL), 0);
+	cr_assert(strstr(ctl_err, "lockstep"), "%s", ctl_err);
+	daemon_stop(dp);
+}
+
+Test(lockstep, sighup_applies_lockstep_keys_to_the_running_clock)
+{
+	const char *name = test_clock_name();
+	char cfg[256];
+	int *ready = shared_alloc(sizeof(int));
+	pid_t d, v;
+	shmclock_lockstep_t *a;
+	int64_t t0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 3, "
+			"\"OnDeath\": \"abort\"}}");
+	d = must_start(name, "-c", cfg, NULL);
+	v = busy_participant(name, "doomed", ready);
+	a = join(name, "a");
+	/* Two of three: the clock does not start. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_msec(100)), -ETIMEDOUT);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 2, "
+			"\"OnDeath\": \"evict\"}}");
+	kill(d, SIGHUP);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0,
+		     "Participants 2 applies: the clock starts");
+	kill(v, SIGKILL);
+	test_wait(v);
+	t0 = now_mono();
+	cr_assert_eq(shmclock_lockstep_advance(a, 50 * MS, shmclock_sec(5)), 0,
+		     "OnDeath evict applies: the clock goes on without the dead one");
+	fprintf(stderr, "on again %lld ms after the death\n", (long long)((now_mono() - t0) / MS));
+	cr_assert_eq(kill(d, 0), 0, "the daemon must not have exited (OnDeath abort kept)");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"on_death\":\"evict\"") && strstr(ctl_out, "\"deaths\":1"), "%s",
+		  ctl_out);
+	/* Lockstep cannot be turned off on a live clock: refused, unchanged. */
+	write_file(cfg, "{\"TimeSource\": \"fixed\"}");
+	kill(d, SIGHUP);
+	sleep_ns(200 * MS);
+	cr_assert_eq(shmclock_lockstep_advance(a, 60 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"participants_required\":2"), "%s", ctl_out);
+	shmclock_lockstep_leave(a);
 	daemon_stop(d);
 }
