@@ -71,6 +71,9 @@ struct clockthread {
 	int64_t ls_step_target;          /* paused: `step` lets the clock run to here */
 	int64_t ls_ext_target;           /* external source: the last advance */
 	int64_t ls_commit_mono, ls_commit_sim; /* the last advance (MaxScale pacing) */
+	_Atomic int64_t ls_run_mono, ls_run_sim; /* when and where the clock started
+					  * running (steps/s and the real-time
+					  * factor in status); set before ls_started */
 	int64_t ls_stall_logged;         /* CLOCK_MONOTONIC of the last stall report */
 	_Atomic uint64_t ls_advances;    /* how often the clock moved */
 	_Atomic uint64_t ls_deaths;

@@ -247,7 +247,11 @@ void lockstep_run(struct clockthread *ct)
 			char t[64];
 
 			started = true;
-			atomic_store_explicit(&ct->ls_started, true, memory_order_relaxed);
+			atomic_store_explicit(&ct->ls_run_mono, now, memory_order_relaxed);
+			atomic_store_explicit(&ct->ls_run_sim, in.sim_ns, memory_order_relaxed);
+			/* Release: pairs with status's acquire load of ls_started;
+			 * the two above are set by then. */
+			atomic_store_explicit(&ct->ls_started, true, memory_order_release);
 			ct->ls_commit_mono = now;
 			ct->ls_commit_sim = in.sim_ns;
 			log_msg(LOG_INFO, "lockstep: %u participants joined; the clock runs from %s", n,

@@ -10,7 +10,7 @@
  *  ---- header (written once, at creation) --------------------------------
  *  0x000   8     magic            LS_MAGIC ("SHMCLKLS" as a u64)
  *  0x008   4     abi_version      SHMCLOCK_ABI_VERSION (2)
- *  0x00c   4     size             0x4040, must equal the file size
+ *  0x00c   4     size             0x14040, must equal the file size
  *  0x010   4     slots            64
  *  0x014   4     slot_size        256
  *  0x018   4     writer_generation the clock's writer_generation when the
@@ -48,7 +48,13 @@
  *                                 (gettid); the host records it with the
  *                                 pid at acceptance and drops a member whose
  *                                 lock word names another thread
- *  +0x2c  20     reserved, zero
+ *  +0x2c   4     reserved, zero
+ *  +0x30   8     granted_mono     participant: CLOCK_MONOTONIC of its last
+ *                                 grant (relaxed; beside grant_ns, so the
+ *                                 host's scan reads it without another
+ *                                 cache line): the latest is the one whose
+ *                                 grant let the clock move
+ *  +0x38   8     reserved, zero
  *  +0x40  64     lock             process-shared robust pthread_mutex_t; the
  *                                 participant's joining thread holds it. Its
  *                                 first word is the futex word: the owner's
@@ -56,6 +62,20 @@
  *                                 owner exits without unlocking
  *  +0x80  72     who              participant name, NUL-terminated
  *  +0xc8  56     reserved, zero
+ *  ---- stats of slot i at 0x4040 + 0x400 * i (participant: its own
+ *       figures, relaxed stores by its one thread; zeroed at its join) -----
+ *  +0x000  8     grants           grants made
+ *  +0x008  8     steps            returns from advance at the grant
+ *  +0x010  8     work_ns          real time from a return from advance to
+ *                                 its next grant, summed (working)
+ *  +0x018  8     wait_ns          real time from a grant to the return from
+ *                                 advance, summed (waiting)
+ *  +0x020  8     returned_mono    CLOCK_MONOTONIC of the last return from
+ *                                 advance; 0 once it granted again
+ *  +0x028 88     reserved, zero
+ *  +0x080 448    work_hist        112 u32 buckets of working times: 0 below
+ *                                 1024 ns, then 4 per power of two
+ *  +0x240 448    wait_hist        the same for waiting times
  *
  * Protocol (the steps J*, G*, H* are those of the lockstep part of the
  * spin model, seqlock.pml):
@@ -164,7 +184,9 @@ struct ls_slot {
 	_Atomic int64_t joined_sim_ns;
 	_Atomic int64_t holding_since;
 	_Atomic int32_t tid;
-	uint8_t reserved0[20];
+	uint32_t reserved0;
+	_Atomic int64_t granted_mono;
+	uint64_t reserved2;
 	union {
 		pthread_mutex_t mutex;
 		_Atomic uint32_t word;
@@ -174,6 +196,19 @@ struct ls_slot {
 	 * while it changes hands. */
 	_Atomic char who[72];
 	uint8_t reserved1[56];
+};
+
+#define LS_HIST 112
+
+struct ls_stats {
+	_Atomic uint64_t grants;
+	_Atomic uint64_t steps;
+	_Atomic int64_t work_ns;
+	_Atomic int64_t wait_ns;
+	_Atomic int64_t returned_mono;
+	uint8_t reserved[88];
+	_Atomic uint32_t work_hist[LS_HIST];
+	_Atomic uint32_t wait_hist[LS_HIST];
 };
 
 struct ls_seg {
@@ -190,6 +225,7 @@ struct ls_seg {
 	_Atomic int64_t max_ahead_ns;
 	uint8_t reserved1[8];
 	struct ls_slot slot[LS_SLOTS];
+	struct ls_stats stats[LS_SLOTS];
 };
 
 static_assert(sizeof(pthread_mutex_t) <= 64, "the slot's lock must fit");
@@ -204,7 +240,12 @@ static_assert(offsetof(struct ls_seg, grant_futex) == 0x20, "layout");
 static_assert(offsetof(struct ls_seg, block_at_ns) == 0x28, "layout");
 static_assert(offsetof(struct ls_seg, max_ahead_ns) == 0x30, "layout");
 static_assert(offsetof(struct ls_seg, slot) == 0x40, "layout");
-static_assert(sizeof(struct ls_seg) == 0x4040, "layout");
+static_assert(offsetof(struct ls_slot, granted_mono) == 0x30, "slot layout");
+static_assert(sizeof(struct ls_stats) == 0x400, "stats layout");
+static_assert(offsetof(struct ls_stats, work_hist) == 0x80, "stats layout");
+static_assert(offsetof(struct ls_stats, wait_hist) == 0x240, "stats layout");
+static_assert(offsetof(struct ls_seg, stats) == 0x4040, "layout");
+static_assert(sizeof(struct ls_seg) == 0x14040, "layout");
 
 #define LS_SIZE sizeof(struct ls_seg)
 
@@ -265,6 +306,65 @@ static int futex_waitv2(_Atomic uint32_t *shared, uint32_t sval, uint32_t *priv,
 			    deadline == INT64_MAX ? NULL : &ts, CLOCK_MONOTONIC);
 }
 
+/* ---- figures ----------------------------------------------------------- */
+
+/* Bucket of a duration: 0 below 1024 ns, then 4 per power of two. */
+static unsigned hist_bucket(int64_t ns)
+{
+	unsigned o, b;
+
+	if (ns < 1024)
+		return 0;
+	o = 63u - (unsigned)__builtin_clzll((uint64_t)ns);
+	b = 1 + (o - 10) * 4 + (unsigned)((ns >> (o - 2)) & 3);
+	return b < LS_HIST ? b : LS_HIST - 1;
+}
+
+/* The middle of bucket @b, ns. */
+static int64_t hist_value(unsigned b)
+{
+	unsigned o = (b - 1) / 4 + 10, sub = (b - 1) % 4;
+
+	if (!b)
+		return 512;
+	return (int64_t)((4 * 2 + 2 * sub + 1) * (UINT64_C(1) << (o - 2))) / 2;
+}
+
+/* One writer per stats block (the participant's thread): plain load and
+ * store, relaxed (readers are statistics). */
+static void stat_add(_Atomic int64_t *sum, _Atomic uint32_t *hist, int64_t ns)
+{
+	_Atomic uint32_t *h = &hist[hist_bucket(ns)];
+
+	atomic_store_explicit(sum, atomic_load_explicit(sum, memory_order_relaxed) + ns,
+			      memory_order_relaxed);
+	atomic_store_explicit(h, atomic_load_explicit(h, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static void stat_inc(_Atomic uint64_t *n)
+{
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static int64_t hist_pct(const _Atomic uint32_t *hist, double q)
+{
+	uint32_t c[LS_HIST];
+	uint64_t total = 0, acc = 0;
+
+	for (unsigned i = 0; i < LS_HIST; i++)
+		total += c[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
+	if (!total)
+		return 0;
+	for (unsigned i = 0; i < LS_HIST; i++) {
+		acc += c[i];
+		if ((double)acc >= q * (double)total)
+			return hist_value(i);
+	}
+	return hist_value(LS_HIST - 1);
+}
+
 /* ---- participants ------------------------------------------------------ */
 
 struct shmclock_lockstep {
@@ -276,6 +376,8 @@ struct shmclock_lockstep {
 	int64_t joined_at;
 	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
 	const char *why;    /* the check the last refused grant failed */
+	struct ls_stats *stats; /* our figures (0x4040 + 0x400 * slot) */
+	int64_t granted_mono;   /* CLOCK_MONOTONIC of our last grant */
 	int64_t seen;       /* the clock's time as we saw it last (never goes back) */
 };
 
@@ -489,6 +591,17 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	who_set(p->slot, who);
 	atomic_store_explicit(&p->slot->pid, (int32_t)getpid(), memory_order_relaxed);
 	atomic_store_explicit(&p->slot->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
+	atomic_store_explicit(&p->slot->granted_mono, 0, memory_order_relaxed);
+	p->stats = &p->ls->stats[p->slot - p->ls->slot];
+	atomic_store_explicit(&p->stats->grants, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->steps, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->work_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->wait_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->returned_mono, 0, memory_order_relaxed);
+	for (unsigned i = 0; i < LS_HIST; i++) {
+		atomic_store_explicit(&p->stats->work_hist[i], 0, memory_order_relaxed);
+		atomic_store_explicit(&p->stats->wait_hist[i], 0, memory_order_relaxed);
+	}
 	/* J1. Pairs with the host's acquire load of state (H1): who and pid
 	 * are there when it sees JOINING. */
 	atomic_store_explicit(&p->slot->state, LS_JOINING, memory_order_release);
@@ -570,6 +683,21 @@ SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t unti
 			return -EINVAL;
 		}
 	}
+	/* Our figures: the work since our last return from advance ends. */
+	{
+		int64_t now = shmclock__mono_ns();
+		int64_t ret = atomic_load_explicit(&p->stats->returned_mono, memory_order_relaxed);
+
+		if (ret) {
+			stat_add(&p->stats->work_ns, p->stats->work_hist, now - ret);
+			atomic_store_explicit(&p->stats->returned_mono, 0, memory_order_relaxed);
+		}
+		stat_inc(&p->stats->grants);
+		p->granted_mono = now;
+		/* Relaxed: a statistic; the grant's release below orders it
+		 * for a host that reads it after the grant anyway. */
+		atomic_store_explicit(&p->slot->granted_mono, now, memory_order_relaxed);
+	}
 	/* G1. Pairs with the host's acquire load of grant_ns (H2): all this
 	 * participant did before is visible to whoever sees the clock at
 	 * until_ns (the host commits it after that load). seq_cst for
@@ -606,7 +734,14 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 
 		r = shmclock_now(p->clk, &now);
 		if ((r == 0 || r == -ESTALE) && now >= until_ns) {
+			int64_t m = shmclock__mono_ns();
+
 			p->seen = now;
+			/* Our figures: the wait since our grant ends, work begins. */
+			if (p->granted_mono)
+				stat_add(&p->stats->wait_ns, p->stats->wait_hist, m - p->granted_mono);
+			stat_inc(&p->stats->steps);
+			atomic_store_explicit(&p->stats->returned_mono, m, memory_order_relaxed);
 			return 0;
 		}
 		if (!still_member(p))
@@ -707,6 +842,10 @@ struct shmclock_lockstep_host {
 				* acceptance: its lock word must name it */
 	int64_t max_ahead_check; /* the largest horizon ever set: a member
 				  * beyond it broke the protocol */
+	int last_granter;   /* the member with the latest grant at the last scan */
+	/* How often slot i's grant was the last the clock waited for (any
+	 * thread reads them: relaxed, statistics). */
+	_Atomic uint64_t last_count[LS_SLOTS];
 	int64_t now_sim;    /* the clock's time at the last scan or commit */
 	int64_t held_sim;   /* ... at the last shmclock_lockstep_host_committed() */
 	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
@@ -865,10 +1004,11 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 						 int64_t *min_grant, unsigned *members)
 {
 	struct shmclock_lockstep_participant info;
-	int64_t min = INT64_MAX;
+	int64_t min = INT64_MAX, latest = INT64_MIN;
 	unsigned n = 0;
 
 	h->now_sim = now_sim;
+	h->last_granter = -1;
 	for (unsigned i = 0; i < LS_SLOTS; i++) {
 		struct ls_slot *sl = &h->ls->slot[i];
 		/* H2: the lock word first, then the state, then the grant: a
@@ -907,6 +1047,7 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 				continue;
 			}
 			h->tid[i] = atomic_load_explicit(&sl->tid, memory_order_relaxed);
+			atomic_store_explicit(&h->last_count[i], 0, memory_order_relaxed);
 			atomic_store_explicit(&sl->grant_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->joined_sim_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
@@ -974,6 +1115,15 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 		if (g < min)
 			min = g;
 		n++;
+		{
+			/* Relaxed: a statistic, on the line the grant is on. */
+			int64_t gm = atomic_load_explicit(&sl->granted_mono, memory_order_relaxed);
+
+			if (gm > latest) {
+				latest = gm;
+				h->last_granter = (int)i;
+			}
+		}
 	}
 	*min_grant = min;
 	*members = n;
@@ -985,6 +1135,8 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *
 	bool moved = now_sim != h->held_sim;
 	int64_t mono = 0;
 
+	if (moved && h->last_granter >= 0 && (h->members & (UINT64_C(1) << h->last_granter)))
+		atomic_fetch_add_explicit(&h->last_count[h->last_granter], 1, memory_order_relaxed);
 	h->now_sim = h->held_sim = now_sim;
 	for (uint64_t m = h->members; m; m &= m - 1) {
 		struct ls_slot *sl = &h->ls->slot[__builtin_ctzll(m)];
@@ -1113,6 +1265,36 @@ SHMCLOCK_EXPORT unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h
 		n++;
 	}
 	return n;
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_stats(shmclock_lockstep_host_t *h, unsigned slot,
+						 struct shmclock_lockstep_stats *out)
+{
+	const struct ls_stats *st;
+	int64_t ret;
+
+	if (!h || !out || slot >= LS_SLOTS ||
+	    atomic_load_explicit(&h->ls->slot[slot].state, memory_order_acquire) != LS_MEMBER)
+		return -ENOENT;
+	/* Any thread: relaxed loads of figures the participant writes. */
+	st = &h->ls->stats[slot];
+	memset(out, 0, sizeof(*out));
+	out->grants = atomic_load_explicit(&st->grants, memory_order_relaxed);
+	out->steps = atomic_load_explicit(&st->steps, memory_order_relaxed);
+	out->last_to_grant = atomic_load_explicit(&h->last_count[slot], memory_order_relaxed);
+	out->work_ns = atomic_load_explicit(&st->work_ns, memory_order_relaxed);
+	out->wait_ns = atomic_load_explicit(&st->wait_ns, memory_order_relaxed);
+	out->work_p50_ns = hist_pct(st->work_hist, 0.50);
+	out->work_p99_ns = hist_pct(st->work_hist, 0.99);
+	out->wait_p50_ns = hist_pct(st->wait_hist, 0.50);
+	out->wait_p99_ns = hist_pct(st->wait_hist, 0.99);
+	ret = atomic_load_explicit(&st->returned_mono, memory_order_relaxed);
+	if (ret) {
+		out->working_for_ns = shmclock__mono_ns() - ret;
+		if (out->working_for_ns < 0)
+			out->working_for_ns = 0;
+	}
+	return 0;
 }
 
 SHMCLOCK_EXPORT void shmclock_lockstep_host_destroy(shmclock_lockstep_host_t *h)

@@ -955,3 +955,57 @@ Test(lockstep, sighup_applies_lockstep_keys_to_the_running_clock)
 	shmclock_lockstep_leave(a);
 	daemon_stop(d);
 }
+
+/* ---- issue 30: who holds the clock, and why it is slow ------------------- */
+
+/* The number after "KEY": in the member object that starts at "name":WHO. */
+static double member_field(const char *json, const char *who, const char *key)
+{
+	char pat[128];
+	const char *m, *f, *next;
+
+	snprintf(pat, sizeof(pat), "\"name\":\"%s\"", who);
+	m = strstr(json, pat);
+	cr_assert_not_null(m, "no member %s: %s", who, json);
+	next = strstr(m + 1, "\"name\":");
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	f = strstr(m, pat);
+	cr_assert(f && (!next || f < next), "member %s has no %s: %s", who, key, json);
+	return strtod(f + strlen(pat), NULL);
+}
+
+Test(lockstep, status_shows_each_participants_steps_working_and_waiting_times)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "2");
+	shmclock_lockstep_t *worker = join(name, "worker"), *idle = join(name, "idle");
+
+	for (int64_t t = MS; t <= 20 * MS; t += MS) {
+		/* idle grants at once; worker works 2 ms of real time per step. */
+		cr_assert_eq(shmclock_lockstep_grant(idle, t), 0);
+		cr_assert_eq(shmclock_lockstep_advance(worker, t, shmclock_sec(5)), 0);
+		sleep_ns(2 * MS);
+	}
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(member_field(ctl_out, "worker", "steps"), 20, "%s", ctl_out);
+	cr_assert_eq(member_field(ctl_out, "idle", "steps"), 0, "it never advanced: %s", ctl_out);
+	cr_assert_eq(member_field(ctl_out, "idle", "grants"), 20, "%s", ctl_out);
+	/* 19 spans from a return to the next grant, each >= 2 ms (sleeps can
+	 * only be longer): the median bucket is at least ~1.8 ms. */
+	cr_assert_geq(member_field(ctl_out, "worker", "work_p50_us"), 1500, "%s", ctl_out);
+	cr_assert_geq(member_field(ctl_out, "worker", "work_p99_us"),
+		      member_field(ctl_out, "worker", "work_p50_us"));
+	cr_assert_geq(member_field(ctl_out, "worker", "work_s"), 0.038, "%s", ctl_out);
+	/* The worker grants after idle each time: its grant lets the clock go. */
+	cr_assert_geq(member_field(ctl_out, "worker", "last_to_grant"), 15, "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"last_to_grant_most\":\"worker\""), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"steps_per_s\":") && strstr(ctl_out, "\"realtime_factor\":"), "%s",
+		  ctl_out);
+	cr_assert(member_field(ctl_out, "worker", "working_for_s") > 0, "it is working now: %s", ctl_out);
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "20 steps") && strstr(ctl_out, "last to grant most often: worker"),
+		  "the human status shows them too: %s", ctl_out);
+	shmclock_lockstep_leave(worker);
+	shmclock_lockstep_leave(idle);
+	daemon_stop(d);
+}

@@ -238,6 +238,29 @@ int shmclock_lockstep_host_evict(shmclock_lockstep_host_t *h, const char *who);
  * not be unique). Return: 0; -ENOENT no member there. */
 int shmclock_lockstep_host_evict_slot(shmclock_lockstep_host_t *h, unsigned slot);
 
+/* A participant's own figures, from the timestamps it writes in its slot
+ * (never a system call of the host's). */
+struct shmclock_lockstep_stats {
+	uint64_t grants;        /* grants it made */
+	uint64_t steps;         /* returns from advance at its grant */
+	uint64_t last_to_grant; /* advances for which its grant came last */
+	int64_t work_ns;        /* real time working (from a return from advance
+				 * to its next grant), summed */
+	int64_t wait_ns;        /* real time waiting (grant to return), summed */
+	int64_t work_p50_ns, work_p99_ns; /* per step, within ~12% */
+	int64_t wait_p50_ns, wait_p99_ns;
+	int64_t working_for_ns; /* since it last returned from advance, when it
+				 * has not granted since; 0 otherwise */
+	int64_t reserved[6];
+};
+
+/**
+ * shmclock_lockstep_host_stats() - the figures of the member in @slot
+ * (any thread). Return: 0; -ENOENT no member there.
+ */
+int shmclock_lockstep_host_stats(shmclock_lockstep_host_t *h, unsigned slot,
+				 struct shmclock_lockstep_stats *out);
+
 /* Copies up to @max members into @out; returns how many there are. */
 unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,
 				     struct shmclock_lockstep_participant *out, unsigned max);
