@@ -75,6 +75,8 @@ struct clockthread {
 					  * running (steps/s and the real-time
 					  * factor in status); set before ls_started */
 	int64_t ls_stall_logged;         /* CLOCK_MONOTONIC of the last stall report */
+	int64_t ls_pub_sim, ls_pub_next; /* Ros2.Publish: the time last published, and
+					  * when (CLOCK_MONOTONIC) the next may be */
 	_Atomic uint64_t ls_advances;    /* how often the clock moved */
 	_Atomic uint64_t ls_deaths;
 	_Atomic bool ls_aborted;         /* OnDeath abort or OnStall abort fired */

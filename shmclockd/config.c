@@ -674,13 +674,6 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 			 c->source->name, c->ls_participants ? " in lockstep" : "");
 		return -EINVAL;
 	}
-	if (c->ros2_publish && c->ls_participants) {
-		snprintf(err, errlen, "Ros2.Publish is refused in lockstep: the clock moves only when "
-			 "its participants grant, and /clock is published on a real-time period of "
-			 "the plain clock loop, which lockstep does not run (nothing would be sent); "
-			 "participants read the clock page, or publish /clock themselves");
-		return -EINVAL;
-	}
 	if (c->ls_participants && c->ls_on_stall_given && c->ls_on_stall != STALL_WAIT &&
 	    !c->ls_evict_ns) {
 		snprintf(err, errlen, "Lockstep.OnStall %s needs Lockstep.EvictAfter (how long a "

@@ -24,6 +24,7 @@
 #include "clockthread.h"
 #include "duration.h"
 #include "log.h"
+#include "ros2.h"
 #include "source.h"
 
 /* Scan for dead participants at least this often (detection < 100 ms). */
@@ -205,12 +206,36 @@ static void report_stall(struct clockthread *ct, int64_t sim, int64_t now)
 		duration_format(sim, t, sizeof(t)), line);
 }
 
+/*
+ * Ros2.Publish: /clock at each advance, at most PublishHz: a time the clock
+ * moved to is published at once unless the last sample is less than a
+ * period old; then at the end of that period (*@deadline), if the clock
+ * has not moved again meanwhile, so the last time a run holds at is always
+ * sent. One branch when not publishing.
+ */
+static void publish_clock(struct clockthread *ct, int64_t sim, int64_t now, int64_t *deadline)
+{
+	if (!ct->ros2_pub || sim == ct->ls_pub_sim)
+		return;
+	if (now < ct->ls_pub_next) {
+		if (deadline && ct->ls_pub_next < *deadline)
+			*deadline = ct->ls_pub_next;
+		return;
+	}
+	if (ct->ros2_api->publish(ct->ros2_pub, sim) < 0)
+		log_msg(LOG_DEBUG, "ros2: a /clock write failed");
+	ct->ls_pub_sim = sim;
+	ct->ls_pub_next = now + 1000000000 / (ct->cfg.ros2_hz > 0 ? ct->cfg.ros2_hz : 100);
+}
+
 void lockstep_run(struct clockthread *ct)
 {
 	shmclock_lockstep_host_t *h = ct->ls_host;
 	const struct shmclockd_config *c = &ct->cfg;
 	bool stop = false;
 
+	ct->ls_pub_sim = INT64_MIN;
+	ct->ls_pub_next = 0;
 	while (!stop) {
 		bool started = atomic_load_explicit(&ct->ls_started, memory_order_relaxed);
 		/* Both tokens before the work they guard: a command queued or a
@@ -282,11 +307,13 @@ void lockstep_run(struct clockthread *ct)
 				ct->ls_commit_sim = limit;
 				atomic_fetch_add_explicit(&ct->ls_advances, 1, memory_order_relaxed);
 				shmclock_lockstep_host_committed(h, limit);
+				publish_clock(ct, limit, now, NULL);
 				ct->ls_stall_logged = 0;
 				continue; /* more grants may be waiting */
 			}
 		}
 		shmclock_lockstep_host_committed(h, in.sim_ns);
+		publish_clock(ct, in.sim_ns, now, &deadline);
 		if (in.paused)
 			ct->ls_commit_mono = now; /* a pause is nobody's stall */
 		if (started && n && !in.paused) {

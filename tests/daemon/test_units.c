@@ -237,7 +237,6 @@ Test(units, lockstep_stall_keys_and_their_refusals)
 		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"evict\"}}", "EvictAfter" },
 		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"abort\"}}", "EvictAfter" },
 		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"wait\",\"EvictAfter\":\"1s\"}}", "nothing" },
-		{ "{\"TimeSource\":\"fixed\",\"Ros2\":{\"Publish\":true},\"Lockstep\":{\"Participants\":1}}", "Ros2.Publish is refused in lockstep" },
 	};
 	struct shmclockd_config c;
 	char err[512] = "";
