@@ -1009,3 +1009,27 @@ Test(lockstep, status_shows_each_participants_steps_working_and_waiting_times)
 	shmclock_lockstep_leave(idle);
 	daemon_stop(d);
 }
+
+Test(lockstep, stall_and_horizon_flags_are_checked)
+{
+	const char *name = test_clock_name();
+
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--on-stall", "shrug",
+				  NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--evict-after", "0",
+				  NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--evict-after", "soon",
+				  NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--on-stall", "abort",
+				  NULL), -1, "abort after how long? (no --evict-after)");
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--on-stall", "wait",
+				  "--evict-after", "1s", NULL), -1, "EvictAfter that does nothing");
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--max-grant-ahead",
+				  "-5s", NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--evict-after", "1s", NULL), -1,
+		     "--evict-after without lockstep");
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--max-grant-ahead", "1h", NULL), -1,
+		     "--max-grant-ahead without lockstep");
+	kill(must_start(name, "--source", "fixed", "--lockstep", "1", "--evict-after", "2s", "--on-stall",
+			"abort", "--max-grant-ahead", "1h", NULL), SIGTERM);
+}
