@@ -54,7 +54,11 @@
  *                                 host's scan reads it without another
  *                                 cache line): the latest is the one whose
  *                                 grant let the clock move
- *  +0x38   8     reserved, zero
+ *  +0x38   8     max_ahead_ns     host: the header's max_ahead_ns, copied
+ *                                 at acceptance and at every change, so
+ *                                 that a grant's check reads the line the
+ *                                 grant is written to (the header's line
+ *                                 bounces with grant_futex)
  *  +0x40  64     lock             process-shared robust pthread_mutex_t; the
  *                                 participant's joining thread holds it. Its
  *                                 first word is the futex word: the owner's
@@ -186,7 +190,7 @@ struct ls_slot {
 	_Atomic int32_t tid;
 	uint32_t reserved0;
 	_Atomic int64_t granted_mono;
-	uint64_t reserved2;
+	_Atomic int64_t max_ahead_ns;
 	union {
 		pthread_mutex_t mutex;
 		_Atomic uint32_t word;
@@ -241,6 +245,7 @@ static_assert(offsetof(struct ls_seg, block_at_ns) == 0x28, "layout");
 static_assert(offsetof(struct ls_seg, max_ahead_ns) == 0x30, "layout");
 static_assert(offsetof(struct ls_seg, slot) == 0x40, "layout");
 static_assert(offsetof(struct ls_slot, granted_mono) == 0x30, "slot layout");
+static_assert(offsetof(struct ls_slot, max_ahead_ns) == 0x38, "slot layout");
 static_assert(sizeof(struct ls_stats) == 0x400, "stats layout");
 static_assert(offsetof(struct ls_stats, work_hist) == 0x80, "stats layout");
 static_assert(offsetof(struct ls_stats, wait_hist) == 0x240, "stats layout");
@@ -670,7 +675,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t unti
 	 * last is a lower bound of its time now: a step shorter than the
 	 * horizon needs no read of the clock. Relaxed: the host may change
 	 * the horizon at any time (reload); either value is a valid check. */
-	max = atomic_load_explicit(&p->ls->max_ahead_ns, memory_order_relaxed);
+	max = atomic_load_explicit(&p->slot->max_ahead_ns, memory_order_relaxed);
 	if (until_ns > shmclock__sat_add(p->seen, max)) {
 		int64_t now;
 		int r = shmclock_now(p->clk, &now);
@@ -708,6 +713,26 @@ SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t unti
 	return 0;
 }
 
+/* The clock reading of this thread's last shmclock_now() in advance(): the
+ * instant it returns at, for its waiting time, without reading the clock
+ * once more (a step is a few microseconds: a reading is ~1% of it). */
+static _Thread_local int64_t read_mono;
+
+static int64_t mono_kept(void)
+{
+	return read_mono = shmclock__mono_ns();
+}
+
+/* shmclock_now(), keeping its clock reading in read_mono (0 when the slow
+ * path answered). */
+static int now_keeping_mono(shmclock_t *clk, int64_t *now)
+{
+	if (__builtin_expect(shmclock_static_read(clk, mono_kept, NULL, now, NULL, NULL), 1))
+		return 0;
+	read_mono = 0;
+	return shmclock_now(clk, now);
+}
+
 /* How long a waiter sleeps between checks of the writer's life: a dead
  * writer wakes nobody. */
 #define LIFE_SLICE_NS 100000000
@@ -732,9 +757,9 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 		uint32_t tok = atomic_load_explicit(&s->change_futex, memory_order_acquire);
 		int64_t now, left;
 
-		r = shmclock_now(p->clk, &now);
+		r = now_keeping_mono(p->clk, &now);
 		if ((r == 0 || r == -ESTALE) && now >= until_ns) {
-			int64_t m = shmclock__mono_ns();
+			int64_t m = read_mono ? read_mono : shmclock__mono_ns();
 
 			p->seen = now;
 			/* Our figures: the wait since our grant ends, work begins. */
@@ -1047,6 +1072,11 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 				continue;
 			}
 			h->tid[i] = atomic_load_explicit(&sl->tid, memory_order_relaxed);
+			/* Before the CAS below (release): the joiner sees it. */
+			atomic_store_explicit(&sl->max_ahead_ns,
+					      atomic_load_explicit(&h->ls->max_ahead_ns,
+								   memory_order_relaxed),
+					      memory_order_relaxed);
 			atomic_store_explicit(&h->last_count[i], 0, memory_order_relaxed);
 			atomic_store_explicit(&sl->grant_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->joined_sim_ns, now_sim, memory_order_relaxed);
@@ -1175,6 +1205,8 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_set_max_ahead(shmclock_lockstep_host_
 	 * uses the largest ever set, so a grant made under a larger horizon
 	 * is never held against its participant. */
 	atomic_store_explicit(&h->ls->max_ahead_ns, ns, memory_order_relaxed);
+	for (unsigned i = 0; i < LS_SLOTS; i++)
+		atomic_store_explicit(&h->ls->slot[i].max_ahead_ns, ns, memory_order_relaxed);
 	if (ns > h->max_ahead_check)
 		h->max_ahead_check = ns;
 	return 0;
