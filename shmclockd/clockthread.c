@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/time.h>
 
 #include "clockthread.h"
@@ -109,6 +110,21 @@ static int apply_reload(struct clockthread *ct, const struct shmclockd_config *n
 	ct->cfg.step_ns = n->step_ns;
 	ct->cfg.has_unix_zero = n->has_unix_zero;
 	ct->cfg.unix_zero_ns = n->unix_zero_ns;
+	/* Lockstep: every key applies on a live clock (main.c refused turning
+	 * lockstep on or off). Participants only matters until the clock has
+	 * started; the horizon goes to the participants' segment. */
+	if (ct->ls_host) {
+		if (n->ls_max_ahead_ns != ct->cfg.ls_max_ahead_ns)
+			shmclock_lockstep_host_set_max_ahead(ct->ls_host, n->ls_max_ahead_ns);
+		ct->cfg.ls_participants = n->ls_participants;
+		ct->cfg.ls_max_scale = n->ls_max_scale;
+		ct->cfg.ls_stall_ns = n->ls_stall_ns;
+		ct->cfg.ls_abort = n->ls_abort;
+		ct->cfg.ls_evict_ns = n->ls_evict_ns;
+		ct->cfg.ls_on_stall = n->ls_on_stall;
+		ct->cfg.ls_on_stall_given = n->ls_on_stall_given;
+		ct->cfg.ls_max_ahead_ns = n->ls_max_ahead_ns;
+	}
 	if (n->sched_priority != ct->cfg.sched_priority) {
 		set_sched(n->sched_priority);
 		ct->cfg.sched_priority = n->sched_priority;
@@ -312,6 +328,9 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	case CMD_RELOAD:
 		r = apply_reload(ct, c->arg_config);
 		break;
+	case CMD_EVICT:
+		r = lockstep_evict(ct, c->req.who, c->err, sizeof(c->err));
+		break;
 	}
 	if (r && !c->err[0])
 		fail(c, r, shmclock_strerror(r));
@@ -433,6 +452,9 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 	atomic_init(&ct->late_ticks, 0);
 	atomic_init(&ct->worst_lateness_ns, 0);
 	atomic_init(&ct->achieved_scale, 0.0);
+	pthread_mutex_init(&ct->ls_rec_lock, NULL);
+	if (ct->ls_host)
+		shmclock_lockstep_host_set_max_ahead(ct->ls_host, cfg->ls_max_ahead_ns);
 	ct->started = false;
 	ct->win_mono = 0;
 	for (int i = 0; i < LATEHIST_N; i++)
@@ -450,6 +472,10 @@ int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
 	/* Pairs with the acquire load of kick at the top of the clock loop. */
 	atomic_fetch_add_explicit(&ct->kick, 1, memory_order_release);
 	wake(&ct->kick);
+	/* In lockstep the clock thread may sleep on the participants' word
+	 * alone (no futex_waitv: Linux < 5.16): bump that one too. */
+	if (ct->ls_host)
+		shmclock_lockstep_host_kick(ct->ls_host);
 	while (!atomic_load_explicit(&cmd->done, memory_order_acquire)) {
 		struct timespec ts = { 1, 0 };
 

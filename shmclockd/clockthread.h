@@ -71,14 +71,26 @@ struct clockthread {
 	int64_t ls_step_target;          /* paused: `step` lets the clock run to here */
 	int64_t ls_ext_target;           /* external source: the last advance */
 	int64_t ls_commit_mono, ls_commit_sim; /* the last advance (MaxScale pacing) */
+	_Atomic int64_t ls_run_mono, ls_run_sim; /* when and where the clock started
+					  * running (steps/s and the real-time
+					  * factor in status); set before ls_started */
 	int64_t ls_stall_logged;         /* CLOCK_MONOTONIC of the last stall report */
+	int64_t ls_pub_sim, ls_pub_next; /* Ros2.Publish: the time last published, and
+					  * when (CLOCK_MONOTONIC) the next may be */
 	_Atomic uint64_t ls_advances;    /* how often the clock moved */
 	_Atomic uint64_t ls_deaths;
-	_Atomic bool ls_aborted;         /* a participant died with OnDeath abort */
-	char ls_dead[320];               /* who died last, for status and the exit
-					  * message; written before ls_deaths++ */
+	_Atomic bool ls_aborted;         /* OnDeath abort or OnStall abort fired */
+	_Atomic int ls_exit_status;      /* ... with this exit status (86, 87) */
+	_Atomic uint64_t ls_stalls;      /* participants that held for EvictAfter */
+	/* The records below: the clock thread rewrites them at each death or
+	 * stall while status (the main thread) reads them; ls_rec_lock
+	 * guards them (never taken on the clock's fast path). */
+	pthread_mutex_t ls_rec_lock;
+	char ls_dead[512];               /* who died last, for status */
 	int64_t ls_dead_grant, ls_dead_clock, ls_dead_mono; /* its last grant, the
 					  * clock and CLOCK_MONOTONIC when found */
+	char ls_stalled[512];            /* who stalled (or was evicted by hand) last */
+	char ls_abort_msg[640];          /* why the clock stopped (exit message) */
 	/* /clock publisher (ros2.c), set before clockthread_start; NULL: none.
 	 * Publishes at ros2_hz on absolute deadlines of its own. */
 	struct ros2 *ros2_pub;
@@ -132,6 +144,8 @@ void dist_status(struct clockthread *ct, struct cJSON *obj);
 
 /* The clock thread's loop in lockstep mode (lockstep.c). */
 void lockstep_run(struct clockthread *ct);
+/* CMD_EVICT: 0, or a negative errno with @err set. */
+int lockstep_evict(struct clockthread *ct, const char *who, char *err, size_t errlen);
 
 /* Stops and joins the thread. */
 void clockthread_stop(struct clockthread *ct);

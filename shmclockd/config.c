@@ -38,6 +38,7 @@ void config_defaults(struct shmclockd_config *c)
 	c->ros2_domain = -1;
 	c->ros2_stale_ns = 1000000000;
 	c->ls_stall_ns = 2000000000;
+	c->ls_max_ahead_ns = 86400LL * 1000000000LL; /* SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT */
 	c->dist_lead_ns = 5000000;
 	c->dist_hb_ns = 200000000;
 }
@@ -346,7 +347,8 @@ static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclock
 }
 #endif
 
-/* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict" } */
+/* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict",
+ *              "EvictAfter": "500ms", "OnStall": "evict", "MaxGrantAhead": "1h" } */
 static int apply_lockstep(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
 {
 	const struct ctx *outer = x;
@@ -383,13 +385,47 @@ static int apply_lockstep(const struct ctx *x, const cJSON *o, struct shmclockd_
 			if (!cJSON_IsString(v) || config_on_death(v->valuestring, &c->ls_abort))
 				return key_error(x, k, "Lockstep.OnDeath: expected \"evict\" or \"abort\", got %s",
 						 shown(v, b, sizeof(b)));
+		} else if (!strcmp(k, "EvictAfter")) {
+			if (get_time(x, v, k, false, &c->ls_evict_ns))
+				return -EINVAL;
+			if (c->ls_evict_ns <= 0)
+				return key_error(x, k, "Lockstep.EvictAfter: must be positive");
+		} else if (!strcmp(k, "OnStall")) {
+			if (!cJSON_IsString(v) || config_on_stall(v->valuestring, &c->ls_on_stall))
+				return key_error(x, k, "Lockstep.OnStall: expected \"wait\", \"evict\" or \"abort\", got %s",
+						 shown(v, b, sizeof(b)));
+			c->ls_on_stall_given = true;
+		} else if (!strcmp(k, "MaxGrantAhead")) {
+			if (get_time(x, v, k, false, &c->ls_max_ahead_ns))
+				return -EINVAL;
+			if (c->ls_max_ahead_ns <= 0)
+				return key_error(x, k, "Lockstep.MaxGrantAhead: must be positive");
 		} else {
-			return key_error(x, k, "unknown key in Lockstep (known: Participants, MaxScale, StallAfter, OnDeath)");
+			return key_error(x, k, "unknown key in Lockstep (known: Participants, MaxScale, StallAfter, "
+					 "OnDeath, EvictAfter, OnStall, MaxGrantAhead)");
 		}
 	}
 	if (!c->ls_participants)
 		return key_error(outer, "Lockstep", "Lockstep.Participants is required (1 to 64)");
 	return 0;
+}
+
+int config_on_stall(const char *s, enum on_stall *out)
+{
+	if (!strcmp(s, "wait"))
+		*out = STALL_WAIT;
+	else if (!strcmp(s, "evict"))
+		*out = STALL_EVICT;
+	else if (!strcmp(s, "abort"))
+		*out = STALL_ABORT;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *config_on_stall_name(enum on_stall s)
+{
+	return s == STALL_EVICT ? "evict" : s == STALL_ABORT ? "abort" : "wait";
 }
 
 int config_on_death(const char *s, bool *abort_run)
@@ -636,6 +672,18 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "Distribute.Publish needs a continuous source (simulation or "
 			 "system), not %s%s: every step would be a message; use Ros2.Publish",
 			 c->source->name, c->ls_participants ? " in lockstep" : "");
+		return -EINVAL;
+	}
+	if (c->ls_participants && c->ls_on_stall_given && c->ls_on_stall != STALL_WAIT &&
+	    !c->ls_evict_ns) {
+		snprintf(err, errlen, "Lockstep.OnStall %s needs Lockstep.EvictAfter (how long a "
+			 "participant may hold the clock)", config_on_stall_name(c->ls_on_stall));
+		return -EINVAL;
+	}
+	if (c->ls_participants && c->ls_on_stall_given && c->ls_on_stall == STALL_WAIT &&
+	    c->ls_evict_ns) {
+		snprintf(err, errlen, "Lockstep.EvictAfter with OnStall wait would do nothing: "
+			 "OnStall evict or abort, or no EvictAfter");
 		return -EINVAL;
 	}
 	if (c->source->feed == FEED_LEADER && c->ls_participants) {

@@ -47,6 +47,10 @@ struct shmclockd_config {
 	double ls_max_scale;            /* Lockstep.MaxScale, 0: as fast as the grants allow */
 	int64_t ls_stall_ns;            /* Lockstep.StallAfter: log who holds the clock */
 	bool ls_abort;                  /* Lockstep.OnDeath: "abort" (true) or "evict" */
+	int64_t ls_evict_ns;            /* Lockstep.EvictAfter: a holder this long stalls; 0: never */
+	enum on_stall { STALL_WAIT, STALL_EVICT, STALL_ABORT } ls_on_stall; /* Lockstep.OnStall */
+	bool ls_on_stall_given;         /* OnStall was set (else it follows EvictAfter) */
+	int64_t ls_max_ahead_ns;        /* Lockstep.MaxGrantAhead: the grants' horizon */
 	/* Between hosts (Distribute; TimeSource "leader" follows) */
 	bool dist_publish;              /* Distribute.Publish: this clock leads */
 	char dist_clock[65];            /* Distribute.Clock: the name on the wire, "" = Name */
@@ -64,6 +68,8 @@ static inline const char *config_dist_clock(const struct shmclockd_config *c)
 
 /* shmclockd's exit status when a lockstep participant died with OnDeath abort. */
 #define SHMCLOCKD_EXIT_LOCKSTEP_DEATH 86
+/* ... and when one held the clock for EvictAfter with OnStall abort. */
+#define SHMCLOCKD_EXIT_LOCKSTEP_STALL 87
 
 #define CONFIG_LOCKSTEP_MAX 64
 
@@ -71,6 +77,19 @@ void config_defaults(struct shmclockd_config *c);
 
 /* "evict" or "abort" (OnDeath, --on-death): 0 or -EINVAL. */
 int config_on_death(const char *s, bool *abort_run);
+
+/* What a stall does: OnStall, else evict when EvictAfter is set, else wait. */
+static inline enum on_stall config_stall_policy(const struct shmclockd_config *c)
+{
+	if (c->ls_on_stall_given)
+		return c->ls_on_stall;
+	return c->ls_evict_ns ? STALL_EVICT : STALL_WAIT;
+}
+
+/* "wait", "evict" or "abort" (OnStall, --on-stall): 0 or -EINVAL. */
+int config_on_stall(const char *s, enum on_stall *out);
+/* Its name. */
+const char *config_on_stall_name(enum on_stall s);
 
 /*
  * Reads a JSON config file over *c. On error returns -EINVAL (or -errno for

@@ -133,6 +133,17 @@ int control_parse_request(const char *line, size_t len, struct request *req, cha
 			r = bad(err, errlen, msg);
 		}
 		break;
+	case PARG_WHO:
+		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
+		if (!cJSON_IsString(v) || !v->valuestring[0] ||
+		    strlen(v->valuestring) >= sizeof(req->who)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to 64 bytes)",
+				 pc->name, pc->key);
+			r = bad(err, errlen, msg);
+			break;
+		}
+		snprintf(req->who, sizeof(req->who), "%s", v->valuestring);
+		break;
 	case PARG_NONE:
 		break;
 	}
@@ -213,6 +224,31 @@ static void add_control(cJSON *st, const struct control *c)
 	cJSON_AddItemToObject(st, "control", t);
 }
 
+/* A member's own figures (it writes them in the participants' segment). */
+static void add_figures(cJSON *m, struct clockthread *ct, unsigned slot, uint64_t *most,
+			const char **most_who, const char *who)
+{
+	struct shmclock_lockstep_stats s;
+
+	if (shmclock_lockstep_host_stats(ct->ls_host, slot, &s))
+		return;
+	cJSON_AddNumberToObject(m, "grants", (double)s.grants);
+	cJSON_AddNumberToObject(m, "steps", (double)s.steps);
+	cJSON_AddNumberToObject(m, "last_to_grant", (double)s.last_to_grant);
+	cJSON_AddNumberToObject(m, "work_s", (double)s.work_ns / 1e9);
+	cJSON_AddNumberToObject(m, "wait_s", (double)s.wait_ns / 1e9);
+	cJSON_AddNumberToObject(m, "work_p50_us", (double)s.work_p50_ns / 1e3);
+	cJSON_AddNumberToObject(m, "work_p99_us", (double)s.work_p99_ns / 1e3);
+	cJSON_AddNumberToObject(m, "wait_p50_us", (double)s.wait_p50_ns / 1e3);
+	cJSON_AddNumberToObject(m, "wait_p99_us", (double)s.wait_p99_ns / 1e3);
+	if (s.working_for_ns)
+		cJSON_AddNumberToObject(m, "working_for_s", (double)s.working_for_ns / 1e9);
+	if (s.last_to_grant > *most) {
+		*most = s.last_to_grant;
+		*most_who = who;
+	}
+}
+
 /* "lockstep": what the clock waits for, and who. */
 static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmclockd_config *cfg,
 			 int64_t sim)
@@ -224,14 +260,43 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 	uint64_t deaths = atomic_load_explicit(&ct->ls_deaths, memory_order_acquire);
 	char buf[64];
 
+	bool running = atomic_load_explicit(&ct->ls_started, memory_order_acquire);
+	uint64_t most = 0;
+	const char *most_who = NULL;
+
 	cJSON_AddNumberToObject(t, "participants_required", cfg->ls_participants);
-	cJSON_AddBoolToObject(t, "running", atomic_load_explicit(&ct->ls_started, memory_order_relaxed));
+	cJSON_AddBoolToObject(t, "running", running);
+	if (running) {
+		/* Since the clock started: steps/s and the real-time factor (the
+		 * acquire above pairs with the clock thread's release). */
+		double secs = (double)(mono - atomic_load_explicit(&ct->ls_run_mono,
+								    memory_order_relaxed)) / 1e9;
+
+		if (secs > 0) {
+			cJSON_AddNumberToObject(t, "steps_per_s",
+						(double)atomic_load_explicit(&ct->ls_advances,
+									     memory_order_relaxed) / secs);
+			cJSON_AddNumberToObject(t, "realtime_factor",
+						(double)(sim - atomic_load_explicit(&ct->ls_run_sim,
+										    memory_order_relaxed)) /
+							1e9 / secs);
+		}
+	}
 	if (cfg->ls_max_scale > 0)
 		cJSON_AddNumberToObject(t, "max_scale", cfg->ls_max_scale);
 	cJSON_AddStringToObject(t, "on_death", cfg->ls_abort ? "abort" : "evict");
+	cJSON_AddStringToObject(t, "on_stall", config_on_stall_name(config_stall_policy(cfg)));
+	if (cfg->ls_evict_ns)
+		cJSON_AddStringToObject(t, "evict_after", duration_format(cfg->ls_evict_ns, buf, sizeof(buf)));
+	cJSON_AddStringToObject(t, "max_grant_ahead", duration_format(cfg->ls_max_ahead_ns, buf, sizeof(buf)));
 	cJSON_AddNumberToObject(t, "advances",
 				(double)atomic_load_explicit(&ct->ls_advances, memory_order_relaxed));
 	cJSON_AddNumberToObject(t, "deaths", (double)deaths);
+	cJSON_AddNumberToObject(t, "stalls",
+				(double)atomic_load_explicit(&ct->ls_stalls, memory_order_relaxed));
+	/* The records the clock thread may be rewriting (a second death):
+	 * under its lock, copied whole. */
+	pthread_mutex_lock(&ct->ls_rec_lock);
 	if (deaths) {
 		cJSON_AddStringToObject(t, "last_death", ct->ls_dead);
 		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_grant);
@@ -241,6 +306,9 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_mono);
 		cJSON_AddStringToObject(t, "last_death_found_mono_ns", buf);
 	}
+	if (ct->ls_stalled[0])
+		cJSON_AddStringToObject(t, "last_eviction", ct->ls_stalled);
+	pthread_mutex_unlock(&ct->ls_rec_lock);
 	cJSON_AddBoolToObject(t, "aborted", atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed));
 	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
 		cJSON *m = cJSON_CreateObject();
@@ -256,8 +324,11 @@ static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmcloc
 		if (p[i].holding_since_ns && p[i].grant_ns <= sim)
 			cJSON_AddNumberToObject(m, "holding_for_s",
 						(double)(mono - p[i].holding_since_ns) / 1e9);
+		add_figures(m, ct, p[i].slot, &most, &most_who, p[i].who);
 		cJSON_AddItemToArray(a, m);
 	}
+	if (most_who)
+		cJSON_AddStringToObject(t, "last_to_grant_most", most_who);
 	cJSON_AddItemToObject(t, "members", a);
 	cJSON_AddItemToObject(st, "lockstep", t);
 }

@@ -24,10 +24,30 @@
 #include "clockthread.h"
 #include "duration.h"
 #include "log.h"
+#include "ros2.h"
 #include "source.h"
 
 /* Scan for dead participants at least this often (detection < 100 ms). */
 #define SCAN_NS 10000000
+
+/* OnDeath or OnStall abort: the clock stops for good; the main thread
+ * prints @msg and exits with @status. */
+static void abort_run(struct clockthread *ct, int status, const char *msg)
+{
+	pthread_mutex_lock(&ct->ls_rec_lock);
+	snprintf(ct->ls_abort_msg, sizeof(ct->ls_abort_msg), "%s", msg);
+	pthread_mutex_unlock(&ct->ls_rec_lock);
+	atomic_store_explicit(&ct->ls_exit_status, status, memory_order_relaxed);
+	/* Release: pairs with the acquire loads of ls_aborted (status, and
+	 * the main thread after the eventfd): the status above is set. */
+	atomic_store_explicit(&ct->ls_aborted, true, memory_order_release);
+	if (ct->ls_notify_fd >= 0) {
+		uint64_t one = 1;
+
+		if (write(ct->ls_notify_fd, &one, sizeof(one)) < 0)
+			log_msg(LOG_DEBUG, "lockstep: notify: %s", strerror(errno));
+	}
+}
 
 static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lockstep_participant *p,
 		     void *user)
@@ -43,37 +63,115 @@ static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lock
 	case SHMCLOCK_LOCKSTEP_LEFT:
 		log_msg(LOG_INFO, "lockstep: '%s' (pid %d) left at grant %s", p->who, (int)p->pid, g);
 		break;
-	case SHMCLOCK_LOCKSTEP_DIED: {
+	case SHMCLOCK_LOCKSTEP_REFUSED:
+		log_msg(LOG_WARN, "lockstep: a join as '%s' (pid %d) refused: its name is not UTF-8 "
+				  "of the documented set, or its slot lock is not held by the thread "
+				  "it names", p->who, (int)p->pid);
+		break;
+	case SHMCLOCK_LOCKSTEP_DIED:
+	case SHMCLOCK_LOCKSTEP_INVALID: {
 		shmclock_info_t in;
-		char now[64];
+		char now[64], rec[sizeof(ct->ls_dead)];
 
 		shmclock_writer_info(ct->w, &in);
 		duration_format(in.sim_ns, now, sizeof(now));
-		snprintf(ct->ls_dead, sizeof(ct->ls_dead),
-			 "'%s' (pid %d) died: last grant %s (%" PRId64 " ns), clock at %s (%" PRId64 " ns)",
-			 p->who, (int)p->pid, g, p->grant_ns, now, in.sim_ns);
+		snprintf(rec, sizeof(rec),
+			 "'%s' (pid %d) %s: last grant %s (%" PRId64 " ns), clock at %s (%" PRId64 " ns)",
+			 p->who, (int)p->pid,
+			 ev == SHMCLOCK_LOCKSTEP_DIED ? "died"
+						      : "broke the protocol (its slot's lock word names "
+							"another thread, or its grant is beyond the "
+							"horizon) and counts as dead",
+			 g, p->grant_ns, now, in.sim_ns);
+		pthread_mutex_lock(&ct->ls_rec_lock);
+		memcpy(ct->ls_dead, rec, sizeof(rec));
 		ct->ls_dead_grant = p->grant_ns;
 		ct->ls_dead_clock = in.sim_ns;
 		ct->ls_dead_mono = shmclock_steady_now().ns;
-		/* Release: status reads ls_dead after an acquire load of it. */
-		atomic_fetch_add_explicit(&ct->ls_deaths, 1, memory_order_release);
+		pthread_mutex_unlock(&ct->ls_rec_lock);
+		/* Relaxed: a count; the record itself is under the lock. */
+		atomic_fetch_add_explicit(&ct->ls_deaths, 1, memory_order_relaxed);
 		if (ct->cfg.ls_abort) {
-			log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops",
-				ct->ls_dead);
-			atomic_store_explicit(&ct->ls_aborted, true, memory_order_release);
-			if (ct->ls_notify_fd >= 0) {
-				uint64_t one = 1;
+			char msg[sizeof(rec) + 64];
 
-				if (write(ct->ls_notify_fd, &one, sizeof(one)) < 0)
-					log_msg(LOG_DEBUG, "lockstep: notify: %s", strerror(errno));
-			}
+			log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops", rec);
+			snprintf(msg, sizeof(msg), "participant %s (OnDeath abort)", rec);
+			abort_run(ct, SHMCLOCKD_EXIT_LOCKSTEP_DEATH, msg);
 		} else {
-			log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on",
-				ct->ls_dead);
+			log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on", rec);
 		}
 		break;
 	}
 	}
+}
+
+/* After EvictAfter of real time holding the clock: OnStall evict drops
+ * the participant (as if dead, but its calls return -ECANCELED), abort
+ * stops the clock. Only when the clock has waited EvictAfter since its
+ * last advance (ls_commit_mono): nobody can have held it longer. */
+static void check_stalls(struct clockthread *ct, int64_t sim, int64_t now)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	enum on_stall policy = config_stall_policy(&ct->cfg);
+	int64_t after = ct->cfg.ls_evict_ns;
+	unsigned n;
+
+	if (policy == STALL_WAIT || !after || now - ct->ls_commit_mono < after)
+		return;
+	n = shmclock_lockstep_host_list(ct->ls_host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		char rec[sizeof(ct->ls_stalled)], held[64], at[64], g[64], ea[64];
+
+		if (!p[i].holding_since_ns || now - p[i].holding_since_ns < after)
+			continue;
+		snprintf(rec, sizeof(rec), "'%s' (pid %d) held the clock at %s for %s (its grant %s; "
+			 "EvictAfter %s)", p[i].who, (int)p[i].pid, duration_format(sim, at, sizeof(at)),
+			 duration_format(now - p[i].holding_since_ns, held, sizeof(held)),
+			 duration_format(p[i].grant_ns, g, sizeof(g)),
+			 duration_format(after, ea, sizeof(ea)));
+		pthread_mutex_lock(&ct->ls_rec_lock);
+		memcpy(ct->ls_stalled, rec, sizeof(rec));
+		pthread_mutex_unlock(&ct->ls_rec_lock);
+		/* Relaxed: a count; the record is under the lock. */
+		atomic_fetch_add_explicit(&ct->ls_stalls, 1, memory_order_relaxed);
+		if (policy == STALL_ABORT) {
+			char msg[sizeof(rec) + 64];
+
+			log_msg(LOG_ERROR, "lockstep: %s; OnStall abort: the clock stops", rec);
+			snprintf(msg, sizeof(msg), "participant %s: stalled (OnStall abort)", rec);
+			abort_run(ct, SHMCLOCKD_EXIT_LOCKSTEP_STALL, msg);
+			return;
+		}
+		if (shmclock_lockstep_host_evict_slot(ct->ls_host, p[i].slot) == 0)
+			log_msg(LOG_WARN, "lockstep: %s; evicted (OnStall evict), the clock goes on", rec);
+	}
+}
+
+/* `shmclockctl evict WHO` (the clock thread). */
+int lockstep_evict(struct clockthread *ct, const char *who, char *err, size_t errlen)
+{
+	char rec[sizeof(ct->ls_stalled)];
+	int r;
+
+	if (!ct->ls_host) {
+		snprintf(err, errlen, "evict is for a lockstep clock (shmclockd --lockstep N)");
+		return -EINVAL;
+	}
+	r = shmclock_lockstep_host_evict(ct->ls_host, who);
+	if (r == -ENOENT) {
+		snprintf(err, errlen, "no lockstep participant of that name (status lists them)");
+		return r;
+	}
+	if (r) {
+		snprintf(err, errlen, "%s", shmclock_strerror(r));
+		return r;
+	}
+	snprintf(rec, sizeof(rec), "'%s' evicted by hand (shmclockctl evict)", who);
+	log_msg(LOG_WARN, "lockstep: %s; the clock goes on", rec);
+	pthread_mutex_lock(&ct->ls_rec_lock);
+	memcpy(ct->ls_stalled, rec, sizeof(rec));
+	pthread_mutex_unlock(&ct->ls_rec_lock);
+	return 0;
 }
 
 /* After StallAfter of real time at one time: name who holds the clock
@@ -86,7 +184,10 @@ static void report_stall(struct clockthread *ct, int64_t sim, int64_t now)
 	size_t len = 0;
 	int64_t held = 0;
 
-	if (now - ct->ls_stall_logged < ct->cfg.ls_stall_ns)
+	/* Nobody has held the clock longer than since its last advance: the
+	 * list is not even looked at before StallAfter of that. */
+	if (now - ct->ls_stall_logged < ct->cfg.ls_stall_ns ||
+	    now - ct->ls_commit_mono < ct->cfg.ls_stall_ns)
 		return;
 	line[0] = 0;
 	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
@@ -105,12 +206,36 @@ static void report_stall(struct clockthread *ct, int64_t sim, int64_t now)
 		duration_format(sim, t, sizeof(t)), line);
 }
 
+/*
+ * Ros2.Publish: /clock at each advance, at most PublishHz: a time the clock
+ * moved to is published at once unless the last sample is less than a
+ * period old; then at the end of that period (*@deadline), if the clock
+ * has not moved again meanwhile, so the last time a run holds at is always
+ * sent. One branch when not publishing.
+ */
+static void publish_clock(struct clockthread *ct, int64_t sim, int64_t now, int64_t *deadline)
+{
+	if (!ct->ros2_pub || sim == ct->ls_pub_sim)
+		return;
+	if (now < ct->ls_pub_next) {
+		if (deadline && ct->ls_pub_next < *deadline)
+			*deadline = ct->ls_pub_next;
+		return;
+	}
+	if (ct->ros2_api->publish(ct->ros2_pub, sim) < 0)
+		log_msg(LOG_DEBUG, "ros2: a /clock write failed");
+	ct->ls_pub_sim = sim;
+	ct->ls_pub_next = now + 1000000000 / (ct->cfg.ros2_hz > 0 ? ct->cfg.ros2_hz : 100);
+}
+
 void lockstep_run(struct clockthread *ct)
 {
 	shmclock_lockstep_host_t *h = ct->ls_host;
 	const struct shmclockd_config *c = &ct->cfg;
 	bool stop = false;
 
+	ct->ls_pub_sim = INT64_MIN;
+	ct->ls_pub_next = 0;
 	while (!stop) {
 		bool started = atomic_load_explicit(&ct->ls_started, memory_order_relaxed);
 		/* Both tokens before the work they guard: a command queued or a
@@ -147,7 +272,11 @@ void lockstep_run(struct clockthread *ct)
 			char t[64];
 
 			started = true;
-			atomic_store_explicit(&ct->ls_started, true, memory_order_relaxed);
+			atomic_store_explicit(&ct->ls_run_mono, now, memory_order_relaxed);
+			atomic_store_explicit(&ct->ls_run_sim, in.sim_ns, memory_order_relaxed);
+			/* Release: pairs with status's acquire load of ls_started;
+			 * the two above are set by then. */
+			atomic_store_explicit(&ct->ls_started, true, memory_order_release);
 			ct->ls_commit_mono = now;
 			ct->ls_commit_sim = in.sim_ns;
 			log_msg(LOG_INFO, "lockstep: %u participants joined; the clock runs from %s", n,
@@ -178,13 +307,21 @@ void lockstep_run(struct clockthread *ct)
 				ct->ls_commit_sim = limit;
 				atomic_fetch_add_explicit(&ct->ls_advances, 1, memory_order_relaxed);
 				shmclock_lockstep_host_committed(h, limit);
+				publish_clock(ct, limit, now, NULL);
 				ct->ls_stall_logged = 0;
 				continue; /* more grants may be waiting */
 			}
 		}
 		shmclock_lockstep_host_committed(h, in.sim_ns);
-		if (started && n && !in.paused)
+		publish_clock(ct, in.sim_ns, now, &deadline);
+		if (in.paused)
+			ct->ls_commit_mono = now; /* a pause is nobody's stall */
+		if (started && n && !in.paused) {
 			report_stall(ct, in.sim_ns, now);
+			check_stalls(ct, in.sim_ns, now);
+			if (atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed))
+				continue; /* OnStall abort */
+		}
 		shmclock_writer_heartbeat(ct->w);
 		shmclock_lockstep_host_wait(h, tok, (uint32_t *)&ct->kick, k, deadline);
 	}

@@ -48,6 +48,7 @@ struct overrides {
 	int ls_participants;        /* --lockstep N; 0: as the config says */
 	double ls_max_scale;        /* --max-scale; NAN: as the config says */
 	const char *ls_stall, *ls_on_death;
+	const char *ls_evict, *ls_on_stall, *ls_max_ahead;
 };
 
 static void usage(FILE *f)
@@ -86,6 +87,13 @@ static void usage(FILE *f)
 		"                         time (default 2s)\n"
 		"      --on-death P       lockstep: evict (default) drops a dead participant;\n"
 		"                         abort stops the clock and exits with status 86\n"
+		"      --evict-after D    lockstep: a participant holding the clock for D of\n"
+		"                         real time has stalled (default: never)\n"
+		"      --on-stall P       lockstep: wait (default without --evict-after),\n"
+		"                         evict (default with it) drops the staller; abort\n"
+		"                         stops the clock and exits with status 87\n"
+		"      --max-grant-ahead D lockstep: refuse grants beyond the clock's time\n"
+		"                         + D (default 1 day)\n"
 		"      --socket PATH      control socket (default: $XDG_RUNTIME_DIR/shmclock/NAME.sock,\n"
 		"                         /run/shmclock/NAME.sock for root)\n"
 		"      --reset            start from the config even if the clock exists\n"
@@ -100,7 +108,8 @@ static void usage(FILE *f)
 		"With -- COMMAND, shmclockd starts the clock, runs COMMAND with SHMCLOCK_NAME\n"
 		"set, forwards SIGINT/SIGTERM/SIGHUP to it, removes the clock and socket when\n"
 		"it ends, and exits with its status (86 when a lockstep participant died with\n"
-		"--on-death abort: the command is stopped and the dead participant named).\n"
+		"--on-death abort, 87 when one stalled with --on-stall abort: the command is\n"
+		"stopped and the participant named).\n"
 		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n");
 }
 
@@ -165,9 +174,23 @@ static int apply_overrides(struct shmclockd_config *c, const struct overrides *o
 		return die_usage("--stall-after must be a positive duration", o->ls_stall);
 	if (o->ls_on_death && config_on_death(o->ls_on_death, &c->ls_abort))
 		return die_usage("--on-death must be evict or abort", o->ls_on_death);
-	if (!c->ls_participants && (!isnan(o->ls_max_scale) || o->ls_stall || o->ls_on_death))
-		return die_usage("--max-scale, --stall-after and --on-death need lockstep "
-				 "(--lockstep N or a Lockstep config)", NULL);
+	if (o->ls_evict && (duration_parse(o->ls_evict, &c->ls_evict_ns, why, sizeof(why)) ||
+			    c->ls_evict_ns <= 0))
+		return die_usage("--evict-after must be a positive duration", o->ls_evict);
+	if (o->ls_on_stall) {
+		if (config_on_stall(o->ls_on_stall, &c->ls_on_stall))
+			return die_usage("--on-stall must be wait, evict or abort", o->ls_on_stall);
+		c->ls_on_stall_given = true;
+	}
+	if (o->ls_max_ahead &&
+	    (duration_parse(o->ls_max_ahead, &c->ls_max_ahead_ns, why, sizeof(why)) ||
+	     c->ls_max_ahead_ns <= 0))
+		return die_usage("--max-grant-ahead must be a positive duration", o->ls_max_ahead);
+	if (!c->ls_participants && (!isnan(o->ls_max_scale) || o->ls_stall || o->ls_on_death ||
+				    o->ls_evict || o->ls_on_stall || o->ls_max_ahead))
+		return die_usage("--max-scale, --stall-after, --on-death, --evict-after, --on-stall "
+				 "and --max-grant-ahead need lockstep (--lockstep N or a Lockstep "
+				 "config)", NULL);
 	if (config_validate(c, why, sizeof(why)))
 		return die_usage(why, NULL);
 	return 0;
@@ -212,6 +235,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "max-scale", required_argument, NULL, 'M' },
 		{ "stall-after", required_argument, NULL, 'A' },
 		{ "on-death", required_argument, NULL, 'D' },
+		{ "evict-after", required_argument, NULL, 'E' },
+		{ "on-stall", required_argument, NULL, 'O' },
+		{ "max-grant-ahead", required_argument, NULL, 'G' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "reset", no_argument, NULL, 'R' },
 		{ "remove-on-exit", no_argument, NULL, 'X' },
@@ -285,6 +311,15 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			break;
 		case 'D':
 			o->ls_on_death = optarg;
+			break;
+		case 'E':
+			o->ls_evict = optarg;
+			break;
+		case 'O':
+			o->ls_on_stall = optarg;
+			break;
+		case 'G':
+			o->ls_max_ahead = optarg;
 			break;
 		case 'S':
 			o->socket = optarg;
@@ -402,6 +437,12 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 	    next.dist_stale_ns != cur->dist_stale_ns || next.dist_run_on_loss != cur->dist_run_on_loss) {
 		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket, SegmentMode, Ros2 and "
 				   "Distribute change only with a restart; the new config is rejected");
+		return;
+	}
+	if (!next.ls_participants != !cur->ls_participants) {
+		log_msg(LOG_ERROR, "SIGHUP: lockstep is turned on or off only with a restart (a "
+				   "Lockstep section %s); the new config is rejected",
+			next.ls_participants ? "added" : "removed");
 		return;
 	}
 	cmd.arg_config = &next;
@@ -683,12 +724,20 @@ int main(int argc, char **argv)
 			break;
 		control_handle(&d.ctl, fds, n);
 		if (fds[n + 1].revents) {
-			/* OnDeath abort: the clock thread stopped the clock. */
-			fprintf(stderr, "shmclockd: lockstep participant %s (OnDeath abort); exiting with "
-				"status %d\n", d.ct.ls_dead, SHMCLOCKD_EXIT_LOCKSTEP_DEATH);
+			char msg[sizeof(d.ct.ls_abort_msg)];
+
+			/* OnDeath or OnStall abort: the clock thread stopped the
+			 * clock. Acquire: pairs with its release store, after
+			 * which the exit status is set. */
+			if (!atomic_load_explicit(&d.ct.ls_aborted, memory_order_acquire))
+				continue;
+			status = atomic_load_explicit(&d.ct.ls_exit_status, memory_order_relaxed);
+			pthread_mutex_lock(&d.ct.ls_rec_lock);
+			memcpy(msg, d.ct.ls_abort_msg, sizeof(msg));
+			pthread_mutex_unlock(&d.ct.ls_rec_lock);
+			fprintf(stderr, "shmclockd: lockstep %s; exiting with status %d\n", msg, status);
 			if (child > 0)
 				kill(child, SIGTERM);
-			status = SHMCLOCKD_EXIT_LOCKSTEP_DEATH;
 			break;
 		}
 		if (fds[n].revents) {

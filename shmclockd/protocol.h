@@ -32,6 +32,7 @@ enum cmd_kind {
 	CMD_INIT,    /* arg_init: start or continue the clock; ticks begin after it */
 	CMD_FUNCTION, /* arg_fn: a leader's time function (distribute.c) */
 	CMD_STALE,   /* arg_stale: what the clock follows fell silent, or speaks again */
+	CMD_EVICT,   /* req.who: drop a lockstep participant */
 	CMD_STOP,
 };
 
@@ -41,6 +42,7 @@ enum proto_arg {
 	PARG_SCALE,    /* a number from 1e-6 to 1e6 (a JSON number or string) */
 	PARG_TIME,     /* seconds, "1.5s", or an ISO-8601 UTC date */
 	PARG_DURATION, /* seconds or "1.5s", >= 0 */
+	PARG_WHO,      /* a lockstep participant's name: a string of 1 to 64 bytes */
 };
 
 /* X(name, kind, argument, JSON key, shmclockctl synopsis, help) */
@@ -54,7 +56,9 @@ enum proto_arg {
 	  "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)")                          \
 	X("step", CMD_STEP, PARG_DURATION, "duration", "DURATION",                                \
 	  "move forward by DURATION (stepped sources, or while paused)")                           \
-	X("advance", CMD_ADVANCE, PARG_TIME, "time", "TIME", "external source: publish the next value")
+	X("advance", CMD_ADVANCE, PARG_TIME, "time", "TIME", "external source: publish the next value") \
+	X("evict", CMD_EVICT, PARG_WHO, "who", "WHO",                                              \
+	  "lockstep: drop the participant named WHO (it no longer holds the clock)")
 
 struct proto_cmd {
 	const char *name;
@@ -75,6 +79,7 @@ struct request {
 	enum cmd_kind kind;
 	double scale; /* PARG_SCALE */
 	int64_t ns;   /* PARG_TIME, PARG_DURATION */
+	char who[65]; /* PARG_WHO (SHMCLOCK_LOCKSTEP_WHO_MAX + 1) */
 };
 
 static inline const struct proto_cmd *proto_find(const char *name)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <shmclock/shmclock.h>
+#include <shmclock/time.h>
 
 #include "control_client.h"
 #include "duration.h"
@@ -28,6 +29,8 @@
 /* The protocol's commands (protocol.h), then this program's own. */
 #define WATCH_ARGS "[--interval MS] [--count N]"
 #define WATCH_HELP "show the live clock (read from shared memory)"
+#define TOP_ARGS "[--interval MS] [--count N]"
+#define TOP_HELP "lockstep: who holds the clock and why it is slow, refreshed in place"
 
 static void usage(FILE *f)
 {
@@ -36,6 +39,7 @@ static void usage(FILE *f)
 		fprintf(f, "  %-8s %-30s %s\n", proto_cmds[i].name, proto_cmds[i].synopsis,
 			proto_cmds[i].help);
 	fprintf(f, "  %-8s %-30s %s\n", "watch", WATCH_ARGS, WATCH_HELP);
+	fprintf(f, "  %-8s %-30s %s\n", "top", TOP_ARGS, TOP_HELP);
 	fprintf(f, "\n  -n, --name NAME   clock name (default: $SHMCLOCK_NAME, else default)\n"
 		   "      --socket PATH control socket (default: the daemon's default for NAME)\n"
 		   "  -t, --timeout S   wait at most S seconds for the daemon's reply (default 5;\n"
@@ -51,6 +55,8 @@ static int command_help(const char *cmd)
 		printf("usage: shmclockctl [-n NAME] %s %s\n  %s\n", pc->name, pc->synopsis, pc->help);
 	else if (!strcmp(cmd, "watch"))
 		printf("usage: shmclockctl [-n NAME] watch %s\n  %s\n", WATCH_ARGS, WATCH_HELP);
+	else if (!strcmp(cmd, "top"))
+		printf("usage: shmclockctl [-n NAME] top %s\n  %s\n", TOP_ARGS, TOP_HELP);
 	else
 		return 1;
 	return 0;
@@ -63,7 +69,8 @@ static int timeout_ms = 5000;
  * printed; *rc is the exit status). */
 static cJSON *request(const char *sock, const char *line, int *rc)
 {
-	char buf[8192];
+	/* Lockstep status with 64 participants and their figures. */
+	static char buf[65536];
 	cJSON *reply;
 	int r = control_client_request(sock, line, buf, sizeof(buf), timeout_ms);
 
@@ -168,12 +175,26 @@ static void print_status(const cJSON *st)
 		       bool_of(t, "aborted") ? "  ABORTED" : "");
 		if (cJSON_GetObjectItemCaseSensitive(t, "last_death"))
 			printf("            last death: %s\n", str_of(t, "last_death"));
+		if (cJSON_GetObjectItemCaseSensitive(t, "last_eviction"))
+			printf("            last eviction: %s (%.0f stalls)\n", str_of(t, "last_eviction"),
+			       num_of(t, "stalls"));
+		if (cJSON_GetObjectItemCaseSensitive(t, "steps_per_s"))
+			printf("            %.0f steps/s, real-time factor %.3g since it started%s%s\n",
+			       num_of(t, "steps_per_s"), num_of(t, "realtime_factor"),
+			       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? "; last to grant most often: " : "",
+			       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? str_of(t, "last_to_grant_most") : "");
 		cJSON_ArrayForEach(m, ms) {
 			printf("  %-20s pid %-7.0f grant %-18s", str_of(m, "name"), num_of(m, "pid"),
 			       str_of(m, "grant"));
 			if (cJSON_GetObjectItemCaseSensitive(m, "holding_for_s"))
 				printf(" HOLDING for %.3fs", num_of(m, "holding_for_s"));
 			printf("\n");
+			if (cJSON_GetObjectItemCaseSensitive(m, "steps"))
+				printf("    %.0f steps, %.0f grants; working p50 %.1f us p99 %.1f us (%.3fs); "
+				       "waiting p50 %.1f us p99 %.1f us (%.3fs); last to grant %.0f\n",
+				       num_of(m, "steps"), num_of(m, "grants"), num_of(m, "work_p50_us"),
+				       num_of(m, "work_p99_us"), num_of(m, "work_s"), num_of(m, "wait_p50_us"),
+				       num_of(m, "wait_p99_us"), num_of(m, "wait_s"), num_of(m, "last_to_grant"));
 		}
 	}
 	t = cJSON_GetObjectItemCaseSensitive(st, "distribute");
@@ -265,6 +286,108 @@ static int watch(const char *name, int argc, char **argv)
 	return 0;
 }
 
+/* top: the lockstep status as a table, every --interval ms; in place on a
+ * terminal (cursor home, clear), frames one after another otherwise. The
+ * rates are over the last interval (since the start for the first frame). */
+static int top(const char *sock, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	static const char line[] = "{\"v\":1,\"cmd\":\"status\"}\n";
+	long interval = 1000, count = -1;
+	bool tty = isatty(STDOUT_FILENO);
+	double prev_adv = -1, prev_sim = 0;
+	int64_t prev_mono = 0;
+	int c, rc = 0;
+	char *end;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "i:c:h", opts, NULL)) != -1) {
+		if (c == 'i' || c == 'c') {
+			long v = strtol(optarg, &end, 10);
+
+			if (end == optarg || *end || v < 1) {
+				fprintf(stderr, "shmclockctl: top --%s takes a whole number >= 1: %s\n",
+					c == 'i' ? "interval" : "count", optarg);
+				return 2;
+			}
+			*(c == 'i' ? &interval : &count) = v;
+		} else if (c == 'h') {
+			return command_help("top");
+		} else {
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "shmclockctl: top takes no argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	signal(SIGINT, on_sigint);
+	signal(SIGTERM, on_sigint);
+	for (long i = 0; !interrupted && (count < 0 || i < count); i++) {
+		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000 };
+		cJSON *reply = request(sock, line, &rc), *st, *t, *m, *ms;
+		int64_t mono = shmclock_steady_now().ns;
+		double adv, sim, rate, rtf;
+		char g[64];
+
+		if (!reply)
+			return rc;
+		st = cJSON_GetObjectItemCaseSensitive(reply, "status");
+		t = cJSON_GetObjectItemCaseSensitive(st, "lockstep");
+		if (!t) {
+			fprintf(stderr, "shmclockctl: top is for a lockstep clock (shmclockd --lockstep N)\n");
+			cJSON_Delete(reply);
+			return 1;
+		}
+		adv = num_of(t, "advances");
+		sim = strtod(str_of(st, "sim_ns"), NULL);
+		if (prev_adv >= 0 && mono > prev_mono) {
+			rate = (adv - prev_adv) / ((double)(mono - prev_mono) / 1e9);
+			rtf = (sim - prev_sim) / (double)(mono - prev_mono);
+		} else {
+			rate = num_of(t, "steps_per_s");
+			rtf = num_of(t, "realtime_factor");
+		}
+		prev_adv = adv;
+		prev_sim = sim;
+		prev_mono = mono;
+		ms = cJSON_GetObjectItemCaseSensitive(t, "members");
+		printf("%sclock %s at %s  %.0f steps/s  real-time factor %.3g  %s%s\n", tty ? "\033[H\033[2J" : "",
+		       str_of(st, "name"), str_of(st, "sim"), rate, rtf,
+		       bool_of(t, "running") ? "" : "waiting for joins  ",
+		       bool_of(t, "aborted") ? "ABORTED" : "");
+		printf("%d participants, %.0f deaths, %.0f stalls; last to grant most often: %s\n",
+		       cJSON_GetArraySize(ms), num_of(t, "deaths"), num_of(t, "stalls"),
+		       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? str_of(t, "last_to_grant_most") : "-");
+		printf("%-20s %7s %9s %9s %9s %9s %9s %16s %7s %10s\n", "PARTICIPANT", "PID", "STEPS",
+		       "WORK p50", "p99 us", "WAIT p50", "p99 us", "GRANT", "LAST%", "HOLDING s");
+		cJSON_ArrayForEach(m, ms) {
+			char hold[32] = "-";
+
+			if (cJSON_GetObjectItemCaseSensitive(m, "holding_for_s"))
+				snprintf(hold, sizeof(hold), "%.3f", num_of(m, "holding_for_s"));
+			printf("%-20.20s %7.0f %9.0f %9.1f %9.1f %9.1f %9.1f %16s %7.1f %10s\n",
+			       str_of(m, "name"), num_of(m, "pid"), num_of(m, "steps"),
+			       num_of(m, "work_p50_us"), num_of(m, "work_p99_us"), num_of(m, "wait_p50_us"),
+			       num_of(m, "wait_p99_us"),
+			       duration_format((int64_t)strtod(str_of(m, "grant_ns"), NULL), g, sizeof(g)),
+			       adv > 0 ? 100.0 * num_of(m, "last_to_grant") / adv : 0.0, hold);
+		}
+		if (!tty)
+			printf("\n");
+		fflush(stdout);
+		cJSON_Delete(reply);
+		if (count < 0 || i + 1 < count)
+			nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -341,6 +464,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!strcmp(cmd, "top"))
+		return top(sock, argc, argv);
 	pc = proto_find(cmd);
 	if (!pc) {
 		fprintf(stderr, "shmclockctl: unknown command '%s' (see --help)\n", cmd);

@@ -10,7 +10,7 @@
  *  ---- header (written once, at creation) --------------------------------
  *  0x000   8     magic            LS_MAGIC ("SHMCLKLS" as a u64)
  *  0x008   4     abi_version      SHMCLOCK_ABI_VERSION (2)
- *  0x00c   4     size             0x4040, must equal the file size
+ *  0x00c   4     size             0x14040, must equal the file size
  *  0x010   4     slots            64
  *  0x014   4     slot_size        256
  *  0x018   4     writer_generation the clock's writer_generation when the
@@ -27,7 +27,10 @@
  *                                 where members that granted no more hold
  *                                 it; a grant wakes the host only when no
  *                                 member's grant is that low any more
- *  0x030  16     reserved, zero
+ *  0x030   8     max_ahead_ns     host: a grant may be at most this far
+ *                                 ahead of the clock's time (MaxGrantAhead);
+ *                                 participants check it before granting
+ *  0x038   8     reserved, zero
  *  ---- slot i at 0x040 + 0x100 * i ---------------------------------------
  *  +0x00   4     state            LS_FREE, LS_JOINING (participant), LS_MEMBER
  *                                 (host accepted), LS_LEFT (participant),
@@ -41,7 +44,21 @@
  *  +0x18   8     joined_sim_ns    host: clock time at acceptance
  *  +0x20   8     holding_since    host: CLOCK_MONOTONIC since which the
  *                                 clock has waited at this grant, or 0
- *  +0x28  24     reserved, zero
+ *  +0x28   4     tid              participant: the joining thread's TID
+ *                                 (gettid); the host records it with the
+ *                                 pid at acceptance and drops a member whose
+ *                                 lock word names another thread
+ *  +0x2c   4     reserved, zero
+ *  +0x30   8     granted_mono     participant: CLOCK_MONOTONIC of its last
+ *                                 grant (relaxed; beside grant_ns, so the
+ *                                 host's scan reads it without another
+ *                                 cache line): the latest is the one whose
+ *                                 grant let the clock move
+ *  +0x38   8     max_ahead_ns     host: the header's max_ahead_ns, copied
+ *                                 at acceptance and at every change, so
+ *                                 that a grant's check reads the line the
+ *                                 grant is written to (the header's line
+ *                                 bounces with grant_futex)
  *  +0x40  64     lock             process-shared robust pthread_mutex_t; the
  *                                 participant's joining thread holds it. Its
  *                                 first word is the futex word: the owner's
@@ -49,6 +66,20 @@
  *                                 owner exits without unlocking
  *  +0x80  72     who              participant name, NUL-terminated
  *  +0xc8  56     reserved, zero
+ *  ---- stats of slot i at 0x4040 + 0x400 * i (participant: its own
+ *       figures, relaxed stores by its one thread; zeroed at its join) -----
+ *  +0x000  8     grants           grants made
+ *  +0x008  8     steps            returns from advance at the grant
+ *  +0x010  8     work_ns          real time from a return from advance to
+ *                                 its next grant, summed (working)
+ *  +0x018  8     wait_ns          real time from a grant to the return from
+ *                                 advance, summed (waiting)
+ *  +0x020  8     returned_mono    CLOCK_MONOTONIC of the last return from
+ *                                 advance; 0 once it granted again
+ *  +0x028 88     reserved, zero
+ *  +0x080 448    work_hist        112 u32 buckets of working times: 0 below
+ *                                 1024 ns, then 4 per power of two
+ *  +0x240 448    wait_hist        the same for waiting times
  *
  * Protocol (the steps J*, G*, H* are those of the lockstep part of the
  * spin model, seqlock.pml):
@@ -156,7 +187,10 @@ struct ls_slot {
 	_Atomic uint32_t incarnation;
 	_Atomic int64_t joined_sim_ns;
 	_Atomic int64_t holding_since;
-	uint8_t reserved0[24];
+	_Atomic int32_t tid;
+	uint32_t reserved0;
+	_Atomic int64_t granted_mono;
+	_Atomic int64_t max_ahead_ns;
 	union {
 		pthread_mutex_t mutex;
 		_Atomic uint32_t word;
@@ -166,6 +200,19 @@ struct ls_slot {
 	 * while it changes hands. */
 	_Atomic char who[72];
 	uint8_t reserved1[56];
+};
+
+#define LS_HIST 112
+
+struct ls_stats {
+	_Atomic uint64_t grants;
+	_Atomic uint64_t steps;
+	_Atomic int64_t work_ns;
+	_Atomic int64_t wait_ns;
+	_Atomic int64_t returned_mono;
+	uint8_t reserved[88];
+	_Atomic uint32_t work_hist[LS_HIST];
+	_Atomic uint32_t wait_hist[LS_HIST];
 };
 
 struct ls_seg {
@@ -179,8 +226,10 @@ struct ls_seg {
 	_Atomic uint32_t grant_futex;
 	_Atomic uint32_t host_waiting;
 	_Atomic int64_t block_at_ns;
-	uint8_t reserved1[16];
+	_Atomic int64_t max_ahead_ns;
+	uint8_t reserved1[8];
 	struct ls_slot slot[LS_SLOTS];
+	struct ls_stats stats[LS_SLOTS];
 };
 
 static_assert(sizeof(pthread_mutex_t) <= 64, "the slot's lock must fit");
@@ -188,20 +237,28 @@ static_assert(sizeof(struct ls_slot) == 0x100, "slot layout");
 static_assert(offsetof(struct ls_slot, grant_ns) == 0x08, "slot layout");
 static_assert(offsetof(struct ls_slot, incarnation) == 0x14, "slot layout");
 static_assert(offsetof(struct ls_slot, holding_since) == 0x20, "slot layout");
+static_assert(offsetof(struct ls_slot, tid) == 0x28, "slot layout");
 static_assert(offsetof(struct ls_slot, lock) == 0x40, "slot layout");
 static_assert(offsetof(struct ls_slot, who) == 0x80, "slot layout");
 static_assert(offsetof(struct ls_seg, grant_futex) == 0x20, "layout");
 static_assert(offsetof(struct ls_seg, block_at_ns) == 0x28, "layout");
+static_assert(offsetof(struct ls_seg, max_ahead_ns) == 0x30, "layout");
 static_assert(offsetof(struct ls_seg, slot) == 0x40, "layout");
-static_assert(sizeof(struct ls_seg) == 0x4040, "layout");
+static_assert(offsetof(struct ls_slot, granted_mono) == 0x30, "slot layout");
+static_assert(offsetof(struct ls_slot, max_ahead_ns) == 0x38, "slot layout");
+static_assert(sizeof(struct ls_stats) == 0x400, "stats layout");
+static_assert(offsetof(struct ls_stats, work_hist) == 0x80, "stats layout");
+static_assert(offsetof(struct ls_stats, wait_hist) == 0x240, "stats layout");
+static_assert(offsetof(struct ls_seg, stats) == 0x4040, "layout");
+static_assert(sizeof(struct ls_seg) == 0x14040, "layout");
 
 #define LS_SIZE sizeof(struct ls_seg)
 
-static bool lock_alive(const struct ls_slot *sl)
+static uint32_t lock_word(const struct ls_slot *sl)
 {
 	/* Pairs with glibc's release on unlock and the kernel's store of
 	 * OWNER_DIED: what the owner wrote before is visible once we see it. */
-	return shmclock__writer_alive(atomic_load_explicit(&sl->lock.word, memory_order_acquire));
+	return atomic_load_explicit(&sl->lock.word, memory_order_acquire);
 }
 
 static void who_get(const struct ls_slot *sl, char out[SHMCLOCK_LOCKSTEP_WHO_MAX + 1])
@@ -254,6 +311,65 @@ static int futex_waitv2(_Atomic uint32_t *shared, uint32_t sval, uint32_t *priv,
 			    deadline == INT64_MAX ? NULL : &ts, CLOCK_MONOTONIC);
 }
 
+/* ---- figures ----------------------------------------------------------- */
+
+/* Bucket of a duration: 0 below 1024 ns, then 4 per power of two. */
+static unsigned hist_bucket(int64_t ns)
+{
+	unsigned o, b;
+
+	if (ns < 1024)
+		return 0;
+	o = 63u - (unsigned)__builtin_clzll((uint64_t)ns);
+	b = 1 + (o - 10) * 4 + (unsigned)((ns >> (o - 2)) & 3);
+	return b < LS_HIST ? b : LS_HIST - 1;
+}
+
+/* The middle of bucket @b, ns. */
+static int64_t hist_value(unsigned b)
+{
+	unsigned o = (b - 1) / 4 + 10, sub = (b - 1) % 4;
+
+	if (!b)
+		return 512;
+	return (int64_t)((4 * 2 + 2 * sub + 1) * (UINT64_C(1) << (o - 2))) / 2;
+}
+
+/* One writer per stats block (the participant's thread): plain load and
+ * store, relaxed (readers are statistics). */
+static void stat_add(_Atomic int64_t *sum, _Atomic uint32_t *hist, int64_t ns)
+{
+	_Atomic uint32_t *h = &hist[hist_bucket(ns)];
+
+	atomic_store_explicit(sum, atomic_load_explicit(sum, memory_order_relaxed) + ns,
+			      memory_order_relaxed);
+	atomic_store_explicit(h, atomic_load_explicit(h, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static void stat_inc(_Atomic uint64_t *n)
+{
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static int64_t hist_pct(const _Atomic uint32_t *hist, double q)
+{
+	uint32_t c[LS_HIST];
+	uint64_t total = 0, acc = 0;
+
+	for (unsigned i = 0; i < LS_HIST; i++)
+		total += c[i] = atomic_load_explicit(&hist[i], memory_order_relaxed);
+	if (!total)
+		return 0;
+	for (unsigned i = 0; i < LS_HIST; i++) {
+		acc += c[i];
+		if ((double)acc >= q * (double)total)
+			return hist_value(i);
+	}
+	return hist_value(LS_HIST - 1);
+}
+
 /* ---- participants ------------------------------------------------------ */
 
 struct shmclock_lockstep {
@@ -264,18 +380,60 @@ struct shmclock_lockstep {
 	int64_t last;       /* our last grant (the join time before any) */
 	int64_t joined_at;
 	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
+	const char *why;    /* the check the last refused grant failed */
+	struct ls_stats *stats; /* our figures (0x4040 + 0x400 * slot) */
+	int64_t granted_mono;   /* CLOCK_MONOTONIC of our last grant */
+	int64_t seen;       /* the clock's time as we saw it last (never goes back) */
 };
 
+/*
+ * A participant's name: 1 to 64 bytes of UTF-8 in its shortest form,
+ * without surrogates, beyond U+10FFFF, or control characters (C0, DEL,
+ * C1). It goes into logs and status --json as it is, so anything else
+ * (a Latin-1 "caf\xe9") would make them invalid.
+ */
 static int check_who(const char *who)
 {
-	size_t n;
+	const unsigned char *s = (const unsigned char *)who;
+	size_t n = 0;
 
 	if (!who)
 		return -EINVAL;
-	for (n = 0; who[n]; n++)
-		if (n >= SHMCLOCK_LOCKSTEP_WHO_MAX || (unsigned char)who[n] < 0x20 ||
-		    who[n] == 0x7f)
+	while (s[n]) {
+		uint32_t cp, min;
+		unsigned len;
+
+		if (s[n] < 0x80) {
+			cp = s[n];
+			len = 1;
+			min = 0;
+		} else if ((s[n] & 0xe0) == 0xc0) {
+			cp = s[n] & 0x1f;
+			len = 2;
+			min = 0x80;
+		} else if ((s[n] & 0xf0) == 0xe0) {
+			cp = s[n] & 0x0f;
+			len = 3;
+			min = 0x800;
+		} else if ((s[n] & 0xf8) == 0xf0) {
+			cp = s[n] & 0x07;
+			len = 4;
+			min = 0x10000;
+		} else {
+			return -EINVAL; /* a continuation byte first, or 0xf8-0xff */
+		}
+		for (unsigned k = 1; k < len; k++) {
+			if ((s[n + k] & 0xc0) != 0x80)
+				return -EINVAL; /* also stops at the NUL */
+			cp = cp << 6 | (s[n + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0x20 ||
+		    (cp >= 0x7f && cp <= 0x9f))
 			return -EINVAL;
+		n += len;
+		if (n > SHMCLOCK_LOCKSTEP_WHO_MAX)
+			return -EINVAL;
+	}
 	return n ? 0 : -EINVAL;
 }
 
@@ -437,6 +595,18 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	}
 	who_set(p->slot, who);
 	atomic_store_explicit(&p->slot->pid, (int32_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&p->slot->tid, (int32_t)syscall(SYS_gettid), memory_order_relaxed);
+	atomic_store_explicit(&p->slot->granted_mono, 0, memory_order_relaxed);
+	p->stats = &p->ls->stats[p->slot - p->ls->slot];
+	atomic_store_explicit(&p->stats->grants, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->steps, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->work_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->wait_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->stats->returned_mono, 0, memory_order_relaxed);
+	for (unsigned i = 0; i < LS_HIST; i++) {
+		atomic_store_explicit(&p->stats->work_hist[i], 0, memory_order_relaxed);
+		atomic_store_explicit(&p->stats->wait_hist[i], 0, memory_order_relaxed);
+	}
 	/* J1. Pairs with the host's acquire load of state (H1): who and pid
 	 * are there when it sees JOINING. */
 	atomic_store_explicit(&p->slot->state, LS_JOINING, memory_order_release);
@@ -470,7 +640,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	}
 	p->incarnation = atomic_load_explicit(&p->slot->incarnation, memory_order_relaxed);
 	p->joined_at = atomic_load_explicit(&p->slot->joined_sim_ns, memory_order_relaxed);
-	p->last = p->joined_at;
+	p->last = p->seen = p->joined_at;
 	*out = p;
 	return 0;
 fail:
@@ -483,14 +653,56 @@ fail:
 
 SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns)
 {
+	int64_t max;
+
 	if (!p)
 		return -EINVAL;
 	if (!still_member(p))
 		return -ECANCELED;
-	if (until_ns < p->last || until_ns == INT64_MAX)
+	if (until_ns < p->last) {
+		p->why = p->last == p->joined_at
+				 ? "a grant before the clock time this participant joined at"
+				 : "a grant before this participant's last grant (grants never go back)";
 		return -EINVAL;
+	}
+	if (until_ns == INT64_MAX) {
+		p->why = "a grant of INT64_MAX: beyond the clock's range";
+		return -EINVAL;
+	}
 	if (until_ns == p->last)
 		return 0;
+	/* The horizon. A lockstep clock never goes back, so the time we saw
+	 * last is a lower bound of its time now: a step shorter than the
+	 * horizon needs no read of the clock. Relaxed: the host may change
+	 * the horizon at any time (reload); either value is a valid check. */
+	max = atomic_load_explicit(&p->slot->max_ahead_ns, memory_order_relaxed);
+	if (until_ns > shmclock__sat_add(p->seen, max)) {
+		int64_t now;
+		int r = shmclock_now(p->clk, &now);
+
+		if ((r == 0 || r == -ESTALE) && now > p->seen)
+			p->seen = now;
+		if (until_ns > shmclock__sat_add(p->seen, max)) {
+			p->why = "a grant beyond the horizon: the clock's time + the writer's "
+				 "MaxGrantAhead (--max-grant-ahead)";
+			return -EINVAL;
+		}
+	}
+	/* Our figures: the work since our last return from advance ends. */
+	{
+		int64_t now = shmclock__mono_ns();
+		int64_t ret = atomic_load_explicit(&p->stats->returned_mono, memory_order_relaxed);
+
+		if (ret) {
+			stat_add(&p->stats->work_ns, p->stats->work_hist, now - ret);
+			atomic_store_explicit(&p->stats->returned_mono, 0, memory_order_relaxed);
+		}
+		stat_inc(&p->stats->grants);
+		p->granted_mono = now;
+		/* Relaxed: a statistic; the grant's release below orders it
+		 * for a host that reads it after the grant anyway. */
+		atomic_store_explicit(&p->slot->granted_mono, now, memory_order_relaxed);
+	}
 	/* G1. Pairs with the host's acquire load of grant_ns (H2): all this
 	 * participant did before is visible to whoever sees the clock at
 	 * until_ns (the host commits it after that load). seq_cst for
@@ -499,6 +711,26 @@ SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t unti
 	p->last = until_ns;
 	kick_host(p->ls, true);
 	return 0;
+}
+
+/* The clock reading of this thread's last shmclock_now() in advance(): the
+ * instant it returns at, for its waiting time, without reading the clock
+ * once more (a step is a few microseconds: a reading is ~1% of it). */
+static _Thread_local int64_t read_mono;
+
+static int64_t mono_kept(void)
+{
+	return read_mono = shmclock__mono_ns();
+}
+
+/* shmclock_now(), keeping its clock reading in read_mono (0 when the slow
+ * path answered). */
+static int now_keeping_mono(shmclock_t *clk, int64_t *now)
+{
+	if (__builtin_expect(shmclock_static_read(clk, mono_kept, NULL, now, NULL, NULL), 1))
+		return 0;
+	read_mono = 0;
+	return shmclock_now(clk, now);
 }
 
 /* How long a waiter sleeps between checks of the writer's life: a dead
@@ -525,9 +757,18 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 		uint32_t tok = atomic_load_explicit(&s->change_futex, memory_order_acquire);
 		int64_t now, left;
 
-		r = shmclock_now(p->clk, &now);
-		if ((r == 0 || r == -ESTALE) && now >= until_ns)
+		r = now_keeping_mono(p->clk, &now);
+		if ((r == 0 || r == -ESTALE) && now >= until_ns) {
+			int64_t m = read_mono ? read_mono : shmclock__mono_ns();
+
+			p->seen = now;
+			/* Our figures: the wait since our grant ends, work begins. */
+			if (p->granted_mono)
+				stat_add(&p->stats->wait_ns, p->stats->wait_hist, m - p->granted_mono);
+			stat_inc(&p->stats->steps);
+			atomic_store_explicit(&p->stats->returned_mono, m, memory_order_relaxed);
 			return 0;
+		}
 		if (!still_member(p))
 			return -ECANCELED;
 		r = writer_check(p);
@@ -543,6 +784,47 @@ SHMCLOCK_EXPORT int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t un
 			return -ETIMEDOUT;
 		shmclock__futex_wait(&s->change_futex, tok, left < LIFE_SLICE_NS ? left : LIFE_SLICE_NS);
 	}
+}
+
+SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t *p, int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		if (p && p->why)
+			return p->why;
+		return "invalid argument: a grant before the participant's last one, beyond the "
+		       "clock's time + MaxGrantAhead or INT64_MAX; or a participant name that is "
+		       "not 1 to 64 bytes of UTF-8 without control characters; or a bad clock name";
+	case -ENOENT:
+		return "no such clock";
+	case -EOPNOTSUPP:
+		return "the clock is not in lockstep mode (shmclockd --lockstep N)";
+	case -ENOSPC:
+		return "all 64 participant slots of this clock are taken";
+	case -EACCES:
+		return "not allowed to join: neither the clock's user nor in its ControlGroup";
+	case -EPERM:
+		return "the lockstep segment is not owned by the clock's owner: not believed";
+	case -EPROTO:
+		return "not a lockstep segment of this ABI version";
+	case -ESTALE:
+		return "the clock's writer is gone or was replaced (join again)";
+	case -ETIMEDOUT:
+		return "timed out: the clock did not reach the grant in time (or the writer did "
+		       "not answer a join)";
+	case -ECANCELED:
+		return "this participant was evicted (by hand, a stall, or a broken slot), or its "
+		       "join was refused";
+	default:
+		return shmclock_strerror(err);
+	}
+}
+
+SHMCLOCK_EXPORT int64_t shmclock_lockstep_max_ahead(const shmclock_lockstep_t *p)
+{
+	return p ? atomic_load_explicit(&p->ls->max_ahead_ns, memory_order_relaxed) : 0;
 }
 
 SHMCLOCK_EXPORT int64_t shmclock_lockstep_joined_at(const shmclock_lockstep_t *p)
@@ -581,6 +863,14 @@ struct shmclock_lockstep_host {
 	dev_t dev;
 	ino_t ino;
 	uint64_t members;   /* bit i: slot i is a member (as of the last scan) */
+	int32_t tid[LS_SLOTS]; /* the joining thread of slot i, recorded at
+				* acceptance: its lock word must name it */
+	int64_t max_ahead_check; /* the largest horizon ever set: a member
+				  * beyond it broke the protocol */
+	int last_granter;   /* the member with the latest grant at the last scan */
+	/* How often slot i's grant was the last the clock waited for (any
+	 * thread reads them: relaxed, statistics). */
+	_Atomic uint64_t last_count[LS_SLOTS];
 	int64_t now_sim;    /* the clock's time at the last scan or commit */
 	int64_t held_sim;   /* ... at the last shmclock_lockstep_host_committed() */
 	uint32_t yield_backoff; /* waits left without yielding (yield_briefly) */
@@ -635,6 +925,9 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const ch
 	h->ls->slot_size = sizeof(struct ls_slot);
 	h->ls->writer_generation =
 		atomic_load_explicit(&h->clock->writer_generation, memory_order_relaxed);
+	atomic_store_explicit(&h->ls->max_ahead_ns, SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT,
+			      memory_order_relaxed);
+	h->max_ahead_check = SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT;
 	for (unsigned i = 0; i < LS_SLOTS; i++) {
 		pthread_mutexattr_t a;
 
@@ -675,6 +968,12 @@ static void fill(const struct ls_slot *sl, unsigned i, struct shmclock_lockstep_
 	p->slot = i;
 	p->pid = atomic_load_explicit(&sl->pid, memory_order_relaxed);
 	who_get(sl, p->who);
+	/* Checked at the join, but a member can rewrite its name since:
+	 * logs and status --json get valid UTF-8 whatever it wrote. */
+	if (check_who(p->who))
+		for (char *c = p->who; *c; c++)
+			if ((unsigned char)*c >= 0x7f || (unsigned char)*c < 0x20)
+				*c = '?';
 	p->grant_ns = atomic_load_explicit(&sl->grant_ns, memory_order_acquire);
 	p->joined_sim_ns = atomic_load_explicit(&sl->joined_sim_ns, memory_order_relaxed);
 	p->holding_since_ns = atomic_load_explicit(&sl->holding_since, memory_order_relaxed);
@@ -692,23 +991,59 @@ static void free_slot(shmclock_lockstep_host_t *h, unsigned i)
 	h->members &= ~(UINT64_C(1) << i);
 }
 
+/* A join the host accepts: a name of the documented set, and a slot lock
+ * held by the thread the joiner says it is (tid, written before JOINING). */
+static bool join_valid(const struct ls_slot *sl, uint32_t word)
+{
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+	int32_t tid = atomic_load_explicit(&sl->tid, memory_order_relaxed);
+
+	who_get(sl, who);
+	return !check_who(who) && tid > 0 && (word & SHMCLOCK_LOCK_TID_MASK) == (uint32_t)tid;
+}
+
+/* MEMBER -> EVICTED: its calls return -ECANCELED; the slot is free again
+ * once its lock is released. -ENOENT: not a member (any more). */
+static int evict_slot(shmclock_lockstep_host_t *h, unsigned i)
+{
+	struct ls_slot *sl = &h->ls->slot[i];
+	uint32_t member = LS_MEMBER;
+
+	if (!atomic_compare_exchange_strong_explicit(&sl->state, &member, LS_EVICTED,
+						     memory_order_acq_rel, memory_order_relaxed))
+		return -ENOENT; /* it left meanwhile: the next scan says so */
+	h->members &= ~(UINT64_C(1) << i);
+	atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
+	shmclock__futex_wake_all(&sl->ack);
+	/* It may sleep on the clock: wake it without a commit (a change of
+	 * the word is only a hint to sleepers). Release: pairs with the
+	 * participant's acquire load of change_futex before it re-checks its
+	 * state. */
+	atomic_fetch_add_explicit(&h->clock->change_futex, 1, memory_order_release);
+	shmclock__futex_wake_all(&h->clock->change_futex);
+	return 0;
+}
+
 SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, int64_t now_sim,
 						 shmclock_lockstep_event_cb cb, void *user,
 						 int64_t *min_grant, unsigned *members)
 {
 	struct shmclock_lockstep_participant info;
-	int64_t min = INT64_MAX;
+	int64_t min = INT64_MAX, latest = INT64_MIN;
 	unsigned n = 0;
 
 	h->now_sim = now_sim;
+	h->last_granter = -1;
 	for (unsigned i = 0; i < LS_SLOTS; i++) {
 		struct ls_slot *sl = &h->ls->slot[i];
 		/* H2: the lock word first, then the state, then the grant: a
 		 * grant we count belongs to a participant whose lock was alive
 		 * after (or when) it was made. */
-		bool alive = lock_alive(sl);
+		uint32_t word = lock_word(sl);
+		bool alive = shmclock__writer_alive(word);
 		uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
 		uint32_t joining = LS_JOINING;
+		uint64_t bit = UINT64_C(1) << i;
 		int64_t g;
 
 		switch (st) {
@@ -721,6 +1056,28 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 									memory_order_relaxed);
 				continue;
 			}
+			if (!join_valid(sl, word)) {
+				/* Refused: the joiner sees FREE and gets -ECANCELED
+				 * (the CAS fails if it withdrew meanwhile). */
+				if (atomic_compare_exchange_strong_explicit(&sl->state, &joining, LS_FREE,
+									    memory_order_acq_rel,
+									    memory_order_relaxed)) {
+					atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
+					shmclock__futex_wake_all(&sl->ack);
+					if (cb) {
+						fill(sl, i, &info);
+						cb(SHMCLOCK_LOCKSTEP_REFUSED, &info, user);
+					}
+				}
+				continue;
+			}
+			h->tid[i] = atomic_load_explicit(&sl->tid, memory_order_relaxed);
+			/* Before the CAS below (release): the joiner sees it. */
+			atomic_store_explicit(&sl->max_ahead_ns,
+					      atomic_load_explicit(&h->ls->max_ahead_ns,
+								   memory_order_relaxed),
+					      memory_order_relaxed);
+			atomic_store_explicit(&h->last_count[i], 0, memory_order_relaxed);
 			atomic_store_explicit(&sl->grant_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->joined_sim_ns, now_sim, memory_order_relaxed);
 			atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
@@ -740,12 +1097,30 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 			}
 			break;
 		case LS_MEMBER:
+			if (!(h->members & bit)) {
+				/* Never accepted by us: written by hand. */
+				free_slot(h, i);
+				continue;
+			}
 			if (!alive) {
 				if (cb) {
 					fill(sl, i, &info);
 					cb(SHMCLOCK_LOCKSTEP_DIED, &info, user);
 				}
 				free_slot(h, i);
+				continue;
+			}
+			/* Alive, but is it still the thread that joined? A lock
+			 * word naming any other (TID 1 lives for ever) would
+			 * hold the clock as long as that one lives. */
+			if ((word & SHMCLOCK_LOCK_TID_MASK) != (uint32_t)h->tid[i] ||
+			    atomic_load_explicit(&sl->grant_ns, memory_order_relaxed) >
+				    shmclock__sat_add(now_sim, h->max_ahead_check)) {
+				if (cb) {
+					fill(sl, i, &info);
+					cb(SHMCLOCK_LOCKSTEP_INVALID, &info, user);
+				}
+				evict_slot(h, i);
 				continue;
 			}
 			break;
@@ -764,12 +1139,21 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 				free_slot(h, i);
 			continue;
 		}
-		h->members |= UINT64_C(1) << i;
+		h->members |= bit;
 		/* Acquire: pairs with the release store of the grant (G1). */
 		g = atomic_load_explicit(&sl->grant_ns, memory_order_acquire);
 		if (g < min)
 			min = g;
 		n++;
+		{
+			/* Relaxed: a statistic, on the line the grant is on. */
+			int64_t gm = atomic_load_explicit(&sl->granted_mono, memory_order_relaxed);
+
+			if (gm > latest) {
+				latest = gm;
+				h->last_granter = (int)i;
+			}
+		}
 	}
 	*min_grant = min;
 	*members = n;
@@ -781,6 +1165,8 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *
 	bool moved = now_sim != h->held_sim;
 	int64_t mono = 0;
 
+	if (moved && h->last_granter >= 0 && (h->members & (UINT64_C(1) << h->last_granter)))
+		atomic_fetch_add_explicit(&h->last_count[h->last_granter], 1, memory_order_relaxed);
 	h->now_sim = h->held_sim = now_sim;
 	for (uint64_t m = h->members; m; m &= m - 1) {
 		struct ls_slot *sl = &h->ls->slot[__builtin_ctzll(m)];
@@ -795,6 +1181,35 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *
 			atomic_store_explicit(&sl->holding_since, 0, memory_order_relaxed);
 		}
 	}
+}
+
+/* Without futex_waitv: how long a host sleeps at most before it looks at
+ * the private word of a caller that does not call host_kick(). */
+#define ALSO_SLICE_NS 100000000
+
+SHMCLOCK_EXPORT void shmclock_lockstep_host_kick(shmclock_lockstep_host_t *h)
+{
+	/* seq_cst: as kick_host's increment, with the host's seq_cst store
+	 * of host_waiting and its load of grant_futex (Dekker): either the
+	 * host sees the increment before it sleeps, or the wake finds it. */
+	atomic_fetch_add_explicit(&h->ls->grant_futex, 1, memory_order_seq_cst);
+	syscall(SYS_futex, &h->ls->grant_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_set_max_ahead(shmclock_lockstep_host_t *h, int64_t ns)
+{
+	if (!h || ns <= 0)
+		return -EINVAL;
+	/* Relaxed: participants check it before granting, and either value
+	 * is a valid horizon while it changes. The host's own check of grants
+	 * uses the largest ever set, so a grant made under a larger horizon
+	 * is never held against its participant. */
+	atomic_store_explicit(&h->ls->max_ahead_ns, ns, memory_order_relaxed);
+	for (unsigned i = 0; i < LS_SLOTS; i++)
+		atomic_store_explicit(&h->ls->slot[i].max_ahead_ns, ns, memory_order_relaxed);
+	if (ns > h->max_ahead_check)
+		h->max_ahead_check = ns;
+	return 0;
 }
 
 SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, uint32_t token,
@@ -821,11 +1236,23 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, ui
 	if (atomic_load_explicit(&ls->grant_futex, memory_order_seq_cst) == token &&
 	    futex_waitv2(&ls->grant_futex, token, also, also_val, deadline_mono) < 0 &&
 	    errno == ENOSYS) {
-		/* No futex_waitv (Linux < 5.16): the private word is looked
-		 * at every millisecond. */
-		int64_t left = deadline_mono - shmclock__mono_ns();
+		/* No futex_waitv (Linux < 5.16): the grant word only, which
+		 * shmclock_lockstep_host_kick() bumps for whoever changes
+		 * *also. An absolute deadline: one already past (the yields
+		 * above can overrun it) returns at once, where a relative
+		 * timeout computed from it went negative, which FUTEX_WAIT
+		 * took as none at all. A caller that does not kick is seen
+		 * within ALSO_SLICE_NS. */
+		int64_t until = deadline_mono;
 
-		shmclock__futex_wait(&ls->grant_futex, token, left < 1000000 ? left : 1000000);
+		if (also) {
+			int64_t cap = shmclock__sat_add(shmclock__mono_ns(), ALSO_SLICE_NS);
+
+			if (cap < until)
+				until = cap;
+		}
+		if (!also || __atomic_load_n(also, __ATOMIC_ACQUIRE) == also_val)
+			shmclock__futex_wait_until(&ls->grant_futex, token, until);
 	}
 	atomic_store_explicit(&ls->host_waiting, 0, memory_order_relaxed);
 }
@@ -838,25 +1265,19 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_evict(shmclock_lockstep_host_t *h, co
 		return -EINVAL;
 	for (uint64_t m = h->members; m; m &= m - 1) {
 		unsigned i = (unsigned)__builtin_ctzll(m);
-		struct ls_slot *sl = &h->ls->slot[i];
-		uint32_t member = LS_MEMBER;
 
-		who_get(sl, name);
-		if (strcmp(name, who))
-			continue;
-		if (!atomic_compare_exchange_strong_explicit(&sl->state, &member, LS_EVICTED,
-							     memory_order_acq_rel, memory_order_relaxed))
-			continue; /* it left meanwhile: the next scan says so */
-		h->members &= ~(UINT64_C(1) << i);
-		atomic_fetch_add_explicit(&sl->ack, 1, memory_order_release);
-		shmclock__futex_wake_all(&sl->ack);
-		/* It may sleep on the clock: wake it without a commit (a
-		 * change of the word is only a hint to sleepers). */
-		atomic_fetch_add_explicit(&h->clock->change_futex, 1, memory_order_release);
-		shmclock__futex_wake_all(&h->clock->change_futex);
-		return 0;
+		who_get(&h->ls->slot[i], name);
+		if (!strcmp(name, who) && !evict_slot(h, i))
+			return 0;
 	}
 	return -ENOENT;
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_evict_slot(shmclock_lockstep_host_t *h, unsigned slot)
+{
+	if (!h || slot >= LS_SLOTS || !(h->members & (UINT64_C(1) << slot)))
+		return -ENOENT;
+	return evict_slot(h, slot);
 }
 
 SHMCLOCK_EXPORT unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,
@@ -876,6 +1297,36 @@ SHMCLOCK_EXPORT unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h
 		n++;
 	}
 	return n;
+}
+
+SHMCLOCK_EXPORT int shmclock_lockstep_host_stats(shmclock_lockstep_host_t *h, unsigned slot,
+						 struct shmclock_lockstep_stats *out)
+{
+	const struct ls_stats *st;
+	int64_t ret;
+
+	if (!h || !out || slot >= LS_SLOTS ||
+	    atomic_load_explicit(&h->ls->slot[slot].state, memory_order_acquire) != LS_MEMBER)
+		return -ENOENT;
+	/* Any thread: relaxed loads of figures the participant writes. */
+	st = &h->ls->stats[slot];
+	memset(out, 0, sizeof(*out));
+	out->grants = atomic_load_explicit(&st->grants, memory_order_relaxed);
+	out->steps = atomic_load_explicit(&st->steps, memory_order_relaxed);
+	out->last_to_grant = atomic_load_explicit(&h->last_count[slot], memory_order_relaxed);
+	out->work_ns = atomic_load_explicit(&st->work_ns, memory_order_relaxed);
+	out->wait_ns = atomic_load_explicit(&st->wait_ns, memory_order_relaxed);
+	out->work_p50_ns = hist_pct(st->work_hist, 0.50);
+	out->work_p99_ns = hist_pct(st->work_hist, 0.99);
+	out->wait_p50_ns = hist_pct(st->wait_hist, 0.50);
+	out->wait_p99_ns = hist_pct(st->wait_hist, 0.99);
+	ret = atomic_load_explicit(&st->returned_mono, memory_order_relaxed);
+	if (ret) {
+		out->working_for_ns = shmclock__mono_ns() - ret;
+		if (out->working_for_ns < 0)
+			out->working_for_ns = 0;
+	}
+	return 0;
 }
 
 SHMCLOCK_EXPORT void shmclock_lockstep_host_destroy(shmclock_lockstep_host_t *h)

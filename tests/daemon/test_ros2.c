@@ -10,6 +10,8 @@
 #include <dds/dds.h>
 #include <math.h>
 
+#include <shmclock/lockstep.h>
+
 #include "Clock.h"
 #include "../daemon.h"
 #include "ros2_qos.h"
@@ -285,6 +287,59 @@ Test(ros2, publishes_clock_to_best_effort_and_reliable_subscribers)
 		cr_assert(seen, "no participant with user data enclave=/; (shmclockd's)");
 	}
 	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+/* Issue 30: a lockstep clock published nothing (0 samples after 2000
+ * advances). Each advance is published, at most PublishHz, and the time
+ * the run holds at always is. */
+Test(ros2, a_lockstep_clock_publishes_its_advances_and_where_it_holds)
+{
+	const char *name = test_clock_name();
+	dds_qos_t *be = ros2_clock_qos(DDS_RELIABILITY_RELIABLE);
+	dds_entity_t rd = dds_create_reader(pp, topic, be, NULL);
+	shmclock_lockstep_t *p = NULL;
+	int64_t t, last = -1, v, end;
+	int got = 0, r;
+	pid_t d;
+
+	dds_delete_qos(be);
+	cr_assert_gt(rd, 0);
+	d = start_with(name, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 1}, "
+			     "\"Ros2\": {\"Publish\": true, \"PublishHz\": 100, \"Domain\": %d}}", domain);
+	r = shmclock_lockstep_join(name, "stepper", &p);
+	cr_assert_eq(r, 0, "%s", shmclock_lockstep_strerror(NULL, r));
+	sleep_ns(500000000); /* discovery */
+	/* 2000 advances of 1 ms over ~1.5 s of real time. */
+	for (t = 1000000; t <= 2000 * 1000000LL; t += 1000000) {
+		cr_assert_eq(shmclock_lockstep_advance(p, t, shmclock_sec(5)), 0);
+		if (t % 4000000 == 0)
+			sleep_ns(3000000);
+		while (take_one(rd, &v)) {
+			cr_assert_geq(v, last, "/clock went back: %lld after %lld", (long long)v,
+				      (long long)last);
+			cr_assert(v <= t && v % 1000000 == 0, "a time the clock never held: %lld", (long long)v);
+			last = v;
+			got++;
+		}
+	}
+	t -= 1000000;
+	/* It holds at t now: that time is sent within a period. */
+	end = now_mono() + 5000000000LL;
+	while (last != t && now_mono() < end) {
+		if (take_one(rd, &v)) {
+			last = v;
+			got++;
+		} else {
+			sleep_ns(1000000);
+		}
+	}
+	fprintf(stderr, "# /clock samples during 2000 lockstep advances at PublishHz 100: %d\n", got);
+	cr_assert_eq(last, t, "the time the clock holds at (%lld) was not published (last %lld)",
+		     (long long)t, (long long)last);
+	cr_assert_geq(got, 50, "%d samples in ~1.5 s at PublishHz 100", got);
+	cr_assert(status_has(name, "\"publishing\":true"), "%s", ctl_out);
+	shmclock_lockstep_leave(p);
 	cr_assert_eq(daemon_stop(d), 0);
 }
 

@@ -221,3 +221,68 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 	}
 }
 #endif
+
+/* Issue 30: the stall policy and the horizon, and what lockstep refuses. */
+Test(units, lockstep_stall_keys_and_their_refusals)
+{
+	static const struct { const char *text, *want; } bad[] = {
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"EvictAfter\":\"-1s\"}}", "EvictAfter" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"EvictAfter\":0}}", "EvictAfter" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"shrug\"}}", "OnStall" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":1}}", "OnStall" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"MaxGrantAhead\":\"0s\"}}", "MaxGrantAhead" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"MaxGrantAhead\":true}}", "MaxGrantAhead" },
+	};
+	static const struct { const char *text, *want; } invalid[] = {
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"evict\"}}", "EvictAfter" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"abort\"}}", "EvictAfter" },
+		{ "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":1,\"OnStall\":\"wait\",\"EvictAfter\":\"1s\"}}", "nothing" },
+	};
+	struct shmclockd_config c;
+	char err[512] = "";
+
+	config_defaults(&c);
+	cr_expect_eq(c.ls_max_ahead_ns, 86400 * SEC, "one day");
+	cr_expect_eq(config_stall_policy(&c), STALL_WAIT, "as before: wait");
+	cr_assert_eq(load("{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":2,\"EvictAfter\":\"500ms\","
+			  "\"MaxGrantAhead\":\"1h\"}}", &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.ls_evict_ns, 500 * MS);
+	cr_expect_eq(c.ls_max_ahead_ns, 3600 * SEC);
+	cr_expect_eq(config_stall_policy(&c), STALL_EVICT, "EvictAfter alone evicts");
+	cr_expect_eq(config_validate(&c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(load("{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":2,\"EvictAfter\":\"2s\","
+			  "\"OnStall\":\"abort\"}}", &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(config_stall_policy(&c), STALL_ABORT);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		cr_expect_neq(load(bad[i].text, &c, err, sizeof(err)), 0, "accepted: %s", bad[i].text);
+		cr_expect(strstr(err, bad[i].want) != NULL, "'%s': '%s'", bad[i].text, err);
+		cr_expect(err[0] && !strchr(err, '\n'), "not one line: '%s'", err);
+	}
+	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+		err[0] = 0;
+		cr_assert_eq(load(invalid[i].text, &c, err, sizeof(err)), 0, "%s", err);
+		cr_expect_neq(config_validate(&c, err, sizeof(err)), 0, "valid: %s", invalid[i].text);
+		cr_expect(strstr(err, invalid[i].want) != NULL, "'%s': '%s'", invalid[i].text, err);
+	}
+}
+
+Test(units, evict_takes_a_participants_name)
+{
+	struct request r;
+	char err[256];
+	const char *l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"caf\\u00e9\"}";
+
+	cr_assert_eq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(r.kind, CMD_EVICT);
+	cr_expect_str_eq(r.who, "caf\xc3\xa9");
+	l = "{\"v\":1,\"cmd\":\"evict\"}";
+	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "participant's name"), "%s", err);
+	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"\"}";
+	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":7}";
+	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"a-name-that-is-longer-than-sixty-four-bytes-which-is-the-limit-xx\"}";
+	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+}

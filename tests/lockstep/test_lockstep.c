@@ -485,3 +485,551 @@ Test(lockstep, after_StallAfter_the_log_names_who_holds_the_clock)
 		cr_assert(strstr(l, " at 0.000000000s "), "%s", l);
 	}
 }
+
+/* ---- issue 30: every grant checked, lockstep's own error texts ---------- */
+
+/* The participants' segment as a process of the clock's user can map it
+ * (lockstep.c documents the layout): slot i at 0x40 + 0x100 * i. */
+#define LS_SEG_SIZE 0x4040
+#define LS_SLOT(seg, i) ((unsigned char *)(seg) + 0x40 + 0x100 * (i))
+
+static void *map_lockstep_rw(const char *name)
+{
+	char path[160];
+	void *seg;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/shmclock-lockstep.%s", name);
+	fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	seg = mmap(NULL, LS_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(seg, MAP_FAILED);
+	return seg;
+}
+
+/* The slot whose who (at +0x80) is @who. */
+static unsigned char *slot_of(void *seg, const char *who)
+{
+	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
+		if (!strcmp((char *)LS_SLOT(seg, i) + 0x80, who))
+			return LS_SLOT(seg, i);
+	cr_assert_fail("no slot of '%s'", who);
+	return NULL;
+}
+
+Test(lockstep, a_grant_beyond_the_horizon_is_refused_with_its_own_message)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+	const int64_t day = 86400LL * 1000 * MS;
+	int rc;
+
+	cr_assert_eq(shmclock_lockstep_max_ahead(a), day, "the default horizon is one day");
+	rc = shmclock_lockstep_grant(a, INT64_MAX - 1);
+	cr_assert_eq(rc, -EINVAL, "2262 is beyond the horizon");
+	cr_assert(strstr(shmclock_lockstep_strerror(a, rc), "MaxGrantAhead"), "%s",
+		  shmclock_lockstep_strerror(a, rc));
+	cr_assert_eq(shmclock_lockstep_grant(a, day + 1), -EINVAL);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0, "a usable grant");
+	cr_assert_eq(now_of(r), 10 * MS, "the clock did not move to a refused grant");
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS + day, shmclock_sec(5)), 0,
+		     "a full day ahead is within");
+	cr_assert_eq(now_of(r), 10 * MS + day);
+	/* The horizon moves with the clock. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS + 2 * day, shmclock_sec(5)), 0);
+	shmclock_lockstep_leave(a);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_member_whose_grant_is_written_beyond_the_horizon_is_dropped)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "forger");
+	void *seg = map_lockstep_rw(name);
+	int64_t t0;
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	/* Past the library's check, straight into the slot's grant_ns. */
+	__atomic_store_n((int64_t *)(slot_of(seg, "forger") + 0x08), INT64_MAX - 1, __ATOMIC_SEQ_CST);
+	/* No wake-up: the host scans every few milliseconds anyway. */
+	t0 = now_mono();
+	while (now_mono() - t0 < 300 * MS) {
+		cr_assert_lt(now_of(r), 86400LL * 1000 * MS, "the clock moved to %lld", (long long)now_of(r));
+		sleep_ns(5 * MS);
+	}
+	cr_assert_eq(shmclock_lockstep_grant(a, 20 * MS), -ECANCELED, "dropped as dead");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"members\":[]"), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "'forger'") && strstr(ctl_out, "broke the protocol"),
+		  "status names it: %s", ctl_out);
+	shmclock_lockstep_leave(a);
+	munmap(seg, LS_SEG_SIZE);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, names_are_utf8_without_control_characters)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *p = NULL;
+	const char *bad[] = {
+		"caf\xe9",          /* Latin-1 */
+		"\xc0\xaf",         /* overlong '/' */
+		"\xed\xa0\x80",     /* a surrogate */
+		"\xf4\x90\x80\x80", /* beyond U+10FFFF */
+		"a\xc2\x85z",       /* U+0085, a C1 control */
+		"del\x7f",
+		"\xe2\x82",         /* cut short */
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = shmclock_lockstep_join(name, bad[i], &p);
+
+		cr_assert_eq(rc, -EINVAL, "name %zu must be refused (got %d)", i, rc);
+		cr_assert_null(p);
+		cr_assert(strstr(shmclock_lockstep_strerror(NULL, rc), "UTF-8"), "%s",
+			  shmclock_lockstep_strerror(NULL, rc));
+	}
+	p = join(name, "caf\xc3\xa9-\xe6\xa8\xa1\xe5\x9e\x8b"); /* café-模型 */
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "caf\xc3\xa9-\xe6\xa8\xa1\xe5\x9e\x8b"), "%s", ctl_out);
+	shmclock_lockstep_leave(p);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_name_rewritten_after_the_join_still_gives_valid_json)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *p = join(name, "cafe");
+	void *seg = map_lockstep_rw(name);
+
+	memcpy(slot_of(seg, "cafe") + 0x80, "caf\xe9\x01", 6);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	for (const unsigned char *c = (const unsigned char *)ctl_out; *c; c++)
+		cr_assert(*c < 0x80, "a byte 0x%02x in status --json: %s", *c, ctl_out);
+	cr_assert(strstr(ctl_out, "\"name\":\"caf??\""), "%s", ctl_out);
+	shmclock_lockstep_leave(p);
+	munmap(seg, LS_SEG_SIZE);
+	daemon_stop(d);
+}
+
+Test(lockstep, a_lock_word_that_names_another_thread_is_a_dead_member)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	int *ready = shared_alloc(sizeof(int));
+	shmclock_lockstep_t *o;
+	void *seg;
+	pid_t v = test_fork();
+	int64_t t0;
+
+	if (v == 0) {
+		/* Joins and never grants: it holds the clock at 0. */
+		shmclock_lockstep_t *p = join(name, "victim");
+
+		__atomic_store_n(ready, 1, __ATOMIC_RELEASE);
+		pause();
+		shmclock_lockstep_leave(p);
+		_exit(0);
+	}
+	while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE))
+		sleep_ns(MS);
+	o = join(name, "other");
+	cr_assert_eq(shmclock_lockstep_advance(o, 10 * MS, shmclock_msec(100)), -ETIMEDOUT,
+		     "the victim holds the clock");
+	seg = map_lockstep_rw(name);
+	/* Another process of the same user names TID 1 (init, which lives for
+	 * ever) as the owner of the victim's slot lock. */
+	__atomic_store_n((uint32_t *)(slot_of(seg, "victim") + 0x40), 1u, __ATOMIC_SEQ_CST);
+	t0 = now_mono();
+	cr_assert_eq(shmclock_lockstep_advance(o, 10 * MS, shmclock_sec(5)), 0,
+		     "a slot whose lock is not its member's no longer holds the clock");
+	fprintf(stderr, "dropped after %lld ms\n", (long long)((now_mono() - t0) / MS));
+	cr_assert_eq(now_of(r), 10 * MS);
+	shmclock_lockstep_leave(o);
+	munmap(seg, LS_SEG_SIZE);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+Test(lockstep, lockstep_errors_read_in_lockstep_terms)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *a = join(name, "a");
+	int rc;
+
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	rc = shmclock_lockstep_grant(a, 5 * MS);
+	cr_assert_eq(rc, -EINVAL);
+	cr_assert(strstr(shmclock_lockstep_strerror(a, rc), "last grant"), "%s",
+		  shmclock_lockstep_strerror(a, rc));
+	cr_assert_null(strstr(shmclock_lockstep_strerror(a, rc), "clock name"));
+	rc = shmclock_lockstep_grant(a, INT64_MAX);
+	cr_assert(strstr(shmclock_lockstep_strerror(a, rc), "INT64_MAX"), "%s",
+		  shmclock_lockstep_strerror(a, rc));
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, -ENOSPC), "64 participant slots"));
+	cr_assert_null(strstr(shmclock_lockstep_strerror(NULL, -ENOSPC), "/dev/shm"));
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, -EOPNOTSUPP), "lockstep"));
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, -ECANCELED), "evicted"));
+	cr_assert_str_eq(shmclock_lockstep_strerror(NULL, -EBUSY), shmclock_strerror(-EBUSY));
+	shmclock_lockstep_leave(a);
+	daemon_stop(d);
+}
+
+/* ---- issue 30: kernels without futex_waitv ----------------------------- */
+
+#include "no_waitv.h"
+
+Test(lockstep, without_futex_waitv_a_deadline_already_past_returns_at_once)
+{
+	const char *name = test_clock_name();
+	int *done = shared_alloc(sizeof(int));
+	pid_t c = test_fork();
+	int64_t t0 = now_mono();
+	int st;
+
+	if (c == 0) {
+		shmclock_writer_t *w;
+		shmclock_lockstep_host_t *h;
+		const char *why = deny_futex_waitv();
+
+		if (why) {
+			fprintf(stderr, "%s\n", why);
+			_exit(77);
+		}
+		if (shmclock_writer_open(name, &w) || shmclock_writer_set_stepped(w, true) ||
+		    shmclock_writer_advance(w, 0) ||
+		    shmclock_lockstep_host_create(w, name, 0600, (gid_t)-1, &h))
+			_exit(3);
+		/* As when the host's yields overran its deadline. */
+		shmclock_lockstep_host_wait(h, shmclock_lockstep_host_token(h), NULL, 0,
+					    now_mono() - MS);
+		__atomic_store_n(done, 1, __ATOMIC_RELEASE);
+		shmclock_lockstep_host_destroy(h);
+		shmclock_writer_close(w);
+		_exit(0);
+	}
+	while (!__atomic_load_n(done, __ATOMIC_ACQUIRE) && now_mono() - t0 < 5000 * MS)
+		sleep_ns(MS);
+	fprintf(stderr, "returned after %lld ms\n", (long long)((now_mono() - t0) / MS));
+	if (!__atomic_load_n(done, __ATOMIC_ACQUIRE))
+		kill(c, SIGKILL);
+	st = test_wait(c);
+	if (st == 77)
+		cr_skip_test("seccomp filters are not available here");
+	cr_assert_eq(st, 0, "the host slept past its deadline (status %d)", st);
+}
+
+/* Voluntary context switches of all of @pid's threads. */
+static long ctxt_switches(pid_t pid)
+{
+	char path[300], line[256];
+	long sum = 0;
+	DIR *dir;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	cr_assert_not_null(dir);
+	while ((e = readdir(dir))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				sum += strtol(line + 24, NULL, 10);
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
+
+Test(lockstep, a_held_clock_does_not_wake_the_daemon_a_thousand_times_a_second)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "2");
+	shmclock_lockstep_t *a = join(name, "a"), *b = join(name, "b");
+	long before, after;
+
+	cr_assert_eq(shmclock_lockstep_grant(a, 10 * MS), 0); /* b holds the clock at 0 */
+	sleep_ns(100 * MS);
+	before = ctxt_switches(d);
+	sleep_ns(1000 * MS);
+	after = ctxt_switches(d);
+	fprintf(stderr, "the daemon woke %ld times in 1 s while held\n", after - before);
+	/* It scans for deaths every 10 ms (100 a second); a 1 ms poll made it
+	 * 1000. */
+	cr_assert_lt(after - before, 400, "%ld wake-ups in a second", after - before);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	daemon_stop(d);
+}
+
+/* ---- issue 30: stalls, eviction by hand, reload -------------------------- */
+
+/* A participant in a child process that advances by 1 ms for ever (until
+ * stopped or killed); *@ready is set once it has joined. */
+static pid_t busy_participant(const char *name, const char *who, int *ready)
+{
+	pid_t c = test_fork();
+
+	if (c == 0) {
+		shmclock_lockstep_t *p = join(name, who);
+
+		__atomic_store_n(ready, 1, __ATOMIC_RELEASE);
+		for (int64_t t = shmclock_lockstep_joined_at(p) + MS;; t += MS)
+			if (shmclock_lockstep_advance(p, t, shmclock_sec(60)))
+				_exit(1);
+	}
+	while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE))
+		sleep_ns(MS);
+	return c;
+}
+
+Test(lockstep, a_stopped_participant_is_evicted_after_EvictAfter_and_the_others_go_on)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "2", "--evict-after", "500ms");
+	int *ready = shared_alloc(sizeof(int));
+	pid_t v = busy_participant(name, "sleeper", ready);
+	shmclock_lockstep_t *o = join(name, "runner");
+	int64_t t = shmclock_lockstep_joined_at(o), t0;
+
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(shmclock_lockstep_advance(o, t += MS, shmclock_sec(5)), 0);
+	kill(v, SIGSTOP);
+	t0 = now_mono();
+	/* Far beyond anything the stopped one granted. */
+	cr_assert_eq(shmclock_lockstep_advance(o, t + 1000 * MS, shmclock_sec(10)), 0,
+		     "the stopped participant still holds the clock");
+	fprintf(stderr, "evicted and moving again after %lld ms (EvictAfter 500ms)\n",
+		(long long)((now_mono() - t0) / MS));
+	/* Generous: the machine is shared; the figure above is the measure. */
+	cr_assert_lt(now_mono() - t0, 5000 * MS);
+	cr_assert_geq(now_mono() - t0, 450 * MS, "not before EvictAfter");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"stalls\":1"), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"last_eviction\":\"'sleeper'"), "status names it: %s", ctl_out);
+	cr_assert(strstr(ctl_out, "EvictAfter 500ms") || strstr(ctl_out, "EvictAfter 0.5"), "%s", ctl_out);
+	cr_assert_null(strstr(ctl_out, "\"name\":\"sleeper\""), "no longer a member: %s", ctl_out);
+	kill(v, SIGKILL);
+	kill(v, SIGCONT);
+	test_wait(v);
+	shmclock_lockstep_leave(o);
+	daemon_stop(d);
+}
+
+Test(lockstep, on_stall_abort_ends_a_ci_run_with_status_87_and_names_who)
+{
+	const char *name = test_clock_name();
+	char cfg[256], log[256], text[8192];
+	shmclock_lockstep_t *p;
+	int fd, saved = dup(2), st = -1;
+	pid_t d;
+	int64_t t0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 1, "
+			"\"EvictAfter\": \"300ms\", \"OnStall\": \"abort\"}}");
+	snprintf(log, sizeof(log), "%s/daemon.log", rt_dir);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	dup2(fd, 2);
+	d = daemon_start("-n", name, "-c", cfg, "--", "sleep", "60", NULL);
+	dup2(saved, 2);
+	close(fd);
+	cr_assert_gt(d, 0);
+	p = join(name, "frozen-model"); /* joins and never grants */
+	t0 = now_mono();
+	while (now_mono() - t0 < 10000 * MS) {
+		if (waitpid(d, &st, WNOHANG) == d)
+			break;
+		sleep_ns(5 * MS);
+	}
+	fprintf(stderr, "the run ended after %lld ms (EvictAfter 300ms)\n",
+		(long long)((now_mono() - t0) / MS));
+	cr_assert(WIFEXITED(st), "the daemon did not end the run (status %d)", st);
+	cr_assert_eq(WEXITSTATUS(st), 87, "exit status %d", WEXITSTATUS(st));
+	fd = open(log, O_RDONLY);
+	slurp(fd, text, sizeof(text));
+	cr_assert(strstr(text, "'frozen-model'") && strstr(text, "stalled (OnStall abort)") &&
+		  strstr(text, "status 87"), "%s", text);
+	shmclock_lockstep_leave(p);
+}
+
+Test(lockstep, evict_by_hand_and_what_it_refuses)
+{
+	const char *name = test_clock_name(), *plain = test_clock_name();
+	pid_t d = start_lockstep(name, "2"), dp;
+	shmclock_lockstep_t *a = join(name, "a"), *b = join(name, "b");
+
+	cr_assert_eq(shmclock_lockstep_grant(a, 10 * MS), 0); /* b holds the clock at 0 */
+	cr_assert_neq(ctl(name, "evict", "nobody-here", NULL), 0);
+	cr_assert(strstr(ctl_err, "no lockstep participant of that name"), "%s", ctl_err);
+	cr_assert_neq(ctl(name, "evict", NULL), 0, "evict needs a name");
+	if (geteuid() == 0) {
+		pid_t c = test_fork();
+
+		if (c == 0) {
+			/* nobody: not the clock's user, no ControlGroup. */
+			char *argv[] = { (char *)bin("SHMCLOCKCTL"), "-n", (char *)name, "evict", "b", NULL };
+
+			if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+				_exit(3);
+			execv(argv[0], argv);
+			_exit(4);
+		}
+		cr_assert_eq(test_wait(c), 1, "evict by another user must be refused");
+		cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+		cr_assert(strstr(ctl_out, "\"name\":\"b\""), "b is still a member: %s", ctl_out);
+	} else {
+		fprintf(stderr, "evict by another user: not checked (needs root to act as one)\n");
+	}
+	cr_assert_eq(ctl(name, "evict", "b", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0, "b no longer holds it");
+	cr_assert_eq(shmclock_lockstep_grant(b, 20 * MS), -ECANCELED);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "evicted by hand"), "%s", ctl_out);
+	shmclock_lockstep_leave(a);
+	shmclock_lockstep_leave(b);
+	daemon_stop(d);
+	dp = must_start(plain, "--source", "fixed", NULL);
+	cr_assert_neq(ctl(plain, "evict", "x", NULL), 0);
+	cr_assert(strstr(ctl_err, "lockstep"), "%s", ctl_err);
+	daemon_stop(dp);
+}
+
+Test(lockstep, sighup_applies_lockstep_keys_to_the_running_clock)
+{
+	const char *name = test_clock_name();
+	char cfg[256];
+	int *ready = shared_alloc(sizeof(int));
+	pid_t d, v;
+	shmclock_lockstep_t *a;
+	int64_t t0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 3, "
+			"\"OnDeath\": \"abort\"}}");
+	d = must_start(name, "-c", cfg, NULL);
+	v = busy_participant(name, "doomed", ready);
+	a = join(name, "a");
+	/* Two of three: the clock does not start. */
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_msec(100)), -ETIMEDOUT);
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 2, "
+			"\"OnDeath\": \"evict\"}}");
+	kill(d, SIGHUP);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0,
+		     "Participants 2 applies: the clock starts");
+	kill(v, SIGKILL);
+	test_wait(v);
+	t0 = now_mono();
+	cr_assert_eq(shmclock_lockstep_advance(a, 50 * MS, shmclock_sec(5)), 0,
+		     "OnDeath evict applies: the clock goes on without the dead one");
+	fprintf(stderr, "on again %lld ms after the death\n", (long long)((now_mono() - t0) / MS));
+	cr_assert_eq(kill(d, 0), 0, "the daemon must not have exited (OnDeath abort kept)");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"on_death\":\"evict\"") && strstr(ctl_out, "\"deaths\":1"), "%s",
+		  ctl_out);
+	/* Lockstep cannot be turned off on a live clock: refused, unchanged. */
+	write_file(cfg, "{\"TimeSource\": \"fixed\"}");
+	kill(d, SIGHUP);
+	sleep_ns(200 * MS);
+	cr_assert_eq(shmclock_lockstep_advance(a, 60 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"participants_required\":2"), "%s", ctl_out);
+	shmclock_lockstep_leave(a);
+	daemon_stop(d);
+}
+
+/* ---- issue 30: who holds the clock, and why it is slow ------------------- */
+
+/* The number after "KEY": in the member object that starts at "name":WHO. */
+static double member_field(const char *json, const char *who, const char *key)
+{
+	char pat[128];
+	const char *m, *f, *next;
+
+	snprintf(pat, sizeof(pat), "\"name\":\"%s\"", who);
+	m = strstr(json, pat);
+	cr_assert_not_null(m, "no member %s: %s", who, json);
+	next = strstr(m + 1, "\"name\":");
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	f = strstr(m, pat);
+	cr_assert(f && (!next || f < next), "member %s has no %s: %s", who, key, json);
+	return strtod(f + strlen(pat), NULL);
+}
+
+Test(lockstep, status_shows_each_participants_steps_working_and_waiting_times)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "2");
+	shmclock_lockstep_t *worker = join(name, "worker"), *idle = join(name, "idle");
+
+	for (int64_t t = MS; t <= 20 * MS; t += MS) {
+		/* idle grants at once; worker works 2 ms of real time per step. */
+		cr_assert_eq(shmclock_lockstep_grant(idle, t), 0);
+		cr_assert_eq(shmclock_lockstep_advance(worker, t, shmclock_sec(5)), 0);
+		sleep_ns(2 * MS);
+	}
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(member_field(ctl_out, "worker", "steps"), 20, "%s", ctl_out);
+	cr_assert_eq(member_field(ctl_out, "idle", "steps"), 0, "it never advanced: %s", ctl_out);
+	cr_assert_eq(member_field(ctl_out, "idle", "grants"), 20, "%s", ctl_out);
+	/* 19 spans from a return to the next grant, each >= 2 ms (sleeps can
+	 * only be longer): the median bucket is at least ~1.8 ms. */
+	cr_assert_geq(member_field(ctl_out, "worker", "work_p50_us"), 1500, "%s", ctl_out);
+	cr_assert_geq(member_field(ctl_out, "worker", "work_p99_us"),
+		      member_field(ctl_out, "worker", "work_p50_us"));
+	cr_assert_geq(member_field(ctl_out, "worker", "work_s"), 0.038, "%s", ctl_out);
+	/* The worker grants after idle each time: its grant lets the clock go. */
+	cr_assert_geq(member_field(ctl_out, "worker", "last_to_grant"), 15, "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"last_to_grant_most\":\"worker\""), "%s", ctl_out);
+	cr_assert(strstr(ctl_out, "\"steps_per_s\":") && strstr(ctl_out, "\"realtime_factor\":"), "%s",
+		  ctl_out);
+	cr_assert(member_field(ctl_out, "worker", "working_for_s") > 0, "it is working now: %s", ctl_out);
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "20 steps") && strstr(ctl_out, "last to grant most often: worker"),
+		  "the human status shows them too: %s", ctl_out);
+	shmclock_lockstep_leave(worker);
+	shmclock_lockstep_leave(idle);
+	daemon_stop(d);
+}
+
+Test(lockstep, stall_and_horizon_flags_are_checked)
+{
+	const char *name = test_clock_name();
+
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--on-stall", "shrug",
+				  NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--evict-after", "0",
+				  NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--evict-after", "soon",
+				  NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--on-stall", "abort",
+				  NULL), -1, "abort after how long? (no --evict-after)");
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--on-stall", "wait",
+				  "--evict-after", "1s", NULL), -1, "EvictAfter that does nothing");
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--lockstep", "1", "--max-grant-ahead",
+				  "-5s", NULL), -1);
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--evict-after", "1s", NULL), -1,
+		     "--evict-after without lockstep");
+	cr_assert_eq(daemon_start("-n", name, "--source", "fixed", "--max-grant-ahead", "1h", NULL), -1,
+		     "--max-grant-ahead without lockstep");
+	kill(must_start(name, "--source", "fixed", "--lockstep", "1", "--evict-after", "2s", "--on-stall",
+			"abort", "--max-grant-ahead", "1h", NULL), SIGTERM);
+}

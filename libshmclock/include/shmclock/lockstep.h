@@ -30,6 +30,16 @@
  * A handle belongs to the thread that joined: call leave() from it. If that
  * thread exits without leave(), the participant is dead for the clock.
  *
+ * Trust: the participants' segment is writable by every process of the
+ * clock's user (and ControlGroup). The writer checks what it can: a join
+ * whose name is not valid UTF-8 or whose slot lock is not held by the
+ * joining thread of the pid it wrote is refused; a member whose lock word
+ * no longer names the thread recorded at its join, or whose grant lies
+ * beyond the horizon, is dropped as dead. But such a process can still
+ * hold the clock (join and never grant) or forge a member's grant: the
+ * same boundary as for the clock page's writer. Lockstep.EvictAfter
+ * bounds how long anyone holds the clock.
+ *
  * Every call returns 0 or a negative errno (see <shmclock/shmclock.h>).
  */
 #ifndef SHMCLOCK_LOCKSTEP_H
@@ -52,7 +62,9 @@ typedef struct shmclock_lockstep shmclock_lockstep_t;
 
 /**
  * shmclock_lockstep_join() - join the lockstep of clock @name as @who.
- * @who: 1-64 printable characters, shown in status and logs.
+ * @who: 1 to 64 bytes of UTF-8 (shortest forms, no surrogates) without
+ *       control characters (U+0000-U+001F, U+007F-U+009F); shown in status
+ *       and logs.
  *
  * Returns once the clock's writer has accepted the participant (within a
  * second of real time when it runs). Until the first grant the participant
@@ -62,7 +74,9 @@ typedef struct shmclock_lockstep shmclock_lockstep_t;
  * lockstep mode; -ENOSPC no free slot; -EACCES not allowed (not a member
  * of the clock's group); -EINVAL bad name or who; -ESTALE the clock's
  * writer is gone; -ETIMEDOUT the writer did not answer; -EPROTO not a
- * lockstep segment of this ABI; -ENOMEM.
+ * lockstep segment of this ABI; -ECANCELED the writer refused the join
+ * (its own checks of the slot failed: see Trust above); -ENOMEM.
+ * shmclock_lockstep_strerror(NULL, r) says each in lockstep's terms.
  */
 int shmclock_lockstep_join(const char *name, const char *who, shmclock_lockstep_t **out);
 
@@ -71,8 +85,10 @@ int shmclock_lockstep_join(const char *name, const char *who, shmclock_lockstep_
  * participant has finished everything before simulation time @until_ns.
  *
  * Return: 0; -EINVAL @until_ns is before this participant's last grant (or
- * before the time it joined at) or is INT64_MAX (beyond the clock's range);
- * -ECANCELED the participant was evicted.
+ * before the time it joined at), is INT64_MAX (beyond the clock's range),
+ * or is beyond the horizon: the clock's time + the writer's MaxGrantAhead
+ * (shmclock_lockstep_max_ahead()); shmclock_lockstep_strerror(@p, r) says
+ * which. -ECANCELED the participant was evicted.
  */
 int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns);
 
@@ -87,6 +103,18 @@ int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns);
  */
 int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t until_ns,
 			      shmclock_duration_t timeout);
+
+/**
+ * shmclock_lockstep_strerror() - what @err from a lockstep call means, in
+ * lockstep's terms ("all 64 participant slots are taken", not "no space
+ * left in /dev/shm"). With @p (NULL is fine), -EINVAL names the check the
+ * last refused grant of @p failed. Never NULL; a static string.
+ */
+const char *shmclock_lockstep_strerror(const shmclock_lockstep_t *p, int err);
+
+/* How far ahead of the clock's time a grant may go (the writer's
+ * MaxGrantAhead, ns). */
+int64_t shmclock_lockstep_max_ahead(const shmclock_lockstep_t *p);
 
 /* The clock time at which the writer accepted this participant. */
 int64_t shmclock_lockstep_joined_at(const shmclock_lockstep_t *p);
@@ -124,6 +152,11 @@ enum shmclock_lockstep_event {
 	SHMCLOCK_LOCKSTEP_JOINED,
 	SHMCLOCK_LOCKSTEP_LEFT,    /* left cleanly */
 	SHMCLOCK_LOCKSTEP_DIED,    /* its thread or process exited without leaving */
+	SHMCLOCK_LOCKSTEP_INVALID, /* a member broke the protocol (its lock word no
+				    * longer names the thread that joined, or its
+				    * grant is beyond the horizon): dropped as dead */
+	SHMCLOCK_LOCKSTEP_REFUSED, /* a join refused: its name is not valid UTF-8,
+				    * or its slot lock is not the joiner's */
 };
 
 typedef void (*shmclock_lockstep_event_cb)(enum shmclock_lockstep_event ev,
@@ -137,9 +170,31 @@ typedef void (*shmclock_lockstep_event_cb)(enum shmclock_lockstep_event ev,
  * @gid: its group, or (gid_t)-1 for the caller's
  *
  * Return: 0; -EINVAL; -EPERM (chown); -ENOSPC; -ENOMEM.
+ * The horizon starts at SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT.
  */
 int shmclock_lockstep_host_create(shmclock_writer_t *w, const char *name, unsigned mode,
 				  gid_t gid, shmclock_lockstep_host_t **out);
+
+/* The default horizon: a grant may be at most one day of simulated time
+ * ahead of the clock (a grant of INT64_MAX - 1 would otherwise move the
+ * clock to 2262, where no grant is possible any more). */
+#define SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT (86400LL * 1000000000LL)
+
+/**
+ * shmclock_lockstep_host_set_max_ahead() - grants beyond the clock's time
+ * + @ns are refused (participants: -EINVAL; a member whose grant is beyond
+ * the largest horizon ever set is dropped, SHMCLOCK_LOCKSTEP_INVALID).
+ * Return: 0; -EINVAL @ns <= 0.
+ */
+int shmclock_lockstep_host_set_max_ahead(shmclock_lockstep_host_t *h, int64_t ns);
+
+/**
+ * shmclock_lockstep_host_kick() - end a shmclock_lockstep_host_wait() in
+ * progress (any thread). Whoever changes the wait's *@also word must call
+ * it too: on kernels without futex_waitv (before Linux 5.16) the host
+ * sleeps on the participants' word only.
+ */
+void shmclock_lockstep_host_kick(shmclock_lockstep_host_t *h);
 
 /* A token for shmclock_lockstep_host_wait(): read it before a scan. */
 uint32_t shmclock_lockstep_host_token(shmclock_lockstep_host_t *h);
@@ -163,8 +218,11 @@ void shmclock_lockstep_host_committed(shmclock_lockstep_host_t *h, int64_t now_s
  * shmclock_lockstep_host_wait() - sleep until a participant grants, joins or
  * leaves after @token was read, until *@also (a process-private futex word,
  * may be NULL) is no longer @also_val, or until @deadline_mono
- * (CLOCK_MONOTONIC, INT64_MAX: none). A participant's death wakes nobody:
- * scan at least every few milliseconds to detect it promptly.
+ * (CLOCK_MONOTONIC, INT64_MAX: none; a deadline already past returns at
+ * once). A participant's death wakes nobody: scan at least every few
+ * milliseconds to detect it promptly. Without futex_waitv (Linux < 5.16),
+ * *@also is only looked at every 100 ms unless its changer calls
+ * shmclock_lockstep_host_kick().
  */
 void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, uint32_t token,
 				 uint32_t *also, uint32_t also_val, int64_t deadline_mono);
@@ -175,6 +233,33 @@ void shmclock_lockstep_host_wait(shmclock_lockstep_host_t *h, uint32_t token,
  * Return: 0; -ENOENT no such participant.
  */
 int shmclock_lockstep_host_evict(shmclock_lockstep_host_t *h, const char *who);
+
+/* As shmclock_lockstep_host_evict(), for the member in @slot (names need
+ * not be unique). Return: 0; -ENOENT no member there. */
+int shmclock_lockstep_host_evict_slot(shmclock_lockstep_host_t *h, unsigned slot);
+
+/* A participant's own figures, from the timestamps it writes in its slot
+ * (never a system call of the host's). */
+struct shmclock_lockstep_stats {
+	uint64_t grants;        /* grants it made */
+	uint64_t steps;         /* returns from advance at its grant */
+	uint64_t last_to_grant; /* advances for which its grant came last */
+	int64_t work_ns;        /* real time working (from a return from advance
+				 * to its next grant), summed */
+	int64_t wait_ns;        /* real time waiting (grant to return), summed */
+	int64_t work_p50_ns, work_p99_ns; /* per step, within ~12% */
+	int64_t wait_p50_ns, wait_p99_ns;
+	int64_t working_for_ns; /* since it last returned from advance, when it
+				 * has not granted since; 0 otherwise */
+	int64_t reserved[6];
+};
+
+/**
+ * shmclock_lockstep_host_stats() - the figures of the member in @slot
+ * (any thread). Return: 0; -ENOENT no member there.
+ */
+int shmclock_lockstep_host_stats(shmclock_lockstep_host_t *h, unsigned slot,
+				 struct shmclock_lockstep_stats *out);
 
 /* Copies up to @max members into @out; returns how many there are. */
 unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,
