@@ -234,6 +234,32 @@ int64_t dl_slice(const struct deadline *d)
 	return left <= 0 ? 1 : left < SLICE_NS ? left : SLICE_NS;
 }
 
+int shim_wait_sig(const struct deadline *d, int (*once)(void *ctx, int64_t slice, bool *expired),
+		  void *ctx, const sigset_t **mask)
+{
+	const sigset_t *prog = *mask;
+	sigset_t block, orig;
+	int r, e;
+
+	/* Not the signals a fault raises: blocked, they would kill. */
+	sigfillset(&block);
+	sigdelset(&block, SIGSEGV);
+	sigdelset(&block, SIGBUS);
+	sigdelset(&block, SIGFPE);
+	sigdelset(&block, SIGILL);
+	sigdelset(&block, SIGTRAP);
+	sigdelset(&block, SIGSYS);
+	pthread_sigmask(SIG_BLOCK, &block, &orig);
+	if (!prog)
+		*mask = &orig;
+	r = shim_wait(d, once, ctx);
+	e = errno;
+	*mask = prog;
+	pthread_sigmask(SIG_SETMASK, &orig, NULL);
+	errno = e;
+	return r;
+}
+
 int shim_wait(const struct deadline *d, int (*once)(void *ctx, int64_t slice, bool *expired),
 	      void *ctx)
 {

@@ -229,6 +229,20 @@ int64_t dl_left(const struct deadline *d);
 int shim_wait(const struct deadline *d, int (*once)(void *ctx, int64_t slice, bool *expired),
 	      void *ctx);
 
+/*
+ * shim_wait for the calls that take a signal mask (ppoll, pselect,
+ * epoll_pwait, and poll, select, epoll_wait as if with the thread's own):
+ * between slices every signal stays blocked, and each slice's real call
+ * sets *@mask (the caller's, or the thread's as it was) atomically for its
+ * wait, so a signal that comes while the shim re-plans interrupts the next
+ * slice with EINTR at once instead of being handled unseen, the wait going
+ * on to its deadline (CPython's test_selectors saw a 30 s select survive
+ * an alarm that way on a loaded machine). *@mask is the field the once
+ * function passes to the real call.
+ */
+int shim_wait_sig(const struct deadline *d, int (*once)(void *ctx, int64_t slice, bool *expired),
+		  void *ctx, const sigset_t **mask);
+
 /* The next real-time slice of a wait for @d: 0 once reached, else at most
  * SLICE_NS (SLICE_NS while paused or stepped). */
 int64_t dl_slice(const struct deadline *d);

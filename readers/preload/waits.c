@@ -126,7 +126,7 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const
 	if (!tmo || !sim_on(CLOCK_MONOTONIC) || bad_ts(tmo))
 		return r_ppoll(fds, n, tmo, mask);
 	d = dl_after(ts_to_ns(tmo));
-	return shim_wait(&d, poll_once, &c);
+	return shim_wait_sig(&d, poll_once, &c, &c.mask);
 }
 
 EXPORT int poll(struct pollfd *fds, nfds_t n, int ms)
@@ -137,7 +137,7 @@ EXPORT int poll(struct pollfd *fds, nfds_t n, int ms)
 	if (ms <= 0 || !sim_on(CLOCK_MONOTONIC))
 		return r_poll(fds, n, ms);
 	d = dl_after((int64_t)ms * 1000000);
-	return shim_wait(&d, poll_once, &c);
+	return shim_wait_sig(&d, poll_once, &c, &c.mask);
 }
 
 /* ------------------------------------------------------------ select */
@@ -209,7 +209,7 @@ static int select_sim(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const sigset
 		if (c.set[k])
 			memcpy(c.save[k], c.set[k], c.words * sizeof(fd_mask));
 	}
-	r = shim_wait(d, select_once, &c);
+	r = shim_wait_sig(d, select_once, &c, &c.mask);
 	if (map != MAP_FAILED) {
 		int e = errno;
 
@@ -282,7 +282,7 @@ static int epoll_sim(int ep, struct epoll_event *ev, int max, int64_t ns, const 
 	struct epoll_ctx c = { ep, ev, max, mask };
 	struct deadline d = dl_after(ns);
 
-	return shim_wait(&d, epoll_once, &c);
+	return shim_wait_sig(&d, epoll_once, &c, &c.mask);
 }
 
 EXPORT int epoll_wait(int ep, struct epoll_event *ev, int max, int ms)
