@@ -121,7 +121,7 @@ static int do_init(void)
 	}
 	shim_wrefs_probe();
 	shim_pid = getpid();
-	pthread_atfork(NULL, NULL, child_after_fork);
+	pthread_atfork(shim_timers_before_fork, shim_timers_after_fork_parent, child_after_fork);
 	return ST_SIM;
 }
 

@@ -37,6 +37,7 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -48,9 +49,11 @@
 #endif
 
 /* Highest number the shim puts its descriptors at: the soft limit, but no
- * higher than this (the kernel sizes a process's table to its highest
- * descriptor). */
-#define FD_TOP_MAX 16384
+ * higher than FD_SETSIZE. The kernel sizes a process's table to its highest
+ * descriptor, and select() reads as many bits of the caller's sets as the
+ * table has: a program's select(sysconf(_SC_OPEN_MAX), &fd_set) reads its
+ * 128 bytes and no more only while the table is not larger. */
+#define FD_TOP_MAX FD_SETSIZE
 
 #define CHUNK_BITS (8 * 4096) /* one page per chunk */
 #define NCHUNKS 4096          /* 128 Mi descriptors */
@@ -58,7 +61,6 @@
 
 static _Atomic(_Atomic uint64_t *) own_map[NCHUNKS];
 static _Atomic int own_count; /* descriptors marked ours */
-static _Atomic int own_hint;  /* the lowest number handed out so far */
 pid_t shim_pid;
 
 static int (*r_close)(int);
@@ -197,22 +199,15 @@ static int dup_high(int fd)
 
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)top)
 		top = (int)rl.rlim_cur;
-	n = atomic_load_explicit(&own_hint, memory_order_relaxed);
-	if (n <= 0 || n > top)
-		n = top;
-	for (int step = 1; --n >= 0; step = step < 64 ? step * 2 : 64) {
+	/* From the top down, in growing steps: the first answer is the lowest
+	 * free number at or above a point near the top. */
+	for (int step = 1, n0 = top - 1; n0 >= 0; n0 -= step, step = step < 64 ? step * 2 : 64) {
+		n = n0;
 		r = r_fcntl(fd, F_DUPFD_CLOEXEC, n);
-		if (r >= 0) {
-			if (r < atomic_load_explicit(&own_hint, memory_order_relaxed) ||
-			    !atomic_load_explicit(&own_hint, memory_order_relaxed))
-				atomic_store_explicit(&own_hint, r, memory_order_relaxed);
+		if (r >= 0)
 			return r;
-		}
 		if (errno != EMFILE && errno != EINVAL)
 			return -1;
-		n -= step - 1;
-		if (n < 0)
-			n = 0;
 	}
 	return -1;
 }
@@ -241,7 +236,12 @@ int shim_fd_move(int fd)
 void shim_fd_release(int fd)
 {
 	mark(fd, false);
-	r_close(fd);
+	syscall(SYS_close, fd); /* not a cancellation point */
+}
+
+void shim_fd_forget(int fd)
+{
+	mark(fd, false);
 }
 
 /* The program takes number @fd: if it is ours, ours moves first. */
@@ -316,11 +316,15 @@ EXPORT int dup(int fd)
 	r = r_dup(fd);
 	if (r >= 0 || errno == EMFILE)
 		r = dup_as_without(fd, 0, false, r, errno);
+	if (r >= 0 && shim_timers_live())
+		shim_timers_dup(fd, r);
 	return r;
 }
 
 EXPORT int dup2(int old, int new)
 {
+	int r;
+
 	fds_resolve();
 	if (shim_fd_is_own(old) && mine())
 		return ebadf();
@@ -329,20 +333,28 @@ EXPORT int dup2(int old, int new)
 		if (r_fcntl(old, F_GETFD) >= 0) /* else dup2 fails, new stays */
 			closing(new, new);
 	}
-	return r_dup2(old, new);
+	r = r_dup2(old, new);
+	if (r >= 0 && shim_timers_live())
+		shim_timers_dup(old, new);
+	return r;
 }
 
 EXPORT int dup3(int old, int new, int flags)
 {
+	int r;
+
 	fds_resolve();
+	if (old == new) /* EINVAL before any descriptor is looked at */
+		return r_dup3(old, new, flags);
 	if (shim_fd_is_own(old) && mine())
 		return ebadf();
-	if (old != new) {
-		claim(new);
-		if (r_fcntl(old, F_GETFD) >= 0 && !(flags & ~O_CLOEXEC))
-			closing(new, new);
-	}
-	return r_dup3(old, new, flags);
+	claim(new);
+	if (r_fcntl(old, F_GETFD) >= 0 && !(flags & ~O_CLOEXEC))
+		closing(new, new);
+	r = r_dup3(old, new, flags);
+	if (r >= 0 && shim_timers_live())
+		shim_timers_dup(old, new);
+	return r;
 }
 
 static int fcntl_any(int fd, int cmd, void *arg)
@@ -355,6 +367,8 @@ static int fcntl_any(int fd, int cmd, void *arg)
 	r = r_fcntl(fd, cmd, arg);
 	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && (r >= 0 || errno == EMFILE))
 		r = dup_as_without(fd, (int)(intptr_t)arg, cmd == F_DUPFD_CLOEXEC, r, errno);
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0 && shim_timers_live())
+		shim_timers_dup(fd, r);
 	return r;
 }
 

@@ -95,6 +95,9 @@ int shim_fd_adopt(int fd);
 int shim_fd_move(int fd);
 /* Close one of ours. */
 void shim_fd_release(int fd);
+/* Ours at @fd is ours no more (someone else's file is there now): unmarked,
+ * not closed. */
+void shim_fd_forget(int fd);
 bool shim_fd_is_own(int fd);
 /* close(2) itself, not the interposed one. */
 int shim_real_close(int fd);
@@ -103,6 +106,11 @@ int shim_real_close(int fd);
  * timerfd exists. */
 void shim_timers_claim(int fd);
 void shim_timers_closed(int lo, int hi);
+/* The program's @to is a copy of its @from now. */
+void shim_timers_dup(int from, int to);
+/* fork waits for the timer table's lock (core.c's pthread_atfork). */
+void shim_timers_before_fork(void);
+void shim_timers_after_fork_parent(void);
 bool shim_timers_live(void);
 /* Condition variables: which clock glibc says a condvar uses (waits.c). */
 void shim_wrefs_probe(void);

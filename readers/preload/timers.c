@@ -55,8 +55,6 @@ static int (*r_timerfd_create)(int, int);
 static int (*r_timerfd_settime)(int, int, const struct itimerspec *, struct itimerspec *);
 static int (*r_timerfd_gettime)(int, struct itimerspec *);
 static int (*r_eventfd)(unsigned, int);
-static ssize_t (*r_read)(int, void *, size_t);
-static ssize_t (*r_write)(int, const void *, size_t);
 
 void shim_resolve_timers(void)
 {
@@ -71,8 +69,6 @@ void shim_resolve_timers(void)
 	RESOLVE(r_timerfd_settime, "timerfd_settime");
 	RESOLVE(r_timerfd_gettime, "timerfd_gettime");
 	RESOLVE(r_eventfd, "eventfd");
-	RESOLVE(r_read, "read");
-	RESOLVE(r_write, "write");
 }
 
 enum { K_POSIX, K_TFD };
@@ -86,7 +82,9 @@ struct sim_timer {
 	timer_t real;    /* K_POSIX */
 	int notify;      /* K_POSIX: sigev_notify, */
 	int signo;       /* and sigev_signo */
-	int fd;          /* K_TFD: the program's eventfd */
+	int fd;          /* K_TFD: the program's eventfd, */
+	int alias[4];    /* and up to 4 more numbers it has for it (dup) */
+	int nalias;
 	int own_fd;      /* K_TFD: our copy of it, for writing (-1: lost) */
 	clockid_t clock;
 	int64_t next;       /* next expiry on its timeline */
@@ -105,19 +103,48 @@ static _Atomic uint32_t tfd_kick; /* bumped to wake the timerfd thread */
 
 /* Timer calls may come from signal handlers (timer_settime is
  * async-signal-safe): signals stay blocked while tlock is held. */
+/* Nor can a cancel end a thread that holds it (a close the shim makes
+ * under it would otherwise be a cancellation point): cancellation is off
+ * meanwhile, and the shim's own reads, writes and closes are raw system
+ * calls. */
+static __thread int tlock_cancel;
+
 static void tlock_take(sigset_t *old)
 {
 	sigset_t all;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, old);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &tlock_cancel);
 	pthread_mutex_lock(&tlock);
 }
 
 static void tlock_drop(const sigset_t *old)
 {
 	pthread_mutex_unlock(&tlock);
+	pthread_setcancelstate(tlock_cancel, NULL);
 	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* fork waits for tlock: the child gets the table whole (not mid-realloc,
+ * not a descriptor adopted and not yet recorded). */
+static sigset_t fork_mask;
+
+void shim_timers_before_fork(void)
+{
+	tlock_take(&fork_mask);
+}
+
+void shim_timers_after_fork_parent(void)
+{
+	tlock_drop(&fork_mask);
+}
+
+/* A vfork or posix_spawn child shares this table with its parent: its
+ * timer calls go to the kernel, never into the parent's timers. */
+static bool foreign(void)
+{
+	return getpid() != shim_pid;
 }
 
 /* Wake the timerfd thread: a timerfd was set, or the clock changed. The
@@ -159,12 +186,23 @@ static void tfd_drop(struct sim_timer *t)
 	atomic_fetch_sub_explicit(&tfd_live, 1, memory_order_relaxed);
 }
 
+/* Whether the program names @t by @fd. */
+static bool tfd_named(const struct sim_timer *t, int fd)
+{
+	if (t->fd == fd)
+		return true;
+	for (int k = 0; k < t->nalias; k++)
+		if (t->alias[k] == fd)
+			return true;
+	return false;
+}
+
 static struct sim_timer *tfd_find(int fd)
 {
 	for (int i = 0; i < ntimers; i++) {
 		struct sim_timer *t = &timers[i];
 
-		if (t->used && t->kind == K_TFD && t->fd == fd) {
+		if (t->used && t->kind == K_TFD && tfd_named(t, fd)) {
 			if (tfd_same(t))
 				return t;
 			tfd_drop(t); /* closed unseen: forget it */
@@ -173,11 +211,20 @@ static struct sim_timer *tfd_find(int fd)
 	return NULL;
 }
 
-/* Hand @k expiries to the program's timerfd. */
+/* Hand @k expiries to the program's timerfd: only through our copy, and
+ * only while it still is the program's eventfd (kcmp): a program's dup2 or
+ * close_range racing the copy's placement may have put its own file at
+ * that number. Then the copy is forgotten, never written or closed. */
 static void tfd_deliver(struct sim_timer *t, uint64_t k)
 {
-	if (k && t->own_fd >= 0)
-		(void)!r_write(t->own_fd, &k, sizeof(k));
+	if (!k || t->own_fd < 0)
+		return;
+	if (!tfd_same(t)) {
+		shim_fd_forget(t->own_fd);
+		t->own_fd = -1;
+		return;
+	}
+	(void)!syscall(SYS_write, t->own_fd, &k, sizeof(k));
 }
 
 /* ------------------------------------------------------------ the fds' side */
@@ -215,15 +262,45 @@ void shim_timers_closed(int lo, int hi)
 	tlock_take(&o);
 	for (int i = 0; i < ntimers; i++) {
 		struct sim_timer *t = &timers[i];
+		int kept = 0;
 
-		if (!t->used || t->kind != K_TFD || t->fd < lo || t->fd > hi)
+		if (!t->used || t->kind != K_TFD)
+			continue;
+		for (int k = 0; k < t->nalias; k++)
+			if (t->alias[k] < lo || t->alias[k] > hi)
+				t->alias[kept++] = t->alias[k];
+		t->nalias = kept;
+		if (t->fd < lo || t->fd > hi)
 			continue;
 		if (!asked) {
 			own_proc = getpid() == shim_pid;
 			asked = true;
 		}
-		if (own_proc)
+		if (!own_proc)
+			continue;
+		if (t->nalias) /* still open under another number */
+			t->fd = t->alias[--t->nalias];
+		else
 			tfd_drop(t);
+	}
+	tlock_drop(&o);
+}
+
+/* The program's number @to is now a copy of its @from (dup, dup2, dup3,
+ * F_DUPFD): a timerfd keeps ticking under either. */
+void shim_timers_dup(int from, int to)
+{
+	sigset_t o;
+
+	if (from == to || foreign())
+		return;
+	tlock_take(&o);
+	for (int i = 0; i < ntimers; i++) {
+		struct sim_timer *t = &timers[i];
+
+		if (t->used && t->kind == K_TFD && tfd_named(t, from) && !tfd_named(t, to) &&
+		    t->nalias < (int)(sizeof(t->alias) / sizeof(t->alias[0])))
+			t->alias[t->nalias++] = to;
 	}
 	tlock_drop(&o);
 }
@@ -438,6 +515,8 @@ static int64_t tfd_service(void)
 		}
 		if (t->armed && r == 1 && due < wake)
 			wake = due;
+		else if (t->armed && r == 0) /* due again already: at once */
+			wake = 0;
 		else if (t->armed && r < 0) /* a writer stuck mid-update */
 			wake = real_mono() + SLICE_NS;
 	}
@@ -494,6 +573,9 @@ void shim_timers_after_fork(void)
 	plan_running = false;
 	tfd_running = false;
 	atomic_store_explicit(&tfd_live, 0, memory_order_relaxed);
+	/* As the prepare handler found them (tlock_take changed both). */
+	pthread_setcancelstate(tlock_cancel, NULL);
+	pthread_sigmask(SIG_SETMASK, &fork_mask, NULL);
 }
 
 /* tlock held. A free slot, or -1 (no memory). */
@@ -535,7 +617,7 @@ EXPORT int timer_create(clockid_t id, struct sigevent *sev, timer_t *out)
 	timer_t real_t;
 	int slot;
 
-	if (!sim_on(id))
+	if (!sim_on(id) || foreign())
 		return r_timer_create(id, sev, out);
 	if (r_timer_create(CLOCK_MONOTONIC, sev, &real_t))
 		return -1;
@@ -580,7 +662,7 @@ static void sim_set(struct sim_timer *t, bool abs, const struct itimerspec *v,
 	if (t->kind == K_TFD && t->own_fd >= 0 && (syscall(SYS_fcntl, t->own_fd, F_GETFL) & O_NONBLOCK)) {
 		uint64_t k;
 
-		(void)!r_read(t->own_fd, &k, sizeof(k));
+		(void)!syscall(SYS_read, t->own_fd, &k, sizeof(k));
 	}
 	t->interval = ts_to_ns(&v->it_interval);
 	t->armed = v->it_value.tv_sec || v->it_value.tv_nsec;
@@ -657,7 +739,7 @@ EXPORT int timer_settime(timer_t id, int flags, const struct itimerspec *v, stru
 {
 	int r;
 
-	if (sim_active() &&
+	if (sim_active() && !foreign() &&
 	    settime((struct tkey){ .id = id }, flags & TIMER_ABSTIME, false, v, old, &r))
 		return r;
 	return r_timer_settime(id, flags, v, old);
@@ -665,7 +747,7 @@ EXPORT int timer_settime(timer_t id, int flags, const struct itimerspec *v, stru
 
 EXPORT int timer_gettime(timer_t id, struct itimerspec *cur)
 {
-	if (sim_active() && gettime((struct tkey){ .id = id }, cur))
+	if (sim_active() && !foreign() && gettime((struct tkey){ .id = id }, cur))
 		return 0;
 	return r_timer_gettime(id, cur);
 }
@@ -675,7 +757,7 @@ EXPORT int timer_delete(timer_t id)
 	struct sim_timer *t;
 	sigset_t o;
 
-	if (sim_active()) {
+	if (sim_active() && !foreign()) {
 		tlock_take(&o);
 		t = timer_find(id);
 		if (t) {
@@ -718,7 +800,7 @@ EXPORT int setitimer(__itimer_which_t which, const struct itimerval *nv, struct 
 	struct sim_timer *t;
 	sigset_t s;
 
-	if (which != ITIMER_REAL || !sim_on(CLOCK_REALTIME) || !nv)
+	if (which != ITIMER_REAL || !sim_on(CLOCK_REALTIME) || !nv || foreign())
 		return r_setitimer(which, nv, ov);
 	if (nv->it_value.tv_usec < 0 || nv->it_value.tv_usec >= 1000000 ||
 	    nv->it_interval.tv_usec < 0 || nv->it_interval.tv_usec >= 1000000) {
@@ -746,7 +828,7 @@ EXPORT int getitimer(__itimer_which_t which, struct itimerval *cur)
 	struct itimerspec c = { { 0, 0 }, { 0, 0 } };
 	sigset_t s;
 
-	if (which != ITIMER_REAL || !sim_on(CLOCK_REALTIME) || !cur)
+	if (which != ITIMER_REAL || !sim_on(CLOCK_REALTIME) || !cur || foreign())
 		return r_getitimer(which, cur);
 	tlock_take(&s);
 	if (alarm_slot >= 0) {
@@ -763,7 +845,7 @@ EXPORT unsigned alarm(unsigned secs)
 {
 	struct itimerval nv = { { 0, 0 }, { (time_t)secs, 0 } }, ov;
 
-	if (!sim_on(CLOCK_REALTIME))
+	if (!sim_on(CLOCK_REALTIME) || foreign())
 		return r_alarm(secs);
 	if (setitimer(ITIMER_REAL, &nv, &ov))
 		return 0;
@@ -783,7 +865,7 @@ EXPORT int timerfd_create(int id, int flags)
 	int efd, own, slot = -1, err;
 	sigset_t o;
 
-	if (!sim_on(id) || (flags & ~(TFD_NONBLOCK | TFD_CLOEXEC)))
+	if (!sim_on(id) || (flags & ~(TFD_NONBLOCK | TFD_CLOEXEC)) || foreign())
 		return r_timerfd_create(id, flags);
 	/* The kernel's checks: a clock a timerfd can have. */
 	if (id != CLOCK_REALTIME && id != CLOCK_MONOTONIC && id != CLOCK_BOOTTIME &&
@@ -824,7 +906,7 @@ EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct
 {
 	int r;
 
-	if (sim_active() &&
+	if (sim_active() && !foreign() &&
 	    settime((struct tkey){ .tfd = true, .fd = fd }, flags & TFD_TIMER_ABSTIME,
 		    flags & ~(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET), v, old, &r))
 		return r;
@@ -833,7 +915,7 @@ EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct
 
 EXPORT int timerfd_gettime(int fd, struct itimerspec *cur)
 {
-	if (sim_active() && gettime((struct tkey){ .tfd = true, .fd = fd }, cur))
+	if (sim_active() && !foreign() && gettime((struct tkey){ .tfd = true, .fd = fd }, cur))
 		return 0;
 	return r_timerfd_gettime(fd, cur);
 }

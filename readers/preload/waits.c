@@ -15,13 +15,14 @@
  */
 #include "preload.h"
 
+#include <fcntl.h>
 #include <mqueue.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/select.h>
 
 static int (*r_poll)(struct pollfd *, nfds_t, int);
@@ -178,6 +179,25 @@ static int select_once(void *ctx, int64_t slice, bool *expired)
 	return r;
 }
 
+/* The kernel's descriptor table size (/proc/self/status FDSize), or -1.
+ * open, read and close only: select is async-signal-safe. */
+static int fd_table_size(void)
+{
+	char buf[2048], *p;
+	ssize_t n;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	shim_real_close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strstr(buf, "\nFDSize:");
+	return p ? atoi(p + 8) : -1;
+}
+
 static int select_sim(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const sigset_t *mask,
 		      const struct deadline *d)
 {
@@ -187,13 +207,14 @@ static int select_sim(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const sigset
 	size_t len = 0;
 	int r;
 
-	/* The kernel reads no further than its descriptor table, which a
-	 * program's nfds (FD_SETSIZE, INT_MAX) may overstate: neither do we. */
+	/* The kernel reads no further than its descriptor table (FDSize),
+	 * which a program's nfds (sysconf(_SC_OPEN_MAX), INT_MAX) may
+	 * overstate: neither do we, and the kernel is told the same. */
 	if (nfds > FD_SETSIZE) {
-		struct rlimit rl;
+		int size = fd_table_size();
 
-		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)nfds)
-			nfds = rl.rlim_cur > FD_SETSIZE ? (int)rl.rlim_cur : FD_SETSIZE;
+		if (size > 0 && size < nfds)
+			c.nfds = nfds = size;
 	}
 	c.words = nfds > 0 ? SEL_WORDS(nfds) : 0;
 	if (c.words > SEL_STACK_WORDS) {

@@ -18,6 +18,15 @@
  *                 SA_RESTART, and 3 times while SIGALRM is blocked for 2.5 s:
  *                 every alarm arrives, once
  *   cancel-sleep  pthread_cancel of a thread in nanosleep / clock_nanosleep
+ *   tfd-fast      a 20 us periodic timerfd keeps firing for 1 s
+ *   cancel-close  a thread cancelled in close() of its timerfd: the shim
+ *                 stays usable (no lock left held)
+ *   tfd-move      a timerfd moved by F_DUPFD / dup and close of the original
+ *                 keeps ticking under its new number
+ *   vfork-alarm   a vfork child's alarm() is its own, not the parent's
+ *   select-open-max  select(sysconf(_SC_OPEN_MAX), &fd_set) at a page's end
+ *   tfd-churn     3000 timerfds made and closed: open() still gets the
+ *                 lowest free number
  *   stress        200 threads (and 20 in a forked child) each arming, reading
  *                 and closing (or dup2-ing over) 20 timerfds in turn
  *   many-timers   300 timerfds and 300 POSIX timers; under RLIMIT_NOFILE 20
@@ -27,6 +36,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -484,6 +494,183 @@ static int stress(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------ review */
+
+/* A fast periodic timerfd (20 us) keeps firing: no expiry leaves the shim's
+ * timerfd thread without its next wake-up. */
+static int tfd_fast(void)
+{
+	int t = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+	struct itimerspec its = { { 0, 20000 }, { 0, 20000 } };
+	double end, t0 = mono();
+	uint64_t total = 0;
+	int stalls = 0;
+
+	if (t < 0 || timerfd_settime(t, 0, &its, NULL))
+		return fail("set-up: %s", strerror(errno));
+	for (end = t0 + 1.0; mono() < end;) {
+		struct timespec to = { 0, 500000000 }; /* real: a raw ppoll */
+		struct pollfd p = { t, POLLIN, 0 };
+		uint64_t k;
+
+		if (syscall(SYS_ppoll, &p, 1, &to, NULL, 8) == 0)
+			stalls++;
+		else if (read(t, &k, 8) == 8)
+			total += k;
+	}
+	if (stalls || total < 1000)
+		return fail("%llu expiries in 1 s at 20 us, %d half-second stalls",
+			    (unsigned long long)total, stalls);
+	printf("ok tfd-fast %llu\n", (unsigned long long)total);
+	return 0;
+}
+
+static void *cancelled_close(void *arg)
+{
+	int t = timerfd_create(CLOCK_MONOTONIC, 0);
+
+	(void)arg;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_cancel(pthread_self());
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	close(t); /* a cancellation point: cancelled here, as without the shim */
+	return NULL;
+}
+
+/* A thread cancelled in close() of its timerfd leaves the shim usable. */
+static int cancel_close(void)
+{
+	int t2 = timerfd_create(CLOCK_MONOTONIC, 0);
+	pthread_t th;
+	void *rv;
+
+	pthread_create(&th, NULL, cancelled_close, NULL);
+	pthread_join(th, &rv);
+	if (rv != PTHREAD_CANCELED)
+		return fail("the thread was not cancelled in close");
+	alarm(0);
+	if (close(t2) || arm(timerfd_create(CLOCK_MONOTONIC, 0), 1000000))
+		return fail("after the cancel: %s", strerror(errno));
+	printf("ok cancel-close\n");
+	return 0;
+}
+
+/* A timerfd moved to another number (F_DUPFD, then the original closed)
+ * keeps ticking and answering timerfd_gettime there. */
+static int tfd_move(void)
+{
+	int t = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK), m;
+	struct itimerspec cur;
+
+	if (t < 0 || arm(t, 50000000))
+		return fail("set-up");
+	m = fcntl(t, F_DUPFD_CLOEXEC, 10);
+	close(t);
+	if (!ticks(m) || timerfd_gettime(m, &cur))
+		return fail("the timerfd moved from %d to %d stopped", t, m);
+	m = dup(t = m);
+	close(t);
+	if (!ticks(m) || timerfd_gettime(m, &cur))
+		return fail("the timerfd dup'ed to %d stopped", m);
+	printf("ok tfd-move\n");
+	return 0;
+}
+
+static volatile sig_atomic_t vfork_alarms;
+
+static void on_vfork_alarm(int s)
+{
+	(void)s;
+	vfork_alarms++;
+}
+
+/* A vfork child's alarm() before exec is its own: the parent's alarm
+ * stays as it was, and no SIGALRM of the child's comes to the parent. */
+static int vfork_alarm(void)
+{
+	struct timespec ts = { 2, 0 };
+	unsigned left;
+	pid_t c;
+
+	signal(SIGALRM, on_vfork_alarm);
+	alarm(100);
+	c = vfork();
+	if (c == 0) {
+		alarm(1);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	waitpid(c, NULL, 0);
+	left = alarm(100);
+	nanosleep(&ts, NULL);
+	alarm(0);
+	if (left < 90 || vfork_alarms)
+		return fail("the parent's alarm: %u s left, %d SIGALRM", left, (int)vfork_alarms);
+	printf("ok vfork-alarm\n");
+	return 0;
+}
+
+/* select(sysconf(_SC_OPEN_MAX), &plain_fd_set): the kernel reads no more
+ * than its table's bits, and the table stays small with the shim's
+ * descriptors too. The set ends a page; a canary run checks nothing
+ * after it is written. */
+static int select_open_max(void)
+{
+	long pg = sysconf(_SC_PAGESIZE), nfds = sysconf(_SC_OPEN_MAX);
+	char *m = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fd_set *rd = (fd_set *)(m + pg - sizeof(fd_set));
+	struct timeval tv = { 0, 100000 };
+	int p[2], t, r;
+
+	closefrom(3);
+	t = timerfd_create(CLOCK_MONOTONIC, 0); /* the shim's copy is made */
+	if (t < 0 || pipe(p) || mprotect(m + pg, (size_t)pg, PROT_NONE))
+		return fail("set-up: %s", strerror(errno));
+	FD_ZERO(rd);
+	FD_SET(p[0], rd);
+	r = select((int)nfds, rd, NULL, NULL, &tv);
+	if (r != 0)
+		return fail("select(%ld, fd_set) = %d (%s)", nfds, r, strerror(errno));
+	(void)!write(p[1], "x", 1);
+	FD_SET(p[0], rd);
+	tv = (struct timeval){ 1, 0 };
+	if (select((int)nfds, rd, NULL, NULL, &tv) != 1 || !FD_ISSET(p[0], rd))
+		return fail("select(%ld, fd_set) missed the byte", nfds);
+	printf("ok select-open-max %ld\n", nfds);
+	return 0;
+}
+
+/* Timerfds made and closed by the thousand leave the numbers the program
+ * gets where they were: the lowest free one. */
+static int tfd_churn(void)
+{
+	struct rlimit rl = { 256, 256 };
+	int before, after;
+
+	closefrom(3); /* nothing inherited in the way */
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return fail("setrlimit: %s", strerror(errno));
+	before = open("/dev/null", O_RDONLY);
+	close(before);
+	for (int i = 0; i < 3000; i++) {
+		int t = timerfd_create(CLOCK_MONOTONIC, 0);
+
+		if (t < 0)
+			return fail("timerfd %d: %s", i, strerror(errno));
+		close(t);
+	}
+	/* One alive (with the shim's copy, wherever it put it): the program's
+	 * next numbers are the next free ones. */
+	if (timerfd_create(CLOCK_MONOTONIC, 0) != before)
+		return fail("the last timerfd is not at %d", before);
+	after = open("/dev/null", O_RDONLY);
+	if (after != before + 1)
+		return fail("open gave %d, not %d, after 3000 timerfds", after, before + 1);
+	printf("ok tfd-churn\n");
+	return 0;
+}
+
 /* ------------------------------------------------------------ limits */
 
 static int open_count(void)
@@ -554,11 +741,24 @@ int main(int argc, char **argv)
 		return alarm_read();
 	if (!strcmp(kase, "cancel-sleep"))
 		return cancel_sleep();
+	if (!strcmp(kase, "tfd-fast"))
+		return tfd_fast();
+	if (!strcmp(kase, "cancel-close"))
+		return cancel_close();
+	if (!strcmp(kase, "tfd-move"))
+		return tfd_move();
+	if (!strcmp(kase, "vfork-alarm"))
+		return vfork_alarm();
+	if (!strcmp(kase, "select-open-max"))
+		return select_open_max();
+	if (!strcmp(kase, "tfd-churn"))
+		return tfd_churn();
 	if (!strcmp(kase, "stress"))
 		return stress();
 	if (!strcmp(kase, "many-timers"))
 		return many_timers();
 	fprintf(stderr, "usage: preload-harm select-small|select-big|dup2-hidden|close-range|"
-			"closefrom|alarm-read|cancel-sleep|stress|many-timers\n");
+			"closefrom|alarm-read|cancel-sleep|tfd-fast|cancel-close|tfd-move|vfork-alarm|"
+			"select-open-max|tfd-churn|stress|many-timers\n");
 	return 2;
 }
