@@ -13,7 +13,7 @@
 
 #include "../daemon.h"
 
-TestSuite(preload, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
+TestSuite(preload, .init = daemon_setup, .fini = daemon_teardown, .timeout = 120);
 
 #define PYTHON "/usr/bin/python3"
 
@@ -343,7 +343,7 @@ Test(preload, a_select_for_an_fd_above_1024_sees_its_event)
 	harmless("select-big");
 }
 
-Test(preload, dup2_over_the_shims_descriptors_gives_the_program_its_number, .timeout = 60)
+Test(preload, dup2_over_the_shims_descriptors_gives_the_program_its_number)
 {
 	harmless("dup2-hidden");
 }
@@ -354,7 +354,7 @@ Test(preload, close_range_and_closefrom_leave_the_shim_working_and_the_program_w
 	harmless("closefrom");
 }
 
-Test(preload, every_alarm_interrupts_a_blocking_read_once, .timeout = 120)
+Test(preload, every_alarm_interrupts_a_blocking_read_once)
 {
 	harmless("alarm-read");
 }
@@ -364,7 +364,7 @@ Test(preload, a_thread_sleeping_under_the_shim_can_be_cancelled)
 	harmless("cancel-sleep");
 }
 
-Test(preload, timerfds_from_200_threads_and_a_forked_child_each_fire_once, .timeout = 120)
+Test(preload, timerfds_from_200_threads_and_a_forked_child_each_fire_once)
 {
 	harmless("stress");
 }
