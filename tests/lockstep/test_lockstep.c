@@ -893,9 +893,19 @@ Test(lockstep, evict_by_hand_and_what_it_refuses)
 			execv(argv[0], argv);
 			_exit(4);
 		}
-		cr_assert_eq(test_wait(c), 1, "evict by another user must be refused");
-		cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
-		cr_assert(strstr(ctl_out, "\"name\":\"b\""), "b is still a member: %s", ctl_out);
+		int st = test_wait(c);
+
+		/* 4: uid 65534 cannot reach shmclockctl (a build tree under a
+		 * private directory, e.g. mktemp -d): nothing to check then. */
+		if (st == 4) {
+			fprintf(stderr, "evict by another user: not checked (uid 65534 cannot "
+					"execute %s)\n", bin("SHMCLOCKCTL"));
+		} else {
+			cr_assert_eq(st, 1, "evict by another user must be refused");
+			cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+			cr_assert(strstr(ctl_out, "\"name\":\"b\""), "b is still a member: %s",
+				  ctl_out);
+		}
 	} else {
 		fprintf(stderr, "evict by another user: not checked (needs root to act as one)\n");
 	}
