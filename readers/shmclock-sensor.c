@@ -100,8 +100,8 @@ static int run_lockstep(const char *name, const char *who, int64_t period, int64
 
 	r = shmclock_lockstep_join(name, who, &p);
 	if (r) {
-		fprintf(stderr, "shmclock-sensor: lockstep of clock '%s': %s%s\n", name,
-			shmclock_strerror(r), r == -EOPNOTSUPP ? " (start shmclockd with --lockstep N)" : "");
+		fprintf(stderr, "shmclock-sensor: lockstep of clock '%s': %s\n", name,
+			shmclock_lockstep_strerror(NULL, r));
 		return 1;
 	}
 	next_measure = (shmclock_lockstep_joined_at(p) / period + 1) * period;
@@ -127,12 +127,10 @@ static int run_lockstep(const char *name, const char *who, int64_t period, int64
 			next_measure += period;
 		}
 	}
+	if (r && r != -ETIMEDOUT)
+		fprintf(stderr, "shmclock-sensor: lockstep: %s\n", shmclock_lockstep_strerror(p, r));
 	shmclock_lockstep_leave(p);
-	if (r && r != -ETIMEDOUT) {
-		fprintf(stderr, "shmclock-sensor: lockstep: %s\n", shmclock_strerror(r));
-		return 1;
-	}
-	return 0;
+	return r && r != -ETIMEDOUT ? 1 : 0;
 }
 
 int main(int argc, char **argv)

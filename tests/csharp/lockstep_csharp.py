@@ -9,7 +9,8 @@ is the one it predicts (every message stamped before T seen at step T), as
 tests/lockstep/lockstep_e2e.py checks for C participants alone. The C#
 participant also checks that a grant from another thread than the joining
 one throws InvalidOperationException, and one after Leave
-ObjectDisposedException.
+ObjectDisposedException, and one beyond the horizon an ArgumentException
+that names MaxGrantAhead (shmclock_lockstep_strerror's words).
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT, MONO, LS_PARTICIPANT_CS,
 and the Mono paths (set by meson). Exit 0 when every check holds.
@@ -87,7 +88,7 @@ def writer_death(tmp):
         except subprocess.TimeoutExpired:
             err = "(still running 10 s after the kill)"
         check(joined, "both participants joined")
-        check(joined and cs.returncode == 1 and "ShmclockException" in err and "stale" in err,
+        check(joined and cs.returncode == 1 and "ShmclockException" in err and "writer is gone" in err,
               "the daemon SIGKILLed during AdvanceAsync: the C# participant ends with ESTALE (%s)"
               % err.strip().splitlines()[-1][:160] if err.strip() else "no message")
     finally:
@@ -126,6 +127,10 @@ def main():
                 check("another thread" in err, "  a grant from another thread than the joining one: "
                       "InvalidOperationException")
                 check("after Leave: " in err, "  a grant after Leave: ObjectDisposedException")
+                hz = [l for l in err.splitlines() if ": horizon: " in l]
+                check(hz and "MaxGrantAhead" in hz[0] and "clock name" not in hz[0],
+                      "  a grant beyond the horizon: ArgumentException in lockstep's terms (%s)"
+                      % (hz[0].split(": horizon: ")[-1][:160] if hz else "no message"))
         writer_death(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -111,6 +111,20 @@ static class LsParticipant
                 return 3;
             }
             Console.Error.WriteLine("ls-participant-cs " + who + ": " + seen.Message);
+            // A grant beyond the horizon: ArgumentException with lockstep's
+            // own words for the check it failed (not a clock name's).
+            seen = null;
+            try {
+                p.Grant(long.MaxValue - 1);
+            } catch (Exception e) {
+                seen = e;
+            }
+            if (!(seen is ArgumentException)) {
+                Console.Error.WriteLine("ls-participant-cs " + who + ": a grant beyond the horizon gave " +
+                                        (seen == null ? "no exception" : seen.GetType().ToString()));
+                return 3;
+            }
+            Console.Error.WriteLine("ls-participant-cs " + who + ": horizon: " + seen.Message);
         }
         long joined = p.JoinedAt;
         Console.WriteLine("joined " + joined);

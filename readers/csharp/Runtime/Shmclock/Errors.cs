@@ -35,13 +35,32 @@ namespace Shmclock
             return Native.Str(Native.shmclock_strerror(r));
         }
 
+        // A lockstep call's error in lockstep's terms ("all 64 participant
+        // slots are taken", the check a refused grant failed), as the C API's
+        // shmclock_lockstep_strerror says it; @p may be IntPtr.Zero.
+        internal static Exception ForLockstep(int r, IntPtr p, string name, string what)
+        {
+            return Make(r, name, what, Native.Str(Native.shmclock_lockstep_strerror(p, r)));
+        }
+
+        internal static void CheckLockstep(int r, IntPtr p, string name, string what)
+        {
+            if (r < 0)
+                throw ForLockstep(r, p, name, what);
+        }
+
         // The exception for -errno @r from a call about clock @name.
         // EINVAL is an ArgumentException (a bad name or value); ETIMEDOUT a
         // TimeoutException; the rest ShmclockException (an IOException).
         internal static Exception For(int r, string name, string what)
         {
+            return Make(r, name, what, Message(r));
+        }
+
+        static Exception Make(int r, string name, string what, string text)
+        {
             string msg = (name != null ? "shmclock " + name + ": " : "shmclock: ") +
-                         (what != null ? what + ": " : "") + Message(r);
+                         (what != null ? what + ": " : "") + text;
             switch (-r) {
             case Shmclock.Errno.EINVAL:
                 return new ArgumentException(msg);

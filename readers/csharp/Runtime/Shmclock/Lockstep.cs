@@ -41,7 +41,8 @@ namespace Shmclock
         /// (1-64 printable characters). Returns once the clock's writer
         /// accepted it; until its first grant it holds the clock at JoinedAt.
         /// ShmclockException: ENOENT no clock, EOPNOTSUPP not in lockstep,
-        /// ENOSPC no free slot, EACCES, ESTALE writer gone.
+        /// ENOSPC no free slot, EACCES, ESTALE writer gone; the messages are
+        /// shmclock_lockstep_strerror's (lockstep's own terms).
         /// </summary>
         public static Lockstep Join(string name, string who)
         {
@@ -50,7 +51,7 @@ namespace Shmclock
                 throw new ArgumentNullException("name");
             if (who == null)
                 throw new ArgumentNullException("who");
-            Errors.Check(Native.shmclock_lockstep_join(name, who, out p), name, "join as " + who);
+            Errors.CheckLockstep(Native.shmclock_lockstep_join(name, who, out p), IntPtr.Zero, name, "join as " + who);
             return new Lockstep(p, name, who);
         }
 
@@ -75,7 +76,8 @@ namespace Shmclock
         /// <summary>Grants <paramref name="untilNs"/> without waiting: everything before it is done.</summary>
         public void Grant(long untilNs)
         {
-            Errors.Check(Native.shmclock_lockstep_grant(Handle(), untilNs), name, who + ": grant");
+            IntPtr h = Handle();
+            Errors.CheckLockstep(Native.shmclock_lockstep_grant(h, untilNs), h, name, who + ": grant");
         }
 
         /// <summary>
@@ -86,8 +88,9 @@ namespace Shmclock
         /// </summary>
         public void Advance(long untilNs, TimeSpan? timeout = null)
         {
-            Errors.Check(Native.shmclock_lockstep_advance(Handle(), untilNs, Clock.ToNs(timeout)), name,
-                         who + ": advance");
+            IntPtr h = Handle();
+            Errors.CheckLockstep(Native.shmclock_lockstep_advance(h, untilNs, Clock.ToNs(timeout)), h, name,
+                                 who + ": advance");
         }
 
         /// <summary>
@@ -119,7 +122,7 @@ namespace Shmclock
                         throw;
                 }
                 if (!clock.Info.WriterAlive)
-                    throw Errors.For(-Errno.ESTALE, name, who + ": advance");
+                    throw Errors.ForLockstep(-Errno.ESTALE, p, name, who + ": advance");
             }
         }
 

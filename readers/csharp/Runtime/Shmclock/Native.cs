@@ -86,6 +86,7 @@ namespace Shmclock
         [DllImport(Lib)] internal static extern int shmclock_lockstep_advance(IntPtr p, long untilNs, long timeout);
         [DllImport(Lib)] internal static extern long shmclock_lockstep_joined_at(IntPtr p);
         [DllImport(Lib)] internal static extern void shmclock_lockstep_leave(IntPtr p);
+        [DllImport(Lib)] internal static extern IntPtr shmclock_lockstep_strerror(IntPtr p, int err);
 
         internal static string Str(IntPtr s)
         {
