@@ -412,6 +412,18 @@ Test(lockstep, sixty_four_participants_then_enospc)
 		p[i] = join(name, who);
 	}
 	cr_assert_eq(shmclock_lockstep_join(name, "one-too-many", &extra), -ENOSPC);
+	/* The 65th says so in lockstep's terms, the library's programs too
+	 * (not "no space left in /dev/shm"). */
+	cr_assert_str_eq(shmclock_lockstep_strerror(NULL, -ENOSPC),
+			 "all 64 participant slots of this clock are taken");
+	{
+		char *argv[] = { (char *)bin("SHMCLOCK_SENSOR"), "-n", (char *)name,
+				 "--lockstep=sensor-65", "--frames", "1", NULL };
+
+		cr_assert_eq(run_capture(argv, ctl_out, sizeof(ctl_out), ctl_err, sizeof(ctl_err)), 1);
+		cr_assert(strstr(ctl_err, "all 64 participant slots") && !strstr(ctl_err, "/dev/shm"),
+			  "%s", ctl_err);
+	}
 	shmclock_lockstep_leave(p[17]);
 	p[17] = join(name, "one-too-many");
 	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
@@ -929,7 +941,7 @@ Test(lockstep, sighup_applies_lockstep_keys_to_the_running_clock)
 	char cfg[256];
 	int *ready = shared_alloc(sizeof(int));
 	pid_t d, v;
-	shmclock_lockstep_t *a;
+	shmclock_lockstep_t *a, *h;
 	int64_t t0;
 
 	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
@@ -962,6 +974,25 @@ Test(lockstep, sighup_applies_lockstep_keys_to_the_running_clock)
 	cr_assert_eq(shmclock_lockstep_advance(a, 60 * MS, shmclock_sec(5)), 0);
 	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
 	cr_assert(strstr(ctl_out, "\"participants_required\":2"), "%s", ctl_out);
+	/* The stall keys and the horizon apply too: a participant holding
+	 * the clock since before EvictAfter was set is evicted once it is,
+	 * and a lower MaxGrantAhead refuses a grant the old one allowed. */
+	h = join(name, "holder");
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 2, "
+			"\"OnDeath\": \"evict\", \"EvictAfter\": \"300ms\", "
+			"\"MaxGrantAhead\": \"1s\"}}");
+	kill(d, SIGHUP);
+	for (int i = 0; i < 500 && shmclock_lockstep_max_ahead(a) != 1000 * MS; i++)
+		sleep_ns(10 * MS);
+	cr_assert_eq(shmclock_lockstep_max_ahead(a), 1000 * MS, "MaxGrantAhead 1s applies");
+	cr_assert_eq(shmclock_lockstep_grant(a, 5000 * MS), -EINVAL,
+		     "beyond the new horizon (the old one, a day, allowed it)");
+	cr_assert_eq(shmclock_lockstep_advance(a, 70 * MS, shmclock_sec(5)), 0,
+		     "EvictAfter applies: the holder is evicted and the clock goes on");
+	cr_assert_eq(shmclock_lockstep_grant(h, 80 * MS), -ECANCELED, "the holder was evicted");
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "holder"), "status names the evicted one: %s", ctl_out);
+	shmclock_lockstep_leave(h);
 	shmclock_lockstep_leave(a);
 	daemon_stop(d);
 }
