@@ -108,7 +108,12 @@ int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t tim
 	struct timespec ts, *tsp = NULL;
 	long r;
 
-	if (timeout_ns >= 0) {
+	/* A timeout already past returns at once: a caller whose arithmetic
+	 * overran its deadline must not sleep until somebody wakes it (the
+	 * lockstep fallback once did, issue 30). */
+	if (timeout_ns < 0)
+		return -ETIMEDOUT;
+	if (timeout_ns != INT64_MAX) {
 		ts.tv_sec = (time_t)(timeout_ns / 1000000000);
 		ts.tv_nsec = (long)(timeout_ns % 1000000000);
 		tsp = &ts;

@@ -97,7 +97,8 @@ static inline bool shmclock__writer_alive(uint32_t lock_word)
 	       !(lock_word & SHMCLOCK_LOCK_OWNER_DIED);
 }
 
-/* FUTEX_WAIT on a shared word, with a relative timeout in ns (< 0: none). */
+/* FUTEX_WAIT on a shared word, with a relative timeout in ns (INT64_MAX:
+ * none; < 0: -ETIMEDOUT at once, never a wait without a bound). */
 int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns);
 void shmclock__futex_wake_all(_Atomic uint32_t *word);
 /* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
