@@ -244,13 +244,6 @@ void shim_fd_forget(int fd)
 	mark(fd, false);
 }
 
-/* The program takes number @fd: if it is ours, ours moves first. */
-static void claim(int fd)
-{
-	if (shim_fd_is_own(fd) && mine())
-		shim_timers_claim(fd);
-}
-
 /* Before a call that closes the program's descriptors [lo, hi]: the
  * simulated timerfds among them are forgotten. Before, not after: once the
  * number is free, another thread's timerfd_create may get it. */
@@ -321,39 +314,69 @@ EXPORT int dup(int fd)
 	return r;
 }
 
+/*
+ * dup2, dup3, close_range and closefrom name numbers the program need not
+ * own yet (without the shim they are free), and one of them may be where a
+ * copy of ours is being placed at that very moment: the kernel has handed
+ * the number out, its bit is not set yet. So they run under the timers'
+ * lock, which every placement (and every release) holds: when they look,
+ * each of our numbers is placed and marked or not there at all, and none is
+ * placed until they are done. Signals are blocked while it is held, so a
+ * handler calling them cannot wait for its own thread. close() of a number
+ * the program does not own races with the program's own threads anyway: it
+ * stays lock-free.
+ */
 EXPORT int dup2(int old, int new)
 {
-	int r;
+	sigset_t o;
+	int r, err;
 
 	fds_resolve();
-	if (shim_fd_is_own(old) && mine())
-		return ebadf();
-	if (old != new) {
-		claim(new);
-		if (r_fcntl(old, F_GETFD) >= 0) /* else dup2 fails, new stays */
-			closing(new, new);
+	if (!mine())
+		return r_dup2(old, new);
+	shim_timers_lock(&o);
+	if (shim_fd_is_own(old)) {
+		r = -1;
+		err = EBADF;
+	} else {
+		if (old != new) {
+			shim_timers_claim_locked(new); /* ours at @new moves first */
+			if (r_fcntl(old, F_GETFD) >= 0) /* else dup2 fails, new stays */
+				shim_timers_closed_locked(new, new);
+		}
+		r = r_dup2(old, new);
+		err = errno;
+		if (r >= 0)
+			shim_timers_dup_locked(old, new);
 	}
-	r = r_dup2(old, new);
-	if (r >= 0 && shim_timers_live())
-		shim_timers_dup(old, new);
+	shim_timers_unlock(&o);
+	errno = err;
 	return r;
 }
 
 EXPORT int dup3(int old, int new, int flags)
 {
-	int r;
+	sigset_t o;
+	int r, err;
 
 	fds_resolve();
-	if (old == new) /* EINVAL before any descriptor is looked at */
+	if (old == new || !mine()) /* EINVAL before any descriptor is looked at */
 		return r_dup3(old, new, flags);
-	if (shim_fd_is_own(old) && mine())
-		return ebadf();
-	claim(new);
-	if (r_fcntl(old, F_GETFD) >= 0 && !(flags & ~O_CLOEXEC))
-		closing(new, new);
-	r = r_dup3(old, new, flags);
-	if (r >= 0 && shim_timers_live())
-		shim_timers_dup(old, new);
+	shim_timers_lock(&o);
+	if (shim_fd_is_own(old)) {
+		r = -1;
+		err = EBADF;
+	} else {
+		shim_timers_claim_locked(new);
+		if (r_fcntl(old, F_GETFD) >= 0 && !(flags & ~O_CLOEXEC))
+			shim_timers_closed_locked(new, new);
+		r = r_dup3(old, new, flags);
+		err = errno;
+		if (r >= 0)
+			shim_timers_dup_locked(old, new);
+	}
+	shim_timers_unlock(&o);
+	errno = err;
 	return r;
 }
 
@@ -431,34 +454,55 @@ static int close_around(unsigned lo, unsigned hi, int flags)
 
 EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 {
+	sigset_t o;
+	int r, err;
+
 	fds_resolve();
+	if (!mine())
+		return real_close_range(lo, hi, flags);
+	shim_timers_lock(&o); /* see dup2 */
 	/* CLOSE_RANGE_CLOEXEC closes nothing; bad flags or range neither. */
 	if (lo <= hi && !(flags & ~(int)(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) &&
 	    !(flags & CLOSE_RANGE_CLOEXEC))
-		closing((int)(lo > (unsigned)INT32_MAX ? INT32_MAX : lo),
-			(int)(hi > (unsigned)INT32_MAX ? INT32_MAX : hi));
-	return close_around(lo, hi, flags);
+		shim_timers_closed_locked((int)(lo > (unsigned)INT32_MAX ? INT32_MAX : lo),
+					  (int)(hi > (unsigned)INT32_MAX ? INT32_MAX : hi));
+	r = close_around(lo, hi, flags);
+	err = errno;
+	shim_timers_unlock(&o);
+	errno = err;
+	return r;
 }
 
 EXPORT void closefrom(int lo)
 {
+	sigset_t o;
+	int err = errno;
+
 	fds_resolve();
 	if (lo < 0)
 		lo = 0;
-	closing(lo, INT32_MAX);
-	if (close_around((unsigned)lo, ~0U, 0) == 0)
+	if (!mine()) {
+		if (real_close_range((unsigned)lo, ~0U, 0) && r_closefrom)
+			r_closefrom(lo);
 		return;
-	/* No close_range (a kernel before 5.9): one by one, around ours. */
-	if (atomic_load_explicit(&own_count, memory_order_relaxed) && mine()) {
-		struct rlimit rl;
-		int top = 1 << 20;
-
-		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)top)
-			top = (int)rl.rlim_cur;
-		for (int fd = lo; fd < top; fd++)
-			if (!shim_fd_is_own(fd))
-				r_close(fd);
-	} else if (r_closefrom) {
-		r_closefrom(lo);
 	}
+	shim_timers_lock(&o); /* see dup2 */
+	shim_timers_closed_locked(lo, INT32_MAX);
+	/* No close_range (a kernel before 5.9): libc's, or one by one around ours. */
+	if (close_around((unsigned)lo, ~0U, 0)) {
+		if (!atomic_load_explicit(&own_count, memory_order_relaxed) && r_closefrom) {
+			r_closefrom(lo);
+		} else {
+			struct rlimit rl;
+			int top = 1 << 20;
+
+			if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)top)
+				top = (int)rl.rlim_cur;
+			for (int fd = lo; fd < top; fd++)
+				if (!shim_fd_is_own(fd))
+					r_close(fd);
+		}
+	}
+	shim_timers_unlock(&o);
+	errno = err; /* closefrom reports nothing */
 }

@@ -108,6 +108,14 @@ void shim_timers_claim(int fd);
 void shim_timers_closed(int lo, int hi);
 /* The program's @to is a copy of its @from now. */
 void shim_timers_dup(int from, int to);
+/* The timer table's lock, which every placement of one of our descriptors
+ * holds (signals blocked, cancellation off while held), and the three
+ * calls above for a caller that holds it. */
+void shim_timers_lock(sigset_t *old);
+void shim_timers_unlock(const sigset_t *old);
+void shim_timers_claim_locked(int fd);
+void shim_timers_closed_locked(int lo, int hi);
+void shim_timers_dup_locked(int from, int to);
 /* fork waits for the timer table's lock (core.c's pthread_atfork). */
 void shim_timers_before_fork(void);
 void shim_timers_after_fork_parent(void);

@@ -205,7 +205,12 @@ static struct sim_timer *tfd_find(int fd)
 		if (t->used && t->kind == K_TFD && tfd_named(t, fd)) {
 			if (tfd_same(t))
 				return t;
-			tfd_drop(t); /* closed unseen: forget it */
+			/* Closed or replaced unseen (a raw system call): which of
+			 * the two numbers changed is unknown, so ours is forgotten,
+			 * never closed: it may be the program's file now. */
+			shim_fd_forget(t->own_fd);
+			t->own_fd = -1;
+			tfd_drop(t);
 		}
 	}
 	return NULL;
@@ -234,12 +239,19 @@ bool shim_timers_live(void)
 	return atomic_load_explicit(&tfd_live, memory_order_relaxed) > 0;
 }
 
-/* The program takes our number @fd (dup2 onto it): ours moves. */
-void shim_timers_claim(int fd)
+void shim_timers_lock(sigset_t *old)
 {
-	sigset_t o;
+	tlock_take(old);
+}
 
-	tlock_take(&o);
+void shim_timers_unlock(const sigset_t *old)
+{
+	tlock_drop(old);
+}
+
+/* The program takes our number @fd (dup2 onto it): ours moves. tlock held. */
+void shim_timers_claim_locked(int fd)
+{
 	if (shim_fd_is_own(fd)) {
 		int to = shim_fd_move(fd);
 
@@ -247,6 +259,14 @@ void shim_timers_claim(int fd)
 			if (timers[i].used && timers[i].kind == K_TFD && timers[i].own_fd == fd)
 				timers[i].own_fd = to;
 	}
+}
+
+void shim_timers_claim(int fd)
+{
+	sigset_t o;
+
+	tlock_take(&o);
+	shim_timers_claim_locked(fd);
 	tlock_drop(&o);
 }
 
@@ -254,12 +274,10 @@ void shim_timers_claim(int fd)
  * close_range): its timerfds among them go. Not from a vfork child
  * (our table is the parent's, our descriptors are not its). By number, not
  * by kcmp, which a seccomp profile may deny. */
-void shim_timers_closed(int lo, int hi)
+void shim_timers_closed_locked(int lo, int hi)
 {
-	bool own_proc = false, asked = false;
-	sigset_t o;
-
-	tlock_take(&o);
+	if (foreign()) /* the parent's aliases are the parent's */
+		return;
 	for (int i = 0; i < ntimers; i++) {
 		struct sim_timer *t = &timers[i];
 		int kept = 0;
@@ -272,29 +290,30 @@ void shim_timers_closed(int lo, int hi)
 		t->nalias = kept;
 		if (t->fd < lo || t->fd > hi)
 			continue;
-		if (!asked) {
-			own_proc = getpid() == shim_pid;
-			asked = true;
-		}
-		if (!own_proc)
-			continue;
 		if (t->nalias) /* still open under another number */
 			t->fd = t->alias[--t->nalias];
 		else
 			tfd_drop(t);
 	}
+}
+
+void shim_timers_closed(int lo, int hi)
+{
+	sigset_t o;
+
+	if (foreign())
+		return;
+	tlock_take(&o);
+	shim_timers_closed_locked(lo, hi);
 	tlock_drop(&o);
 }
 
 /* The program's number @to is now a copy of its @from (dup, dup2, dup3,
  * F_DUPFD): a timerfd keeps ticking under either. */
-void shim_timers_dup(int from, int to)
+void shim_timers_dup_locked(int from, int to)
 {
-	sigset_t o;
-
 	if (from == to || foreign())
 		return;
-	tlock_take(&o);
 	for (int i = 0; i < ntimers; i++) {
 		struct sim_timer *t = &timers[i];
 
@@ -302,6 +321,16 @@ void shim_timers_dup(int from, int to)
 		    t->nalias < (int)(sizeof(t->alias) / sizeof(t->alias[0])))
 			t->alias[t->nalias++] = to;
 	}
+}
+
+void shim_timers_dup(int from, int to)
+{
+	sigset_t o;
+
+	if (from == to || foreign())
+		return;
+	tlock_take(&o);
+	shim_timers_dup_locked(from, to);
 	tlock_drop(&o);
 }
 
@@ -888,9 +917,11 @@ EXPORT int timerfd_create(int id, int flags)
 	if (!err)
 		err = helpers_start(true);
 	if (err) {
-		tlock_drop(&o);
+		/* Released under the lock: a dup2 onto the number waits for it
+		 * (fds.c), never lands between the unmark and the close. */
 		if (own >= 0)
 			shim_fd_release(own);
+		tlock_drop(&o);
 		shim_real_close(efd);
 		errno = err;
 		return -1;

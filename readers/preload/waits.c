@@ -198,6 +198,27 @@ static int fd_table_size(void)
 	return p ? atoi(p + 8) : -1;
 }
 
+/*
+ * The nfds whose words the caller's sets surely have, or -1 if unknown.
+ * The kernel reads no further than its descriptor table (FDSize), which a
+ * program's nfds (sysconf(_SC_OPEN_MAX), INT_MAX) may overstate: neither do
+ * we, and the kernel is told the same. When the table's size cannot be read
+ * (no /proc, or no descriptor free to read it with) the call goes to the
+ * kernel as it is, in real time: copying nfds bits of a set that has fewer
+ * would crash the program.
+ */
+static int select_nfds(int nfds)
+{
+	int size;
+
+	if (nfds <= FD_SETSIZE)
+		return nfds;
+	size = fd_table_size();
+	if (size <= 0)
+		return -1;
+	return size < nfds ? size : nfds;
+}
+
 static int select_sim(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const sigset_t *mask,
 		      const struct deadline *d)
 {
@@ -207,15 +228,6 @@ static int select_sim(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const sigset
 	size_t len = 0;
 	int r;
 
-	/* The kernel reads no further than its descriptor table (FDSize),
-	 * which a program's nfds (sysconf(_SC_OPEN_MAX), INT_MAX) may
-	 * overstate: neither do we, and the kernel is told the same. */
-	if (nfds > FD_SETSIZE) {
-		int size = fd_table_size();
-
-		if (size > 0 && size < nfds)
-			c.nfds = nfds = size;
-	}
 	c.words = nfds > 0 ? SEL_WORDS(nfds) : 0;
 	if (c.words > SEL_STACK_WORDS) {
 		len = 3 * c.words * sizeof(fd_mask);
@@ -244,13 +256,13 @@ EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *
 {
 	struct deadline d;
 	int64_t left;
-	int r;
+	int r, n;
 
 	if (!tv || !sim_on(CLOCK_MONOTONIC) || tv->tv_sec < 0 || tv->tv_usec < 0 ||
-	    tv->tv_usec >= 1000000)
+	    tv->tv_usec >= 1000000 || (n = select_nfds(nfds)) < 0)
 		return r_select(nfds, rd, wr, ex, tv);
 	d = dl_after(sec_to_ns((int64_t)tv->tv_sec, (int64_t)tv->tv_usec * 1000));
-	r = select_sim(nfds, rd, wr, ex, NULL, &d);
+	r = select_sim(n, rd, wr, ex, NULL, &d);
 	/* Linux reports the simulated time not slept. */
 	left = dl_left(&d);
 	tv->tv_sec = (time_t)(left / NS);
@@ -262,11 +274,12 @@ EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct ti
 		   const sigset_t *mask)
 {
 	struct deadline d;
+	int n;
 
-	if (!tmo || !sim_on(CLOCK_MONOTONIC) || bad_ts(tmo))
+	if (!tmo || !sim_on(CLOCK_MONOTONIC) || bad_ts(tmo) || (n = select_nfds(nfds)) < 0)
 		return r_pselect(nfds, rd, wr, ex, tmo, mask);
 	d = dl_after(ts_to_ns(tmo));
-	return select_sim(nfds, rd, wr, ex, mask, &d);
+	return select_sim(n, rd, wr, ex, mask, &d);
 }
 
 /* ------------------------------------------------------------ epoll */

@@ -31,6 +31,12 @@
  *                 and closing (or dup2-ing over) 20 timerfds in turn
  *   many-timers   300 timerfds and 300 POSIX timers; under RLIMIT_NOFILE 20
  *                 at least half as many timerfds as descriptors were free
+ *   select-emfile select(1 << 20, &fd_set) at a page's end with every
+ *                 descriptor taken (the table's size cannot be read)
+ *   place-race    dup2/dup3/close_range onto numbers near the table's top
+ *                 while other threads create timerfds, whose copies go there
+ *   vfork-close   a vfork child closing a timerfd's second name leaves the
+ *                 parent's timerfd ticking under it
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -51,6 +57,8 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <linux/close_range.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,8 +253,16 @@ static int dup2_hidden(void)
 			return fail("F_DUPFD from %d did not give %d", fd, fd);
 		if (close(fd))
 			return fail("close %d: %s", fd, strerror(errno));
-		if (dup2(p[0], fd) != fd)
-			return fail("dup2 onto %d: %s", fd, strerror(errno));
+		/* CLOSE_RANGE_CLOEXEC on a free number closes and marks nothing. */
+		if (close_range((unsigned)fd, (unsigned)fd, CLOSE_RANGE_CLOEXEC) && errno != ENOSYS &&
+		    errno != EINVAL)
+			return fail("close_range(%d, CLOEXEC): %s", fd, strerror(errno));
+		/* A bad source leaves the target as it was: free. */
+		if (dup2(-1, fd) != -1 || errno != EBADF || dup3(-1, fd, 0) != -1 || errno != EBADF)
+			return fail("dup2/dup3 of a bad source onto %d did not fail with EBADF", fd);
+		/* Every other number by dup3 (with O_CLOEXEC), the rest by dup2. */
+		if (hidden % 2 ? dup3(p[0], fd, O_CLOEXEC) != fd : dup2(p[0], fd) != fd)
+			return fail("dup%d onto %d: %s", hidden % 2 ? 3 : 2, fd, strerror(errno));
 		if (write(p[1], "hello", 5) != 5)
 			return fail("write");
 		usleep(100000); /* the shim's helpers had time to steal it */
@@ -272,6 +288,9 @@ static int dup2_hidden(void)
 			close(r);
 		}
 	}
+	/* A bad source onto the program's timerfd: it stays and ticks. */
+	if (dup2(-1, tfd) != -1 || errno != EBADF || dup3(-1, tfd, 0) != -1 || errno != EBADF)
+		return fail("dup2/dup3 of a bad source onto the timerfd did not fail with EBADF");
 	if (!ticks(tfd))
 		return fail("the timerfd stopped after %d dup2", hidden);
 	if (arm(tfd, 20000000) || !ticks(tfd))
@@ -723,6 +742,152 @@ static int many_timers(void)
 	return 0;
 }
 
+/* select(huge nfds, &fd_set) with every descriptor taken: the shim cannot
+ * open /proc/self/status to learn the table's size, and must still read no
+ * more of the set than the kernel would (it ends a page). */
+static int select_emfile(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fd_set *rd = (fd_set *)(m + pg - sizeof(fd_set));
+	struct rlimit rl = { 128, 128 };
+	struct timeval tv = { 1, 0 };
+	int p[2], t, r, filled = 0;
+
+	closefrom(3);
+	if (setrlimit(RLIMIT_NOFILE, &rl) || pipe(p) || mprotect(m + pg, (size_t)pg, PROT_NONE))
+		return fail("set-up: %s", strerror(errno));
+	t = timerfd_create(CLOCK_MONOTONIC, 0); /* the shim is in play */
+	if (t < 0)
+		return fail("timerfd_create: %s", strerror(errno));
+	while (open("/dev/null", O_RDONLY) >= 0)
+		filled++;
+	if (errno != EMFILE)
+		return fail("filling the table: %s", strerror(errno));
+	(void)!write(p[1], "x", 1);
+	FD_ZERO(rd);
+	FD_SET(p[0], rd);
+	r = select(1 << 20, rd, NULL, NULL, &tv);
+	if (r != 1 || !FD_ISSET(p[0], rd))
+		return fail("select(1 << 20, fd_set) at EMFILE = %d (%s)", r, strerror(errno));
+	printf("ok select-emfile (%d descriptors filled the table)\n", filled);
+	return 0;
+}
+
+/* Threads dup2 (and dup3, close_range) onto numbers near the top of the
+ * table while others create timerfds, whose copies the shim places there:
+ * the program's number is always the program's (open, its pipe, closable),
+ * whatever placement it raced. */
+#define RACE_TOP 64
+static _Atomic bool race_stop;
+static _Atomic int race_bad;
+static char race_why[160];
+
+static void *race_dup(void *arg)
+{
+	int i = (int)(uintptr_t)arg, p[2];
+	unsigned seed = (unsigned)i;
+	long n = 0;
+
+	if (pipe(p))
+		return NULL;
+	while (!atomic_load(&race_stop)) {
+		/* Each racer its own five numbers at the top: its pipe's. */
+		int fd = RACE_TOP - 1 - 5 * i - (int)(rand_r(&seed) % 5), how = (int)(n++ % 3), r;
+		char c;
+
+		r = how == 2 ? dup3(p[1], fd, O_CLOEXEC) : dup2(p[1], fd);
+		if (r != fd) {
+			/* Another racer's number, or EBUSY from the kernel mid-open. */
+			if (errno == EBUSY)
+				continue;
+			snprintf(race_why, sizeof(race_why), "dup%d onto %d: %s", how == 2 ? 3 : 2,
+				 fd, strerror(errno));
+			atomic_fetch_add(&race_bad, 1);
+			break;
+		}
+		/* The program's pipe now: a write through it lands there. */
+		if (fcntl(fd, F_GETFD) < 0 || write(fd, "x", 1) != 1) {
+			snprintf(race_why, sizeof(race_why), "the program's %d after dup2: %s", fd,
+				 strerror(errno));
+			atomic_fetch_add(&race_bad, 1);
+			break;
+		}
+		while (read(p[0], &c, 1) != 1)
+			;
+		r = how == 1 ? close_range((unsigned)fd, (unsigned)fd, 0) : close(fd);
+		if (r) {
+			snprintf(race_why, sizeof(race_why), "close %d: %s", fd, strerror(errno));
+			atomic_fetch_add(&race_bad, 1);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void *race_tfd(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&race_stop)) {
+		int t = timerfd_create(CLOCK_MONOTONIC, 0);
+
+		if (t >= 0)
+			close(t);
+	}
+	return NULL;
+}
+
+static int place_race(void)
+{
+	struct rlimit rl = { RACE_TOP, RACE_TOP };
+	pthread_t th[6];
+	int t;
+
+	closefrom(3);
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return fail("setrlimit: %s", strerror(errno));
+	for (int i = 0; i < 6; i++)
+		pthread_create(&th[i], NULL, i < 3 ? race_dup : race_tfd, (void *)(uintptr_t)i);
+	usleep(1500000);
+	atomic_store(&race_stop, true);
+	for (int i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	if (atomic_load(&race_bad))
+		return fail("%s", race_why);
+	t = timerfd_create(CLOCK_MONOTONIC, 0);
+	if (t < 0 || arm(t, 20000000) || !ticks(t))
+		return fail("a timerfd after the race does not tick");
+	printf("ok place-race\n");
+	return 0;
+}
+
+/* A vfork child that closes the parent's second name of a timerfd (as
+ * CPython's subprocess does before exec) closes its own copy only: the
+ * parent's timerfd keeps ticking under that name once the first is closed. */
+static int vfork_close(void)
+{
+	int t = timerfd_create(CLOCK_MONOTONIC, 0), t2;
+	pid_t c;
+
+	if (t < 0 || (t2 = dup(t)) < 0 || arm(t, 20000000))
+		return fail("set-up: %s", strerror(errno));
+	c = vfork();
+	if (c == 0) {
+		close(t2);
+		closefrom(3);
+		_exit(0);
+	}
+	if (c < 0)
+		return fail("vfork: %s", strerror(errno));
+	waitpid(c, NULL, 0);
+	close(t);
+	if (!ticks(t2))
+		return fail("the timerfd stopped once the vfork child closed its copy");
+	printf("ok vfork-close\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -757,8 +922,15 @@ int main(int argc, char **argv)
 		return stress();
 	if (!strcmp(kase, "many-timers"))
 		return many_timers();
+	if (!strcmp(kase, "select-emfile"))
+		return select_emfile();
+	if (!strcmp(kase, "place-race"))
+		return place_race();
+	if (!strcmp(kase, "vfork-close"))
+		return vfork_close();
 	fprintf(stderr, "usage: preload-harm select-small|select-big|dup2-hidden|close-range|"
 			"closefrom|alarm-read|cancel-sleep|tfd-fast|cancel-close|tfd-move|vfork-alarm|"
-			"select-open-max|tfd-churn|stress|many-timers\n");
+			"select-open-max|tfd-churn|stress|many-timers|select-emfile|place-race|"
+			"vfork-close\n");
 	return 2;
 }

@@ -404,3 +404,19 @@ Test(preload, timers_have_no_fixed_limit_and_cost_one_descriptor_each)
 {
 	harmless("many-timers");
 }
+
+/* What the second review found (each failed before its fix). */
+Test(preload, select_at_the_descriptor_limit_reads_only_the_fd_set)
+{
+	harmless("select-emfile");
+}
+
+Test(preload, dup2_onto_a_number_where_the_shim_is_placing_a_copy_stays_the_programs)
+{
+	harmless("place-race");
+}
+
+Test(preload, a_vfork_child_closing_a_timerfds_second_name_leaves_the_parents)
+{
+	harmless("vfork-close");
+}
