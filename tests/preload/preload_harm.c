@@ -37,6 +37,9 @@
  *                 while other threads create timerfds, whose copies go there
  *   vfork-close   a vfork child closing a timerfd's second name leaves the
  *                 parent's timerfd ticking under it
+ *   timers-across-changes  a 20 ms POSIX timer's expiries and a blocked
+ *                 alarm while the test rescales and pauses the clock (run
+ *                 by test_preload.c on a clock it changes, not by harmless())
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -56,6 +59,7 @@
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <linux/close_range.h>
 #include <stdatomic.h>
@@ -888,6 +892,92 @@ static int vfork_close(void)
 	return 0;
 }
 
+/* A periodic POSIX timer (SIGUSR1 every 20 ms, blocked 35 ms at a time,
+ * no SA_RESTART) and a
+ * one-shot setitimer whose SIGALRM stays blocked, while the test changes
+ * the clock (scale, pause, resume): the expiries the timer's signals carry
+ * (1 + si_overrun each) are the periods that passed on the program's
+ * CLOCK_MONOTONIC, and the alarm is pending exactly once. A re-plan that
+ * dropped a queued signal loses its expiries; one that fired twice adds. */
+static _Atomic long usr1_exp, alrm_seen;
+
+static void on_usr1(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	atomic_fetch_add(&usr1_exp, 1 + (si->si_overrun > 0 ? si->si_overrun : 0));
+}
+
+static void on_alrm(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&alrm_seen, 1);
+}
+
+static int timers_across_changes(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_usr1, .sa_flags = SA_SIGINFO };
+	struct sigevent sev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1 };
+	struct itimerspec per = { { 0, 20000000 }, { 0, 20000000 } }, off = { 0 };
+	struct itimerval once = { { 0, 0 }, { 0, 700000 } };
+	struct timespec nap = { 0, 7000000 };
+	sigset_t alrm, usr1, pend;
+	double t0a, t0, t1, t1b;
+	long lo, hi, got;
+	timer_t id;
+	int sig;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGALRM, on_alrm);
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	sigprocmask(SIG_BLOCK, &alrm, NULL);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (timer_create(CLOCK_MONOTONIC, &sev, &id) || setitimer(ITIMER_REAL, &once, NULL))
+		return fail("set-up: %s", strerror(errno));
+	t0a = mono();
+	timer_settime(id, 0, &per, NULL);
+	t0 = mono();
+	printf("armed\n");
+	/* SIGUSR1 blocked most of the time: its signal is queued (its
+	 * overruns counting up) when the clock changes. */
+	while (mono() - t0 < 2.0) {
+		struct timespec held = { 0, 35000000 };
+
+		sigprocmask(SIG_BLOCK, &usr1, NULL);
+		while (nanosleep(&held, &held))
+			;
+		sigprocmask(SIG_UNBLOCK, &usr1, NULL);
+		nanosleep(&nap, NULL); /* EINTR by SIGUSR1: fine */
+	}
+	t1 = mono();
+	timer_settime(id, 0, &off, NULL);
+	t1b = mono();
+	/* Between the periods surely passed while armed and those that may
+	 * have (readings on either side of arming and disarming), one more
+	 * each way for the real timer's rounding. */
+	lo = (long)((t1 - t0) / 0.020) - 1;
+	hi = (long)((t1b - t0a) / 0.020) + 1;
+	got = atomic_load(&usr1_exp);
+	if (got < lo || got > hi)
+		return fail("%ld expiries of a 20 ms timer in %.3f s of the program's clock "
+			    "(want %ld to %ld)", got, t1 - t0, lo, hi);
+	sigpending(&pend);
+	if (!sigismember(&pend, SIGALRM))
+		return fail("the blocked alarm (700 ms) is not pending after %.3f s", t1 - t0);
+	sigwait(&alrm, &sig);
+	sigpending(&pend);
+	if (sigismember(&pend, SIGALRM))
+		return fail("the alarm came twice");
+	sigprocmask(SIG_UNBLOCK, &alrm, NULL);
+	nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+	if (atomic_load(&alrm_seen))
+		return fail("a one-shot alarm came again");
+	printf("ok timers-across-changes %ld expiries in %.3f s\n", got, t1 - t0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -928,9 +1018,11 @@ int main(int argc, char **argv)
 		return place_race();
 	if (!strcmp(kase, "vfork-close"))
 		return vfork_close();
+	if (!strcmp(kase, "timers-across-changes"))
+		return timers_across_changes();
 	fprintf(stderr, "usage: preload-harm select-small|select-big|dup2-hidden|close-range|"
 			"closefrom|alarm-read|cancel-sleep|tfd-fast|cancel-close|tfd-move|vfork-alarm|"
 			"select-open-max|tfd-churn|stress|many-timers|select-emfile|place-race|"
-			"vfork-close\n");
+			"vfork-close|timers-across-changes\n");
 	return 2;
 }

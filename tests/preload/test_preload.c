@@ -405,6 +405,40 @@ Test(preload, timers_have_no_fixed_limit_and_cost_one_descriptor_each)
 	harmless("many-timers");
 }
 
+/* Signals arrive once per expiry in simulated time while the clock
+ * changes under a pending or blocked signal (each change re-plans the real
+ * timers: a re-plan must neither drop a queued signal nor add one). */
+Test(preload, timer_signals_count_every_expiry_while_the_clock_changes)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, NULL, NULL), p;
+	static const char *changes[][2] = {
+		{ "scale", "3" }, { "scale", "0.5" }, { "pause", NULL }, { "resume", NULL },
+		{ "scale", "2" }, { "pause", NULL }, { "scale", "4" }, { "resume", NULL },
+		{ "scale", "1" },
+	};
+	int fo, st;
+
+	p = spawn(&fo, name, "--", bin("PRELOAD_HARM"), "timers-across-changes", NULL);
+	for (int i = 0; i < 500; i++) {
+		ssize_t n = pread(fo, out, sizeof(out) - 1, 0);
+
+		out[n > 0 ? n : 0] = 0;
+		if (strstr(out, "armed"))
+			break;
+		sleep_ns(10000000);
+	}
+	cr_assert(strstr(out, "armed"), "the program did not start: %s", out);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+		cr_assert_eq(ctl(name, changes[i][0], changes[i][1], NULL), 0, "%s", ctl_err);
+		sleep_ns(120000000);
+	}
+	cr_assert(exited_within(p, 30000000000LL, &st), "the program did not finish");
+	slurp(fo, out, sizeof(out));
+	cr_expect_eq(st, 0, "%s", out);
+	daemon_stop(d);
+}
+
 /* What the second review found (each failed before its fix). */
 Test(preload, select_at_the_descriptor_limit_reads_only_the_fd_set)
 {
