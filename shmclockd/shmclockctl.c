@@ -25,6 +25,7 @@
 #include "duration.h"
 #include "paths.h"
 #include "protocol.h"
+#include "status_json.h"
 
 /* The protocol's commands (protocol.h), then this program's own. */
 #define WATCH_ARGS "[--interval MS] [--count N]"
@@ -96,25 +97,6 @@ static cJSON *request(const char *sock, const char *line, int *rc)
 	if (!reply)
 		fprintf(stderr, "shmclockctl: the daemon sent no valid reply\n");
 	return reply;
-}
-
-static const char *str_of(const cJSON *st, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, k);
-
-	return cJSON_IsString(v) ? v->valuestring : "?";
-}
-
-static double num_of(const cJSON *st, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, k);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static bool bool_of(const cJSON *st, const char *k)
-{
-	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, k));
 }
 
 static void print_status(const cJSON *st)
