@@ -701,6 +701,7 @@ int main(int argc, char **argv)
 	long v;
 	int c, sig;
 
+	opterr = 0; /* our own one-line message */
 	while ((c = getopt_long(argc, argv, "n:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
@@ -742,7 +743,8 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			fprintf(stderr, "shmclock-panel: unknown option or missing argument '%s' (see --help)\n",
+				argv[optind - 1]);
 			return 2;
 		}
 	}
