@@ -70,8 +70,9 @@ function controls(name) {
   const step = el('input', { value: '100ms', 'aria-label': 'step' });
   const set = el('input', { value: '0s', 'aria-label': 'time' });
   box.append(btn('Pause', 'pause'), btn('Resume', 'resume'),
-    scale, btn('Scale', 'scale', scale), step, btn('Step', 'step', step),
-    set, btn('Set', 'set', set));
+    el('label', {}, btn('Scale', 'scale', scale), scale),
+    el('label', {}, btn('Step', 'step', step), step),
+    el('label', {}, btn('Set', 'set', set), set));
   return box;
 }
 
@@ -122,7 +123,8 @@ function plotLine(cv, data) {
   g.strokeStyle = '#2f6fde';
   g.lineWidth = 1.5;
   data.forEach((v, i) => {
-    const x = w - (data.length - 1 - i) * (w / 300), y = h - (v / max) * (h - 12);
+    // The first minute fills the plot; five minutes at most are kept.
+    const x = w - (data.length - 1 - i) * (w / Math.max(60, data.length)), y = h - (v / max) * (h - 12);
     if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
   });
   g.stroke();
@@ -131,7 +133,13 @@ function plotLine(cv, data) {
 function plotHist(cv, pairs) {
   const g = cv.getContext('2d'), w = cv.width, h = cv.height;
   g.clearRect(0, 0, w, h);
-  if (!pairs || !pairs.length) return;
+  if (!pairs || !pairs.length) {
+    g.fillStyle = '#6a7385';
+    g.font = '11px sans-serif';
+    g.fillText('no ticks: this clock moves', 6, h / 2 - 6);
+    g.fillText('with its steps', 6, h / 2 + 8);
+    return;
+  }
   // Buckets of the daemon's histogram merged by power of two of the lowest ns.
   const bins = new Map();
   for (const [lo, n] of pairs) {
