@@ -22,6 +22,7 @@
 #include <shmclock/time.h>
 
 #include "control_client.h"
+#include "ctl_trace.h"
 #include "duration.h"
 #include "paths.h"
 #include "protocol.h"
@@ -41,6 +42,7 @@ static void usage(FILE *f)
 			proto_cmds[i].help);
 	fprintf(f, "  %-8s %-30s %s\n", "watch", WATCH_ARGS, WATCH_HELP);
 	fprintf(f, "  %-8s %-30s %s\n", "top", TOP_ARGS, TOP_HELP);
+	fprintf(f, "  %-8s %-30s %s\n", "trace", TRACE_ARGS, TRACE_HELP);
 	fprintf(f, "\n  -n, --name NAME   clock name (default: $SHMCLOCK_NAME, else default)\n"
 		   "      --socket PATH control socket (default: the daemon's default for NAME)\n"
 		   "  -t, --timeout S   wait at most S seconds for the daemon's reply (default 5;\n"
@@ -58,6 +60,8 @@ static int command_help(const char *cmd)
 		printf("usage: shmclockctl [-n NAME] watch %s\n  %s\n", WATCH_ARGS, WATCH_HELP);
 	else if (!strcmp(cmd, "top"))
 		printf("usage: shmclockctl [-n NAME] top %s\n  %s\n", TOP_ARGS, TOP_HELP);
+	else if (!strcmp(cmd, "trace"))
+		printf("usage: shmclockctl [-n NAME] trace %s\n  %s\n", TRACE_ARGS, TRACE_HELP);
 	else
 		return 1;
 	return 0;
@@ -439,6 +443,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "watch"))
 		return watch(name, argc, argv);
+	if (!strcmp(cmd, "trace"))
+		return ctl_trace(name, argc, argv);
 	if (sockopt && *sockopt)
 		snprintf(sock, sizeof(sock), "%s", sockopt);
 	else if (paths_default_socket(name, sock, sizeof(sock))) {

@@ -19,7 +19,7 @@ import time
 
 D = os.environ["SHMCLOCKD"]
 CTL = os.environ["SHMCLOCKCTL"]
-PANEL = os.environ["SHMCLOCK_PANEL"]
+PANEL = os.environ.get("SHMCLOCK_PANEL", "")
 P = os.environ["LS_PARTICIPANT"]
 MS = 1_000_000
 
@@ -40,15 +40,17 @@ def finish():
 
 
 class Env:
-    """with Env(participants=3) as e: e.port, e.name, e.token, e.ctl(...)"""
+    """with Env(participants=3) as e: e.port, e.name, e.token, e.ctl(...);
+    panel=False: the clock and its participants only."""
 
     def __init__(self, participants=3, period_ms=10, work_us=0, max_scale="1",
-                 control=True, tag="panel"):
+                 control=True, tag="panel", panel=True):
         self.n = participants
         self.period = period_ms * MS
         self.work_us = work_us
         self.max_scale = max_scale
         self.control = control
+        self.with_panel = panel
         self.name = "%s-%d-%d" % (tag, os.getpid(), random.randrange(1 << 30))
         self.procs = []
         self.panels = []
@@ -90,7 +92,8 @@ class Env:
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, (self.token + "\n").encode())
         os.close(fd)
-        self.port = self.panel(self.control)
+        if self.with_panel:
+            self.port = self.panel(self.control)
 
     def panel(self, control, extra=()):
         """Starts a panel; returns its port."""
