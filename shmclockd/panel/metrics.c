@@ -60,6 +60,23 @@ void sb_label(struct sbuf *b, const char *s)
 	}
 }
 
+/* One sample of family @name (its HELP and TYPE first, once: *@head),
+ * labelled with @clock and, when not NULL, @participant. */
+static void sample(struct sbuf *b, bool *head, const char *name, const char *type,
+		   const char *help, const char *clock, const char *participant, double v)
+{
+	if (!*head)
+		sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	*head = true;
+	sb_printf(b, "%s{clock=\"", name);
+	sb_label(b, clock);
+	if (participant) {
+		sb_printf(b, "\",participant=\"");
+		sb_label(b, participant);
+	}
+	sb_printf(b, "\"} %.17g\n", v);
+}
+
 /* One metric family: its HELP and TYPE lines, then one sample per clock
  * that has it (each clock's value from @get; NAN: absent). */
 typedef double (*getter)(const struct panel_clock *c);
@@ -72,14 +89,8 @@ static void family(struct sbuf *b, struct panel *p, const char *name, const char
 	for (int i = 0; i < p->nclocks; i++) {
 		double v = get(&p->clocks[i]);
 
-		if (isnan(v))
-			continue;
-		if (!head)
-			sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-		head = true;
-		sb_printf(b, "%s{clock=\"", name);
-		sb_label(b, p->clocks[i].name);
-		sb_printf(b, "\"} %.17g\n", v);
+		if (!isnan(v))
+			sample(b, &head, name, type, help, p->clocks[i].name, NULL, v);
 	}
 }
 
@@ -240,16 +251,9 @@ static void participants(struct sbuf *b, struct panel *p, const char *name, cons
 			const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
 			double x = cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsBool(v) ? cJSON_IsTrue(v) : NAN;
 
-			if (isnan(x))
-				continue;
-			if (!head)
-				sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-			head = true;
-			sb_printf(b, "%s{clock=\"", name);
-			sb_label(b, p->clocks[i].name);
-			sb_printf(b, "\",participant=\"");
-			sb_label(b, str_of(m, "name"));
-			sb_printf(b, "\"} %.17g\n", x * mul);
+			if (!isnan(x))
+				sample(b, &head, name, type, help, p->clocks[i].name, str_of(m, "name"),
+				       x * mul);
 		}
 	}
 }
