@@ -22,9 +22,11 @@
 #include <shmclock/time.h>
 
 #include "control_client.h"
+#include "ctl_trace.h"
 #include "duration.h"
 #include "paths.h"
 #include "protocol.h"
+#include "status_json.h"
 
 /* The protocol's commands (protocol.h), then this program's own. */
 #define WATCH_ARGS "[--interval MS] [--count N]"
@@ -40,6 +42,7 @@ static void usage(FILE *f)
 			proto_cmds[i].help);
 	fprintf(f, "  %-8s %-30s %s\n", "watch", WATCH_ARGS, WATCH_HELP);
 	fprintf(f, "  %-8s %-30s %s\n", "top", TOP_ARGS, TOP_HELP);
+	fprintf(f, "  %-8s %-30s %s\n", "trace", TRACE_ARGS, TRACE_HELP);
 	fprintf(f, "\n  -n, --name NAME   clock name (default: $SHMCLOCK_NAME, else default)\n"
 		   "      --socket PATH control socket (default: the daemon's default for NAME)\n"
 		   "  -t, --timeout S   wait at most S seconds for the daemon's reply (default 5;\n"
@@ -57,6 +60,8 @@ static int command_help(const char *cmd)
 		printf("usage: shmclockctl [-n NAME] watch %s\n  %s\n", WATCH_ARGS, WATCH_HELP);
 	else if (!strcmp(cmd, "top"))
 		printf("usage: shmclockctl [-n NAME] top %s\n  %s\n", TOP_ARGS, TOP_HELP);
+	else if (!strcmp(cmd, "trace"))
+		printf("usage: shmclockctl [-n NAME] trace %s\n  %s\n", TRACE_ARGS, TRACE_HELP);
 	else
 		return 1;
 	return 0;
@@ -96,25 +101,6 @@ static cJSON *request(const char *sock, const char *line, int *rc)
 	if (!reply)
 		fprintf(stderr, "shmclockctl: the daemon sent no valid reply\n");
 	return reply;
-}
-
-static const char *str_of(const cJSON *st, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, k);
-
-	return cJSON_IsString(v) ? v->valuestring : "?";
-}
-
-static double num_of(const cJSON *st, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, k);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static bool bool_of(const cJSON *st, const char *k)
-{
-	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, k));
 }
 
 static void print_status(const cJSON *st)
@@ -457,6 +443,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "watch"))
 		return watch(name, argc, argv);
+	if (!strcmp(cmd, "trace"))
+		return ctl_trace(name, argc, argv);
 	if (sockopt && *sockopt)
 		snprintf(sock, sizeof(sock), "%s", sockopt);
 	else if (paths_default_socket(name, sock, sizeof(sock))) {

@@ -487,7 +487,9 @@ static void kick_host(struct ls_seg *ls, bool grant)
 	syscall(SYS_futex, &ls->grant_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-static int map_segment(const char *name, const shmclock_t *clk, struct ls_seg **out)
+/* Maps the participants' segment of @clk: read-write for a participant,
+ * read-only for an observer. */
+static int map_segment(const char *name, const shmclock_t *clk, bool writable, struct ls_seg **out)
 {
 	char path[SHMCLOCK_PATH_MAX + 32];
 	struct ls_seg *ls;
@@ -495,7 +497,7 @@ static int map_segment(const char *name, const shmclock_t *clk, struct ls_seg **
 	int fd, r = 0;
 
 	ls_path(path, sizeof(path), name, false);
-	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -EOPNOTSUPP : -errno;
 	if (fstat(fd, &st) < 0)
@@ -508,7 +510,7 @@ static int map_segment(const char *name, const shmclock_t *clk, struct ls_seg **
 		close(fd);
 		return r;
 	}
-	ls = mmap(NULL, LS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ls = mmap(NULL, LS_SIZE, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
 	close(fd);
 	if (ls == MAP_FAILED)
 		return -errno;
@@ -572,7 +574,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 		r = -EOPNOTSUPP;
 		goto fail;
 	}
-	r = map_segment(name, p->clk, &p->ls);
+	r = map_segment(name, p->clk, true, &p->ls);
 	if (r)
 		goto fail;
 	r = writer_check(p);
@@ -1341,4 +1343,86 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_destroy(shmclock_lockstep_host_t *h)
 		unlink(h->path);
 	munmap(h->ls, LS_SIZE);
 	free(h);
+}
+
+/*
+ * Observers (shmclockctl trace): the participants' segment mapped
+ * read-only, sampled with relaxed loads of what participants write anyway.
+ * Nothing here is on a participant's or the host's path; a sample may mix
+ * a participant's figures from either side of a step, which the caller
+ * sees as a step between two samples.
+ */
+struct shmclock_lockstep_observer {
+	shmclock_t *clk;
+	struct ls_seg *ls;
+};
+
+SHMCLOCK_EXPORT int shmclock_lockstep_observe(const char *name,
+					      shmclock_lockstep_observer_t **out)
+{
+	shmclock_lockstep_observer_t *o;
+	int r;
+
+	if (!out)
+		return -EINVAL;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	r = shmclock_open(name, &o->clk);
+	if (!r)
+		r = map_segment(name, o->clk, false, &o->ls);
+	if (r) {
+		shmclock_close(o->clk);
+		free(o);
+		return r;
+	}
+	*out = o;
+	return 0;
+}
+
+SHMCLOCK_EXPORT unsigned shmclock_lockstep_observe_sample(shmclock_lockstep_observer_t *o,
+							  struct shmclock_lockstep_sample *out,
+							  unsigned max)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < LS_SLOTS; i++) {
+		const struct ls_slot *sl = &o->ls->slot[i];
+		const struct ls_stats *st = &o->ls->stats[i];
+		struct shmclock_lockstep_sample *x;
+
+		/* Acquire: pairs with the host's release of MEMBER; the
+		 * figures are relaxed (statistics, nothing ordered by them). */
+		if (atomic_load_explicit(&sl->state, memory_order_acquire) != LS_MEMBER)
+			continue;
+		if (n >= max) {
+			n++;
+			continue;
+		}
+		x = &out[n++];
+		memset(x, 0, sizeof(*x));
+		fill(sl, i, &x->p);
+		x->incarnation = atomic_load_explicit(&sl->incarnation, memory_order_relaxed);
+		x->grants = atomic_load_explicit(&st->grants, memory_order_relaxed);
+		x->steps = atomic_load_explicit(&st->steps, memory_order_relaxed);
+		x->work_ns = atomic_load_explicit(&st->work_ns, memory_order_relaxed);
+		x->wait_ns = atomic_load_explicit(&st->wait_ns, memory_order_relaxed);
+		x->granted_mono = atomic_load_explicit(&sl->granted_mono, memory_order_relaxed);
+		x->returned_mono = atomic_load_explicit(&st->returned_mono, memory_order_relaxed);
+	}
+	return n;
+}
+
+SHMCLOCK_EXPORT shmclock_t *shmclock_lockstep_observe_clock(shmclock_lockstep_observer_t *o)
+{
+	return o ? o->clk : NULL;
+}
+
+SHMCLOCK_EXPORT void shmclock_lockstep_observe_close(shmclock_lockstep_observer_t *o)
+{
+	if (!o)
+		return;
+	munmap(o->ls, LS_SIZE);
+	shmclock_close(o->clk);
+	free(o);
 }

@@ -58,6 +58,7 @@ programs = {
     "readers/shmclock-wait": "shmclock-wait.1",
     "readers/shmclock-sensor": "shmclock-sensor.1",
     "bench/shmclock-bench": "shmclock-bench.1",
+    "shmclockd/panel/shmclock-panel": "shmclock-panel.1",
 }
 for exe, page in programs.items():
     path = os.path.join(build, exe)

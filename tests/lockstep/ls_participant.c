@@ -3,6 +3,7 @@
  * A lockstep participant for the end-to-end tests (lockstep_e2e.py).
  *
  *   ls-participant CLOCK WHO PERIOD END [--dir DIR --peers A,B,...] [--log FILE]
+ *                  [--work-us N]
  *
  * Joins CLOCK as WHO and steps at every multiple of PERIOD (durations in
  * ns) up to END, then leaves. With --dir it binds DIR/WHO.sock (a Unix
@@ -10,7 +11,9 @@
  * takes in what arrived. The log line for step T lists the messages
  * stamped before T, ordered: the lockstep guarantee says each of them has
  * arrived by then, so the log is the same in every run. A message stamped
- * T or later is kept for a later step.
+ * T or later is kept for a later step. With --work-us it sleeps N us of
+ * real time at each step before granting the next (work the panel's and
+ * trace's tests can see).
  * Exit: 0; 1 a lockstep call failed (printed); 2 usage.
  */
 #define _GNU_SOURCE
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shmclock/lockstep.h>
@@ -82,12 +86,12 @@ int main(int argc, char **argv)
 	const char *dir = NULL, *peers = NULL, *logpath = NULL;
 	struct sockaddr_un self = { .sun_family = AF_UNIX };
 	shmclock_lockstep_t *p;
-	int64_t period, end, t;
+	int64_t period, end, t, work_us = 0;
 	FILE *log = NULL;
 	int fd = -1, r;
 
 	if (argc < 5) {
-		fprintf(stderr, "usage: ls-participant CLOCK WHO PERIOD END [--dir DIR --peers A,B] [--log FILE]\n");
+		fprintf(stderr, "usage: ls-participant CLOCK WHO PERIOD END [--dir DIR --peers A,B] [--log FILE] [--work-us N]\n");
 		return 2;
 	}
 	period = strtoll(argv[3], NULL, 10);
@@ -99,6 +103,8 @@ int main(int argc, char **argv)
 			peers = argv[i + 1];
 		else if (!strcmp(argv[i], "--log"))
 			logpath = argv[i + 1];
+		else if (!strcmp(argv[i], "--work-us"))
+			work_us = strtoll(argv[i + 1], NULL, 10);
 	}
 	if (period <= 0)
 		return 2;
@@ -135,6 +141,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ls-participant %s: advance to %" PRId64 ": %s\n", argv[2], t,
 				shmclock_strerror(r));
 			return 1;
+		}
+		if (work_us > 0) {
+			struct timespec ts = { work_us / 1000000, (work_us % 1000000) * 1000 };
+
+			nanosleep(&ts, NULL);
 		}
 		if (fd >= 0) {
 			int keep = 0;

@@ -268,6 +268,47 @@ unsigned shmclock_lockstep_host_list(shmclock_lockstep_host_t *h,
 /* Removes the segment (participants then get -ESTALE) and frees @h. */
 void shmclock_lockstep_host_destroy(shmclock_lockstep_host_t *h);
 
+/*
+ * Observers: see every step from outside (shmclockctl trace) by sampling
+ * the timestamps participants already write in their slots: read-only,
+ * nothing is added to a participant's or the writer's path. Any process
+ * that may read the participants' segment (the clock's user, and its
+ * ControlGroup) can observe.
+ */
+typedef struct shmclock_lockstep_observer shmclock_lockstep_observer_t;
+
+/* One member as a sample saw it. A step between two samples shows as
+ * grants / steps and the working / waiting sums moving on. */
+struct shmclock_lockstep_sample {
+	struct shmclock_lockstep_participant p;
+	uint32_t incarnation;   /* changes when the slot is taken again */
+	uint64_t grants, steps; /* as in struct shmclock_lockstep_stats */
+	int64_t work_ns, wait_ns;
+	int64_t granted_mono;   /* CLOCK_MONOTONIC of its last grant (0: none) */
+	int64_t returned_mono;  /* of its last return from advance; 0 once it
+				 * granted again (it is then waiting) */
+	int64_t reserved[4];
+};
+
+/**
+ * shmclock_lockstep_observe() - map the participants' segment of clock
+ * @name read-only.
+ * Return: 0; -ENOENT no such clock; -EOPNOTSUPP the clock is not in
+ * lockstep; -EACCES; -EPERM the segment is not the clock owner's; -EPROTO
+ * not a lockstep segment of this ABI; -EINVAL; -ENOMEM.
+ */
+int shmclock_lockstep_observe(const char *name, shmclock_lockstep_observer_t **out);
+
+/* Copies up to @max members into @out; returns how many there are. */
+unsigned shmclock_lockstep_observe_sample(shmclock_lockstep_observer_t *o,
+					  struct shmclock_lockstep_sample *out, unsigned max);
+
+/* The observed clock, for reading its time (owned by @o). */
+shmclock_t *shmclock_lockstep_observe_clock(shmclock_lockstep_observer_t *o);
+
+/* Unmaps and frees @o (NULL is fine). */
+void shmclock_lockstep_observe_close(shmclock_lockstep_observer_t *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclockctl trace: every lockstep step as Chrome trace-event JSON
+ * (Perfetto, chrome://tracing). A participant's life is working (from a
+ * return from advance to its next grant) and waiting (from the grant to
+ * the return); it writes both instants and their sums in its own slot.
+ * We sample those every TRACE_SAMPLE_NS, read-only: nothing is added to a
+ * participant's or the daemon's path.
+ *
+ * Between two samples a participant may have made several steps. The sums
+ * say exactly how long it worked and waited in all; when it made one step
+ * (the usual case) that is each slice's exact length, and when it made
+ * more, the slices are the interval's sums shared equally among its steps
+ * (marked "estimated"). Either way the slices alternate and their lengths
+ * add up to the real time observed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <shmclock/lockstep.h>
+#include <shmclock/shmclock.h>
+#include <shmclock/time.h>
+
+#include "ctl_trace.h"
+
+#define TRACE_SAMPLE_NS 500000LL   /* 0.5 ms */
+#define TRACE_RTF_NS 100000000LL   /* a real-time factor point every 100 ms */
+
+struct track {
+	bool used;
+	uint32_t incarnation;
+	int tid;
+	bool working;       /* its current slice */
+	int64_t cursor;     /* where its current slice began (trace time, ns) */
+	struct shmclock_lockstep_sample last;
+};
+
+struct trace {
+	FILE *f;
+	int64_t t0;         /* CLOCK_MONOTONIC of the trace's start */
+	bool first;
+	int next_tid;
+	uint64_t slices, estimated, advances;
+};
+
+static void event(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void event(struct trace *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(t->first ? "\n" : ",\n", t->f);
+	t->first = false;
+	va_start(ap, fmt);
+	vfprintf(t->f, fmt, ap);
+	va_end(ap);
+}
+
+/* @s as a JSON string's contents (names are checked UTF-8 without control
+ * characters; quotes and backslashes remain). */
+static const char *json_str(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (; *s && n + 3 < len; s++) {
+		if (*s == '"' || *s == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *s;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+static void slice(struct trace *t, struct track *k, bool working, int64_t start, int64_t dur,
+		  uint64_t steps)
+{
+	if (dur <= 0)
+		return;
+	event(t, "{\"name\":\"%s\",\"cat\":\"lockstep\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
+		 "\"ts\":%.3f,\"dur\":%.3f%s}",
+	      working ? "working" : "waiting", k->tid, start / 1e3, dur / 1e3,
+	      steps > 1 ? ",\"args\":{\"estimated\":true}" : "");
+	t->slices++;
+	t->estimated += steps > 1;
+}
+
+/* What @k did between its last sample and @s. */
+static void advance_track(struct trace *t, struct track *k, const struct shmclock_lockstep_sample *s)
+{
+	uint64_t g = s->grants - k->last.grants, r = s->steps - k->last.steps;
+	int64_t dw = s->work_ns - k->last.work_ns, dv = s->wait_ns - k->last.wait_ns;
+	uint64_t n = g + r;
+	bool w = k->working;
+	int64_t at = k->cursor;
+
+	/* Completed slices alternate from the current kind: g working ones
+	 * (each ends at a grant) and r waiting ones (each at a return). */
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t d = w ? dw / (int64_t)(g ? g : 1) : dv / (int64_t)(r ? r : 1);
+
+		/* Clipped at the trace's start: a slice begun before it. */
+		if (at < 0) {
+			d += at;
+			at = 0;
+		}
+		slice(t, k, w, at, d, w ? g : r);
+		at += d > 0 ? d : 0;
+		w = !w;
+	}
+	k->working = s->returned_mono != 0;
+	/* The instant the current slice began, as the participant wrote it. */
+	if (n)
+		k->cursor = (k->working ? s->returned_mono : s->granted_mono) - t->t0;
+	k->last = *s;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sig(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+int ctl_trace(const char *name, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "seconds", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct shmclock_lockstep_sample cur[SHMCLOCK_LOCKSTEP_SLOTS];
+	struct track tracks[SHMCLOCK_LOCKSTEP_SLOTS] = { 0 };
+	shmclock_lockstep_observer_t *o;
+	struct trace t = { .first = true, .next_tid = 1 };
+	double seconds = -1;
+	int64_t end, last_sim = INT64_MIN, rtf_mono, rtf_sim = 0, now;
+	char who[200], *e;
+	const char *path;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+		if (c == 's') {
+			seconds = strtod(optarg, &e);
+			if (e == optarg || *e || !(seconds > 0) || seconds > 86400) {
+				fprintf(stderr, "shmclockctl: trace --seconds takes seconds from 0 to 86400, not '%s'\n",
+					optarg);
+				return 2;
+			}
+		} else if (c == 'h') {
+			printf("usage: shmclockctl [-n NAME] trace " TRACE_ARGS "\n  " TRACE_HELP "\n");
+			return 0;
+		} else {
+			return 2;
+		}
+	}
+	if (seconds < 0 || optind + 1 != argc) {
+		fprintf(stderr, "shmclockctl: usage: trace --seconds S FILE (FILE - for standard output)\n");
+		return 2;
+	}
+	path = argv[optind];
+	r = shmclock_lockstep_observe(name, &o);
+	if (r) {
+		fprintf(stderr, "shmclockctl: trace: clock '%s': %s\n", name,
+			r == -EOPNOTSUPP ? "not a lockstep clock (shmclockd --lockstep N)"
+					 : shmclock_lockstep_strerror(NULL, r));
+		return 1;
+	}
+	t.f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	if (!t.f) {
+		fprintf(stderr, "shmclockctl: trace: %s: %s\n", path, strerror(errno));
+		shmclock_lockstep_observe_close(o);
+		return 1;
+	}
+	signal(SIGINT, on_sig);
+	signal(SIGTERM, on_sig);
+	fprintf(t.f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+	event(&t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"clock %s\"}}", name);
+	event(&t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"clock advances\"}}");
+	t.t0 = shmclock_steady_now().ns;
+	end = t.t0 + (int64_t)(seconds * 1e9);
+	rtf_mono = t.t0;
+	for (;;) {
+		struct timespec ts = { 0, TRACE_SAMPLE_NS };
+		unsigned n = shmclock_lockstep_observe_sample(o, cur, SHMCLOCK_LOCKSTEP_SLOTS);
+		int64_t sim;
+
+		now = shmclock_steady_now().ns;
+		r = shmclock_now(shmclock_lockstep_observe_clock(o), &sim);
+		if (r == 0 || r == -ESTALE) {
+			if (last_sim != INT64_MIN && sim != last_sim) {
+				event(&t, "{\"name\":\"advance\",\"cat\":\"clock\",\"ph\":\"i\",\"s\":\"t\",\"pid\":1,"
+					  "\"tid\":0,\"ts\":%.3f,\"args\":{\"sim_ns\":%" PRId64 "}}",
+				      (now - t.t0) / 1e3, sim);
+				t.advances++;
+			}
+			if (last_sim == INT64_MIN)
+				rtf_sim = sim;
+			last_sim = sim;
+			if (now - rtf_mono >= TRACE_RTF_NS) {
+				event(&t, "{\"name\":\"real-time factor\",\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,"
+					  "\"args\":{\"factor\":%.6g}}",
+				      (now - t.t0) / 1e3, (double)(sim - rtf_sim) / (double)(now - rtf_mono));
+				rtf_mono = now;
+				rtf_sim = sim;
+			}
+		}
+		for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+			struct track *k = &tracks[cur[i].p.slot];
+
+			if (!k->used || k->incarnation != cur[i].incarnation) {
+				/* A new member (or a slot taken again): a track of its own. */
+				if (k->used)
+					slice(&t, k, k->working, k->cursor, now - t.t0 - k->cursor, 1);
+				memset(k, 0, sizeof(*k));
+				k->used = true;
+				k->incarnation = cur[i].incarnation;
+				k->tid = t.next_tid++;
+				k->last = cur[i];
+				k->working = cur[i].returned_mono != 0;
+				k->cursor = (k->working ? cur[i].returned_mono : cur[i].granted_mono) - t.t0;
+				/* Begun before the trace: from its start; no instant
+				 * written yet (no grant so far): from now. */
+				if (!(k->working ? cur[i].returned_mono : cur[i].granted_mono))
+					k->cursor = now - t.t0;
+				else if (k->cursor < 0)
+					k->cursor = 0;
+				event(&t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
+					  "\"args\":{\"name\":\"%s (pid %d)\"}}",
+				      k->tid, json_str(cur[i].p.who, who, sizeof(who)), (int)cur[i].p.pid);
+				continue;
+			}
+			advance_track(&t, k, &cur[i]);
+		}
+		if (now >= end || interrupted)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	/* Each track's current slice, up to the end. */
+	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
+		if (tracks[i].used)
+			slice(&t, &tracks[i], tracks[i].working, tracks[i].cursor,
+			      now - t.t0 - tracks[i].cursor, 1);
+	fprintf(t.f, "\n],\"otherData\":{\"clock\":\"%s\",\"duration_s\":%.6f,\"slices\":%" PRIu64
+		     ",\"estimated_slices\":%" PRIu64 ",\"advances_seen\":%" PRIu64 "}}\n",
+		name, (now - t.t0) / 1e9, t.slices, t.estimated, t.advances);
+	r = ferror(t.f);
+	if (t.f != stdout)
+		r |= fclose(t.f);
+	else
+		fflush(stdout);
+	shmclock_lockstep_observe_close(o);
+	if (r) {
+		fprintf(stderr, "shmclockctl: trace: writing %s failed\n", path);
+		return 1;
+	}
+	fprintf(stderr, "shmclockctl: trace: %.1f s, %" PRIu64 " slices (%" PRIu64
+			" shared among several steps), %" PRIu64 " advances seen\n",
+		(now - t.t0) / 1e9, t.slices, t.estimated, t.advances);
+	return 0;
+}

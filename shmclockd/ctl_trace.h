@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* shmclockctl trace: every lockstep step as Chrome trace-event JSON. */
+#ifndef SHMCLOCKD_CTL_TRACE_H
+#define SHMCLOCKD_CTL_TRACE_H
+
+#define TRACE_ARGS "--seconds S FILE"
+#define TRACE_HELP "lockstep: record every step for S seconds as a Chrome trace (Perfetto) in FILE"
+
+/* The command, with its own arguments (argv[0] is "trace"). Exit status. */
+int ctl_trace(const char *name, int argc, char **argv);
+
+#endif

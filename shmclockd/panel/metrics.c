@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * /metrics: the Prometheus text exposition format (version 0.0.4), built
+ * from what the poller last read: the segment (live time, scale, flags)
+ * and the daemon's status (ticks, control, lockstep, hosts). Names follow
+ * Prometheus' conventions: prefix shmclock_, base units (_seconds),
+ * counters end in _total. A figure the status does not carry (an older
+ * daemon, no lockstep) is left out, never reported as 0.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "panel.h"
+#include "status_json.h"
+
+void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if (b->s && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+		char *s = realloc(b->s, cap);
+
+		if (!s) {
+			b->oom = true;
+			return;
+		}
+		b->s = s;
+		b->cap = cap;
+	}
+}
+
+void sb_label(struct sbuf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			sb_printf(b, "\\%c", *s);
+		else if (*s == '\n')
+			sb_printf(b, "\\n");
+		else
+			sb_printf(b, "%c", *s);
+	}
+}
+
+/* One sample of family @name (its HELP and TYPE first, once: *@head),
+ * labelled with @clock and, when not NULL, @participant. */
+static void sample(struct sbuf *b, bool *head, const char *name, const char *type,
+		   const char *help, const char *clock, const char *participant, double v)
+{
+	if (!*head)
+		sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	*head = true;
+	sb_printf(b, "%s{clock=\"", name);
+	sb_label(b, clock);
+	if (participant) {
+		sb_printf(b, "\",participant=\"");
+		sb_label(b, participant);
+	}
+	sb_printf(b, "\"} %.17g\n", v);
+}
+
+/* One metric family: its HELP and TYPE lines, then one sample per clock
+ * that has it (each clock's value from @get; NAN: absent). */
+typedef double (*getter)(const struct panel_clock *c);
+
+static void family(struct sbuf *b, struct panel *p, const char *name, const char *type,
+		   const char *help, getter get)
+{
+	bool head = false;
+
+	for (int i = 0; i < p->nclocks; i++) {
+		double v = get(&p->clocks[i]);
+
+		if (!isnan(v))
+			sample(b, &head, name, type, help, p->clocks[i].name, NULL, v);
+	}
+}
+
+static const cJSON *sub(const struct panel_clock *c, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(c->status, k);
+}
+
+/* A number in the status (in object @obj, "" for the top level) or NAN. */
+static double st_num(const struct panel_clock *c, const char *obj, const char *k)
+{
+	const cJSON *o = obj[0] ? sub(c, obj) : c->status;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static bool seg_ok(const struct panel_clock *c)
+{
+	return c->info_r == 0;
+}
+
+static double g_up(const struct panel_clock *c) { return c->status ? 1 : 0; }
+static double g_readable(const struct panel_clock *c) { return seg_ok(c) ? 1 : 0; }
+static double g_sim(const struct panel_clock *c)
+{
+	return seg_ok(c) && c->info.initialized ? (double)c->info.sim_ns / 1e9 : NAN;
+}
+static double g_scale(const struct panel_clock *c) { return seg_ok(c) ? c->info.scale : NAN; }
+static double g_rtf(const struct panel_clock *c) { return c->hist_n ? c->rtf : NAN; }
+static double g_achieved(const struct panel_clock *c) { return st_num(c, "", "scale_achieved"); }
+static double g_paused(const struct panel_clock *c) { return seg_ok(c) ? c->info.paused : NAN; }
+static double g_stepped(const struct panel_clock *c) { return seg_ok(c) ? c->info.stepped : NAN; }
+static double g_stale(const struct panel_clock *c) { return seg_ok(c) ? c->info.stale : NAN; }
+static double g_init(const struct panel_clock *c) { return seg_ok(c) ? c->info.initialized : NAN; }
+static double g_alive(const struct panel_clock *c) { return seg_ok(c) ? c->info.writer_alive : NAN; }
+static double g_jumps(const struct panel_clock *c) { return seg_ok(c) ? (double)c->info.jump_epoch : NAN; }
+static double g_commits(const struct panel_clock *c) { return seg_ok(c) ? (double)c->info.commits : NAN; }
+static double g_status_fail(const struct panel_clock *c) { return (double)c->status_failures; }
+static double g_ticks(const struct panel_clock *c) { return st_num(c, "ticks", "count"); }
+static double g_skipped(const struct panel_clock *c) { return st_num(c, "ticks", "skipped"); }
+static double g_ctl_answered(const struct panel_clock *c) { return st_num(c, "control", "answered"); }
+static double g_ctl_errors(const struct panel_clock *c) { return st_num(c, "control", "errors"); }
+static double g_ctl_refused(const struct panel_clock *c) { return st_num(c, "control", "refused"); }
+static double g_ctl_dropped(const struct panel_clock *c) { return st_num(c, "control", "dropped"); }
+static double g_ctl_clients(const struct panel_clock *c) { return st_num(c, "control", "clients"); }
+static double g_ls_steps(const struct panel_clock *c) { return st_num(c, "lockstep", "advances"); }
+static double g_ls_deaths(const struct panel_clock *c) { return st_num(c, "lockstep", "deaths"); }
+static double g_ls_stalls(const struct panel_clock *c) { return st_num(c, "lockstep", "stalls"); }
+static double g_ls_running(const struct panel_clock *c)
+{
+	return sub(c, "lockstep") ? bool_of(sub(c, "lockstep"), "running") : NAN;
+}
+static double g_ls_members(const struct panel_clock *c)
+{
+	const cJSON *t = sub(c, "lockstep");
+
+	return t ? cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "members")) : NAN;
+}
+static double g_ls_required(const struct panel_clock *c)
+{
+	return st_num(c, "lockstep", "participants_required");
+}
+static double g_d_changes(const struct panel_clock *c) { return st_num(c, "distribute", "changes"); }
+static double g_d_late(const struct panel_clock *c) { return st_num(c, "distribute", "late_changes"); }
+static double g_d_leaders(const struct panel_clock *c) { return st_num(c, "distribute", "leaders"); }
+static double g_d_lost(const struct panel_clock *c) { return st_num(c, "distribute", "lost"); }
+static double g_d_received(const struct panel_clock *c) { return st_num(c, "distribute", "received"); }
+static double g_d_sent(const struct panel_clock *c) { return st_num(c, "distribute", "sent"); }
+static double g_d_reanchors(const struct panel_clock *c) { return st_num(c, "distribute", "reanchors"); }
+static double g_d_worst(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "worst_late_ns") / 1e9;
+}
+static double g_d_applied(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "applied_p99_ns") / 1e9;
+}
+static double g_d_age(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "last_message_age_ns") / 1e9;
+}
+static double g_d_stale(const struct panel_clock *c)
+{
+	return sub(c, "distribute") ? bool_of(sub(c, "distribute"), "stale") : NAN;
+}
+
+/*
+ * The tick lateness as a Prometheus histogram. The daemon sends the
+ * non-empty buckets of its log-linear histogram (latehist.h: 8 per power
+ * of two) as [lowest ns, count]; every power of two from 2^3 ns is a bucket
+ * edge there, so the cumulative counts at le = 2^k ns are exact. _sum is
+ * not kept by the daemon: estimated from each bucket's midpoint (within
+ * 6.25 %).
+ */
+static void lateness(struct sbuf *b, struct panel *p)
+{
+	const char *name = "shmclock_tick_lateness_seconds";
+	bool head = false;
+
+	for (int i = 0; i < p->nclocks; i++) {
+		const struct panel_clock *c = &p->clocks[i];
+		const cJSON *t = sub(c, "ticks"), *pair;
+		const cJSON *h = cJSON_GetObjectItemCaseSensitive(t, "late_hist");
+		double total = 0, sum = 0;
+
+		if (!cJSON_IsArray(h))
+			continue;
+		if (!head)
+			sb_printf(b, "# HELP %s How late the daemon's clock thread ran its ticks.\n"
+				     "# TYPE %s histogram\n", name, name);
+		head = true;
+		/* 1 us (2^10 ns) to 1.07 s (2^30 ns), by powers of four. */
+		for (int k = 10; k <= 32; k += 2) {
+			double le = (double)(1LL << k), n = 0;
+
+			cJSON_ArrayForEach(pair, h)
+				if (cJSON_GetArraySize(pair) == 2 &&
+				    cJSON_GetArrayItem(pair, 0)->valuedouble < le)
+					n += cJSON_GetArrayItem(pair, 1)->valuedouble;
+			sb_printf(b, "%s_bucket{clock=\"", name);
+			sb_label(b, c->name);
+			sb_printf(b, "\",le=\"%.9g\"} %.17g\n", le / 1e9, n);
+		}
+		cJSON_ArrayForEach(pair, h) {
+			double lo, n, w;
+
+			if (cJSON_GetArraySize(pair) != 2)
+				continue;
+			lo = cJSON_GetArrayItem(pair, 0)->valuedouble;
+			n = cJSON_GetArrayItem(pair, 1)->valuedouble;
+			/* A bucket from 2^e on is 2^(e-3) wide; below 8 ns, 1. */
+			w = lo < 8 ? 1 : exp2(floor(log2(lo)) - 3);
+			total += n;
+			sum += n * (lo + (w - 1) / 2);
+		}
+		sb_printf(b, "%s_bucket{clock=\"", name);
+		sb_label(b, c->name);
+		sb_printf(b, "\",le=\"+Inf\"} %.17g\n%s_sum{clock=\"", total, name);
+		sb_label(b, c->name);
+		sb_printf(b, "\"} %.17g\n%s_count{clock=\"", sum / 1e9, name);
+		sb_label(b, c->name);
+		sb_printf(b, "\"} %.17g\n", total);
+	}
+}
+
+/* Per lockstep participant: one family per figure, label participant. */
+static void participants(struct sbuf *b, struct panel *p, const char *name, const char *type,
+			 const char *help, const char *key, double mul)
+{
+	bool head = false;
+
+	for (int i = 0; i < p->nclocks; i++) {
+		const cJSON *m, *ms = cJSON_GetObjectItemCaseSensitive(sub(&p->clocks[i], "lockstep"),
+									"members");
+
+		cJSON_ArrayForEach(m, ms) {
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+			double x = cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsBool(v) ? cJSON_IsTrue(v) : NAN;
+
+			if (!isnan(x))
+				sample(b, &head, name, type, help, p->clocks[i].name, str_of(m, "name"),
+				       x * mul);
+		}
+	}
+}
+
+char *panel_metrics(struct panel *p)
+{
+	static const struct {
+		const char *name, *type, *help;
+		getter get;
+	} fams[] = {
+		{ "shmclock_up", "gauge", "1 when the clock's daemon answered the panel's last status request.", g_up },
+		{ "shmclock_readable", "gauge", "1 when the panel can read the clock's segment.", g_readable },
+		{ "shmclock_simulated_time_seconds", "gauge", "Simulation time, read from the segment.", g_sim },
+		{ "shmclock_scale", "gauge", "Nominal rate of simulation time to real time.", g_scale },
+		{ "shmclock_realtime_factor", "gauge", "Simulation time per real time over the last second (panel's reads).", g_rtf },
+		{ "shmclock_achieved_scale", "gauge", "Rate the daemon achieved (its own estimate).", g_achieved },
+		{ "shmclock_paused", "gauge", "1 while the clock is paused.", g_paused },
+		{ "shmclock_stepped", "gauge", "1 while the clock moves in steps (no extrapolation).", g_stepped },
+		{ "shmclock_stale", "gauge", "1 while what the clock follows is silent.", g_stale },
+		{ "shmclock_initialized", "gauge", "1 once the clock has a time.", g_init },
+		{ "shmclock_writer_alive", "gauge", "1 while the clock's writer lives.", g_alive },
+		{ "shmclock_jumps_total", "counter", "Explicit jumps of the clock (its jump epoch).", g_jumps },
+		{ "shmclock_commits_total", "counter", "Changes the writer published.", g_commits },
+		{ "shmclock_ticks_total", "counter", "Ticks of the daemon's clock thread.", g_ticks },
+		{ "shmclock_ticks_skipped_total", "counter", "Ticks skipped because the clock thread ran late.", g_skipped },
+		{ "shmclock_control_requests_total", "counter", "Control requests the daemon answered ok.", g_ctl_answered },
+		{ "shmclock_control_errors_total", "counter", "Control requests the daemon answered with an error.", g_ctl_errors },
+		{ "shmclock_control_refusals_total", "counter", "Control connections refused (peer credentials).", g_ctl_refused },
+		{ "shmclock_control_dropped_total", "counter", "Control connections dropped (idle, oversized, not reading).", g_ctl_dropped },
+		{ "shmclock_control_clients", "gauge", "Control connections open now.", g_ctl_clients },
+		{ "shmclock_panel_status_failures_total", "counter", "Status requests of the panel that got no valid reply.", g_status_fail },
+		{ "shmclock_lockstep_running", "gauge", "1 once every required participant joined.", g_ls_running },
+		{ "shmclock_lockstep_participants", "gauge", "Lockstep participants now.", g_ls_members },
+		{ "shmclock_lockstep_participants_required", "gauge", "Participants the clock waits for before it starts.", g_ls_required },
+		{ "shmclock_lockstep_steps_total", "counter", "Lockstep advances of the clock.", g_ls_steps },
+		{ "shmclock_lockstep_deaths_total", "counter", "Participants that died without leaving.", g_ls_deaths },
+		{ "shmclock_lockstep_stalls_total", "counter", "Participants evicted for holding the clock too long.", g_ls_stalls },
+		{ "shmclock_hosts_changes_total", "counter", "Changes of the time function led or followed.", g_d_changes },
+		{ "shmclock_hosts_late_changes_total", "counter", "Follower: changes that arrived after their instant.", g_d_late },
+		{ "shmclock_hosts_worst_late_seconds", "gauge", "Follower: the latest a change arrived after its instant.", g_d_worst },
+		{ "shmclock_hosts_applied_p99_seconds", "gauge", "How long after their instant changes were committed (p99).", g_d_applied },
+		{ "shmclock_hosts_leaders_total", "counter", "Follower: leaders followed so far.", g_d_leaders },
+		{ "shmclock_hosts_messages_received_total", "counter", "Follower: messages received from the leader.", g_d_received },
+		{ "shmclock_hosts_messages_lost_total", "counter", "Follower: messages lost.", g_d_lost },
+		{ "shmclock_hosts_messages_sent_total", "counter", "Leader: messages sent.", g_d_sent },
+		{ "shmclock_hosts_reanchors_total", "counter", "Host clock steps the time function was re-anchored for.", g_d_reanchors },
+		{ "shmclock_hosts_last_message_age_seconds", "gauge", "Follower: since the leader's last message.", g_d_age },
+		{ "shmclock_hosts_stale", "gauge", "Follower: 1 while the leader is silent.", g_d_stale },
+	};
+	struct sbuf b = { 0 };
+
+	for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++)
+		family(&b, p, fams[i].name, fams[i].type, fams[i].help, fams[i].get);
+	lateness(&b, p);
+	participants(&b, p, "shmclock_lockstep_grants_total", "counter",
+		     "Grants the participant made.", "grants", 1);
+	participants(&b, p, "shmclock_lockstep_participant_steps_total", "counter",
+		     "Returns from advance at the participant's grant.", "steps", 1);
+	participants(&b, p, "shmclock_lockstep_working_seconds_total", "counter",
+		     "Real time the participant spent working (from a return to its next grant).",
+		     "work_s", 1);
+	participants(&b, p, "shmclock_lockstep_waiting_seconds_total", "counter",
+		     "Real time the participant spent waiting (from a grant to the return).",
+		     "wait_s", 1);
+	participants(&b, p, "shmclock_lockstep_last_to_grant_total", "counter",
+		     "Advances for which the participant's grant came last.", "last_to_grant", 1);
+	participants(&b, p, "shmclock_lockstep_holding", "gauge",
+		     "1 while the clock waits for this participant.", "holding", 1);
+	sb_printf(&b, "# HELP shmclock_panel_event_streams Event streams the panel serves now.\n"
+		      "# TYPE shmclock_panel_event_streams gauge\nshmclock_panel_event_streams %d\n",
+		  p->streams);
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}

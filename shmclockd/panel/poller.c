@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one poller: segments every frame, daemons every status interval,
+ * one rendered frame for every browser.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <shmclock/time.h>
+
+#include "control_client.h"
+#include "duration.h"
+#include "panel.h"
+#include "paths.h"
+#include "status_json.h"
+
+/* The largest status reply read: 64 participants with their figures. */
+#define STATUS_MAX (256 * 1024)
+/* A daemon that does not answer status within this is shown as such; the
+ * next round asks again. */
+#define STATUS_TIMEOUT_MS 1000
+
+struct panel_clock *panel_find(struct panel *p, const char *name)
+{
+	for (int i = 0; i < p->nclocks; i++)
+		if (!strcmp(p->clocks[i].name, name))
+			return &p->clocks[i];
+	return NULL;
+}
+
+int panel_add_clock(struct panel *p, const char *name, bool given)
+{
+	struct panel_clock *c;
+
+	if (panel_find(p, name))
+		return -EEXIST;
+	if (p->nclocks >= PANEL_CLOCKS_MAX)
+		return -ENOSPC;
+	c = &p->clocks[p->nclocks];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->given = given;
+	if (paths_default_socket(name, c->sock, sizeof(c->sock)))
+		c->sock[0] = 0;
+	p->nclocks++;
+	return 0;
+}
+
+/* Every clock in /dev/shm that this user may open (the readers' trust rules
+ * decide, as for shmclock-cat). Caller holds p->mu. */
+static void discover(struct panel *p)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		shmclock_t *clk;
+
+		if (strncmp(e->d_name, "shmclock.", 9) || shmclock_check_name(e->d_name + 9) ||
+		    panel_find(p, e->d_name + 9))
+			continue;
+		if (shmclock_open(e->d_name + 9, &clk))
+			continue;
+		shmclock_close(clk);
+		panel_add_clock(p, e->d_name + 9, false);
+	}
+	closedir(d);
+}
+
+static void read_segment(struct panel_clock *c)
+{
+	if (!c->clk) {
+		c->open_err = shmclock_open(c->name, &c->clk);
+		if (c->open_err) {
+			c->clk = NULL;
+			c->info_r = c->open_err;
+			return;
+		}
+	}
+	c->info_r = shmclock_info(c->clk, &c->info);
+	if (c->info_r)
+		return;
+	/* A writer that replaced a dead one continues the same mapping; a
+	 * clock that was removed and made again is a new file: reopen when
+	 * the writer is gone, to find it. */
+	if (!c->info.writer_alive) {
+		shmclock_close(c->clk);
+		c->clk = NULL;
+	}
+	if (!c->rtf_mono) {
+		c->rtf_mono = c->info.mono_ns;
+		c->rtf_sim = c->info.sim_ns;
+	} else if (c->info.mono_ns - c->rtf_mono >= 1000000000) {
+		c->rtf = (double)(c->info.sim_ns - c->rtf_sim) / (double)(c->info.mono_ns - c->rtf_mono);
+		c->rtf_mono = c->info.mono_ns;
+		c->rtf_sim = c->info.sim_ns;
+		c->history[c->hist_head] = c->rtf;
+		c->hist_head = (c->hist_head + 1) % PANEL_HISTORY;
+		if (c->hist_n < PANEL_HISTORY)
+			c->hist_n++;
+	}
+}
+
+/* Asks the daemon of @c for status, without p->mu held (it may take up to
+ * STATUS_TIMEOUT_MS). */
+static void ask_status(struct panel *p, int i, char *buf)
+{
+	static const char line[] = "{\"v\":1,\"cmd\":\"status\"}\n";
+	char sock[108], err[200] = "";
+	cJSON *reply = NULL, *st = NULL;
+	int r;
+
+	pthread_mutex_lock(&p->mu);
+	memcpy(sock, p->clocks[i].sock, sizeof(sock));
+	pthread_mutex_unlock(&p->mu);
+	if (!sock[0]) {
+		snprintf(err, sizeof(err), "the default control socket path is too long");
+	} else if ((r = control_client_request(sock, line, buf, STATUS_MAX, STATUS_TIMEOUT_MS))) {
+		snprintf(err, sizeof(err), "%s at %s",
+			 r == -ETIMEDOUT ? "shmclockd did not answer status within 1 s"
+			 : r == -ENOENT || r == -ECONNREFUSED ? "no shmclockd"
+			 : r == -EPROTO ? "shmclockd closed the connection without a reply"
+					: strerror(-r), sock);
+	} else if (!(reply = cJSON_Parse(buf)) ||
+		   !cJSON_IsObject(st = cJSON_GetObjectItemCaseSensitive(reply, "status"))) {
+		snprintf(err, sizeof(err), "shmclockd at %s sent no valid status", sock);
+	}
+	pthread_mutex_lock(&p->mu);
+	struct panel_clock *c = &p->clocks[i];
+
+	cJSON_Delete(c->status);
+	free(c->reply);
+	c->status = NULL;
+	c->reply = NULL;
+	snprintf(c->status_err, sizeof(c->status_err), "%s", err);
+	if (err[0]) {
+		c->status_failures++;
+		cJSON_Delete(reply);
+	} else {
+		c->status = cJSON_DetachItemViaPointer(reply, st);
+		cJSON_Delete(reply);
+		c->reply = strdup(buf);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static const char *state_of(const struct panel_clock *c)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(c->status, "distribute");
+
+	if (c->info_r == -EAGAIN)
+		return "stuck";
+	if (c->info_r)
+		return "absent";
+	if (!c->info.writer_alive)
+		return "dead";
+	if (!c->info.initialized)
+		return "uninitialized";
+	if (c->info.stale)
+		return "stale";
+	if (c->info.paused)
+		return "paused";
+	if (c->info.source == SHMCLOCK_SOURCE_LEADER ||
+	    (d && !strcmp(str_of(d, "role"), "follower")))
+		return "following";
+	if (c->info.stepped)
+		return "stepped";
+	return "running";
+}
+
+/* One clock's part of a frame; @full adds its status and history. */
+static cJSON *clock_json(const struct panel_clock *c, bool full)
+{
+	cJSON *o = cJSON_CreateObject();
+	char buf[64];
+
+	cJSON_AddStringToObject(o, "name", c->name);
+	cJSON_AddStringToObject(o, "state", state_of(c));
+	if (c->info_r && c->info_r != -EAGAIN) {
+		cJSON_AddStringToObject(o, "error", shmclock_strerror(c->info_r));
+	} else if (!c->info_r) {
+		const shmclock_info_t *in = &c->info;
+
+		snprintf(buf, sizeof(buf), "%lld", (long long)in->sim_ns);
+		cJSON_AddStringToObject(o, "sim_ns", buf);
+		cJSON_AddStringToObject(o, "sim", duration_format(in->sim_ns, buf, sizeof(buf)));
+		if (in->has_unix_at_zero)
+			cJSON_AddStringToObject(o, "world",
+						time_format_iso(in->unix_at_zero_ns + in->sim_ns, buf,
+								sizeof(buf)));
+		cJSON_AddStringToObject(o, "source", shmclock_source_name(in->source));
+		cJSON_AddNumberToObject(o, "scale", in->scale);
+		cJSON_AddNumberToObject(o, "jump_epoch", (double)in->jump_epoch);
+		cJSON_AddNumberToObject(o, "writer_pid", in->writer_pid);
+	}
+	if (c->hist_n)
+		cJSON_AddNumberToObject(o, "rtf", c->rtf);
+	if (c->status_err[0])
+		cJSON_AddStringToObject(o, "status_error", c->status_err);
+	if (full) {
+		cJSON *h = cJSON_CreateArray();
+
+		for (int k = 0; k < c->hist_n; k++)
+			cJSON_AddItemToArray(h, cJSON_CreateNumber(
+				c->history[(c->hist_head - c->hist_n + k + PANEL_HISTORY) % PANEL_HISTORY]));
+		cJSON_AddItemToObject(o, "history", h);
+		if (c->status)
+			cJSON_AddItemToObject(o, "status", cJSON_Duplicate(c->status, 1));
+	}
+	return o;
+}
+
+/* "data: {...}\n\n" for SSE. */
+static char *sse_event(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o), *ev;
+	size_t n;
+
+	cJSON_Delete(o);
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	ev = malloc(n + 9);
+	if (ev)
+		snprintf(ev, n + 9, "data: %s\n\n", s);
+	free(s);
+	return ev;
+}
+
+/* Caller holds p->mu. */
+static void render(struct panel *p)
+{
+	cJSON *light = cJSON_CreateObject(), *full = cJSON_CreateObject();
+	cJSON *la = cJSON_CreateArray(), *fa = cJSON_CreateArray();
+	char *l, *f;
+
+	for (int i = 0; i < p->nclocks; i++) {
+		cJSON_AddItemToArray(la, clock_json(&p->clocks[i], false));
+		cJSON_AddItemToArray(fa, clock_json(&p->clocks[i], true));
+	}
+	cJSON_AddNumberToObject(light, "seq", (double)p->frame_seq + 1);
+	cJSON_AddNumberToObject(full, "seq", (double)p->frame_seq + 1);
+	cJSON_AddNumberToObject(full, "status_seq", (double)p->status_seq);
+	cJSON_AddBoolToObject(full, "control", p->control);
+	cJSON_AddItemToObject(light, "clocks", la);
+	cJSON_AddItemToObject(full, "clocks", fa);
+	l = sse_event(light);
+	f = sse_event(full);
+	if (!l || !f) {
+		/* Out of memory: browsers keep the previous frame. */
+		free(l);
+		free(f);
+		return;
+	}
+	free(p->frame);
+	free(p->frame_full);
+	p->frame = l;
+	p->frame_full = f;
+	p->frame_seq++;
+	pthread_cond_broadcast(&p->frame_cv);
+}
+
+void panel_poll_once(struct panel *p, bool with_status)
+{
+	static char *buf;
+	int n;
+
+	if (with_status && !buf && !(buf = malloc(STATUS_MAX)))
+		with_status = false;
+	pthread_mutex_lock(&p->mu);
+	if (p->every && with_status)
+		discover(p);
+	n = p->nclocks;
+	pthread_mutex_unlock(&p->mu);
+	/* Clocks are only ever added, never moved: index i stays valid. */
+	for (int i = 0; with_status && i < n; i++)
+		ask_status(p, i, buf);
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < p->nclocks; i++)
+		read_segment(&p->clocks[i]);
+	if (with_status)
+		p->status_seq++;
+	render(p);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void *panel_poller(void *arg)
+{
+	struct panel *p = arg;
+	int64_t next_status = shmclock_steady_now().ns + (int64_t)p->status_ms * 1000000;
+
+	for (;;) {
+		struct timespec ts = { 0, (long)p->frame_ms * 1000000 };
+		int64_t now;
+		bool stop;
+
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&p->mu);
+		stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			break;
+		now = shmclock_steady_now().ns;
+		panel_poll_once(p, now >= next_status);
+		if (now >= next_status)
+			next_status = now + (int64_t)p->status_ms * 1000000;
+	}
+	return NULL;
+}

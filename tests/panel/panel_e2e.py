@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""shmclock-panel end to end (issue 34), against a real shmclockd running a
+lockstep clock with three participants (ls-participant):
+
+- /api/status is the daemon's status reply; /metrics parses as the
+  Prometheus text format with the clock's figures; /events streams frames
+  whose time moves;
+- control with the token pauses the clock (shmclockctl status says so);
+  forged requests (no token, the token in a cookie, a wrong token, a wrong
+  Host, another Origin) and a read-only panel are refused and the clock
+  keeps running;
+- bad input: 200 concurrent clients, a slow client, a 10 MB request, a path
+  traversal, an unknown clock, bad options: clear refusals, and the panel
+  and the clock keep working.
+Each check prints an ok / not ok line; exit 0 when all hold.
+"""
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import threading
+import time
+
+from panelenv import Env, PANEL, check, finish, running, sim_ns
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
+
+
+def parse_metrics(text):
+    """{(name, frozenset(labels)): value}, and the families' types; raises
+    ValueError on anything the text format does not allow."""
+    types, samples = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ", 3)
+            if name in types:
+                raise ValueError("TYPE twice for " + name)
+            types[name] = typ
+            continue
+        if line.startswith("#") or not line:
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            raise ValueError("not a sample line: " + line)
+        name, labels, value = m.group(1), m.group(3) or "", float(m.group(4))
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        if name not in types and base not in types:
+            raise ValueError("sample before its TYPE: " + line)
+        lab = frozenset(LABEL.findall(labels))
+        if (name, lab) in samples:
+            raise ValueError("duplicate sample: " + line)
+        samples[(name, lab)] = value
+    return types, samples
+
+
+def one(samples, name, **labels):
+    want = set(labels.items())
+    vals = [v for (n, lab), v in samples.items() if n == name and want <= set(lab)]
+    return vals[0] if len(vals) == 1 else None
+
+
+def sse_frames(port, n, timeout=15):
+    """The first n frames of /events (parsed), with their arrival times."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+    buf, frames, t0 = b"", [], time.monotonic()
+    try:
+        while len(frames) < n and time.monotonic() - t0 < timeout:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            for m in re.finditer(rb"data: (\{.*?\})\n\n", buf):
+                frames.append((time.monotonic(), json.loads(m.group(1))))
+            buf = buf[buf.rfind(b"\n\n") + 2:] if b"\n\n" in buf else buf
+    finally:
+        s.close()
+    return frames[:n]
+
+
+def raw(port, data, timeout=10):
+    """Sends raw bytes; returns the response's status line and body."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        s.close()
+    return out.decode(errors="replace")
+
+
+def test_read(e):
+    code, body, _ = e.get("/api/status?clock=" + e.name)
+    st = json.loads(body) if code == 200 else {}
+    check(code == 200 and st.get("ok") and st["status"]["name"] == e.name,
+          "/api/status?clock=NAME is the daemon's status reply (%d)" % code)
+    ls = st.get("status", {}).get("lockstep", {})
+    check(sorted(m["name"] for m in ls.get("members", [])) == e.who,
+          "with the three participants: %s" % [m["name"] for m in ls.get("members", [])])
+    code, body, _ = e.get("/api/status")
+    check(code == 200 and json.loads(body)["clocks"][e.name]["ok"], "/api/status lists every clock")
+
+    time.sleep(1.2)  # a status round with the participants' figures
+    code, body, r = e.get("/metrics")
+    try:
+        types, samples = parse_metrics(body)
+        ok = True
+    except ValueError as ex:
+        types, samples, ok = {}, {}, False
+        print("# " + str(ex))
+    check(code == 200 and ok and r.getheader("Content-Type", "").startswith("text/plain; version=0.0.4"),
+          "/metrics parses as the Prometheus text format (%d families)" % len(types))
+    check(one(samples, "shmclock_scale", clock=e.name) == 1.0, "shmclock_scale is the clock's scale")
+    t1 = one(samples, "shmclock_simulated_time_seconds", clock=e.name)
+    check(t1 is not None and t1 > 0, "shmclock_simulated_time_seconds = %s" % t1)
+    check(all(n.endswith("_total") for n, t in types.items() if t == "counter"),
+          "every counter's name ends in _total")
+    check(types.get("shmclock_tick_lateness_seconds") == "histogram",
+          "tick lateness is a histogram")
+    inf = one(samples, "shmclock_tick_lateness_seconds_bucket", clock=e.name, le="+Inf")
+    cnt = one(samples, "shmclock_tick_lateness_seconds_count", clock=e.name)
+    check(inf is not None and inf == cnt, "its +Inf bucket equals its count")
+    waits = {dict(lab)["participant"]: v for (n, lab), v in samples.items()
+             if n == "shmclock_lockstep_waiting_seconds_total"}
+    check(sorted(waits) == e.who and all(v >= 0 for v in waits.values()),
+          "shmclock_lockstep_waiting_seconds_total per participant: %s" % waits)
+    steps = one(samples, "shmclock_lockstep_steps_total", clock=e.name)
+    check(steps is not None and steps > 0, "shmclock_lockstep_steps_total = %s" % steps)
+    time.sleep(1.2)
+    _, body, _ = e.get("/metrics")
+    t2 = one(parse_metrics(body)[1], "shmclock_simulated_time_seconds", clock=e.name)
+    check(t2 is not None and t1 is not None and t2 > t1, "the simulated time rises: %s -> %s" % (t1, t2))
+
+    frames = sse_frames(e.port, 12)
+    times = [int(f["clocks"][0]["sim_ns"]) for _, f in frames]
+    check(len(frames) == 12, "/events streams frames (%d)" % len(frames))
+    check(times == sorted(times) and times and times[-1] > times[0],
+          "the streamed time moves forward: %s .. %s" % (times[:1], times[-1:]))
+    check(bool(frames) and "status" in frames[0][1]["clocks"][0],
+          "the first frame carries the daemon's status")
+    if len(frames) > 1:
+        rate = (len(frames) - 1) / (frames[-1][0] - frames[0][0])
+        print("# %.1f frames/s" % rate)
+
+
+def test_control(e):
+    refusals = [
+        ("no token", {"X-Shmclock-Token": None}),
+        ("the token in a cookie", {"X-Shmclock-Token": None, "Cookie": "X-Shmclock-Token=" + e.token}),
+        ("a wrong token", {"X-Shmclock-Token": e.token[:-1] + "x"}),
+        ("a wrong Host (DNS rebinding)", {"Host": "evil.example:%d" % e.port}),
+        ("another Origin", {"Origin": "http://evil.example"}),
+    ]
+    for what, h in refusals:
+        code, body, _ = e.control_req("pause", headers=h)
+        try:
+            err = json.loads(body)["error"]
+        except (ValueError, KeyError):
+            err = None
+        check(code == 403 and err and "\n" not in err, "pause with %s: 403, %s" % (what, err))
+    st = e.status()
+    check(st and not st["paused"] and running(e), "... and the clock keeps running")
+
+    code, body, _ = e.control_req("pause")
+    st = e.status()
+    check(code == 200 and st and st["paused"], "pause with the token: %d, shmclockctl says paused" % code)
+    a = sim_ns(e)
+    time.sleep(0.5)
+    check(sim_ns(e) == a, "and the time stands still")
+    code, body, _ = e.control_req("scale", "0.5")
+    check(code == 409 and "lockstep" in json.loads(body).get("error", ""),
+          "scale 0.5 on a lockstep clock: the daemon's refusal passed on: %s" % body.strip())
+    code, body, _ = e.control_req("scale", "abc")
+    check(code == 409 and "1e-6" in json.loads(body).get("error", ""),
+          "scale abc: the daemon's refusal passed on: %s" % body.strip())
+    code, body, _ = e.control_req("resume")
+    check(code == 200 and running(e), "resume: the clock runs again")
+    code, body, _ = e.control_req("stop")
+    check(code == 400 and "pause, resume" in body, "an unknown command: 400 %s" % body.strip())
+    body = json.dumps({"clock": "no-such-clock", "cmd": "pause"})
+    code, body, _ = e.get("/api/control", method="POST", body=body,
+                          headers={"Host": "127.0.0.1:%d" % e.port, "X-Shmclock-Token": e.token})
+    check(code == 404 and "unknown clock" in body, "control of an unknown clock: 404 %s" % body.strip())
+
+    ro = e.panel(False)
+    code, body, _ = e.control_req("pause", port=ro)
+    check(code == 403 and "read-only" in body, "a panel without --control: 403 %s" % body.strip())
+    frames = sse_frames(ro, 1)
+    check(frames and frames[0][1].get("control") is False, "its frames say control is off")
+    check(running(e, 0.5) and not e.status()["paused"], "the clock is still running")
+
+
+def test_bad_input(e):
+    # 200 clients at once, each opening an event stream.
+    results = []
+
+    def client():
+        try:
+            s = socket.create_connection(("127.0.0.1", e.port), timeout=20)
+            s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = s.recv(4096).decode(errors="replace")
+            results.append((first.split("\r\n")[0], first, s))
+        except OSError as ex:
+            results.append(("error " + str(ex), "", None))
+
+    threads = [threading.Thread(target=client) for _ in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    served = sum(1 for l, _, _ in results if " 200 " in l)
+    busy = [b for l, b, _ in results if " 503 " in l]
+    other = [l for l, _, _ in results if " 200 " not in l and " 503 " not in l]
+    check(served == 64 and len(busy) + len(other) == 136 and
+          all("too many event streams" in b for b in busy),
+          "200 concurrent event streams: %d served, %d refused with 503 'too many event streams', "
+          "%d closed at accept (%s)" % (served, len(busy), len(other), other[:2]))
+    for _, _, s in results:
+        if s:
+            s.close()
+    time.sleep(0.5)
+    code, _, _ = e.get("/api/status")
+    check(code == 200, "after them /api/status still answers")
+
+    # A slow client: half a request line, then nothing.
+    slow = socket.create_connection(("127.0.0.1", e.port), timeout=60)
+    slow.sendall(b"GET /api/sta")
+    code, _, _ = e.get("/metrics")
+    check(code == 200, "with a slow client connected, others are served")
+    t0 = time.monotonic()
+    try:
+        closed = slow.recv(100) == b""
+    except (ConnectionResetError, socket.timeout):
+        closed = True
+    slow.close()
+    check(closed, "the slow client is disconnected (after %.0f s idle)" % (time.monotonic() - t0))
+
+    # 10 MB.
+    big = b"x" * (10 << 20)
+    for what, tok in (("with the token", e.token), ("without a token", None)):
+        hdr = ("POST /api/control HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+               "Content-Length: %d\r\n%s\r\n" % (e.port, len(big),
+                                                 "X-Shmclock-Token: %s\r\n" % tok if tok else ""))
+        s = socket.create_connection(("127.0.0.1", e.port), timeout=10)
+        s.sendall(hdr.encode())
+        try:
+            s.sendall(big[:65536])
+        except OSError:
+            pass
+        resp = b""
+        try:
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                resp += c
+        except (ConnectionResetError, socket.timeout):
+            pass
+        s.close()
+        line = resp.decode(errors="replace").split("\r\n")[0]
+        want = " 413 " if tok else " 403 "
+        check(want in line and (b"too large" in resp if tok else b"token" in resp),
+              "a 10 MB request %s: %s %s" % (what, line, resp.decode(errors="replace").split("\r\n")[-1].strip()))
+
+    r = raw(e.port, b"GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    check(" 400 " in r.split("\r\n")[0] and "path traversal refused" in r and "root:" not in r,
+          "GET /../../etc/passwd: %s" % r.split("\r\n")[0])
+    r = raw(e.port, b"GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    check(" 200 " not in r.split("\r\n")[0] and "root:" not in r, "GET /%2e%2e/...: " + r.split("\r\n")[0])
+    code, body, _ = e.get("/static/../panel.js")
+    check(code in (400, 404) and "root:" not in body, "/static/../panel.js: %d" % code)
+    code, body, _ = e.get("/api/status?clock=no-such-clock")
+    check(code == 404 and json.loads(body)["error"].startswith("unknown clock"),
+          "/api/status of an unknown clock: 404 %s" % body.strip())
+    code, body, _ = e.get("/clock/no-such-clock")
+    check(code == 404 and "unknown clock" in body, "/clock/no-such-clock: 404")
+    code, body, _ = e.get("/clock/" + e.name)
+    check(code == 200 and "<html" in body, "/clock/NAME: the page")
+    code, body, _ = e.get("/metrics", method="POST", body="x")
+    check(code == 405, "POST /metrics: 405 %s" % body.strip())
+    code, body, _ = e.get("/" + "a" * 100000)
+    check(code in (414, 431, 404) and code != 200, "a 100 kB URL: %d" % code)
+    check(running(e, 0.5), "the clock still runs after all of it")
+    code, _, _ = e.get("/api/status?clock=" + e.name)
+    check(code == 200, "and the panel still answers")
+
+
+def test_options(e):
+    def run(args, mode=None):
+        f = os.path.join(e.tmp, "tok-%d" % len(args))
+        with open(f, "w") as fh:
+            fh.write(e.token + "\n")
+        os.chmod(f, mode if mode is not None else 0o600)
+        args = [a.replace("TOKEN", f) for a in args]
+        r = subprocess.run([PANEL] + args, env=e.env, capture_output=True, text=True, timeout=10)
+        return r.returncode, r.stderr.strip()
+
+    for args, mode, want in [
+        (["--control", "--token-file", "TOKEN", "--listen", "127.0.0.1:0"], 0o644, "chmod 600"),
+        (["--control"], None, "--token-file"),
+        (["--listen", "localhost"], None, "ADDR:PORT"),
+        (["--listen", "127.0.0.1:99999"], None, "ADDR:PORT"),
+        (["-n", "bad/name"], None, "bad clock name"),
+        (["--status-interval", "5"], None, "100 to 60000"),
+        (["--frobnicate"], None, "unknown option"),
+    ]:
+        rc, err = run(args, mode)
+        check(rc == 2 and want in err and len(err.splitlines()) == 1,
+              "shmclock-panel %s: exit %d, %s" % (" ".join(args), rc, err.splitlines()[-1:] if err else ""))
+    r = subprocess.run([PANEL, "--help"], capture_output=True, text=True)
+    check(r.returncode == 0 and "--token-file" in r.stdout, "--help")
+
+
+def main():
+    with Env(participants=3, period_ms=10) as e:
+        test_read(e)
+        test_control(e)
+        test_bad_input(e)
+        test_options(e)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
