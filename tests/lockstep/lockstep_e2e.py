@@ -11,7 +11,11 @@
   OnDeath evict (the clock goes on, found within 1 s, never past the dead
   one's last grant before) and 30 times with OnDeath abort in CI mode (the
   run ends with status 86 naming the dead one within 1 s; the measured
-  figures are printed, ~10 ms on a quiet machine).
+  figures are printed, ~10 ms on a quiet machine);
+- stalls: 8 evictions, by EvictAfter (a SIGSTOPped participant) and by hand
+  (shmclockctl evict) in turns, while another thread polls status (the
+  eviction record status copies is the one the clock thread rewrites: CI
+  runs this file under ThreadSanitizer).
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT (set by meson).
 Exit 0 when every check holds; each check prints an ok / not ok line.
@@ -24,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 D = os.environ["SHMCLOCKD"]
@@ -222,6 +227,86 @@ def test_deaths_evict(tmp):
           % (worst, FOUND_LIMIT_MS, "".join("\n#  " + b for b in bad)))
 
 
+def test_stalls(tmp):
+    """Stalls ended by EvictAfter (a SIGSTOPped participant) and by hand
+    (shmclockctl evict), alternating, while another thread polls status:
+    the clock thread rewrites the eviction record that status copies (the
+    race issue 30 named; ThreadSanitizer runs this file in CI). Each round's
+    victim is named in status, the others go on."""
+    bad = []
+    clock = name("stall")
+    sock = os.path.join(tmp, "stall.sock")
+    d = subprocess.Popen([D, "-n", clock, "--source", "fixed", "--lockstep", "3", "--socket", sock,
+                          "--evict-after", "200ms", "--stall-after", "100ms", "--remove-on-exit",
+                          "--log-level", "error"])
+    procs.append(d)
+    polling = [True]
+    polls = [0]
+
+    def poll():
+        while polling[0]:
+            if status(clock, sock) is not None:
+                polls[0] += 1
+
+    poller = threading.Thread(target=poll)
+    try:
+        deadline = time.monotonic() + 5
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        poller.start()
+        for i in range(8):
+            ps = []
+            for k in range(3):
+                p = subprocess.Popen([P, clock, "r%d-p%d" % (i, k), str((k + 1) * MS), str(1 << 60)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                procs.append(p)
+                ps.append(p)
+            for p in ps:
+                p.stdout.readline()  # "joined ..."
+            time.sleep(random.uniform(0.005, 0.05))
+            k = random.randrange(3)
+            who = "r%d-p%d" % (i, k)
+            by_hand = i % 2 == 1
+            if by_hand:
+                r = subprocess.run([CTL, "-n", clock, "--socket", sock, "evict", who],
+                                   capture_output=True, text=True, timeout=10)
+                if r.returncode != 0:
+                    bad.append("round %d: evict %s: %s" % (i, who, r.stderr.strip()))
+            else:
+                ps[k].send_signal(signal.SIGSTOP)
+            st = None
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                st = status(clock, sock)
+                if who in (st["lockstep"].get("last_eviction") or ""):
+                    break
+                time.sleep(0.01)
+            if who not in (st["lockstep"].get("last_eviction") or ""):
+                bad.append("round %d: %s not evicted within 5 s (%s)" % (i, who, "by hand" if by_hand else "stopped"))
+            else:
+                sim = int(st["sim_ns"])
+                end = time.monotonic() + 2
+                while int(status(clock, sock)["sim_ns"]) <= sim and time.monotonic() < end:
+                    time.sleep(0.005)
+                if int(status(clock, sock)["sim_ns"]) <= sim:
+                    bad.append("round %d: the clock did not go on after evicting %s" % (i, who))
+            ps[k].send_signal(signal.SIGCONT)
+            stop_all(ps)
+            end = time.monotonic() + 2
+            while status(clock, sock)["lockstep"]["members"] and time.monotonic() < end:
+                time.sleep(0.005)
+    finally:
+        polling[0] = False
+        if poller.is_alive():
+            poller.join()
+        d.send_signal(signal.SIGTERM)
+        d.wait(10)
+    check(not bad and d.returncode == 0,
+          "stalls: 8 evictions (EvictAfter and by hand, alternating) under %d status polls, each "
+          "victim named, the clock going on, the daemon ending cleanly (%s)%s"
+          % (polls[0], d.returncode, "".join("\n#  " + b for b in bad)))
+
+
 def log_sod(line):
     """Seconds of the UTC day from a log line's "HH:MM:SS.mmm" stamp."""
     h, m, sec = line.split()[0].split(":")
@@ -316,6 +401,7 @@ def main():
         test_determinism(tmp)
         test_barriers(tmp)
         test_deaths_evict(tmp)
+        test_stalls(tmp)
         test_deaths_abort(tmp)
     finally:
         for p in procs:
