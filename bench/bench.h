@@ -13,6 +13,8 @@
 #include <shmclock/shmclock.h>
 #include <shmclock/writer.h>
 
+#include "latehist.h"
+
 /* Options every subcommand accepts; each uses the ones that apply. */
 struct bench_opts {
 	bool quick;
@@ -59,6 +61,30 @@ void bench_sleep_s(double s);
  * (/tmp/shmclock-bench-PID, exported as SHMCLOCK_RUNTIME_DIR). 0, or -1
  * with a message. The caller removes it. */
 int bench_runtime_dir(char *rt, size_t len);
+
+/* What a process costs: CPU time of all its threads (s), VmRSS, RssAnon. */
+struct bench_usage {
+	double cpu_s;
+	long rss_kib, anon_kib;
+};
+/* Each false when @pid is gone. */
+bool bench_proc_cpu(pid_t pid, double *cpu_s);
+bool bench_proc_usage(pid_t pid, struct bench_usage *u);
+
+/* A daemon's tick counters and lateness histogram (status "ticks"), and
+ * its control socket's counters (status "control"). */
+struct bench_ticks {
+	double count, skipped;
+	uint64_t hist[LATEHIST_N];
+	double answered, errors, dropped, evicted;
+};
+/* Asks the daemon at @sock for status. 0, or -1. */
+int bench_ticks_get(const char *sock, struct bench_ticks *t);
+/* @out = @b - @a: what happened between two status replies. */
+void bench_ticks_diff(const struct bench_ticks *a, const struct bench_ticks *b,
+		      struct bench_ticks *out);
+/* The largest non-empty bucket's upper bound: the interval's max, to 12.5%. */
+int64_t bench_hist_max(const uint64_t *h);
 
 /* Shared memory for forked children (zeroed). */
 void *bench_shared(size_t n);
