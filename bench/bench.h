@@ -56,6 +56,9 @@ const char *bench_find(const char *env, const char *dir, const char *file, const
  * replaced by --notify-fd=N and we wait (5 s) for READY=1 on it. The pid,
  * or -1 (the child is reaped). */
 pid_t bench_spawn(char **argv, bool notify);
+/* Starts argv with its stdout on a pipe and reads what it prints first
+ * (within 5 s) into @line (NUL-terminated). The pid, or -1 (reaped). */
+pid_t bench_spawn_line(char **argv, char *line, size_t len);
 void bench_sleep_s(double s);
 /* A private runtime directory for the daemons a run starts
  * (/tmp/shmclock-bench-PID, exported as SHMCLOCK_RUNTIME_DIR). 0, or -1
@@ -103,6 +106,7 @@ int bench_waits_child(const char *mode);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_lockstep(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
+int bench_panel(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_hosts(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);
