@@ -237,7 +237,9 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, unsigned code, bool a
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* One byte kept for the text reply's newline: a message that echoes
+	 * a long URL is cut, never written past the buffer. */
+	vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
 	va_end(ap);
 	if (api) {
 		cJSON *o = cJSON_CreateObject();
