@@ -697,7 +697,7 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	struct MHD_Daemon *d;
 	const union MHD_DaemonInfo *di;
-	pthread_t poller;
+	pthread_t poller, status_poller;
 	sigset_t sigs;
 	char addr[64], *end;
 	long v;
@@ -796,6 +796,7 @@ int main(int argc, char **argv)
 	addr[strrchr(listen, ':') - listen] = 0;
 	snprintf(host, sizeof(host), "%s:%u", addr, di ? (unsigned)di->port : 0);
 	pthread_create(&poller, NULL, panel_poller, &P);
+	pthread_create(&status_poller, NULL, panel_status_poller, &P);
 	printf("shmclock-panel: serving http://%s/ (%d clock%s%s, control %s)\n", host, P.nclocks,
 	       P.nclocks == 1 ? "" : "s", P.every ? ", and any that appear" : "",
 	       P.control ? "on" : "off");
@@ -807,5 +808,6 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&P.mu);
 	MHD_stop_daemon(d);
 	pthread_join(poller, NULL);
+	pthread_join(status_poller, NULL);
 	return 0;
 }

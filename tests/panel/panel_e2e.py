@@ -18,6 +18,7 @@ Each check prints an ok / not ok line; exit 0 when all hold.
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
@@ -304,6 +305,46 @@ def test_bad_input(e):
     check(code == 200, "and the panel still answers")
 
 
+def test_daemon_gone(e):
+    """A daemon that stops answering, then dies, then comes back: the live
+    time keeps streaming, the state says so, the panel recovers."""
+    e.daemon.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(1.5)  # a status round is waiting on it
+        frames = sse_frames(e.port, 60, timeout=4)
+    finally:
+        e.daemon.send_signal(signal.SIGCONT)
+    errs = [f["clocks"][0].get("status_error", "") for _, f in frames]
+    gap = max((b[0] - a[0] for a, b in zip(frames, frames[1:])), default=99)
+    # Frames come every 50 ms; a status request waits up to 1 s. Before,
+    # that wait held up every frame (a gap of 1 s, about 14 frames in 4 s).
+    check(len(frames) == 60 and gap < 0.9,
+          "a stopped daemon does not hold up the frames: %d in 4 s, largest gap %.2f s"
+          % (len(frames), gap))
+    check(any("did not answer" in x for x in errs), "and the page says it does not answer")
+    e.daemon.kill()
+    e.daemon.wait()
+    time.sleep(1.5)
+    f = sse_frames(e.port, 25)
+    states = {x["clocks"][0]["state"] for _, x in f}
+    check(states == {"dead"} and "no shmclockd" in f[-1][1]["clocks"][0].get("status_error", ""),
+          "a killed daemon: state %s, %s" % (states, f[-1][1]["clocks"][0].get("status_error")))
+    code, body, _ = e.get("/api/status?clock=" + e.name)
+    check(code == 503 and "no shmclockd" in body, "/api/status of it: %d %s" % (code, body.strip()))
+    e.restart_daemon()
+    ok = False
+    for _ in range(50):
+        f = sse_frames(e.port, 1)
+        c = f[0][1]["clocks"][0] if f else {}
+        if c.get("state") in ("running", "stepped") and not c.get("status_error") and \
+                c.get("writer_pid") == e.daemon.pid:
+            ok = True
+            break
+        time.sleep(0.1)
+    check(ok, "restarted, the panel shows it again: %s, writer %s" % (c.get("state"), c.get("writer_pid")))
+    check(running(e), "and its clock runs")
+
+
 def test_options(e):
     def run(args, mode=None):
         f = os.path.join(e.tmp, "tok-%d" % len(args))
@@ -336,6 +377,7 @@ def main():
         test_control(e)
         test_bad_input(e)
         test_options(e)
+        test_daemon_gone(e)
     finish()
 
 
