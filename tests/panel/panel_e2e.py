@@ -248,6 +248,47 @@ def test_bad_input(e):
     slow.close()
     check(closed, "the slow client is disconnected (after %.0f s idle)" % (time.monotonic() - t0))
 
+    # Slow loris: requests that trickle in a byte a second, each byte
+    # within the idle timeout. Before, they were kept for good (and 256 of
+    # them would have taken every connection).
+    def loris_until_closed(out):
+        s = socket.create_connection(("127.0.0.1", e.port), timeout=5)
+        req = b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100
+        t0 = time.monotonic()
+        try:
+            for ch in req:
+                s.send(bytes([ch]))
+                time.sleep(1)
+                s.setblocking(False)
+                try:
+                    if s.recv(100) == b"":
+                        out.append(("closed", time.monotonic() - t0))
+                        return
+                except BlockingIOError:
+                    pass
+                finally:
+                    s.setblocking(True)
+                if time.monotonic() - t0 > 40:
+                    break
+            out.append(("open", time.monotonic() - t0))
+        except OSError:
+            out.append(("closed", time.monotonic() - t0))
+        finally:
+            s.close()
+
+    lorises = []
+    threads = [threading.Thread(target=loris_until_closed, args=(lorises,)) for _ in range(5)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    code, _, _ = e.get("/api/status")
+    check(code == 200, "with 5 slow-loris clients trickling headers, others are served")
+    for t in threads:
+        t.join()
+    check(len(lorises) == 5 and all(w == "closed" and t < 30 for w, t in lorises),
+          "slow-loris clients (a header byte a second) are disconnected when their request is "
+          "overdue: %s" % ["%s after %.0f s" % x for x in lorises])
+
     # 10 MB.
     big = b"x" * (10 << 20)
     for what, tok in (("with the token", e.token), ("without a token", None)):
