@@ -92,6 +92,7 @@ class Env:
 
     def start_participants(self):
         self.who = ["p%d" % i for i in range(self.n)]
+        self.participants = []
         for w in self.who:
             args = [P, self.name, w, str(self.period), str(10 ** 15)]
             if self.work_us:
@@ -99,6 +100,7 @@ class Env:
             p = subprocess.Popen(args, env=self.env, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True)
             self.procs.append(p)
+            self.participants.append(p)
             p.stdout.readline()  # "joined T"
 
     def restart_daemon(self):
