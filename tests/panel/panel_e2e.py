@@ -386,6 +386,26 @@ def test_daemon_gone(e):
     check(running(e), "and its clock runs")
 
 
+def test_sigterm(e):
+    """SIGTERM while pages stream: a clean exit (0: under the sanitizers,
+    nothing leaked either)."""
+    socks = []
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", e.port), timeout=10)
+        s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.recv(100)
+        socks.append(s)
+    p = e.panels[0]
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        rc = "still running after 20 s"
+    check(rc == 0, "SIGTERM with 5 event streams open: exit %s" % rc)
+    for s in socks:
+        s.close()
+
+
 def test_options(e):
     def run(args, mode=None):
         f = os.path.join(e.tmp, "tok-%d" % len(args))
@@ -419,6 +439,7 @@ def main():
         test_bad_input(e)
         test_options(e)
         test_daemon_gone(e)
+        test_sigterm(e)
     finish()
 
 
