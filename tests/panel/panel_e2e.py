@@ -386,6 +386,31 @@ def test_daemon_gone(e):
     check(running(e), "and its clock runs")
 
 
+def test_stalled_stream(e):
+    """A page that stops reading its event stream: others are served, and
+    the stream is closed once its (capped) buffers are full and the idle
+    timeout has passed. Before the cap the kernel let ~4 MB queue: minutes."""
+    def streams():
+        _, body, _ = e.get("/metrics")
+        v = [l.split()[1] for l in body.splitlines() if l.startswith("shmclock_panel_event_streams ")]
+        return int(float(v[0])) if v else None
+
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", e.port))
+    s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        time.sleep(1)
+        check(streams() == 1 and len(sse_frames(e.port, 5)) == 5,
+              "a stream nobody reads does not hold up another page's")
+        t0 = time.monotonic()
+        while streams() != 0 and time.monotonic() - t0 < 90:
+            time.sleep(1)
+        check(streams() == 0, "the unread stream is closed (after %.0f s)" % (time.monotonic() - t0))
+    finally:
+        s.close()
+
+
 def test_sigterm(e):
     """SIGTERM while pages stream: a clean exit (0: under the sanitizers,
     nothing leaked either)."""
@@ -439,6 +464,7 @@ def main():
         test_bad_input(e)
         test_options(e)
         test_daemon_gone(e)
+        test_stalled_stream(e)
         test_sigterm(e)
     finish()
 
