@@ -13,6 +13,8 @@
 #include <shmclock/shmclock.h>
 #include <shmclock/writer.h>
 
+#include "latehist.h"
+
 /* Options every subcommand accepts; each uses the ones that apply. */
 struct bench_opts {
 	bool quick;
@@ -54,11 +56,38 @@ const char *bench_find(const char *env, const char *dir, const char *file, const
  * replaced by --notify-fd=N and we wait (5 s) for READY=1 on it. The pid,
  * or -1 (the child is reaped). */
 pid_t bench_spawn(char **argv, bool notify);
+/* Starts argv with its stdout on a pipe and reads what it prints first
+ * (within 5 s) into @line (NUL-terminated). The pid, or -1 (reaped). */
+pid_t bench_spawn_line(char **argv, char *line, size_t len);
 void bench_sleep_s(double s);
 /* A private runtime directory for the daemons a run starts
  * (/tmp/shmclock-bench-PID, exported as SHMCLOCK_RUNTIME_DIR). 0, or -1
  * with a message. The caller removes it. */
 int bench_runtime_dir(char *rt, size_t len);
+
+/* What a process costs: CPU time of all its threads (s), VmRSS, RssAnon. */
+struct bench_usage {
+	double cpu_s;
+	long rss_kib, anon_kib;
+};
+/* Each false when @pid is gone. */
+bool bench_proc_cpu(pid_t pid, double *cpu_s);
+bool bench_proc_usage(pid_t pid, struct bench_usage *u);
+
+/* A daemon's tick counters and lateness histogram (status "ticks"), and
+ * its control socket's counters (status "control"). */
+struct bench_ticks {
+	double count, skipped;
+	uint64_t hist[LATEHIST_N];
+	double answered, errors, dropped, evicted;
+};
+/* Asks the daemon at @sock for status. 0, or -1. */
+int bench_ticks_get(const char *sock, struct bench_ticks *t);
+/* @out = @b - @a: what happened between two status replies. */
+void bench_ticks_diff(const struct bench_ticks *a, const struct bench_ticks *b,
+		      struct bench_ticks *out);
+/* The largest non-empty bucket's upper bound: the interval's max, to 12.5%. */
+int64_t bench_hist_max(const uint64_t *h);
 
 /* Shared memory for forked children (zeroed). */
 void *bench_shared(size_t n);
@@ -77,6 +106,7 @@ int bench_waits_child(const char *mode);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_lockstep(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
+int bench_panel(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_hosts(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);

@@ -234,48 +234,80 @@ void bench_row(const char *name, const struct bench_stats *s, double base_p50, d
 }
 
 /* Starts argv; with @notify, waits for READY=1 on a pipe (5 s). */
-pid_t bench_spawn(char **argv, bool notify)
+/* The child's side: dies with us (a benchmark killed by a signal or a
+ * closed pipe must not leave a daemon behind), @out_fd (if >= 0) as its
+ * stdout, @close_fd closed. */
+static pid_t spawn(char **argv, int close_fd, int out_fd)
 {
-	int p[2] = { -1, -1 };
-	char fdarg[32];
-	pid_t pid;
+	pid_t pid = fork();
 
-	if (notify) {
-		if (pipe(p) < 0)
-			return -1;
-		snprintf(fdarg, sizeof(fdarg), "--notify-fd=%d", p[1]);
-		for (int i = 0; argv[i]; i++)
-			if (!strcmp(argv[i], "--notify-fd"))
-				argv[i] = fdarg;
-	}
-	pid = fork();
 	if (pid == 0) {
-		/* Dies with us (a benchmark killed by a signal or a closed pipe
-		 * must not leave a daemon behind). */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (notify)
-			close(p[0]);
+		if (close_fd >= 0)
+			close(close_fd);
+		if (out_fd >= 0 && (dup2(out_fd, 1) < 0 || close(out_fd) < 0))
+			_exit(127);
 		execvp(argv[0], argv);
 		fprintf(stderr, "shmclock-bench: %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	if (notify) {
-		struct pollfd pf = { .fd = p[0], .events = POLLIN };
-		char buf[16] = { 0 };
+	return pid;
+}
 
-		close(p[1]);
-		if (pid < 0 || poll(&pf, 1, 5000) != 1 || read(p[0], buf, sizeof(buf) - 1) <= 0 ||
-		    strncmp(buf, "READY=1", 7)) {
-			close(p[0]);
-			if (pid > 0) {
-				kill(pid, SIGKILL);
-				waitpid(pid, NULL, 0);
-			}
-			return -1;
-		}
-		close(p[0]);
+/* Reads from @fd what arrives within 5 s (one read) into @buf; closes @fd.
+ * Kills and reaps @pid when nothing came. */
+static pid_t await_first(pid_t pid, int fd, char *buf, size_t len)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	ssize_t n = -1;
+
+	if (pid > 0 && poll(&pf, 1, 5000) == 1)
+		n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	if (n <= 0 && pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -1;
 	}
 	return pid;
+}
+
+pid_t bench_spawn(char **argv, bool notify)
+{
+	int p[2] = { -1, -1 };
+	char fdarg[32], buf[16];
+	pid_t pid;
+
+	if (!notify)
+		return spawn(argv, -1, -1);
+	if (pipe(p) < 0)
+		return -1;
+	snprintf(fdarg, sizeof(fdarg), "--notify-fd=%d", p[1]);
+	for (int i = 0; argv[i]; i++)
+		if (!strcmp(argv[i], "--notify-fd"))
+			argv[i] = fdarg;
+	pid = spawn(argv, p[0], -1);
+	close(p[1]);
+	pid = await_first(pid, p[0], buf, sizeof(buf));
+	if (pid > 0 && strncmp(buf, "READY=1", 7)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
+pid_t bench_spawn_line(char **argv, char *line, size_t len)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p) < 0)
+		return -1;
+	pid = spawn(argv, p[0], p[1]);
+	close(p[1]);
+	return await_first(pid, p[0], line, len);
 }
 
 void bench_sleep_s(double s)

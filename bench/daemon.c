@@ -6,7 +6,6 @@
  * what any process costs on this machine.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,80 +16,20 @@
 
 #include "bench.h"
 
-struct usage {
-	double cpu_s;  /* utime + stime */
-	long rss_kib;  /* VmRSS */
-	long anon_kib; /* RssAnon */
-};
-
-/* CPU time of every thread of @pid, in seconds: the first field of each
- * task's schedstat is its time on a CPU in ns (clock ticks in /proc/PID/stat
- * are 10 ms, too coarse for a process that sleeps 99.9% of the time). */
-static bool proc_cpu(pid_t pid, double *cpu_s)
-{
-	char path[64];
-	DIR *d;
-	struct dirent *e;
-	unsigned long long sum = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return false;
-	while ((e = readdir(d))) {
-		char p[320];
-		unsigned long long ns;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
-		f = fopen(p, "r");
-		if (f) {
-			if (fscanf(f, "%llu", &ns) == 1)
-				sum += ns;
-			fclose(f);
-		}
-	}
-	closedir(d);
-	*cpu_s = (double)sum / 1e9;
-	return true;
-}
-
-static bool proc_usage(pid_t pid, struct usage *u)
-{
-	char path[64], buf[256];
-	FILE *f;
-
-	if (!proc_cpu(pid, &u->cpu_s))
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	u->rss_kib = u->anon_kib = 0;
-	while (fgets(buf, sizeof(buf), f)) {
-		sscanf(buf, "VmRSS: %ld", &u->rss_kib);
-		sscanf(buf, "RssAnon: %ld", &u->anon_kib);
-	}
-	fclose(f);
-	return true;
-}
-
 /* CPU fraction of one core over @secs after a warm-up, and memory at the
  * end. */
-static bool measure(pid_t pid, double secs, double *cpu, struct usage *end)
+static bool measure(pid_t pid, double secs, double *cpu, struct bench_usage *end)
 {
-	struct usage a;
+	struct bench_usage a;
 	int64_t t0, t1;
 
 	bench_sleep_s(0.3);
 	t0 = bench_mono_ns();
-	if (!proc_usage(pid, &a))
+	if (!bench_proc_usage(pid, &a))
 		return false;
 	bench_sleep_s(secs);
 	t1 = bench_mono_ns();
-	if (!proc_usage(pid, end))
+	if (!bench_proc_usage(pid, end))
 		return false;
 	*cpu = (end->cpu_s - a.cpu_s) / ((double)(t1 - t0) / 1e9);
 	return true;
@@ -104,7 +43,7 @@ int bench_daemon(const struct bench_opts *o, cJSON *out)
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
 	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED, path,
 					sizeof(path));
-	struct usage base_u, u;
+	struct bench_usage base_u, u;
 	double base_cpu, cpu;
 	pid_t pid;
 

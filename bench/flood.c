@@ -33,16 +33,9 @@
 
 #include "bench.h"
 #include "control_client.h"
-#include "latehist.h"
 
 #define FLOOD_PROCS 4
 #define SLOW_CONNS 16 /* per process: 64 in all */
-
-struct ticks {
-	double count, skipped;
-	uint64_t hist[LATEHIST_N];
-	double answered, errors, dropped, evicted;
-};
 
 static char sock_path[108];
 
@@ -50,46 +43,6 @@ static char sock_path[108];
 static int status_line(char *buf, size_t len)
 {
 	return control_client_request(sock_path, "{\"cmd\":\"status\"}\n", buf, len, -1) ? -1 : 0;
-}
-
-static double num(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static int get_ticks(struct ticks *t)
-{
-	static char buf[65536];
-	cJSON *root, *st, *tk, *ctl, *pair;
-
-	memset(t, 0, sizeof(*t));
-	if (status_line(buf, sizeof(buf)) < 0)
-		return -1;
-	root = cJSON_Parse(buf);
-	st = cJSON_GetObjectItemCaseSensitive(root, "status");
-	tk = cJSON_GetObjectItemCaseSensitive(st, "ticks");
-	ctl = cJSON_GetObjectItemCaseSensitive(st, "control");
-	if (!tk || !ctl) {
-		cJSON_Delete(root);
-		return -1;
-	}
-	t->count = num(tk, "count");
-	t->skipped = num(tk, "skipped");
-	cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(tk, "late_hist"))
-	{
-		const cJSON *lo = cJSON_GetArrayItem(pair, 0), *n = cJSON_GetArrayItem(pair, 1);
-
-		if (cJSON_IsNumber(lo) && cJSON_IsNumber(n))
-			t->hist[latehist_index((int64_t)lo->valuedouble)] += (uint64_t)n->valuedouble;
-	}
-	t->answered = num(ctl, "answered");
-	t->errors = num(ctl, "errors");
-	t->dropped = num(ctl, "dropped");
-	t->evicted = num(ctl, "evicted");
-	cJSON_Delete(root);
-	return 0;
 }
 
 static void spin_load(void)
@@ -166,13 +119,13 @@ enum phase { QUIET, BUSY, CHURN, CONNECT, SLOW, NPHASES };
 static const char *const phase_name[] = { "quiet", "busy (baseline)", "churn (baseline)",
 					  "connect flood", "slow clients" };
 
-static int run_phase(enum phase ph, double secs, struct ticks *out, uint64_t *ops)
+static int run_phase(enum phase ph, double secs, struct bench_ticks *out, uint64_t *ops)
 {
 	volatile uint64_t *done = bench_shared(sizeof(uint64_t) * FLOOD_PROCS);
 	pid_t kids[FLOOD_PROCS] = { 0 };
-	struct ticks a, b;
+	struct bench_ticks a, b;
 
-	if (get_ticks(&a) < 0)
+	if (bench_ticks_get(sock_path, &a) < 0)
 		return -1;
 	for (int i = 0; ph != QUIET && i < FLOOD_PROCS; i++) {
 		kids[i] = fork();
@@ -200,28 +153,12 @@ static int run_phase(enum phase ph, double secs, struct ticks *out, uint64_t *op
 				unlink(p);
 			}
 		}
-	if (get_ticks(&b) < 0)
+	if (bench_ticks_get(sock_path, &b) < 0)
 		return -1;
-	out->count = b.count - a.count;
-	out->skipped = b.skipped - a.skipped;
-	for (int i = 0; i < LATEHIST_N; i++)
-		out->hist[i] = b.hist[i] - a.hist[i];
-	out->answered = b.answered - a.answered;
-	out->errors = b.errors - a.errors;
-	out->dropped = b.dropped - a.dropped;
-	out->evicted = b.evicted - a.evicted;
+	bench_ticks_diff(&a, &b, out);
 	*ops = 0;
 	for (int i = 0; i < FLOOD_PROCS; i++)
 		*ops += done[i];
-	return 0;
-}
-
-/* The largest non-empty bucket's upper bound: the phase's max, to 12.5%. */
-static int64_t hist_max(const uint64_t *h)
-{
-	for (int i = LATEHIST_N - 1; i >= 0; i--)
-		if (h[i])
-			return latehist_hi(i) == INT64_MAX ? latehist_lo(i) : latehist_hi(i);
 	return 0;
 }
 
@@ -232,7 +169,7 @@ static int run_daemon(int prio, double secs, const char *daemon, cJSON *results)
 	char name[48], prio_arg[16];
 	char *argv[] = { (char *)daemon, "--notify-fd", "-n", name, "--hz", "10000",
 			 "--sched-priority", prio_arg, "--remove-on-exit", "--log-level=error", NULL };
-	struct ticks t[NPHASES];
+	struct bench_ticks t[NPHASES];
 	double base_p99 = 0;
 	int rc = 0;
 	pid_t pid;
@@ -262,7 +199,7 @@ static int run_daemon(int prio, double secs, const char *daemon, cJSON *results)
 		p50 = (double)latehist_quantile(t[ph].hist, 0.5) / 1e3;
 		p99 = (double)latehist_quantile(t[ph].hist, 0.99) / 1e3;
 		p999 = (double)latehist_quantile(t[ph].hist, 0.999) / 1e3;
-		mx = (double)hist_max(t[ph].hist) / 1e3;
+		mx = (double)bench_hist_max(t[ph].hist) / 1e3;
 		if (ph == BUSY)
 			base_p99 = p99;
 		printf("  %-18s %8.0f %8.0f %9.1f %9.1f %9.1f %9.1f ", phase_name[ph], t[ph].count,

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 	      "             /clock at 100 Hz and 1 kHz, one scenario; messages/s at rest\n"
 	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
 	      "             slow clients vs the same CPU load without sockets\n"
+	      "  panel      shmclockd's tick lateness and CPU with shmclock-panel serving 10\n"
+	      "             event streams vs no panel; the panel's own CPU and memory\n"
 	      "  waits      a waiter under the preload shim on a paused clock: wake-ups and\n"
 	      "             CPU per second (poll, select, epoll, semaphore, condvar, sleep)\n"
 	      "             vs the same epoll wait without the shim\n"
@@ -55,7 +57,7 @@ static void usage(FILE *f)
 	      "                       per contender\n"
 	      "  -b, --batch N        reads per timed batch (default 50)\n"
 	      "  -p, --period MS      sleep: sleep length (default 2)\n"
-	      "  -d, --duration S     propagate, daemon, flood, waits, csharp: seconds per\n"
+	      "  -d, --duration S     propagate, daemon, flood, panel, waits, csharp: seconds per\n"
 	      "                       measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -h, --help           this help\n",
@@ -72,6 +74,7 @@ static const struct {
 	{ "sleep", bench_sleep },
 	{ "daemon", bench_daemon },
 	{ "flood", bench_flood },
+	{ "panel", bench_panel },
 	{ "waits", bench_waits },
 	{ "lockstep", bench_lockstep },
 #ifdef SHMCLOCK_HAVE_BINDINGS

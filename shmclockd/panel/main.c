@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,13 @@
 #define CONN_TIMEOUT_S 10
 /* Memory per connection for its request (headers, URL); larger: 431/414. */
 #define CONN_MEMORY (32 * 1024)
+/* A request must arrive whole within this, seconds, however it trickles
+ * in: the idle timeout alone let a client sending a byte every few seconds
+ * (slow loris) keep its connection, and CONN_MAX of them all of them. */
+#define REQUEST_DEADLINE_S 10
+/* The kernel's send buffer of a connection: what a page that stopped
+ * reading its event stream can leave queued before the stream blocks. */
+#define CONN_SNDBUF (64 * 1024)
 
 static struct panel P = { .mu = PTHREAD_MUTEX_INITIALIZER, .frame_cv = PTHREAD_COND_INITIALIZER,
 			  .frame_ms = 50, .status_ms = 1000 };
@@ -237,7 +245,9 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, unsigned code, bool a
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* One byte kept for the text reply's newline: a message that echoes
+	 * a long URL is cut, never written past the buffer. */
+	vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
 	va_end(ap);
 	if (api) {
 		cJSON *o = cJSON_CreateObject();
@@ -271,6 +281,91 @@ static const char *clock_names(char *buf, size_t len)
 	for (int i = 0; i < P.nclocks && n < len; i++)
 		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", P.clocks[i].name);
 	return P.nclocks ? buf : "none";
+}
+
+/* ---- Connections waiting for a request, each with its deadline. ---- */
+
+struct conn_watch {
+	struct conn_watch *prev, *next;
+	int fd;
+	int64_t since; /* waiting for a request since (CLOCK_MONOTONIC ns); 0: serving one */
+};
+
+/* Guards the list and every watch's since; held while a socket is shut
+ * down, so that its connection, which leaves the list before its socket is
+ * closed, cannot have closed it (and the number gone to another file). */
+static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct conn_watch conns = { &conns, &conns, -1, 0 };
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void conn_notify(void *cls, struct MHD_Connection *conn, void **sctx,
+			enum MHD_ConnectionNotificationCode toe)
+{
+	struct conn_watch *w = *sctx;
+
+	(void)cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		int sndbuf = CONN_SNDBUF;
+
+		w = calloc(1, sizeof(*w));
+		if (!w || !ci)
+			return; /* (unwatched: the idle timeout still applies) */
+		w->fd = ci->connect_fd;
+		setsockopt(w->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+		w->since = mono_ns();
+		pthread_mutex_lock(&conns_mu);
+		w->next = &conns;
+		w->prev = conns.prev;
+		conns.prev->next = w;
+		conns.prev = w;
+		pthread_mutex_unlock(&conns_mu);
+		*sctx = w;
+	} else if (w) {
+		pthread_mutex_lock(&conns_mu);
+		w->prev->next = w->next;
+		w->next->prev = w->prev;
+		pthread_mutex_unlock(&conns_mu);
+		free(w);
+		*sctx = NULL;
+	}
+}
+
+/* @conn waits for a request (@waiting), or its request has arrived. */
+static void conn_waiting(struct MHD_Connection *conn, bool waiting)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_watch *w = ci ? ci->socket_context : NULL;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&conns_mu);
+	w->since = waiting ? mono_ns() : 0;
+	pthread_mutex_unlock(&conns_mu);
+}
+
+/* Shuts down every connection whose request is overdue; libmicrohttpd then
+ * sees it closed and lets it go. */
+static void conns_reap(void)
+{
+	int64_t now = mono_ns();
+
+	pthread_mutex_lock(&conns_mu);
+	for (struct conn_watch *w = conns.next; w != &conns; w = w->next)
+		if (w->since && now - w->since > (int64_t)REQUEST_DEADLINE_S * 1000000000) {
+			shutdown(w->fd, SHUT_RDWR);
+			w->since = 0;
+		}
+	pthread_mutex_unlock(&conns_mu);
 }
 
 /* ---- /events: Server-Sent Events, one thread per stream (libmicrohttpd's
@@ -584,6 +679,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 	(void)cls;
 	(void)version;
+	conn_waiting(conn, false);
 	if (!strcmp(url, "/api/control")) {
 		struct post *po = *ctx;
 		enum MHD_Result ret;
@@ -672,10 +768,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **ctx,
 		      enum MHD_RequestTerminationCode why)
 {
 	(void)cls;
-	(void)conn;
 	(void)why;
 	free(*ctx);
 	*ctx = NULL;
+	/* Kept alive: the next request has the same deadline. */
+	conn_waiting(conn, true);
 }
 
 int main(int argc, char **argv)
@@ -695,7 +792,7 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	struct MHD_Daemon *d;
 	const union MHD_DaemonInfo *di;
-	pthread_t poller;
+	pthread_t poller, status_poller;
 	sigset_t sigs;
 	char addr[64], *end;
 	long v;
@@ -784,6 +881,7 @@ int main(int argc, char **argv)
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 			     MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
 			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+			     MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL,
 			     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "shmclock-panel: cannot listen on %s: %s\n", listen, strerror(errno));
@@ -794,16 +892,26 @@ int main(int argc, char **argv)
 	addr[strrchr(listen, ':') - listen] = 0;
 	snprintf(host, sizeof(host), "%s:%u", addr, di ? (unsigned)di->port : 0);
 	pthread_create(&poller, NULL, panel_poller, &P);
+	pthread_create(&status_poller, NULL, panel_status_poller, &P);
 	printf("shmclock-panel: serving http://%s/ (%d clock%s%s, control %s)\n", host, P.nclocks,
 	       P.nclocks == 1 ? "" : "s", P.every ? ", and any that appear" : "",
 	       P.control ? "on" : "off");
 	fflush(stdout);
-	sigwait(&sigs, &sig);
+	/* Overdue requests are looked for once a second meanwhile. */
+	for (;;) {
+		struct timespec one = { 1, 0 };
+
+		sig = sigtimedwait(&sigs, NULL, &one);
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		conns_reap();
+	}
 	pthread_mutex_lock(&P.mu);
 	P.stop = true;
 	pthread_cond_broadcast(&P.frame_cv);
 	pthread_mutex_unlock(&P.mu);
 	MHD_stop_daemon(d);
 	pthread_join(poller, NULL);
+	pthread_join(status_poller, NULL);
 	return 0;
 }

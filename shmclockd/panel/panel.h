@@ -3,9 +3,9 @@
  * shmclock-panel: a web panel and Prometheus exporter for shmclock clocks.
  *
  * One poller thread (poller.c) reads each clock's segment, as any reader
- * does, every frame (50 ms), and asks its daemon for status over the
- * control socket every status interval (1 s, as `shmclockctl top`). It
- * renders one frame for all browsers; the HTTP side (main.c) only copies
+ * does, every frame (50 ms); another asks each daemon for status over the
+ * control socket every status interval (1 s, as `shmclockctl top`). One
+ * frame is rendered for all browsers; the HTTP side (main.c) only copies
  * frames out, so the daemons see one client however many browsers watch.
  */
 #ifndef SHMCLOCK_PANEL_H
@@ -63,8 +63,11 @@ struct panel {
 /* Adds clock @name (validated) to be watched. 0, -ENOSPC, -EEXIST. */
 int panel_add_clock(struct panel *p, const char *name, bool given);
 
-/* The poller: runs until p->stop. */
+/* The frame poller (segments, every frame) and the status poller (the
+ * daemons, every status interval), each in a thread of its own so that a
+ * daemon slow to answer never stops the live time: run until p->stop. */
 void *panel_poller(void *arg);
+void *panel_status_poller(void *arg);
 
 /* One round now (the first frame before the server starts). Caller does
  * not hold p->mu. */

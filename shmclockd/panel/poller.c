@@ -267,50 +267,87 @@ static void render(struct panel *p)
 	pthread_cond_broadcast(&p->frame_cv);
 }
 
-void panel_poll_once(struct panel *p, bool with_status)
+/* Every clock's daemon asked for status, in turn: a daemon that does not
+ * answer holds up this round only, never the frames. */
+static void status_round(struct panel *p)
 {
 	static char *buf;
 	int n;
 
-	if (with_status && !buf && !(buf = malloc(STATUS_MAX)))
-		with_status = false;
+	if (!buf && !(buf = malloc(STATUS_MAX)))
+		return;
 	pthread_mutex_lock(&p->mu);
-	if (p->every && with_status)
+	if (p->every)
 		discover(p);
 	n = p->nclocks;
 	pthread_mutex_unlock(&p->mu);
 	/* Clocks are only ever added, never moved: index i stays valid. */
-	for (int i = 0; with_status && i < n; i++)
+	for (int i = 0; i < n; i++)
 		ask_status(p, i, buf);
+	pthread_mutex_lock(&p->mu);
+	p->status_seq++;
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void frame_round(struct panel *p)
+{
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < p->nclocks; i++)
 		read_segment(&p->clocks[i]);
-	if (with_status)
-		p->status_seq++;
 	render(p);
 	pthread_mutex_unlock(&p->mu);
+}
+
+void panel_poll_once(struct panel *p, bool with_status)
+{
+	if (with_status)
+		status_round(p);
+	frame_round(p);
+}
+
+static bool stopping(struct panel *p)
+{
+	bool stop;
+
+	pthread_mutex_lock(&p->mu);
+	stop = p->stop;
+	pthread_mutex_unlock(&p->mu);
+	return stop;
 }
 
 void *panel_poller(void *arg)
 {
 	struct panel *p = arg;
-	int64_t next_status = shmclock_steady_now().ns + (int64_t)p->status_ms * 1000000;
 
 	for (;;) {
 		struct timespec ts = { 0, (long)p->frame_ms * 1000000 };
-		int64_t now;
-		bool stop;
 
 		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&p->mu);
-		stop = p->stop;
-		pthread_mutex_unlock(&p->mu);
-		if (stop)
+		if (stopping(p))
+			break;
+		frame_round(p);
+	}
+	return NULL;
+}
+
+void *panel_status_poller(void *arg)
+{
+	struct panel *p = arg;
+	int64_t next = shmclock_steady_now().ns + (int64_t)p->status_ms * 1000000;
+
+	/* Asleep a frame at a time, so that a stop is seen within one. */
+	for (;;) {
+		struct timespec ts = { 0, (long)p->frame_ms * 1000000 };
+		int64_t now;
+
+		nanosleep(&ts, NULL);
+		if (stopping(p))
 			break;
 		now = shmclock_steady_now().ns;
-		panel_poll_once(p, now >= next_status);
-		if (now >= next_status)
-			next_status = now + (int64_t)p->status_ms * 1000000;
+		if (now < next)
+			continue;
+		status_round(p);
+		next = now + (int64_t)p->status_ms * 1000000;
 	}
 	return NULL;
 }

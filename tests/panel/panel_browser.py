@@ -17,6 +17,7 @@ Selenium or chromedriver, saying which.
 """
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -84,9 +85,25 @@ def main():
             pause = wait(lambda: [x for x in b.find_elements(By.CSS_SELECTOR, 'button[data-cmd="pause"]')
                                   if x.is_displayed()])
             check(bool(pause), "with --control the Pause button is shown")
-            # A few seconds of history for the plot, then the screenshot.
-            time.sleep(4)
-            b.save_screenshot(shot)
+            # A few seconds of history for the plot; then p1 stops granting
+            # (stopped), holds the clock, and its row is highlighted.
+            time.sleep(3)
+            hold = e.participants[1]
+            hold.send_signal(signal.SIGSTOP)
+            try:
+                held = wait(lambda: [r.get_attribute("data-name")
+                                     for r in b.find_elements(By.CSS_SELECTOR, "tr.participant.holding")]
+                            == ["p1"], timeout=10)
+                check(held, "a participant that stops granting is shown holding the clock: %s" %
+                      [r.get_attribute("data-name") for r in b.find_elements(By.CSS_SELECTOR, "tr.participant.holding")])
+                bg = {r.get_attribute("data-name"): r.find_element(By.TAG_NAME, "td").value_of_css_property("background-color")
+                      for r in b.find_elements(By.CSS_SELECTOR, "tr.participant")}
+                check(bg.get("p1") and bg["p1"] != bg.get("p0") and bg["p1"] != bg.get("p2"),
+                      "its row is highlighted: %s" % bg)
+                time.sleep(1.5)  # its holding time counts up on the page
+                b.save_screenshot(shot)
+            finally:
+                hold.send_signal(signal.SIGCONT)
             check(os.path.getsize(shot) > 10000, "screenshot written: %s" % shot)
             if pause:
                 pause[0].click()

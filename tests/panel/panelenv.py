@@ -67,7 +67,7 @@ class Env:
             raise
         return self
 
-    def start(self):
+    def start_daemon(self):
         d = subprocess.Popen([D, "-n", self.name, "--source", "fixed", "--lockstep", str(self.n),
                               "--max-scale", self.max_scale, "--remove-on-exit",
                               "--log-level", "warn"],
@@ -80,7 +80,19 @@ class Env:
             time.sleep(0.05)
         else:
             raise RuntimeError("shmclockd did not start")
+
+    def start(self):
+        self.start_daemon()
+        self.start_participants()
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, (self.token + "\n").encode())
+        os.close(fd)
+        if self.with_panel:
+            self.port = self.panel(self.control)
+
+    def start_participants(self):
         self.who = ["p%d" % i for i in range(self.n)]
+        self.participants = []
         for w in self.who:
             args = [P, self.name, w, str(self.period), str(10 ** 15)]
             if self.work_us:
@@ -88,12 +100,18 @@ class Env:
             p = subprocess.Popen(args, env=self.env, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True)
             self.procs.append(p)
+            self.participants.append(p)
             p.stdout.readline()  # "joined T"
-        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, (self.token + "\n").encode())
-        os.close(fd)
-        if self.with_panel:
-            self.port = self.panel(self.control)
+
+    def restart_daemon(self):
+        """A new shmclockd for the same clock (the old one killed) and new
+        participants (the old ones may have left with it)."""
+        for p in self.procs:
+            if p not in self.panels and p.poll() is None:
+                p.kill()
+                p.wait()
+        self.start_daemon()
+        self.start_participants()
 
     def panel(self, control, extra=()):
         """Starts a panel; returns its port."""
