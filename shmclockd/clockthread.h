@@ -146,6 +146,19 @@ void dist_status(struct clockthread *ct, struct cJSON *obj);
 void lockstep_run(struct clockthread *ct);
 /* CMD_EVICT: 0, or a negative errno with @err set. */
 int lockstep_evict(struct clockthread *ct, const char *who, char *err, size_t errlen);
+/* Status: the "lockstep" object (what the clock waits for, and who), with
+ * @cfg the main thread's config, @sim the clock's time. */
+void lockstep_status(struct clockthread *ct, struct cJSON *st, const struct shmclockd_config *cfg,
+		     int64_t sim);
+
+/* Status, on the main thread: the clock thread's part ("ticks", its mode's
+ * object, "stale") into @st; @cfg is the main thread's config, @in the
+ * clock. */
+void clockthread_status(struct clockthread *ct, struct cJSON *st, const struct shmclockd_config *cfg,
+			const shmclock_info_t *in);
+/* The rate simulated time ran at over the last second of running; 0:
+ * unknown. */
+double clockthread_scale_achieved(const struct clockthread *ct);
 
 /* Stops and joins the thread. */
 void clockthread_stop(struct clockthread *ct);

@@ -13,6 +13,7 @@
  * member. Deaths are found by scanning at least every SCAN_NS.
  */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -325,4 +326,113 @@ void lockstep_run(struct clockthread *ct)
 		shmclock_writer_heartbeat(ct->w);
 		shmclock_lockstep_host_wait(h, tok, (uint32_t *)&ct->kick, k, deadline);
 	}
+}
+
+/* A member's own figures (it writes them in the participants' segment). */
+static void add_figures(cJSON *m, struct clockthread *ct, unsigned slot, uint64_t *most,
+			const char **most_who, const char *who)
+{
+	struct shmclock_lockstep_stats s;
+
+	if (shmclock_lockstep_host_stats(ct->ls_host, slot, &s))
+		return;
+	cJSON_AddNumberToObject(m, "grants", (double)s.grants);
+	cJSON_AddNumberToObject(m, "steps", (double)s.steps);
+	cJSON_AddNumberToObject(m, "last_to_grant", (double)s.last_to_grant);
+	cJSON_AddNumberToObject(m, "work_s", (double)s.work_ns / 1e9);
+	cJSON_AddNumberToObject(m, "wait_s", (double)s.wait_ns / 1e9);
+	cJSON_AddNumberToObject(m, "work_p50_us", (double)s.work_p50_ns / 1e3);
+	cJSON_AddNumberToObject(m, "work_p99_us", (double)s.work_p99_ns / 1e3);
+	cJSON_AddNumberToObject(m, "wait_p50_us", (double)s.wait_p50_ns / 1e3);
+	cJSON_AddNumberToObject(m, "wait_p99_us", (double)s.wait_p99_ns / 1e3);
+	if (s.working_for_ns)
+		cJSON_AddNumberToObject(m, "working_for_s", (double)s.working_for_ns / 1e9);
+	if (s.last_to_grant > *most) {
+		*most = s.last_to_grant;
+		*most_who = who;
+	}
+}
+
+/* "lockstep": what the clock waits for, and who. */
+void lockstep_status(struct clockthread *ct, cJSON *st, const struct shmclockd_config *cfg,
+		     int64_t sim)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	unsigned n = shmclock_lockstep_host_list(ct->ls_host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	cJSON *t = cJSON_CreateObject(), *a = cJSON_CreateArray();
+	int64_t mono = shmclock_steady_now().ns;
+	uint64_t deaths = atomic_load_explicit(&ct->ls_deaths, memory_order_acquire);
+	char buf[64];
+
+	bool running = atomic_load_explicit(&ct->ls_started, memory_order_acquire);
+	uint64_t most = 0;
+	const char *most_who = NULL;
+
+	cJSON_AddNumberToObject(t, "participants_required", cfg->ls_participants);
+	cJSON_AddBoolToObject(t, "running", running);
+	if (running) {
+		/* Since the clock started: steps/s and the real-time factor (the
+		 * acquire above pairs with the clock thread's release). */
+		double secs = (double)(mono - atomic_load_explicit(&ct->ls_run_mono,
+								    memory_order_relaxed)) / 1e9;
+
+		if (secs > 0) {
+			cJSON_AddNumberToObject(t, "steps_per_s",
+						(double)atomic_load_explicit(&ct->ls_advances,
+									     memory_order_relaxed) / secs);
+			cJSON_AddNumberToObject(t, "realtime_factor",
+						(double)(sim - atomic_load_explicit(&ct->ls_run_sim,
+										    memory_order_relaxed)) /
+							1e9 / secs);
+		}
+	}
+	if (cfg->ls_max_scale > 0)
+		cJSON_AddNumberToObject(t, "max_scale", cfg->ls_max_scale);
+	cJSON_AddStringToObject(t, "on_death", cfg->ls_abort ? "abort" : "evict");
+	cJSON_AddStringToObject(t, "on_stall", config_on_stall_name(config_stall_policy(cfg)));
+	if (cfg->ls_evict_ns)
+		cJSON_AddStringToObject(t, "evict_after", duration_format(cfg->ls_evict_ns, buf, sizeof(buf)));
+	cJSON_AddStringToObject(t, "max_grant_ahead", duration_format(cfg->ls_max_ahead_ns, buf, sizeof(buf)));
+	cJSON_AddNumberToObject(t, "advances",
+				(double)atomic_load_explicit(&ct->ls_advances, memory_order_relaxed));
+	cJSON_AddNumberToObject(t, "deaths", (double)deaths);
+	cJSON_AddNumberToObject(t, "stalls",
+				(double)atomic_load_explicit(&ct->ls_stalls, memory_order_relaxed));
+	/* The records the clock thread may be rewriting (a second death):
+	 * under its lock, copied whole. */
+	pthread_mutex_lock(&ct->ls_rec_lock);
+	if (deaths) {
+		cJSON_AddStringToObject(t, "last_death", ct->ls_dead);
+		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_grant);
+		cJSON_AddStringToObject(t, "last_death_grant_ns", buf);
+		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_clock);
+		cJSON_AddStringToObject(t, "last_death_clock_ns", buf);
+		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_mono);
+		cJSON_AddStringToObject(t, "last_death_found_mono_ns", buf);
+	}
+	if (ct->ls_stalled[0])
+		cJSON_AddStringToObject(t, "last_eviction", ct->ls_stalled);
+	pthread_mutex_unlock(&ct->ls_rec_lock);
+	cJSON_AddBoolToObject(t, "aborted", atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed));
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		cJSON *m = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(m, "name", p[i].who);
+		cJSON_AddNumberToObject(m, "pid", p[i].pid);
+		snprintf(buf, sizeof(buf), "%lld", (long long)p[i].grant_ns);
+		cJSON_AddStringToObject(m, "grant_ns", buf);
+		cJSON_AddStringToObject(m, "grant", duration_format(p[i].grant_ns, buf, sizeof(buf)));
+		snprintf(buf, sizeof(buf), "%lld", (long long)p[i].joined_sim_ns);
+		cJSON_AddStringToObject(m, "joined_ns", buf);
+		cJSON_AddBoolToObject(m, "holding", p[i].grant_ns <= sim);
+		if (p[i].holding_since_ns && p[i].grant_ns <= sim)
+			cJSON_AddNumberToObject(m, "holding_for_s",
+						(double)(mono - p[i].holding_since_ns) / 1e9);
+		add_figures(m, ct, p[i].slot, &most, &most_who, p[i].who);
+		cJSON_AddItemToArray(a, m);
+	}
+	if (most_who)
+		cJSON_AddStringToObject(t, "last_to_grant_most", most_who);
+	cJSON_AddItemToObject(t, "members", a);
+	cJSON_AddItemToObject(st, "lockstep", t);
 }

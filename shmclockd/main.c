@@ -609,8 +609,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	if ((r = control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, errlen)))
 		return r;
 	d->ctl_open = true;
-	d->ctl.ros2 = d->ros2;
-	d->ctl.ros2_api = d->ros2_api;
+	d->ctl.rq.ros2 = d->ros2;
+	d->ctl.rq.ros2_api = d->ros2_api;
 	/* Everything is in place: now the clock. */
 	init.arg_init = (struct init_args){ .reset = d->o.reset,
 					    .scale_given = !isnan(d->o.scale),
