@@ -697,3 +697,8 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+bool config_holds_on_leader_loss(const struct shmclockd_config *c)
+{
+	return c->source->feed == FEED_LEADER && !c->dist_run_on_loss;
+}

@@ -88,6 +88,10 @@ static inline enum on_stall config_stall_policy(const struct shmclockd_config *c
 
 /* "wait", "evict" or "abort" (OnStall, --on-stall): 0 or -EINVAL. */
 int config_on_stall(const char *s, enum on_stall *out);
+
+/* A follower (TimeSource "leader") with OnLeaderLoss hold: the clock
+ * pauses while its leader is silent. */
+bool config_holds_on_leader_loss(const struct shmclockd_config *c);
 /* Its name. */
 const char *config_on_stall_name(enum on_stall s);
 

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,7 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 #include <shmclock/writer.h>
 
@@ -31,6 +29,9 @@
 #include "control.h"
 #include "duration.h"
 #include "log.h"
+#include "mode_distribute.h"
+#include "mode_lockstep.h"
+#include "mode_plain.h"
 #include "paths.h"
 #include "ros2.h"
 #include "ros2_glue.h"
@@ -473,36 +474,32 @@ struct daemon {
 	int sfd;
 	sigset_t old_mask;
 	char sock[108];
-	shmclock_lockstep_host_t *ls;
-	int ls_fd;      /* eventfd: the clock thread's OnDeath abort */
+	struct clock_mode *mode;  /* the clock thread's: plain, lockstep or distribute */
+	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
 };
 
-/* Lockstep: the participants' segment, with the control socket's access
- * rule (the owner, and ControlGroup when set). */
-static int open_lockstep(struct daemon *d, char *err, size_t errlen)
+/* The clock mode the config asks for (mode.h), before the clock thread
+ * starts: lockstep creates the participants' segment; between hosts needs
+ * the DDS link. */
+static int open_mode(struct daemon *d, char *err, size_t errlen)
 {
 	const struct shmclockd_config *c = &d->cfg;
 	int r;
 
-	d->ct.ls_host = NULL;
-	d->ct.ls_notify_fd = -1;
-	if (!c->ls_participants)
+	if (c->ls_participants) {
+		if ((r = mode_lockstep_create(d->w, c, &d->mode, err, errlen)))
+			return r;
+		d->ls = d->mode;
 		return 0;
-	r = shmclock_lockstep_host_create(d->w, c->name, c->has_group ? 0660 : 0600,
-					  c->has_group ? c->group : (gid_t)-1, &d->ls);
-	if (r) {
-		snprintf(err, errlen, "cannot create the lockstep segment /dev/shm/shmclock-lockstep.%s: %s",
-			 c->name, shmclock_strerror(r));
-		return r;
 	}
-	d->ls_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (d->ls_fd < 0) {
-		r = -errno;
-		snprintf(err, errlen, "eventfd: %s", strerror(errno));
-		return r;
+	if (d->ros2 && (c->dist_publish || c->source->feed == FEED_LEADER))
+		d->mode = mode_distribute_create(c, d->ros2, d->ros2_api);
+	else
+		d->mode = mode_plain_create();
+	if (!d->mode) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
-	d->ct.ls_host = d->ls;
-	d->ct.ls_notify_fd = d->ls_fd;
 	return 0;
 }
 
@@ -583,15 +580,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	}
 	d->ct.ros2_pub = NULL;
 	d->ct.ros2_api = NULL;
-	d->ct.dist = NULL;
-	if ((r = open_lockstep(d, err, errlen)))
-		return r;
-	r = clockthread_start(&d->ct, d->w, &d->cfg);
-	if (r) {
-		snprintf(err, errlen, "cannot start the clock thread: %s", strerror(-r));
-		return r;
-	}
-	d->ct_running = true;
+	/* The DDS participant before the clock thread, which publishes on
+	 * it; nothing arrives from it before follow() below. */
 	if (d->ros2_api) {
 		if ((r = ros2_glue_open(&d->cfg, &d->ct, d->ros2_api, &d->ros2, err, errlen)))
 			return r;
@@ -599,13 +589,15 @@ static int start(struct daemon *d, char *err, size_t errlen)
 			d->ct.ros2_pub = d->ros2;
 			d->ct.ros2_api = d->ros2_api;
 		}
-		/* Before CMD_INIT, which the submit below orders after it. */
-		if ((d->cfg.dist_publish || d->cfg.source->feed == FEED_LEADER) &&
-		    !(d->ct.dist = dist_create(&d->cfg, d->ros2, d->ros2_api))) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
 	}
+	if ((r = open_mode(d, err, errlen)))
+		return r;
+	r = clockthread_start(&d->ct, d->w, &d->cfg, d->mode);
+	if (r) {
+		snprintf(err, errlen, "cannot start the clock thread: %s", strerror(-r));
+		return r;
+	}
+	d->ct_running = true;
 	if ((r = control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, errlen)))
 		return r;
 	d->ctl_open = true;
@@ -639,15 +631,8 @@ static void stop(struct daemon *d, bool remove)
 		control_close(&d->ctl);
 	if (d->ct_running)
 		clockthread_stop(&d->ct);
-	dist_destroy(d->ct.dist);
-	d->ct.dist = NULL;
-	/* Its participants learn it from the clock's writer going away (or
-	 * from a successor's new segment): -ESTALE. */
-	shmclock_lockstep_host_destroy(d->ls);
-	d->ls = NULL;
-	if (d->ls_fd >= 0)
-		close(d->ls_fd);
-	d->ls_fd = -1;
+	clock_mode_destroy(d->mode);
+	d->mode = d->ls = NULL;
 	if (d->ros2)
 		d->ros2_api->close(d->ros2);
 	if (d->sfd >= 0)
@@ -671,7 +656,7 @@ static void stop(struct daemon *d, bool remove)
 
 int main(int argc, char **argv)
 {
-	static struct daemon d = { .sfd = -1, .ls_fd = -1 };
+	static struct daemon d = { .sfd = -1 };
 	char **command = NULL;
 	pid_t child = -1;
 	int r, status = 0, stopping = 0;
@@ -719,22 +704,18 @@ int main(int argc, char **argv)
 		int poll_ms = control_poll_ms(&d.ctl);
 
 		fds[n] = (struct pollfd){ .fd = d.sfd, .events = POLLIN };
-		fds[n + 1] = (struct pollfd){ .fd = d.ls_fd, .events = POLLIN }; /* -1: ignored */
+		fds[n + 1] = (struct pollfd){ .fd = d.ls ? mode_lockstep_notify_fd(d.ls) : -1,
+					      .events = POLLIN }; /* -1: ignored */
 		if (poll(fds, (nfds_t)n + 2, poll_ms) < 0 && errno != EINTR)
 			break;
 		control_handle(&d.ctl, fds, n);
 		if (fds[n + 1].revents) {
-			char msg[sizeof(d.ct.ls_abort_msg)];
+			char msg[MODE_LOCKSTEP_ABORT_MAX];
 
 			/* OnDeath or OnStall abort: the clock thread stopped the
-			 * clock. Acquire: pairs with its release store, after
-			 * which the exit status is set. */
-			if (!atomic_load_explicit(&d.ct.ls_aborted, memory_order_acquire))
+			 * clock. */
+			if (!mode_lockstep_aborted(d.ls, &status, msg, sizeof(msg)))
 				continue;
-			status = atomic_load_explicit(&d.ct.ls_exit_status, memory_order_relaxed);
-			pthread_mutex_lock(&d.ct.ls_rec_lock);
-			memcpy(msg, d.ct.ls_abort_msg, sizeof(msg));
-			pthread_mutex_unlock(&d.ct.ls_rec_lock);
 			fprintf(stderr, "shmclockd: lockstep %s; exiting with status %d\n", msg, status);
 			if (child > 0)
 				kill(child, SIGTERM);
