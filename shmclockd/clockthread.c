@@ -140,27 +140,14 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	int r = 0;
 
 	shmclock_writer_info(w, &in);
-	switch (c->req.kind) {
-	case CMD_PAUSE:
-	case CMD_RESUME:
-	case CMD_SCALE:
-	case CMD_SET:
-	case CMD_STEP:
-	case CMD_ADVANCE:
-		if (src->feed == FEED_LEADER)
-			return cmd_fail(c, -EINVAL, "this clock follows a leader on another host: change "
-						    "time there (status shows which)");
-		if (c->req.kind != CMD_ADVANCE)
-			break;
-		if (src->feed == FEED_ROS2 && !c->from_source)
-			return cmd_fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
-						    "external source");
-		if (src->feed == FEED_NONE)
-			return cmd_fail(c, -EINVAL, "advance is for the external source (use set or step)");
-		break;
-	default:
-		break;
-	}
+	if ((cmd_changes_time(c->req.kind) || c->req.kind == CMD_ADVANCE) && src->feed == FEED_LEADER)
+		return cmd_fail(c, -EINVAL, "this clock follows a leader on another host: change "
+					    "time there (status shows which)");
+	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_ROS2 && !c->from_source)
+		return cmd_fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
+					    "external source");
+	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_NONE)
+		return cmd_fail(c, -EINVAL, "advance is for the external source (use set or step)");
 	r = ct->mode->ops->change ? ct->mode->ops->change(ct->mode, &ct->env, c, &in) : CLOCK_MODE_PASS;
 	if (r != CLOCK_MODE_PASS)
 		goto out;

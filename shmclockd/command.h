@@ -42,6 +42,13 @@ struct cmd {
 	_Atomic uint32_t done;
 };
 
+/* Pause, resume, scale, set, step: a client's change of the clock's
+ * function (a leader schedules it; a follower refuses it). */
+static inline bool cmd_changes_time(enum cmd_kind k)
+{
+	return k == CMD_PAUSE || k == CMD_RESUME || k == CMD_SCALE || k == CMD_SET || k == CMD_STEP;
+}
+
 /* Refuses @c: @msg into c->err; returns @rc. */
 static inline int cmd_fail(struct cmd *c, int rc, const char *msg)
 {

@@ -574,20 +574,13 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 
 	/* As plain first: the period may follow. */
 	mode_plain_ops.change(m, env, c, in);
-	switch (c->req.kind) {
-	case CMD_PAUSE:
-	case CMD_RESUME:
-	case CMD_SCALE:
-	case CMD_SET:
-	case CMD_STEP:
-		/* A follower's clock thread refused these (its source takes no
-		 * change from clients). */
-		return d->leader ? leader_change(d, env->w, c) : CLOCK_MODE_PASS;
-	case CMD_FUNCTION:
-		return d->leader ? CLOCK_MODE_PASS : follow_apply(d, env, c);
-	default:
-		return CLOCK_MODE_PASS;
-	}
+	/* A follower's clock thread refused the changes (its source takes
+	 * none from clients). */
+	if (d->leader && cmd_changes_time(c->req.kind))
+		return leader_change(d, env->w, c);
+	if (!d->leader && c->req.kind == CMD_FUNCTION)
+		return follow_apply(d, env, c);
+	return CLOCK_MODE_PASS;
 }
 
 static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int64_t now)
