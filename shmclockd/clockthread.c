@@ -307,6 +307,8 @@ int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
 	 * Linux < 5.16): it bumps that one too. */
 	if (ct->mode->ops->kick)
 		ct->mode->ops->kick(ct->mode);
+	/* Acquire: pairs with drain's release store of done; the results
+	 * are visible once it is set. */
 	while (!atomic_load_explicit(&cmd->done, memory_order_acquire)) {
 		struct timespec ts = { 1, 0 };
 
