@@ -121,6 +121,21 @@ static int die_usage(const char *msg, const char *arg)
 	return 2;
 }
 
+/* A whole-number option in the range of config key @section.@key: 0, or 2
+ * with "@what from MIN to MAX" printed. */
+static int int_arg(const char *what, const char *section, const char *key, const char *arg, int *out)
+{
+	const struct config_key *k = config_key_find(section, key);
+	char *end, msg[128];
+	long v = strtol(arg, &end, 10);
+
+	*out = (int)v;
+	if (end != arg && !*end && *out >= k->min && *out <= k->max)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s from %g to %g", what, k->min, k->max);
+	return die_usage(msg, arg);
+}
+
 /* Applies command-line settings over cfg; 0 or 2 with a message printed. */
 static int apply_overrides(struct shmclockd_config *c, const struct overrides *o)
 {
@@ -275,14 +290,13 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 				return die_usage("--scale must be a number from 1e-6 to 1e6", optarg);
 			break;
 		case 'z':
-			o->hz = (int)strtol(optarg, &end, 10);
-			if (end == optarg || *end || o->hz < 1 || o->hz > 10000)
-				return die_usage("--hz must be a whole number from 1 to 10000", optarg);
+			if (int_arg("--hz must be a whole number", NULL, "PublishHz", optarg, &o->hz))
+				return 2;
 			break;
 		case 'F':
-			o->sched_priority = (int)strtol(optarg, &end, 10);
-			if (end == optarg || *end || o->sched_priority < 0 || o->sched_priority > 99)
-				return die_usage("--sched-priority must be a whole number from 0 to 99", optarg);
+			if (int_arg("--sched-priority must be a whole number", NULL, "SchedPriority", optarg,
+				    &o->sched_priority))
+				return 2;
 			break;
 		case 't':
 			o->start = optarg;
@@ -297,10 +311,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			o->paused = true;
 			break;
 		case 'K':
-			o->ls_participants = (int)strtol(optarg, &end, 10);
-			if (end == optarg || *end || o->ls_participants < 1 ||
-			    o->ls_participants > CONFIG_LOCKSTEP_MAX)
-				return die_usage("--lockstep takes a number of participants from 1 to 64", optarg);
+			if (int_arg("--lockstep takes a number of participants", "Lockstep", "Participants",
+				    optarg, &o->ls_participants))
+				return 2;
 			break;
 		case 'M':
 			o->ls_max_scale = strtod(optarg, &end);
@@ -414,6 +427,7 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 {
 	static struct shmclockd_config next; /* the clock thread copies what it keeps */
 	struct cmd cmd = { .req.kind = CMD_RELOAD };
+	const struct config_key *k;
 	char err[256];
 
 	if (!o->config_path) {
@@ -429,15 +443,10 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
-	if (strcmp(next.name, cur->name) || next.source != cur->source ||
-	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode ||
-	    next.ros2_publish != cur->ros2_publish || next.ros2_hz != cur->ros2_hz ||
-	    next.ros2_domain != cur->ros2_domain || next.ros2_stale_ns != cur->ros2_stale_ns ||
-	    next.dist_publish != cur->dist_publish || strcmp(next.dist_clock, cur->dist_clock) ||
-	    next.dist_lead_ns != cur->dist_lead_ns || next.dist_hb_ns != cur->dist_hb_ns ||
-	    next.dist_stale_ns != cur->dist_stale_ns || next.dist_run_on_loss != cur->dist_run_on_loss) {
-		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket, SegmentMode, Ros2 and "
-				   "Distribute change only with a restart; the new config is rejected");
+	/* The keys the config's table marks as changing only with a restart. */
+	if ((k = config_restart_change(&next, cur))) {
+		log_msg(LOG_ERROR, "SIGHUP: %s%s%s changes only with a restart; the new config is rejected",
+			k->section ? k->section : "", k->section ? "." : "", k->name);
 		return;
 	}
 	if (!next.ls_participants != !cur->ls_participants) {
