@@ -1,42 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <shmclock/lockstep.h>
 #include <shmclock/time.h>
 
 #include "clockthread.h"
 #include "duration.h"
 #include "log.h"
-#include "ros2.h"
 #include "source.h"
-
-/*
- * The kernel may fire a sleeping thread's timer up to its timer slack late
- * (50 us by default) to batch wake-ups: at 10 kHz that is half a period.
- * A tight slack costs CPU, though (measured at 100 Hz: 0.2% of a core with
- * 50 us, 0.4% with 1 us). So the slack follows the shortest period the
- * thread keeps: 1/200 of it, from 1 us to the default 50 us.
- */
-static void set_slack(int64_t period_ns)
-{
-	int64_t slack = period_ns / 200;
-
-	slack = slack < 1000 ? 1000 : slack > 50000 ? 50000 : slack;
-	if (prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0) < 0)
-		log_msg(LOG_DEBUG, "clock thread: timer slack: %s", strerror(errno));
-}
-
+#include "thread_sched.h"
 
 /* Sleep until `deadline` (CLOCK_MONOTONIC, absolute) or until *word moves
  * from `val`. FUTEX_WAIT_BITSET takes an absolute deadline, so ticks are
@@ -56,44 +36,9 @@ static void wake(_Atomic uint32_t *word)
 	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
 }
 
-static int64_t tick_period(const struct clockthread *ct)
-{
-	shmclock_info_t in;
-
-	if (!ct->cfg.source->period)
-		return 1000000000 / ct->cfg.hz;
-	shmclock_writer_info(ct->w, &in);
-	return ct->cfg.source->period(&ct->cfg, in.scale);
-}
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
-}
-
-static int fail(struct cmd *c, int rc, const char *msg)
-{
-	snprintf(c->err, sizeof(c->err), "%s", msg);
-	return rc;
-}
-
-/* The calling (clock) thread's scheduling: SCHED_FIFO at @prio, or normal
- * for 0. Not permitted (no CAP_SYS_NICE, or RLIMIT_RTPRIO) is a warning:
- * the clock works without it, only with more jitter under CPU load. */
-static void set_sched(int prio)
-{
-	struct sched_param sp = { .sched_priority = prio };
-	int r = pthread_setschedparam(pthread_self(), prio ? SCHED_FIFO : SCHED_OTHER, &sp);
-
-	if (r)
-		log_msg(LOG_WARN, "SchedPriority %d: %s (needs CAP_SYS_NICE); the clock thread keeps "
-				  "its scheduling", prio, strerror(r));
-	else if (prio)
-		log_msg(LOG_INFO, "clock thread: SCHED_FIFO priority %d", prio);
-}
-
+/* A reload: what the writer holds first, then the whole new config, not
+ * the fields someone remembered to copy (main.c checked equal what a
+ * reload may not change). */
 static int apply_reload(struct clockthread *ct, const struct shmclockd_config *n)
 {
 	shmclock_writer_t *w = ct->w;
@@ -105,30 +50,11 @@ static int apply_reload(struct clockthread *ct, const struct shmclockd_config *n
 		r = shmclock_writer_set_unix_at_zero(w, n->has_unix_zero ? &n->unix_zero_ns : NULL);
 	if (r)
 		return r;
-	ct->cfg.scale = n->scale;
-	ct->cfg.hz = n->hz;
-	ct->cfg.step_ns = n->step_ns;
-	ct->cfg.has_unix_zero = n->has_unix_zero;
-	ct->cfg.unix_zero_ns = n->unix_zero_ns;
-	/* Lockstep: every key applies on a live clock (main.c refused turning
-	 * lockstep on or off). Participants only matters until the clock has
-	 * started; the horizon goes to the participants' segment. */
-	if (ct->ls_host) {
-		if (n->ls_max_ahead_ns != ct->cfg.ls_max_ahead_ns)
-			shmclock_lockstep_host_set_max_ahead(ct->ls_host, n->ls_max_ahead_ns);
-		ct->cfg.ls_participants = n->ls_participants;
-		ct->cfg.ls_max_scale = n->ls_max_scale;
-		ct->cfg.ls_stall_ns = n->ls_stall_ns;
-		ct->cfg.ls_abort = n->ls_abort;
-		ct->cfg.ls_evict_ns = n->ls_evict_ns;
-		ct->cfg.ls_on_stall = n->ls_on_stall;
-		ct->cfg.ls_on_stall_given = n->ls_on_stall_given;
-		ct->cfg.ls_max_ahead_ns = n->ls_max_ahead_ns;
-	}
-	if (n->sched_priority != ct->cfg.sched_priority) {
-		set_sched(n->sched_priority);
-		ct->cfg.sched_priority = n->sched_priority;
-	}
+	if (ct->mode->ops->reload)
+		ct->mode->ops->reload(ct->mode, &ct->env, n);
+	if (n->sched_priority != ct->cfg.sched_priority)
+		thread_set_sched(n->sched_priority);
+	ct->cfg = *n;
 	return 0;
 }
 
@@ -186,32 +112,26 @@ static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c,
 	return r;
 }
 
-/* Over windows of about a second of running time: the rate simulated time
- * really advanced at. Paused, or jumped: a new window. */
-static void measure_scale(struct clockthread *ct, int64_t now)
+/* What the clock follows fell silent (true) or speaks again: the segment's
+ * stale mark, and with @hold the clock paused. */
+static int set_stale(struct clockthread *ct, bool stale, bool hold)
 {
 	shmclock_info_t in;
+	int r;
 
+	if (stale == atomic_load_explicit(&ct->stale, memory_order_relaxed))
+		return 0;
 	shmclock_writer_info(ct->w, &in);
-	if (!in.initialized || in.paused || in.jump_epoch != ct->win_epoch || !ct->win_mono) {
-		ct->win_mono = now;
-		ct->win_sim = in.sim_ns;
-		ct->win_epoch = in.jump_epoch;
-		if (in.paused)
-			atomic_store_explicit(&ct->achieved_scale, 0.0, memory_order_relaxed);
-		return;
-	}
-	if (now - ct->win_mono < 1000000000)
-		return;
-	/* Relaxed: a statistic for status. */
-	atomic_store_explicit(&ct->achieved_scale,
-			      (double)(in.sim_ns - ct->win_sim) / (double)(now - ct->win_mono),
-			      memory_order_relaxed);
-	ct->win_mono = now;
-	ct->win_sim = in.sim_ns;
+	r = shmclock_writer_set_stale(ct->w, stale);
+	if (!r && stale && hold && in.initialized && !in.paused && !in.stepped)
+		r = shmclock_writer_pause(ct->w);
+	if (!r)
+		atomic_store_explicit(&ct->stale, stale, memory_order_relaxed);
+	return r;
 }
 
-/* Applies one command; on the clock thread only. */
+/* Applies one command; on the clock thread only. The source's rules
+ * first, then the mode's, then the clock thread's own. */
 static int apply(struct clockthread *ct, struct cmd *c)
 {
 	const struct source_ops *src = ct->cfg.source;
@@ -220,48 +140,33 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	int r = 0;
 
 	shmclock_writer_info(w, &in);
-	switch (c->req.kind) {
-	case CMD_PAUSE:
-	case CMD_RESUME:
-	case CMD_SCALE:
-	case CMD_SET:
-	case CMD_STEP:
-	case CMD_ADVANCE:
-		if (src->feed == FEED_LEADER)
-			return fail(c, -EINVAL, "this clock follows a leader on another host: change "
-						"time there (status shows which)");
-		if (ct->dist && c->req.kind != CMD_ADVANCE)
-			return dist_leader_change(ct, c);
-		break;
-	default:
-		break;
-	}
+	if ((cmd_changes_time(c->req.kind) || c->req.kind == CMD_ADVANCE) && src->feed == FEED_LEADER)
+		return cmd_fail(c, -EINVAL, "this clock follows a leader on another host: change "
+					    "time there (status shows which)");
+	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_ROS2 && !c->from_source)
+		return cmd_fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
+					    "external source");
+	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_NONE)
+		return cmd_fail(c, -EINVAL, "advance is for the external source (use set or step)");
+	r = ct->mode->ops->change ? ct->mode->ops->change(ct->mode, &ct->env, c, &in) : CLOCK_MODE_PASS;
+	if (r != CLOCK_MODE_PASS)
+		goto out;
+	r = 0;
 	switch (c->req.kind) {
 	case CMD_STATUS:
 	case CMD_STOP:
 		break;
 	case CMD_FUNCTION:
-		r = dist_follow_apply(ct, c);
-		break;
+		return cmd_fail(c, -EINVAL, "this clock follows no leader");
 	case CMD_STALE:
-		r = dist_stale(ct, c->arg_stale, dist_holds_on_loss(ct));
+		r = set_stale(ct, c->arg_stale, config_holds_on_leader_loss(&ct->cfg));
 		break;
 	case CMD_INIT:
 		r = init_clock(w, &ct->cfg, &c->arg_init);
-		/* Lockstep holds the clock at a time from the start: an
-		 * external clock without StartTime starts at 0. */
-		if (!r && ct->ls_host) {
-			shmclock_writer_info(w, &in);
-			if (!in.initialized)
-				r = shmclock_writer_advance(w, 0);
-			shmclock_writer_info(w, &in);
-			ct->ls_ext_target = in.sim_ns;
-			ct->ls_step_target = INT64_MIN;
-		}
-		if (!r) {
+		if (!r && ct->mode->ops->start)
+			r = ct->mode->ops->start(ct->mode, &ct->env);
+		if (!r)
 			ct->started = true;
-			dist_leader_start(ct);
-		}
 		break;
 	case CMD_PAUSE:
 		r = shmclock_writer_pause(w);
@@ -270,74 +175,47 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		r = shmclock_writer_resume(w);
 		break;
 	case CMD_SCALE:
-		if (ct->ls_host)
-			return fail(c, -EINVAL, "in lockstep the participants' grants set the pace "
-						"(MaxScale limits it)");
 		if (!src->scalable)
-			return fail(c, -EINVAL, "the time scale does not apply to this source (it is stepped from outside)");
+			return cmd_fail(c, -EINVAL, "the time scale does not apply to this source (it is stepped from outside)");
 		r = shmclock_writer_set_scale(w, c->req.scale);
 		if (r == -EINVAL || r == -ERANGE)
-			return fail(c, r, "scale must be a finite number > 0 (and between ~2.4e-10 and 2^31)");
-		if (!r)
-			ct->cfg.scale = c->req.scale;
+			return cmd_fail(c, r, "scale must be a finite number > 0 (and between ~2.4e-10 and 2^31)");
 		break;
 	case CMD_SET:
-		if (ct->ls_host)
-			return fail(c, -EINVAL, "set is refused in lockstep: the participants' grants "
-						"move time (pause, then step)");
 		/* A stepped clock stays stepped: its first value initializes it. */
 		r = src->stepped && !in.initialized ? shmclock_writer_advance(w, c->req.ns)
 						    : shmclock_writer_set_time(w, c->req.ns);
 		break;
 	case CMD_STEP:
-		if (ct->ls_host) {
-			if (!in.paused)
-				return fail(c, -EINVAL, "in lockstep, step needs a paused clock (pause "
-							"first); it then advances within the grants");
-			if (c->req.ns < 0)
-				return fail(c, -EINVAL, "step takes a duration >= 0");
-			ct->ls_step_target = sat_add(ct->ls_step_target > in.sim_ns
-							      ? ct->ls_step_target : in.sim_ns,
-							      c->req.ns);
-			break;
-		}
 		if (!src->stepped && !in.paused)
-			return fail(c, -EINVAL, "step needs a paused clock or a stepped source (pause first)");
+			return cmd_fail(c, -EINVAL, "step needs a paused clock or a stepped source (pause first)");
 		if (c->req.ns < 0)
-			return fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
+			return cmd_fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
 		r = shmclock_writer_step(w, c->req.ns);
 		if (r == -ENODATA)
-			return fail(c, r, "the clock has no time yet (set or advance it first)");
+			return cmd_fail(c, r, "the clock has no time yet (set or advance it first)");
 		break;
 	case CMD_ADVANCE:
-		if (src->feed == FEED_ROS2 && !c->from_source)
-			return fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
-						"external source");
-		if (src->feed == FEED_NONE)
-			return fail(c, -EINVAL, "advance is for the external source (use set or step)");
-		if (ct->ls_host) {
-			/* The clock follows within the grants (lockstep.c). */
-			if (c->req.ns < ct->ls_ext_target)
-				return fail(c, -EINVAL, "in lockstep, advance cannot go back (the "
-							"participants have granted ahead)");
-			ct->ls_ext_target = c->req.ns;
-			break;
-		}
 		r = shmclock_writer_advance(w, c->req.ns);
 		break;
 	case CMD_RELOAD:
 		r = apply_reload(ct, c->arg_config);
 		break;
 	case CMD_EVICT:
-		r = lockstep_evict(ct, c->req.who, c->err, sizeof(c->err));
-		break;
+		return cmd_fail(c, -EINVAL, "evict is for a lockstep clock (shmclockd --lockstep N)");
 	}
+out:
+	if (!r && c->req.kind == CMD_SCALE)
+		ct->cfg.scale = c->req.scale; /* a reload compares TimeScale with it */
+	if (!r && c->req.kind == CMD_FUNCTION)
+		atomic_store_explicit(&ct->stale, false, memory_order_relaxed);
 	if (r && !c->err[0])
-		fail(c, r, shmclock_strerror(r));
+		cmd_fail(c, r, shmclock_strerror(r));
 	return r;
 }
 
-bool clockthread_drain(struct clockthread *ct, bool *period_changed)
+/* Applies every queued command; true after CMD_STOP. */
+static bool drain(struct clockthread *ct)
 {
 	struct cds_wfcq_node *n;
 	bool stop = false;
@@ -349,8 +227,6 @@ bool clockthread_drain(struct clockthread *ct, bool *period_changed)
 		shmclock_writer_info(ct->w, &c->info);
 		if (c->req.kind == CMD_STOP)
 			stop = true;
-		if (c->req.kind == CMD_SCALE || c->req.kind == CMD_RELOAD || c->req.kind == CMD_INIT)
-			*period_changed = true;
 		/* Pairs with the acquire load in clockthread_submit: the
 		 * results above are visible once done is. */
 		atomic_store_explicit(&c->done, 1, memory_order_release);
@@ -362,103 +238,58 @@ bool clockthread_drain(struct clockthread *ct, bool *period_changed)
 static void *clock_main(void *arg)
 {
 	struct clockthread *ct = arg;
-	int64_t next = shmclock_steady_now().ns, period = tick_period(ct);
-	/* /clock: a rate in real time of its own, whatever the scale. */
-	int64_t pub_next = next;
-	int64_t pub_period = 1000000000 / (ct->cfg.ros2_hz > 0 ? ct->cfg.ros2_hz : 100);
-	int stop = 0;
+	const struct clock_mode_ops *mo = ct->mode->ops;
+	int64_t period = source_period(&ct->cfg, ct->w);
 
-	set_slack(ct->ros2_pub && pub_period < period ? pub_period : period);
+	thread_set_slack(period);
 	if (ct->cfg.sched_priority)
-		set_sched(ct->cfg.sched_priority);
+		thread_set_sched(ct->cfg.sched_priority);
 	log_msg(LOG_DEBUG, "clock thread: %s source, period %lld ns", ct->cfg.source->name,
 		(long long)period);
-	if (ct->ls_host) {
-		lockstep_run(ct);
-		return NULL;
-	}
-	while (!stop) {
+	for (;;) {
 		/* Read kick before draining: an enqueue after the drain changes
 		 * it and the wait below returns at once (pairs with the
 		 * increment in clockthread_submit). */
-		uint32_t k = atomic_load_explicit(&ct->kick, memory_order_acquire);
-		bool changed = false;
-		int64_t now;
+		struct clock_wake wk = {
+			.kick = &ct->kick,
+			.kick_val = atomic_load_explicit(&ct->kick, memory_order_acquire),
+		};
+		int64_t deadline = INT64_MAX;
 
-		stop = clockthread_drain(ct, &changed);
-		if (changed) {
-			period = tick_period(ct);
-			set_slack(ct->ros2_pub && pub_period < period ? pub_period : period);
+		if (mo->arm)
+			mo->arm(ct->mode, &wk);
+		if (drain(ct))
+			break;
+		/* Nothing is touched before CMD_INIT. */
+		if (ct->started) {
+			deadline = mo->tick(ct->mode, &ct->env, shmclock_steady_now().ns);
+			if (deadline == CLOCK_MODE_AGAIN)
+				continue;
 		}
-		now = shmclock_steady_now().ns;
-		if (!ct->started) {
-			/* Nothing is touched before CMD_INIT. */
-			next = pub_next = now;
-			if (!stop)
-				wait_until(&ct->kick, k, INT64_MAX);
-			continue;
-		}
-		if (ct->ros2_pub && now >= pub_next) {
-			shmclock_info_t in;
-
-			shmclock_writer_info(ct->w, &in);
-			if (in.initialized && ct->ros2_api->publish(ct->ros2_pub, in.sim_ns) < 0)
-				log_msg(LOG_DEBUG, "ros2: a /clock write failed");
-			pub_next += pub_period;
-			if (pub_next <= now)
-				pub_next += ((now - pub_next) / pub_period + 1) * pub_period;
-		}
-		if (now >= next) {
-			int64_t late = now - next;
-
-			if (late > atomic_load_explicit(&ct->worst_lateness_ns, memory_order_relaxed))
-				atomic_store_explicit(&ct->worst_lateness_ns, late, memory_order_relaxed);
-			latehist_add(&ct->lateness, late);
-			if (ct->cfg.source->tick)
-				ct->cfg.source->tick(ct->w, &ct->cfg, now);
-			if (ct->dist)
-				dist_tick(ct, now);
-			measure_scale(ct, now);
-			shmclock_writer_heartbeat(ct->w);
-			atomic_fetch_add_explicit(&ct->ticks, 1, memory_order_relaxed);
-			next += period;
-			if (next <= now) {
-				/* Fell behind by whole periods: skip them rather than
-				 * burst (a fixed source would otherwise race ahead). */
-				int64_t missed = (now - next) / period + 1;
-
-				atomic_fetch_add_explicit(&ct->late_ticks, (uint64_t)missed,
-							  memory_order_relaxed);
-				next += missed * period;
-			}
-			continue;
-		}
-		if (!stop)
-			wait_until(&ct->kick, k, ct->ros2_pub && pub_next < next ? pub_next : next);
+		if (mo->wait)
+			mo->wait(ct->mode, &wk, deadline);
+		else
+			wait_until(&ct->kick, wk.kick_val, deadline);
 	}
 	return NULL;
 }
 
 int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
-		      const struct shmclockd_config *cfg)
+		      const struct shmclockd_config *cfg, struct clock_mode *mode)
 {
 	int r;
 
 	ct->w = w;
 	ct->cfg = *cfg;
+	ct->mode = mode;
 	__cds_wfcq_init(&ct->head, &ct->tail);
 	atomic_store(&ct->kick, 0);
-	atomic_init(&ct->ticks, 0);
-	atomic_init(&ct->late_ticks, 0);
-	atomic_init(&ct->worst_lateness_ns, 0);
-	atomic_init(&ct->achieved_scale, 0.0);
-	pthread_mutex_init(&ct->ls_rec_lock, NULL);
-	if (ct->ls_host)
-		shmclock_lockstep_host_set_max_ahead(ct->ls_host, cfg->ls_max_ahead_ns);
+	atomic_init(&ct->stale, false);
+	tick_stats_init(&ct->ticks);
+	ct->env = (struct clock_env){ .w = w, .cfg = &ct->cfg, .ros2_pub = ct->ros2_pub,
+				      .ros2_api = ct->ros2_api, .stale = &ct->stale,
+				      .ticks = &ct->ticks };
 	ct->started = false;
-	ct->win_mono = 0;
-	for (int i = 0; i < LATEHIST_N; i++)
-		atomic_init(&ct->lateness.n[i], 0);
 	r = pthread_create(&ct->thread, NULL, clock_main, ct);
 	return -r;
 }
@@ -472,10 +303,12 @@ int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
 	/* Pairs with the acquire load of kick at the top of the clock loop. */
 	atomic_fetch_add_explicit(&ct->kick, 1, memory_order_release);
 	wake(&ct->kick);
-	/* In lockstep the clock thread may sleep on the participants' word
-	 * alone (no futex_waitv: Linux < 5.16): bump that one too. */
-	if (ct->ls_host)
-		shmclock_lockstep_host_kick(ct->ls_host);
+	/* A mode's wait may sleep on a word of its own alone (lockstep on
+	 * Linux < 5.16): it bumps that one too. */
+	if (ct->mode->ops->kick)
+		ct->mode->ops->kick(ct->mode);
+	/* Acquire: pairs with drain's release store of done; the results
+	 * are visible once it is set. */
 	while (!atomic_load_explicit(&cmd->done, memory_order_acquire)) {
 		struct timespec ts = { 1, 0 };
 
@@ -490,4 +323,21 @@ void clockthread_stop(struct clockthread *ct)
 
 	clockthread_submit(ct, &c);
 	pthread_join(ct->thread, NULL);
+}
+
+double clockthread_scale_achieved(const struct clockthread *ct)
+{
+	return tick_stats_achieved(&ct->ticks);
+}
+
+void clockthread_status(struct clockthread *ct, cJSON *st, const struct shmclockd_config *cfg,
+			const shmclock_info_t *in)
+{
+	/* Relaxed: information (the clock thread's own mark). */
+	bool stale = atomic_load_explicit(&ct->stale, memory_order_relaxed);
+
+	tick_stats_status(&ct->ticks, st);
+	if (ct->mode->ops->status)
+		ct->mode->ops->status(ct->mode, st, cfg, in, stale);
+	cJSON_AddBoolToObject(st, "stale", stale);
 }

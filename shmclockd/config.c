@@ -43,7 +43,7 @@ void config_defaults(struct shmclockd_config *c)
 	c->dist_hb_ns = 200000000;
 }
 
-struct ctx {
+struct config_ctx {
 	const char *what;
 	const char *text;
 	size_t len;
@@ -53,7 +53,7 @@ struct ctx {
 	int nth;     /* which occurrence of a key an error is about (1: the first) */
 };
 
-static int line_at(const struct ctx *x, size_t off)
+static int line_at(const struct config_ctx *x, size_t off)
 {
 	int line = 1;
 
@@ -67,7 +67,7 @@ static int line_at(const struct ctx *x, size_t off)
  * out (truncated to n bytes, NUL-terminated; \u escapes of ASCII decoded,
  * others kept as '?'), leaving *i after the closing quote.
  */
-static void json_string(const struct ctx *x, size_t *i, char *out, size_t n)
+static void json_string(const struct config_ctx *x, size_t *i, char *out, size_t n)
 {
 	size_t o = 0, j = *i + 1;
 
@@ -110,7 +110,7 @@ static void json_string(const struct ctx *x, size_t *i, char *out, size_t n)
  * found by scanning the JSON text itself (cJSON keeps no positions). Keys
  * are compared decoded, so "\u0054imeSource" is TimeSource. 0: not found.
  */
-static int line_of_key(const struct ctx *x, const char *key)
+static int line_of_key(const struct config_ctx *x, const char *key)
 {
 	char s[128];
 	int line = 1, depth = 0, seen = 0;
@@ -151,11 +151,11 @@ static int line_of_key(const struct ctx *x, const char *key)
 /* Whether v's key appeared before it in object o; if so, an error pointing
  * at this (the later) occurrence. A key twice is a mistake whichever would
  * win. */
-static int key_error(const struct ctx *x, const char *key, const char *fmt, ...);
+static int key_error(const struct config_ctx *x, const char *key, const char *fmt, ...);
 
-static bool twice(const struct ctx *x, const cJSON *o, const cJSON *v)
+static bool twice(const struct config_ctx *x, const cJSON *o, const cJSON *v)
 {
-	struct ctx at = *x;
+	struct config_ctx at = *x;
 
 	at.nth = 1;
 	for (const cJSON *u = o->child; u != v; u = u->next)
@@ -167,7 +167,7 @@ static bool twice(const struct ctx *x, const cJSON *o, const cJSON *v)
 }
 
 __attribute__((format(printf, 3, 4)))
-static int key_error(const struct ctx *x, const char *key, const char *fmt, ...)
+static int key_error(const struct config_ctx *x, const char *key, const char *fmt, ...)
 {
 	char msg[CONFIG_ERR_MAX], k[64];
 	va_list ap;
@@ -193,7 +193,7 @@ static const char *shown(const cJSON *v, char *buf, size_t n)
 
 /* A JSON true or false; @section ("Ros2", NULL at the top) prefixes the
  * message as the section's other errors are. */
-static int get_bool(const struct ctx *x, const cJSON *v, const char *section, bool *out)
+static int get_bool(const struct config_ctx *x, const cJSON *v, const char *section, bool *out)
 {
 	char b[64], at[96] = "";
 
@@ -207,7 +207,7 @@ static int get_bool(const struct ctx *x, const cJSON *v, const char *section, bo
 	return 0;
 }
 
-static int get_time(const struct ctx *x, const cJSON *v, const char *key, bool dates, int64_t *out)
+static int get_time(const struct config_ctx *x, const cJSON *v, const char *key, bool dates, int64_t *out)
 {
 	char why[256], b[64];
 
@@ -231,8 +231,8 @@ static int get_time(const struct ctx *x, const cJSON *v, const char *key, bool d
 
 /* A section object (Ros2, Distribute, Lockstep): checks that @o is one and
  * makes *in the context its keys are read in (one level deeper). */
-static int enter_section(const struct ctx *x, const cJSON *o, const char *name,
-			 const char *example, struct ctx *in)
+static int enter_section(const struct config_ctx *x, const cJSON *o, const char *name,
+			 const char *example, struct config_ctx *in)
 {
 	char b[64];
 
@@ -244,172 +244,145 @@ static int enter_section(const struct ctx *x, const cJSON *o, const char *name,
 	return 0;
 }
 
-#ifdef SHMCLOCK_HAVE_ROS2
-/* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
-static int apply_ros2(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
+/* ---------------------------------------------------- keys with their own rules */
+
+static int own_source(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
 {
-	const cJSON *v;
-	char b[64];
-	struct ctx in;
-
-	if (enter_section(x, o, "Ros2", "{\"Publish\": true}", &in))
-		return -EINVAL;
-	x = &in;
-	cJSON_ArrayForEach(v, o) {
-		const char *k = v->string;
-
-		if (twice(x, o, v))
-			return -EINVAL;
-
-		if (!strcmp(k, "Publish")) {
-			if (get_bool(x, v, "Ros2", &c->ros2_publish))
-				return -EINVAL;
-		} else if (!strcmp(k, "PublishHz")) {
-			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-			    v->valuedouble < 1 || v->valuedouble > 10000)
-				return key_error(x, k, "Ros2.PublishHz: expected a whole number from 1 to 10000, got %s",
-						 shown(v, b, sizeof(b)));
-			c->ros2_hz = (int)v->valuedouble;
-		} else if (!strcmp(k, "Domain")) {
-			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-			    v->valuedouble < 0 || v->valuedouble > 232)
-				return key_error(x, k, "Ros2.Domain: expected a DDS domain id from 0 to 232, got %s",
-						 shown(v, b, sizeof(b)));
-			c->ros2_domain = (int)v->valuedouble;
-		} else if (!strcmp(k, "StaleAfter")) {
-			if (get_time(x, v, k, false, &c->ros2_stale_ns))
-				return -EINVAL;
-			if (c->ros2_stale_ns <= 0)
-				return key_error(x, k, "Ros2.StaleAfter: must be positive");
-		} else {
-			return key_error(x, k, "unknown key in Ros2 (known: Publish, PublishHz, Domain, StaleAfter)");
-		}
-	}
-	return 0;
-}
-#endif
-
-#ifdef SHMCLOCK_HAVE_ROS2
-/* "Distribute": { "Publish": true, "Clock": "sim", "Lead": "5ms", "Heartbeat":
- * "200ms", "StaleAfter": "600ms", "OnLeaderLoss": "hold" } */
-static int apply_distribute(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
-{
-	const cJSON *v;
-	char b[64];
-	struct ctx in;
-
-	if (enter_section(x, o, "Distribute", "{\"Publish\": true}", &in))
-		return -EINVAL;
-	x = &in;
-	cJSON_ArrayForEach(v, o) {
-		const char *k = v->string;
-
-		if (twice(x, o, v))
-			return -EINVAL;
-		if (!strcmp(k, "Publish")) {
-			if (get_bool(x, v, "Distribute", &c->dist_publish))
-				return -EINVAL;
-		} else if (!strcmp(k, "Clock")) {
-			if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
-				return key_error(x, k, "Distribute.Clock: expected a clock name (1 to 64 of "
-						       "[A-Za-z0-9_.-]), got %s", shown(v, b, sizeof(b)));
-			snprintf(c->dist_clock, sizeof(c->dist_clock), "%s", v->valuestring);
-		} else if (!strcmp(k, "Lead")) {
-			if (get_time(x, v, k, false, &c->dist_lead_ns))
-				return -EINVAL;
-			/* The clock thread waits for each change's instant: status
-			 * and the next change wait as long. */
-			if (c->dist_lead_ns < 0 || c->dist_lead_ns > 1000000000)
-				return key_error(x, k, "Distribute.Lead: expected a duration from 0 to 1s");
-		} else if (!strcmp(k, "Heartbeat")) {
-			if (get_time(x, v, k, false, &c->dist_hb_ns))
-				return -EINVAL;
-			if (c->dist_hb_ns < 100000000 || c->dist_hb_ns > 60000000000)
-				return key_error(x, k, "Distribute.Heartbeat: expected a duration from 100ms "
-						       "(10 messages/s) to 60s");
-		} else if (!strcmp(k, "StaleAfter")) {
-			if (get_time(x, v, k, false, &c->dist_stale_ns))
-				return -EINVAL;
-			if (c->dist_stale_ns <= 0)
-				return key_error(x, k, "Distribute.StaleAfter: must be positive");
-		} else if (!strcmp(k, "OnLeaderLoss")) {
-			if (!cJSON_IsString(v) || (strcmp(v->valuestring, "hold") &&
-						   strcmp(v->valuestring, "run")))
-				return key_error(x, k, "Distribute.OnLeaderLoss: expected \"hold\" or "
-						       "\"run\", got %s", shown(v, b, sizeof(b)));
-			c->dist_run_on_loss = !strcmp(v->valuestring, "run");
-		} else {
-			return key_error(x, k, "unknown key in Distribute (known: Publish, Clock, Lead, "
-					       "Heartbeat, StaleAfter, OnLeaderLoss)");
-		}
-	}
-	return 0;
-}
-#endif
-
-/* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict",
- *              "EvictAfter": "500ms", "OnStall": "evict", "MaxGrantAhead": "1h" } */
-static int apply_lockstep(const struct ctx *x, const cJSON *o, struct shmclockd_config *c)
-{
-	const struct ctx *outer = x;
-	struct ctx in;
-	const cJSON *v;
+	const char *k = v->string, *why;
 	char b[64];
 
-	if (enter_section(x, o, "Lockstep", "{\"Participants\": 3}", &in))
-		return -EINVAL;
-	x = &in;
-	c->ls_participants = 0;
-	cJSON_ArrayForEach(v, o) {
-		const char *k = v->string;
-
-		if (twice(x, o, v))
-			return -EINVAL;
-		if (!strcmp(k, "Participants")) {
-			if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-			    v->valuedouble < 1 || v->valuedouble > CONFIG_LOCKSTEP_MAX)
-				return key_error(x, k, "Lockstep.Participants: expected a whole number from 1 to 64, got %s",
-						 shown(v, b, sizeof(b)));
-			c->ls_participants = (int)v->valuedouble;
-		} else if (!strcmp(k, "MaxScale")) {
-			if (!cJSON_IsNumber(v) || !config_scale_ok(v->valuedouble))
-				return key_error(x, k, "Lockstep.MaxScale: expected a number from 1e-6 to 1e6, got %s",
-						 shown(v, b, sizeof(b)));
-			c->ls_max_scale = v->valuedouble;
-		} else if (!strcmp(k, "StallAfter")) {
-			if (get_time(x, v, k, false, &c->ls_stall_ns))
-				return -EINVAL;
-			if (c->ls_stall_ns <= 0)
-				return key_error(x, k, "Lockstep.StallAfter: must be positive");
-		} else if (!strcmp(k, "OnDeath")) {
-			if (!cJSON_IsString(v) || config_on_death(v->valuestring, &c->ls_abort))
-				return key_error(x, k, "Lockstep.OnDeath: expected \"evict\" or \"abort\", got %s",
-						 shown(v, b, sizeof(b)));
-		} else if (!strcmp(k, "EvictAfter")) {
-			if (get_time(x, v, k, false, &c->ls_evict_ns))
-				return -EINVAL;
-			if (c->ls_evict_ns <= 0)
-				return key_error(x, k, "Lockstep.EvictAfter: must be positive");
-		} else if (!strcmp(k, "OnStall")) {
-			if (!cJSON_IsString(v) || config_on_stall(v->valuestring, &c->ls_on_stall))
-				return key_error(x, k, "Lockstep.OnStall: expected \"wait\", \"evict\" or \"abort\", got %s",
-						 shown(v, b, sizeof(b)));
-			c->ls_on_stall_given = true;
-		} else if (!strcmp(k, "MaxGrantAhead")) {
-			if (get_time(x, v, k, false, &c->ls_max_ahead_ns))
-				return -EINVAL;
-			if (c->ls_max_ahead_ns <= 0)
-				return key_error(x, k, "Lockstep.MaxGrantAhead: must be positive");
-		} else {
-			return key_error(x, k, "unknown key in Lockstep (known: Participants, MaxScale, StallAfter, "
-					 "OnDeath, EvictAfter, OnStall, MaxGrantAhead)");
-		}
-	}
-	if (!c->ls_participants)
-		return key_error(outer, "Lockstep", "Lockstep.Participants is required (1 to 64)");
+	if (!cJSON_IsString(v))
+		return key_error(x, k, "expected a string, one of %s", source_names());
+	c->source = source_lookup(v->valuestring, &why);
+	if (!c->source)
+		return why ? key_error(x, k, "%s", why)
+			   : key_error(x, k, "unknown source \"%s\"; expected one of %s",
+				       text_quote(v->valuestring, b, sizeof(b)), source_names());
 	return 0;
 }
 
+static int own_step(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	const char *k = v->string;
+	char b[64];
+
+	if (cJSON_IsNumber(v)) {
+		if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+		    v->valuedouble > 3.6e12)
+			return key_error(x, k, "expected a whole number of ns from 1 to 3.6e12, got %s",
+					 shown(v, b, sizeof(b)));
+		c->step_ns = (int64_t)v->valuedouble;
+	} else {
+		char why[256];
+
+		if (!cJSON_IsString(v) || duration_parse(v->valuestring, &c->step_ns, why, sizeof(why)))
+			return key_error(x, k, "expected ns or a duration like \"10ms\", got %s",
+					 shown(v, b, sizeof(b)));
+		if (c->step_ns < 1)
+			return key_error(x, k, "must be positive");
+	}
+	return 0;
+}
+
+static int own_name(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
+		return key_error(x, v->string, "expected a clock name of 1 to 64 of [A-Za-z0-9_.-], got %s",
+				 shown(v, b, sizeof(b)));
+	strcpy(c->name, v->valuestring);
+	return 0;
+}
+
+static int own_socket(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || !v->valuestring[0] ||
+	    strlen(v->valuestring) >= sizeof(c->socket_path))
+		return key_error(x, v->string, "expected a path of 1 to %zu bytes, got %s",
+				 sizeof(c->socket_path) - 1, shown(v, b, sizeof(b)));
+	strcpy(c->socket_path, v->valuestring);
+	return 0;
+}
+
+static int own_mode(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char *end = NULL, b[64];
+	long m = -1;
+
+	if (cJSON_IsString(v))
+		m = strtol(v->valuestring, &end, 8);
+	if (!end || *end || end == v->valuestring || m < 0 || m > 0777 ||
+	    shmclock_writer_check_mode((unsigned)m))
+		return key_error(x, v->string, "expected an octal mode string like \"0644\" or \"0640\": "
+				 "the owner reads and writes, nobody else writes, got %s",
+				 shown(v, b, sizeof(b)));
+	c->segment_mode = (unsigned)m;
+	return 0;
+}
+
+static int own_group(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	struct group *g = NULL;
+	char b[64];
+
+	if (cJSON_IsString(v))
+		g = getgrnam(v->valuestring);
+	else if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 4294967295.0 &&
+		 v->valuedouble == floor(v->valuedouble))
+		g = getgrgid((gid_t)v->valuedouble); /* (gid_t)-1 means "no group" */
+	if (!g)
+		return key_error(x, v->string, "expected an existing group name or gid, got %s",
+				 shown(v, b, sizeof(b)));
+	c->group = g->gr_gid;
+	c->has_group = true;
+	return 0;
+}
+
+static int own_dist_clock(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
+		return key_error(x, v->string, "Distribute.Clock: expected a clock name (1 to 64 of "
+				 "[A-Za-z0-9_.-]), got %s", shown(v, b, sizeof(b)));
+	snprintf(c->dist_clock, sizeof(c->dist_clock), "%s", v->valuestring);
+	return 0;
+}
+
+static int own_leader_loss(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || (strcmp(v->valuestring, "hold") && strcmp(v->valuestring, "run")))
+		return key_error(x, v->string, "Distribute.OnLeaderLoss: expected \"hold\" or \"run\", "
+				 "got %s", shown(v, b, sizeof(b)));
+	c->dist_run_on_loss = !strcmp(v->valuestring, "run");
+	return 0;
+}
+
+static int own_on_death(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || config_on_death(v->valuestring, &c->ls_abort))
+		return key_error(x, v->string, "Lockstep.OnDeath: expected \"evict\" or \"abort\", got %s",
+				 shown(v, b, sizeof(b)));
+	return 0;
+}
+
+static int own_on_stall(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || config_on_stall(v->valuestring, &c->ls_on_stall))
+		return key_error(x, v->string, "Lockstep.OnStall: expected \"wait\", \"evict\" or "
+				 "\"abort\", got %s", shown(v, b, sizeof(b)));
+	c->ls_on_stall_given = true;
+	return 0;
+}
 int config_on_stall(const char *s, enum on_stall *out)
 {
 	if (!strcmp(s, "wait"))
@@ -439,136 +412,234 @@ int config_on_death(const char *s, bool *abort_run)
 	return 0;
 }
 
-static int apply_key(const struct ctx *x, const cJSON *v, struct shmclockd_config *c)
+/* ---------------------------------------------------- the table of keys */
+
+/* Where a key's value is stored. */
+#define FIELD(f) .off = offsetof(struct shmclockd_config, f), \
+		 .size = sizeof(((struct shmclockd_config *)0)->f)
+#define STR(f) FIELD(f), .str = true
+#ifdef SHMCLOCK_HAVE_ROS2
+#define WITHOUT_DDS(msg) NULL
+#else
+#define WITHOUT_DDS(msg) msg
+#endif
+
+/*
+ * Every key of the config, once: its section (NULL: the top level), how it
+ * is read, its range, where it is stored and whether a reload may change
+ * it. The parser, the keys' lists in messages, the command line's ranges
+ * and SIGHUP's refusals come from here; tests/doc/man_options.py checks
+ * that shmclock.json(5) and the fuzz dictionary name every key of this
+ * file. The order is the order the messages list them in.
+ */
+const struct config_key config_keys[] = {
+	{ NULL, "TimeSource", KEY_OWN, FIELD(source), .own = own_source, .restart = true },
+	{ NULL, "TimeScale", KEY_SCALE, FIELD(scale), .expect = "a number from 1e-6 to 1e6" },
+	{ NULL, "PublishHz", KEY_INT, FIELD(hz), .min = 1, .max = 10000,
+	  .expect = "a whole number from 1 to 10000" },
+	{ NULL, "StartTime", KEY_DATE, FIELD(start_ns), .flag = offsetof(struct shmclockd_config, has_start) },
+	{ NULL, "UnixTimeAtZero", KEY_DATE, FIELD(unix_zero_ns),
+	  .flag = offsetof(struct shmclockd_config, has_unix_zero) },
+	{ NULL, "Paused", KEY_BOOL, FIELD(paused) },
+	{ NULL, "StepNs", KEY_OWN, FIELD(step_ns), .own = own_step },
+	{ NULL, "Name", KEY_OWN, STR(name), .own = own_name, .restart = true },
+	{ NULL, "ControlSocket", KEY_OWN, STR(socket_path), .own = own_socket, .restart = true },
+	{ NULL, "SegmentMode", KEY_OWN, FIELD(segment_mode), .own = own_mode, .restart = true },
+	{ NULL, "ControlGroup", KEY_OWN, FIELD(group), .own = own_group },
+	{ NULL, "ControlIdleTimeout", KEY_TIME, FIELD(control_idle_ns), .min = 1e8,
+	  .max = 8.64e13, .expect = "a duration from 100ms to 24h" },
+	{ NULL, "SchedPriority", KEY_INT, FIELD(sched_priority), .min = 0, .max = 99,
+	  .expect = "a whole number from 0 (normal) to 99 (SCHED_FIFO)" },
+	{ NULL, "Lockstep", KEY_SECTION, .expect = "{\"Participants\": 3}" },
+	{ NULL, "Distribute", KEY_SECTION, .expect = "{\"Publish\": true}",
+	  .missing = WITHOUT_DDS("this shmclockd was built without DDS (Cyclone DDS) support") },
+	{ NULL, "Ros2", KEY_SECTION, .expect = "{\"Publish\": true}",
+	  .missing = WITHOUT_DDS("this shmclockd was built without ROS 2 support") },
+
+	/* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict",
+	 *              "EvictAfter": "500ms", "OnStall": "evict", "MaxGrantAhead": "1h" }
+	 * Every key applies on a live clock; turning lockstep on or off takes
+	 * a restart (main.c). */
+	{ "Lockstep", "Participants", KEY_INT, FIELD(ls_participants), .min = 1,
+	  .max = CONFIG_LOCKSTEP_MAX, .required = true, .expect = "a whole number from 1 to 64" },
+	{ "Lockstep", "MaxScale", KEY_SCALE, FIELD(ls_max_scale), .expect = "a number from 1e-6 to 1e6" },
+	{ "Lockstep", "StallAfter", KEY_TIME, FIELD(ls_stall_ns), .min = 1 },
+	{ "Lockstep", "OnDeath", KEY_OWN, FIELD(ls_abort), .own = own_on_death },
+	{ "Lockstep", "EvictAfter", KEY_TIME, FIELD(ls_evict_ns), .min = 1 },
+	{ "Lockstep", "OnStall", KEY_OWN, FIELD(ls_on_stall), .own = own_on_stall },
+	{ "Lockstep", "MaxGrantAhead", KEY_TIME, FIELD(ls_max_ahead_ns), .min = 1 },
+
+	/* "Distribute": { "Publish": true, "Clock": "sim", "Lead": "5ms", "Heartbeat":
+	 * "200ms", "StaleAfter": "600ms", "OnLeaderLoss": "hold" } */
+	{ "Distribute", "Publish", KEY_BOOL, FIELD(dist_publish), .restart = true },
+	{ "Distribute", "Clock", KEY_OWN, STR(dist_clock), .own = own_dist_clock, .restart = true },
+	/* The clock thread waits for each change's instant: status and the
+	 * next change wait as long. */
+	{ "Distribute", "Lead", KEY_TIME, FIELD(dist_lead_ns), .min = 0, .max = 1e9,
+	  .expect = "a duration from 0 to 1s", .restart = true },
+	{ "Distribute", "Heartbeat", KEY_TIME, FIELD(dist_hb_ns), .min = 1e8,
+	  .max = 6e10, .expect = "a duration from 100ms (10 messages/s) to 60s",
+	  .restart = true },
+	{ "Distribute", "StaleAfter", KEY_TIME, FIELD(dist_stale_ns), .min = 1, .restart = true },
+	{ "Distribute", "OnLeaderLoss", KEY_OWN, FIELD(dist_run_on_loss), .own = own_leader_loss,
+	  .restart = true },
+
+	/* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
+	{ "Ros2", "Publish", KEY_BOOL, FIELD(ros2_publish), .restart = true },
+	{ "Ros2", "PublishHz", KEY_INT, FIELD(ros2_hz), .min = 1, .max = 10000,
+	  .expect = "a whole number from 1 to 10000", .restart = true },
+	{ "Ros2", "Domain", KEY_INT, FIELD(ros2_domain), .min = 0, .max = 232,
+	  .expect = "a DDS domain id from 0 to 232", .restart = true },
+	{ "Ros2", "StaleAfter", KEY_TIME, FIELD(ros2_stale_ns), .min = 1, .restart = true },
+};
+
+const size_t config_nkeys = sizeof(config_keys) / sizeof(config_keys[0]);
+
+static bool same_section(const char *a, const char *b)
 {
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+const struct config_key *config_key_find(const char *section, const char *name)
+{
+	for (size_t i = 0; i < config_nkeys; i++)
+		if (same_section(config_keys[i].section, section) && !strcmp(config_keys[i].name, name))
+			return &config_keys[i];
+	return NULL;
+}
+
+/* "A, B, C": the keys of @section, for messages. */
+static const char *key_names(const char *section, char *buf, size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < config_nkeys && len < n; i++)
+		if (same_section(config_keys[i].section, section))
+			len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "",
+						config_keys[i].name);
+	return buf;
+}
+
+static int apply_section(const struct config_ctx *x, const struct config_key *sec, const cJSON *o,
+			 struct shmclockd_config *c);
+
+static int apply_one(const struct config_ctx *x, const struct config_key *key, const cJSON *v,
+		     struct shmclockd_config *c)
+{
+	char *at = (char *)c + key->off, pre[96] = "", b[64];
 	const char *k = v->string;
-	char b[64];
 
-	if (!strcmp(k, "TimeSource")) {
-		const char *why;
-
-		if (!cJSON_IsString(v))
-			return key_error(x, k, "expected a string, one of %s", source_names());
-		c->source = source_lookup(v->valuestring, &why);
-		if (!c->source)
-			return why ? key_error(x, k, "%s", why)
-				   : key_error(x, k, "unknown source \"%s\"; expected one of %s",
-					       text_quote(v->valuestring, b, sizeof(b)),
-					       source_names());
-	} else if (!strcmp(k, "TimeScale")) {
+	/* A section's keys are named with it in their messages. */
+	if (key->section)
+		snprintf(pre, sizeof(pre), "%s.%s: ", key->section, key->name);
+	switch (key->kind) {
+	case KEY_BOOL:
+		return get_bool(x, v, key->section, (bool *)at);
+	case KEY_INT:
+		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+		    v->valuedouble < key->min || v->valuedouble > key->max)
+			return key_error(x, k, "%sexpected %s, got %s", pre, key->expect,
+					 shown(v, b, sizeof(b)));
+		*(int *)at = (int)v->valuedouble;
+		return 0;
+	case KEY_SCALE:
 		if (!cJSON_IsNumber(v) || !config_scale_ok(v->valuedouble))
-			return key_error(x, k, "expected a number from 1e-6 to 1e6, got %s",
+			return key_error(x, k, "%sexpected %s, got %s", pre, key->expect,
 					 shown(v, b, sizeof(b)));
-		c->scale = v->valuedouble;
-	} else if (!strcmp(k, "PublishHz")) {
-		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-		    v->valuedouble < 1 || v->valuedouble > 10000)
-			return key_error(x, k, "expected a whole number from 1 to 10000, got %s",
-					 shown(v, b, sizeof(b)));
-		c->hz = (int)v->valuedouble;
-	} else if (!strcmp(k, "StartTime")) {
-		if (get_time(x, v, k, true, &c->start_ns))
-			return -EINVAL;
-		c->has_start = true;
-	} else if (!strcmp(k, "UnixTimeAtZero")) {
-		if (get_time(x, v, k, true, &c->unix_zero_ns))
-			return -EINVAL;
-		c->has_unix_zero = true;
-	} else if (!strcmp(k, "Paused")) {
-		if (get_bool(x, v, NULL, &c->paused))
-			return -EINVAL;
-	} else if (!strcmp(k, "StepNs")) {
-		if (cJSON_IsNumber(v)) {
-			if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
-			    v->valuedouble > 3.6e12)
-				return key_error(x, k, "expected a whole number of ns from 1 to 3.6e12, got %s",
-						 shown(v, b, sizeof(b)));
-			c->step_ns = (int64_t)v->valuedouble;
-		} else {
-			char why[256];
+		*(double *)at = v->valuedouble;
+		return 0;
+	case KEY_TIME: {
+		int64_t ns;
 
-			if (!cJSON_IsString(v) || duration_parse(v->valuestring, &c->step_ns, why, sizeof(why)))
-				return key_error(x, k, "expected ns or a duration like \"10ms\", got %s",
-						 shown(v, b, sizeof(b)));
-			if (c->step_ns < 1)
-				return key_error(x, k, "must be positive");
-		}
-	} else if (!strcmp(k, "Name")) {
-		if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
-			return key_error(x, k, "expected a clock name of 1 to 64 of [A-Za-z0-9_.-], got %s",
-					 shown(v, b, sizeof(b)));
-		strcpy(c->name, v->valuestring);
-	} else if (!strcmp(k, "ControlSocket")) {
-		if (!cJSON_IsString(v) || !v->valuestring[0] ||
-		    strlen(v->valuestring) >= sizeof(c->socket_path))
-			return key_error(x, k, "expected a path of 1 to %zu bytes, got %s",
-					 sizeof(c->socket_path) - 1, shown(v, b, sizeof(b)));
-		strcpy(c->socket_path, v->valuestring);
-	} else if (!strcmp(k, "SegmentMode")) {
-		char *end = NULL;
-		long m = -1;
-
-		if (cJSON_IsString(v))
-			m = strtol(v->valuestring, &end, 8);
-		if (!end || *end || end == v->valuestring || m < 0 || m > 0777 ||
-		    shmclock_writer_check_mode((unsigned)m))
-			return key_error(x, k, "expected an octal mode string like \"0644\" or \"0640\": the "
-					 "owner reads and writes, nobody else writes, got %s",
-					 shown(v, b, sizeof(b)));
-		c->segment_mode = (unsigned)m;
-	} else if (!strcmp(k, "ControlGroup")) {
-		struct group *g = NULL;
-
-		if (cJSON_IsString(v))
-			g = getgrnam(v->valuestring);
-		else if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 4294967295.0 &&
-			 v->valuedouble == floor(v->valuedouble))
-			g = getgrgid((gid_t)v->valuedouble); /* (gid_t)-1 means "no group" */
-		if (!g)
-			return key_error(x, k, "expected an existing group name or gid, got %s",
-					 shown(v, b, sizeof(b)));
-		c->group = g->gr_gid;
-		c->has_group = true;
-	} else if (!strcmp(k, "ControlIdleTimeout")) {
-		if (get_time(x, v, k, false, &c->control_idle_ns))
+		if (get_time(x, v, k, false, (int64_t *)at))
 			return -EINVAL;
-		if (c->control_idle_ns < 100000000 || c->control_idle_ns > 86400000000000LL)
-			return key_error(x, k, "expected a duration from 100ms to 24h, got %s",
+		ns = *(int64_t *)at;
+		if (!key->max && ns < key->min)
+			return key_error(x, k, "%smust be positive", pre);
+		if (key->max && (ns < key->min || ns > key->max))
+			return key_error(x, k, "%sexpected %s, got %s", pre, key->expect,
 					 shown(v, b, sizeof(b)));
-	} else if (!strcmp(k, "SchedPriority")) {
-		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-		    v->valuedouble < 0 || v->valuedouble > 99)
-			return key_error(x, k, "expected a whole number from 0 (normal) to 99 (SCHED_FIFO), got %s",
-					 shown(v, b, sizeof(b)));
-		c->sched_priority = (int)v->valuedouble;
-	} else if (!strcmp(k, "Lockstep")) {
-		return apply_lockstep(x, v, c);
-	} else if (!strcmp(k, "Distribute")) {
-#ifdef SHMCLOCK_HAVE_ROS2
-		return apply_distribute(x, v, c);
-#else
-		return key_error(x, k, "this shmclockd was built without DDS (Cyclone DDS) support");
-#endif
-	} else if (!strcmp(k, "Ros2")) {
-#ifdef SHMCLOCK_HAVE_ROS2
-		return apply_ros2(x, v, c);
-#else
-		return key_error(x, k, "this shmclockd was built without ROS 2 support");
-#endif
-	} else {
-		return key_error(x, k,
-				 "unknown key (known: TimeSource, TimeScale, PublishHz, StartTime, "
-				 "UnixTimeAtZero, Paused, StepNs, Name, ControlSocket, SegmentMode, "
-				 "ControlGroup, ControlIdleTimeout, SchedPriority, Lockstep, Distribute, "
-				 "Ros2)");
+		return 0;
 	}
+	case KEY_DATE:
+		if (get_time(x, v, k, true, (int64_t *)at))
+			return -EINVAL;
+		*(bool *)((char *)c + key->flag) = true;
+		return 0;
+	case KEY_SECTION:
+		if (key->missing)
+			return key_error(x, k, "%s", key->missing);
+		return apply_section(x, key, v, c);
+	case KEY_OWN:
+		return key->own(x, v, c);
+	}
+	return -EINVAL;
+}
+
+/* A section object (Ros2, Distribute, Lockstep): its keys are read one
+ * level deeper. A required key is unset until the section sets it. */
+static int apply_section(const struct config_ctx *x, const struct config_key *sec, const cJSON *o,
+			 struct shmclockd_config *c)
+{
+	const struct config_key *req = NULL;
+	struct config_ctx in;
+	const cJSON *v;
+	char names[256];
+
+	if (enter_section(x, o, sec->name, sec->expect, &in))
+		return -EINVAL;
+	for (size_t i = 0; i < config_nkeys; i++)
+		if (same_section(config_keys[i].section, sec->name) && config_keys[i].required) {
+			req = &config_keys[i];
+			*(int *)((char *)c + req->off) = 0;
+		}
+	cJSON_ArrayForEach(v, o) {
+		const struct config_key *key;
+
+		if (twice(&in, o, v))
+			return -EINVAL;
+		key = config_key_find(sec->name, v->string);
+		if (!key)
+			return key_error(&in, v->string, "unknown key in %s (known: %s)", sec->name,
+					 key_names(sec->name, names, sizeof(names)));
+		if (apply_one(&in, key, v, c))
+			return -EINVAL;
+	}
+	if (req && !*(int *)((char *)c + req->off))
+		return key_error(x, sec->name, "%s.%s is required (%g to %g)", sec->name, req->name,
+				 req->min, req->max);
 	return 0;
+}
+
+static int apply_key(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	const struct config_key *key = config_key_find(NULL, v->string);
+	char names[512];
+
+	if (!key)
+		return key_error(x, v->string, "unknown key (known: %s)",
+				 key_names(NULL, names, sizeof(names)));
+	return apply_one(x, key, v, c);
+}
+
+const struct config_key *config_restart_change(const struct shmclockd_config *a,
+					       const struct shmclockd_config *b)
+{
+	for (size_t i = 0; i < config_nkeys; i++) {
+		const struct config_key *k = &config_keys[i];
+		const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
+
+		if (k->restart && (k->str ? strcmp(pa, pb) : memcmp(pa, pb, k->size)))
+			return k;
+	}
+	return NULL;
 }
 
 int config_load_text(const char *what, const char *text, size_t len, struct shmclockd_config *c,
 		     char *err, size_t errlen)
 {
-	struct ctx x = { what, text, len, err, errlen, 1, 1 };
+	struct config_ctx x = { what, text, len, err, errlen, 1, 1 };
 	const char *end = NULL;
 	cJSON *root, *v;
 	int r = 0;
@@ -696,4 +767,9 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+bool config_holds_on_leader_loss(const struct shmclockd_config *c)
+{
+	return c->source->feed == FEED_LEADER && !c->dist_run_on_loss;
 }

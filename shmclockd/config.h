@@ -88,6 +88,10 @@ static inline enum on_stall config_stall_policy(const struct shmclockd_config *c
 
 /* "wait", "evict" or "abort" (OnStall, --on-stall): 0 or -EINVAL. */
 int config_on_stall(const char *s, enum on_stall *out);
+
+/* A follower (TimeSource "leader") with OnLeaderLoss hold: the clock
+ * pauses while its leader is silent. */
+bool config_holds_on_leader_loss(const struct shmclockd_config *c);
 /* Its name. */
 const char *config_on_stall_name(enum on_stall s);
 
@@ -96,6 +100,47 @@ const char *config_on_stall_name(enum on_stall s);
  * an unreadable file) with a one-line message naming the file, the line
  * and the key in err; *c is then unspecified (parse into a copy).
  */
+/* How a key's value is read (config.c's table). */
+enum config_kind {
+	KEY_BOOL,    /* true or false */
+	KEY_INT,     /* a whole number from min to max (an int) */
+	KEY_SCALE,   /* a number config_scale_ok() takes (a double) */
+	KEY_TIME,    /* seconds or a duration, ns from min to max (max 0: none) */
+	KEY_DATE,    /* seconds, a duration or an ISO-8601 date; sets the bool at flag */
+	KEY_SECTION, /* an object of the keys whose section this is */
+	KEY_OWN,     /* by its own function */
+};
+
+struct config_ctx;
+struct cJSON;
+
+/* One key of the config (config_keys[], one row each). */
+struct config_key {
+	const char *section;     /* NULL: the top level */
+	const char *name;
+	enum config_kind kind;
+	size_t off, size;        /* where in struct shmclockd_config it is stored */
+	bool str;                /* a char array, compared as a string */
+	size_t flag;             /* KEY_DATE: the bool saying it was given */
+	double min, max;         /* KEY_INT, KEY_TIME */
+	bool required;           /* a section's key that must be given */
+	bool restart;            /* changes only with a restart: SIGHUP refuses */
+	const char *expect;      /* what a message says is expected; a section's example */
+	const char *missing;     /* a section this build lacks: why */
+	int (*own)(const struct config_ctx *x, const struct cJSON *v, struct shmclockd_config *c);
+};
+
+extern const struct config_key config_keys[];
+extern const size_t config_nkeys;
+
+/* The key @name of @section (NULL: the top level), NULL if none. */
+const struct config_key *config_key_find(const char *section, const char *name);
+
+/* The first key a reload may not change that differs between @a and @b,
+ * or NULL. */
+const struct config_key *config_restart_change(const struct shmclockd_config *a,
+					       const struct shmclockd_config *b);
+
 int config_load_file(const char *path, struct shmclockd_config *c, char *err, size_t errlen);
 
 /* Same, from text in memory (`what` names it in messages). For tests/fuzzing. */

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The control socket's server: the listener, peers' credentials, clients
+ * and their lines. What a line asks and the reply are request.c's.
+ */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -15,200 +19,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <shmclock/lockstep.h>
 #include <shmclock/time.h>
 
 #include "control.h"
-#include "ros2.h"
-#include "duration.h"
 #include "log.h"
-#include "source.h"
 
 
-static int64_t sat_add(int64_t a, int64_t b)
+/* The server's part of status (request_ctx.server_status). */
+static void server_status(cJSON *st, const void *server)
 {
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return b > 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
-
-static int bad(char *err, size_t errlen, const char *msg)
-{
-	snprintf(err, errlen, "%s", msg);
-	return -EINVAL;
-}
-
-/* A time argument: a number of seconds or a string duration_parse/time_parse takes. */
-static int arg_time(const cJSON *root, const char *key, int dates, int64_t *ns, char *err,
-		    size_t errlen)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-	char why[200];
-
-	if (cJSON_IsNumber(v)) {
-		double d = v->valuedouble * 1e9;
-
-		if (!isfinite(d) || fabs(d) > 9.2e18)
-			return bad(err, errlen, "time out of range");
-		*ns = (int64_t)llround(d);
-		return 0;
-	}
-	if (!cJSON_IsString(v)) {
-		snprintf(err, errlen, "\"%s\" is required: seconds or a string like \"1.5s\"", key);
-		return -EINVAL;
-	}
-	if ((dates ? time_parse : duration_parse)(v->valuestring, ns, why, sizeof(why))) {
-		snprintf(err, errlen, "%s: %s", key, why);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int control_parse_request(const char *line, size_t len, struct request *req, char *err,
-			  size_t errlen)
-{
-	const struct proto_cmd *pc;
-	const cJSON *v, *cmd;
-	char names[160], msg[256];
-	cJSON *root;
-	int r = 0;
-
-	memset(req, 0, sizeof(*req));
-	root = cJSON_ParseWithLength(line, len);
-	if (!root)
-		return bad(err, errlen, "malformed JSON (send one object per line)");
-	if (!cJSON_IsObject(root)) {
-		r = bad(err, errlen, "a request is a JSON object like {\"cmd\":\"status\"}");
-		goto out;
-	}
-	v = cJSON_GetObjectItemCaseSensitive(root, "v");
-	if (v && (!cJSON_IsNumber(v) || v->valuedouble != CONTROL_PROTOCOL)) {
-		r = bad(err, errlen, "unsupported protocol version (this daemon speaks v 1)");
-		goto out;
-	}
-	cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
-	if (!cJSON_IsString(cmd)) {
-		snprintf(msg, sizeof(msg), "\"cmd\" is required: %s", proto_names(names, sizeof(names)));
-		r = bad(err, errlen, msg);
-		goto out;
-	}
-	pc = proto_find(cmd->valuestring);
-	if (!pc) {
-		snprintf(msg, sizeof(msg), "unknown command (known: %s)",
-			 proto_names(names, sizeof(names)));
-		r = bad(err, errlen, msg);
-		goto out;
-	}
-	req->kind = pc->kind;
-	switch (pc->arg) {
-	case PARG_SCALE:
-		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
-		if (cJSON_IsString(v)) {
-			char *end;
-
-			req->scale = strtod(v->valuestring, &end);
-			if (end == v->valuestring || *end)
-				req->scale = NAN;
-		} else if (cJSON_IsNumber(v)) {
-			req->scale = v->valuedouble;
-		} else {
-			req->scale = NAN;
-		}
-		if (!config_scale_ok(req->scale)) {
-			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from 1e-6 to 1e6",
-				 pc->name, pc->key);
-			r = bad(err, errlen, msg);
-		}
-		break;
-	case PARG_TIME:
-		r = arg_time(root, pc->key, 1, &req->ns, err, errlen);
-		break;
-	case PARG_DURATION:
-		r = arg_time(root, pc->key, 0, &req->ns, err, errlen);
-		if (!r && req->ns < 0) {
-			snprintf(msg, sizeof(msg), "%s takes a duration >= 0 (use set to go back)",
-				 pc->name);
-			r = bad(err, errlen, msg);
-		}
-		break;
-	case PARG_WHO:
-		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
-		if (!cJSON_IsString(v) || !v->valuestring[0] ||
-		    strlen(v->valuestring) >= sizeof(req->who)) {
-			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to 64 bytes)",
-				 pc->name, pc->key);
-			r = bad(err, errlen, msg);
-			break;
-		}
-		snprintf(req->who, sizeof(req->who), "%s", v->valuestring);
-		break;
-	case PARG_NONE:
-		break;
-	}
-out:
-	cJSON_Delete(root);
-	return r;
-}
-
-static char *finish(cJSON *o)
-{
-	char *s = cJSON_PrintUnformatted(o), *line;
-	size_t n;
-
-	cJSON_Delete(o);
-	if (!s)
-		return NULL;
-	n = strlen(s);
-	line = realloc(s, n + 2);
-	if (!line) {
-		free(s);
-		return NULL;
-	}
-	line[n] = '\n';
-	line[n + 1] = 0;
-	return line;
-}
-
-/* The clock thread's ticks: counts, lateness quantiles, and the non-empty
- * buckets ([lowest ns, count] pairs) so a client can diff two replies. */
-static void add_ticks(cJSON *st, const struct clockthread *ct)
-{
-	uint64_t counts[LATEHIST_N];
-	cJSON *t = cJSON_CreateObject(), *hist = cJSON_CreateArray();
-	int64_t worst;
-
-	latehist_copy(&ct->lateness, counts);
-	/* Relaxed: statistics, nothing is ordered by them. */
-	cJSON_AddNumberToObject(t, "count",
-				(double)atomic_load_explicit(&ct->ticks, memory_order_relaxed));
-	cJSON_AddNumberToObject(t, "skipped",
-				(double)atomic_load_explicit(&ct->late_ticks, memory_order_relaxed));
-	/* A quantile is its bucket's upper bound, which may exceed the exact
-	 * maximum in that bucket: capped there (status once showed p99 1.835 ms
-	 * above a max of 1.706 ms). */
-	worst = atomic_load_explicit(&ct->worst_lateness_ns, memory_order_relaxed);
-	cJSON_AddNumberToObject(t, "late_p50_ns", (double)latehist_quantile_max(counts, 0.5, worst));
-	cJSON_AddNumberToObject(t, "late_p99_ns", (double)latehist_quantile_max(counts, 0.99, worst));
-	cJSON_AddNumberToObject(t, "late_p999_ns",
-				(double)latehist_quantile_max(counts, 0.999, worst));
-	cJSON_AddNumberToObject(t, "late_max_ns", (double)worst);
-	for (int i = 0; i < LATEHIST_N; i++) {
-		if (counts[i]) {
-			cJSON *pair = cJSON_CreateArray();
-
-			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)latehist_lo(i)));
-			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)counts[i]));
-			cJSON_AddItemToArray(hist, pair);
-		}
-	}
-	cJSON_AddItemToObject(t, "late_hist", hist);
-	cJSON_AddItemToObject(st, "ticks", t);
-}
-
-static void add_control(cJSON *st, const struct control *c)
-{
+	const struct control *c = server;
 	cJSON *t = cJSON_CreateObject();
 	int n = 0;
 
@@ -224,201 +44,6 @@ static void add_control(cJSON *st, const struct control *c)
 	cJSON_AddItemToObject(st, "control", t);
 }
 
-/* A member's own figures (it writes them in the participants' segment). */
-static void add_figures(cJSON *m, struct clockthread *ct, unsigned slot, uint64_t *most,
-			const char **most_who, const char *who)
-{
-	struct shmclock_lockstep_stats s;
-
-	if (shmclock_lockstep_host_stats(ct->ls_host, slot, &s))
-		return;
-	cJSON_AddNumberToObject(m, "grants", (double)s.grants);
-	cJSON_AddNumberToObject(m, "steps", (double)s.steps);
-	cJSON_AddNumberToObject(m, "last_to_grant", (double)s.last_to_grant);
-	cJSON_AddNumberToObject(m, "work_s", (double)s.work_ns / 1e9);
-	cJSON_AddNumberToObject(m, "wait_s", (double)s.wait_ns / 1e9);
-	cJSON_AddNumberToObject(m, "work_p50_us", (double)s.work_p50_ns / 1e3);
-	cJSON_AddNumberToObject(m, "work_p99_us", (double)s.work_p99_ns / 1e3);
-	cJSON_AddNumberToObject(m, "wait_p50_us", (double)s.wait_p50_ns / 1e3);
-	cJSON_AddNumberToObject(m, "wait_p99_us", (double)s.wait_p99_ns / 1e3);
-	if (s.working_for_ns)
-		cJSON_AddNumberToObject(m, "working_for_s", (double)s.working_for_ns / 1e9);
-	if (s.last_to_grant > *most) {
-		*most = s.last_to_grant;
-		*most_who = who;
-	}
-}
-
-/* "lockstep": what the clock waits for, and who. */
-static void add_lockstep(cJSON *st, struct clockthread *ct, const struct shmclockd_config *cfg,
-			 int64_t sim)
-{
-	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
-	unsigned n = shmclock_lockstep_host_list(ct->ls_host, p, SHMCLOCK_LOCKSTEP_SLOTS);
-	cJSON *t = cJSON_CreateObject(), *a = cJSON_CreateArray();
-	int64_t mono = shmclock_steady_now().ns;
-	uint64_t deaths = atomic_load_explicit(&ct->ls_deaths, memory_order_acquire);
-	char buf[64];
-
-	bool running = atomic_load_explicit(&ct->ls_started, memory_order_acquire);
-	uint64_t most = 0;
-	const char *most_who = NULL;
-
-	cJSON_AddNumberToObject(t, "participants_required", cfg->ls_participants);
-	cJSON_AddBoolToObject(t, "running", running);
-	if (running) {
-		/* Since the clock started: steps/s and the real-time factor (the
-		 * acquire above pairs with the clock thread's release). */
-		double secs = (double)(mono - atomic_load_explicit(&ct->ls_run_mono,
-								    memory_order_relaxed)) / 1e9;
-
-		if (secs > 0) {
-			cJSON_AddNumberToObject(t, "steps_per_s",
-						(double)atomic_load_explicit(&ct->ls_advances,
-									     memory_order_relaxed) / secs);
-			cJSON_AddNumberToObject(t, "realtime_factor",
-						(double)(sim - atomic_load_explicit(&ct->ls_run_sim,
-										    memory_order_relaxed)) /
-							1e9 / secs);
-		}
-	}
-	if (cfg->ls_max_scale > 0)
-		cJSON_AddNumberToObject(t, "max_scale", cfg->ls_max_scale);
-	cJSON_AddStringToObject(t, "on_death", cfg->ls_abort ? "abort" : "evict");
-	cJSON_AddStringToObject(t, "on_stall", config_on_stall_name(config_stall_policy(cfg)));
-	if (cfg->ls_evict_ns)
-		cJSON_AddStringToObject(t, "evict_after", duration_format(cfg->ls_evict_ns, buf, sizeof(buf)));
-	cJSON_AddStringToObject(t, "max_grant_ahead", duration_format(cfg->ls_max_ahead_ns, buf, sizeof(buf)));
-	cJSON_AddNumberToObject(t, "advances",
-				(double)atomic_load_explicit(&ct->ls_advances, memory_order_relaxed));
-	cJSON_AddNumberToObject(t, "deaths", (double)deaths);
-	cJSON_AddNumberToObject(t, "stalls",
-				(double)atomic_load_explicit(&ct->ls_stalls, memory_order_relaxed));
-	/* The records the clock thread may be rewriting (a second death):
-	 * under its lock, copied whole. */
-	pthread_mutex_lock(&ct->ls_rec_lock);
-	if (deaths) {
-		cJSON_AddStringToObject(t, "last_death", ct->ls_dead);
-		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_grant);
-		cJSON_AddStringToObject(t, "last_death_grant_ns", buf);
-		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_clock);
-		cJSON_AddStringToObject(t, "last_death_clock_ns", buf);
-		snprintf(buf, sizeof(buf), "%lld", (long long)ct->ls_dead_mono);
-		cJSON_AddStringToObject(t, "last_death_found_mono_ns", buf);
-	}
-	if (ct->ls_stalled[0])
-		cJSON_AddStringToObject(t, "last_eviction", ct->ls_stalled);
-	pthread_mutex_unlock(&ct->ls_rec_lock);
-	cJSON_AddBoolToObject(t, "aborted", atomic_load_explicit(&ct->ls_aborted, memory_order_relaxed));
-	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
-		cJSON *m = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(m, "name", p[i].who);
-		cJSON_AddNumberToObject(m, "pid", p[i].pid);
-		snprintf(buf, sizeof(buf), "%lld", (long long)p[i].grant_ns);
-		cJSON_AddStringToObject(m, "grant_ns", buf);
-		cJSON_AddStringToObject(m, "grant", duration_format(p[i].grant_ns, buf, sizeof(buf)));
-		snprintf(buf, sizeof(buf), "%lld", (long long)p[i].joined_sim_ns);
-		cJSON_AddStringToObject(m, "joined_ns", buf);
-		cJSON_AddBoolToObject(m, "holding", p[i].grant_ns <= sim);
-		if (p[i].holding_since_ns && p[i].grant_ns <= sim)
-			cJSON_AddNumberToObject(m, "holding_for_s",
-						(double)(mono - p[i].holding_since_ns) / 1e9);
-		add_figures(m, ct, p[i].slot, &most, &most_who, p[i].who);
-		cJSON_AddItemToArray(a, m);
-	}
-	if (most_who)
-		cJSON_AddStringToObject(t, "last_to_grant_most", most_who);
-	cJSON_AddItemToObject(t, "members", a);
-	cJSON_AddItemToObject(st, "lockstep", t);
-}
-
-char *control_reply_ok(const struct control *c, const shmclock_info_t *in)
-{
-	const struct shmclockd_config *cfg = c->cfg;
-	cJSON *o = cJSON_CreateObject(), *st = cJSON_CreateObject();
-	char buf[64];
-
-	cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
-	cJSON_AddTrueToObject(o, "ok");
-	cJSON_AddItemToObject(o, "status", st);
-	cJSON_AddStringToObject(st, "name", cfg->name);
-	cJSON_AddStringToObject(st, "source", cfg->source->name);
-	cJSON_AddBoolToObject(st, "initialized", in->initialized);
-	/* ns as a decimal string too: JSON numbers lose precision past 2^53. */
-	snprintf(buf, sizeof(buf), "%lld", (long long)in->sim_ns);
-	cJSON_AddStringToObject(st, "sim_ns", buf);
-	cJSON_AddStringToObject(st, "sim", duration_format(in->sim_ns, buf, sizeof(buf)));
-	cJSON_AddNumberToObject(st, "scale", in->scale);
-	if (c->ct) {
-		/* Relaxed: a statistic. 0 until a second of running time. */
-		double a = atomic_load_explicit(&c->ct->achieved_scale, memory_order_relaxed);
-
-		if (a > 0)
-			cJSON_AddNumberToObject(st, "scale_achieved", a);
-	}
-	cJSON_AddBoolToObject(st, "paused", in->paused);
-	cJSON_AddBoolToObject(st, "stepped", in->stepped);
-	cJSON_AddNumberToObject(st, "jump_epoch", (double)in->jump_epoch);
-	cJSON_AddNumberToObject(st, "last_jump_ns", (double)in->last_jump_ns);
-	if (in->has_unix_at_zero) {
-		snprintf(buf, sizeof(buf), "%lld", (long long)in->unix_at_zero_ns);
-		cJSON_AddStringToObject(st, "unix_at_zero_ns", buf);
-		/* Saturated: StartTime near 2262 plus UnixTimeAtZero must not
-		 * wrap to 1969. */
-		cJSON_AddStringToObject(st, "sim_unix",
-					time_format_iso(sat_add(in->unix_at_zero_ns, in->sim_ns), buf,
-							sizeof(buf)));
-	}
-	cJSON_AddNumberToObject(st, "publish_hz", cfg->hz);
-	cJSON_AddNumberToObject(st, "writer_pid", in->writer_pid);
-	cJSON_AddNumberToObject(st, "commits", (double)in->commits);
-	if (c->ct)
-		add_ticks(st, c->ct);
-	if (c->ct && c->ct->ls_host)
-		add_lockstep(st, c->ct, cfg, in->sim_ns);
-	add_control(st, c);
-	if (c->ct && c->ct->dist) {
-		cJSON *t = cJSON_CreateObject();
-
-		dist_status(c->ct, t);
-		cJSON_AddItemToObject(st, "distribute", t);
-	}
-	if (c->ct)
-		cJSON_AddBoolToObject(st, "stale", atomic_load_explicit(&c->ct->stale,
-									memory_order_relaxed));
-	if (c->ros2) {
-		struct ros2_stats rs;
-		cJSON *t = cJSON_CreateObject();
-
-		c->ros2_api->get_stats(c->ros2, &rs);
-		cJSON_AddNumberToObject(t, "domain", rs.domain);
-		cJSON_AddBoolToObject(t, "following", rs.following);
-		cJSON_AddBoolToObject(t, "publishing", rs.publishing);
-		if (rs.following) {
-			cJSON_AddNumberToObject(t, "samples", (double)rs.samples);
-			cJSON_AddNumberToObject(t, "rate_hz", rs.rate_hz);
-			cJSON_AddNumberToObject(t, "last_sample_age_ns", (double)rs.last_age_ns);
-			cJSON_AddBoolToObject(t, "stale", rs.stale);
-		}
-		if (rs.publishing) {
-			cJSON_AddNumberToObject(t, "published", (double)rs.published);
-			cJSON_AddNumberToObject(t, "publish_hz", cfg->ros2_hz);
-		}
-		cJSON_AddItemToObject(st, "ros2", t);
-	}
-	return finish(o);
-}
-
-char *control_reply_error(const char *msg)
-{
-	cJSON *o = cJSON_CreateObject();
-
-	cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
-	cJSON_AddFalseToObject(o, "ok");
-	cJSON_AddStringToObject(o, "error", msg);
-	return finish(o);
-}
 
 /* Is uid allowed to control the clock? Root, our own user, and members of
  * ControlGroup when one is configured. */
@@ -475,8 +100,8 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	c->spare_fd = -1;
-	c->ct = ct;
 	c->cfg = cfg;
+	c->rq = (struct request_ctx){ .ct = ct, .cfg = cfg, .server_status = server_status, .server = c };
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		c->clients[i].fd = -1;
 	if (strlen(path) >= sizeof(a.sun_path)) {
@@ -545,7 +170,7 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 	c->fd = fd;
 	c->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* Without it, status goes through the clock thread as other requests. */
-	if (shmclock_open(cfg->name, &c->view) < 0)
+	if (shmclock_open(cfg->name, &c->rq.view) < 0)
 		log_msg(LOG_DEBUG, "control: no read-only view of '%s': status via the clock thread",
 			cfg->name);
 	return 0;
@@ -586,7 +211,7 @@ static void drop(struct control *c, struct client *cl, const char *why)
 
 static void reply_error(struct client *cl, const char *msg)
 {
-	char *line = control_reply_error(msg);
+	char *line = request_reply_error(msg);
 
 	if (line)
 		send_line(cl->fd, line);
@@ -680,35 +305,19 @@ static void accept_one(struct control *c)
 static void handle_line(struct control *c, struct client *cl, const char *line, size_t len)
 {
 	char err[256], *reply;
-	struct request req;
-	struct cmd cmd;
+	enum cmd_kind kind;
+	shmclock_info_t info;
 
-	if (control_parse_request(line, len, &req, err, sizeof(err))) {
+	if (request_run(&c->rq, line, len, &kind, &info, err, sizeof(err))) {
 		c->errors++;
 		reply_error(cl, err);
 		return;
 	}
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.req = req;
-	/* Status is read from the segment here, lock-free, as any reader
-	 * would: a client polling status never wakes the clock thread. */
-	if (cmd.req.kind == CMD_STATUS && c->view) {
-		int r = shmclock_info(c->view, &cmd.info);
-
-		if (r == 0 || r == -ESTALE)
-			goto answer;
-	}
-	if (clockthread_submit(c->ct, &cmd)) {
-		c->errors++;
-		reply_error(cl, cmd.err);
-		return;
-	}
-	if (cmd.req.kind != CMD_STATUS)
+	if (kind != CMD_STATUS)
 		log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
 			(unsigned)cl->uid);
-answer:
 	c->served++;
-	reply = control_reply_ok(c, &cmd.info);
+	reply = request_reply_ok(&c->rq, &info);
 	if (reply && send_line(cl->fd, reply) < 0)
 		drop(c, cl, "does not read its replies");
 	free(reply);
@@ -795,6 +404,6 @@ void control_close(struct control *c)
 		unlink(c->path);
 	}
 	c->fd = -1;
-	shmclock_close(c->view);
-	c->view = NULL;
+	shmclock_close(c->rq.view);
+	c->rq.view = NULL;
 }

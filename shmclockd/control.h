@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control socket: a Unix stream socket, one JSON object per line each
- * way. Requests: {"v":1,"cmd":"pause"}; {"cmd":"scale","value":2};
+ * The control socket's server: a Unix stream socket, one JSON object per
+ * line each way (request.h parses the lines and writes the replies). Requests: {"v":1,"cmd":"pause"}; {"cmd":"scale","value":2};
  * {"cmd":"set","time":"1.5s"}; {"cmd":"step","duration":"10ms"};
  * {"cmd":"advance","time":"3s"}; {"cmd":"status"}. "v" is optional and
  * must be 1 when given. Replies: {"v":1,"ok":true,"status":{...}} after the
@@ -17,16 +17,10 @@
 
 #include "clockthread.h"
 #include "config.h"
+#include "request.h"
 
 #define CONTROL_LINE_MAX 4096
 #define CONTROL_CLIENTS_MAX 32
-
-/* Parses one request line (without its newline). 0, or -EINVAL with err. */
-int control_parse_request(const char *line, size_t len, struct request *req, char *err,
-			  size_t errlen);
-
-/* An error reply line, newline-terminated, malloc'd (NULL on out of memory). */
-char *control_reply_error(const char *msg);
 
 struct client {
 	int fd;
@@ -39,11 +33,10 @@ struct client {
 struct control {
 	int fd;
 	char path[108];
-	struct clockthread *ct;
-	shmclock_t *view;                /* read-only handle: status answers */
-	struct ros2 *ros2;               /* ROS 2 link for status, or NULL */
-	const struct ros2_api *ros2_api;
 	const struct shmclockd_config *cfg;
+	/* What the requests are answered with: the clock thread, the
+	 * read-only view for status, the ROS 2 link (rq.ros2, NULL: none). */
+	struct request_ctx rq;
 	struct client clients[CONTROL_CLIENTS_MAX];
 	/* requests answered ok / answered with an error; connections refused
 	 * (peer credentials), dropped (idle, oversized, not reading, evicted),
@@ -56,11 +49,6 @@ struct control {
 	int64_t listen_paused_until;
 	unsigned long fd_exhausted;      /* accepts that failed for want of fds */
 };
-
-/* The reply to a request that succeeded: the clock's status, the clock
- * thread's tick lateness and the control counters. Newline-terminated,
- * malloc'd (NULL on out of memory). */
-char *control_reply_ok(const struct control *c, const shmclock_info_t *in);
 
 /* Binds the socket (0600, or 0660 for ControlGroup). A stale socket left by
  * a dead daemon is replaced; a live one, or anything that is not a socket,

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,7 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 #include <shmclock/writer.h>
 
@@ -31,6 +29,9 @@
 #include "control.h"
 #include "duration.h"
 #include "log.h"
+#include "mode_distribute.h"
+#include "mode_lockstep.h"
+#include "mode_plain.h"
 #include "paths.h"
 #include "ros2.h"
 #include "ros2_glue.h"
@@ -118,6 +119,21 @@ static int die_usage(const char *msg, const char *arg)
 	fprintf(stderr, "shmclockd: %s%s%s (see shmclockd --help)\n", msg, arg ? ": " : "",
 		arg ? arg : "");
 	return 2;
+}
+
+/* A whole-number option in the range of config key @section.@key: 0, or 2
+ * with "@what from MIN to MAX" printed. */
+static int int_arg(const char *what, const char *section, const char *key, const char *arg, int *out)
+{
+	const struct config_key *k = config_key_find(section, key);
+	char *end, msg[128];
+	long v = strtol(arg, &end, 10);
+
+	*out = (int)v;
+	if (end != arg && !*end && *out >= k->min && *out <= k->max)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s from %g to %g", what, k->min, k->max);
+	return die_usage(msg, arg);
 }
 
 /* Applies command-line settings over cfg; 0 or 2 with a message printed. */
@@ -274,14 +290,13 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 				return die_usage("--scale must be a number from 1e-6 to 1e6", optarg);
 			break;
 		case 'z':
-			o->hz = (int)strtol(optarg, &end, 10);
-			if (end == optarg || *end || o->hz < 1 || o->hz > 10000)
-				return die_usage("--hz must be a whole number from 1 to 10000", optarg);
+			if (int_arg("--hz must be a whole number", NULL, "PublishHz", optarg, &o->hz))
+				return 2;
 			break;
 		case 'F':
-			o->sched_priority = (int)strtol(optarg, &end, 10);
-			if (end == optarg || *end || o->sched_priority < 0 || o->sched_priority > 99)
-				return die_usage("--sched-priority must be a whole number from 0 to 99", optarg);
+			if (int_arg("--sched-priority must be a whole number", NULL, "SchedPriority", optarg,
+				    &o->sched_priority))
+				return 2;
 			break;
 		case 't':
 			o->start = optarg;
@@ -296,10 +311,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			o->paused = true;
 			break;
 		case 'K':
-			o->ls_participants = (int)strtol(optarg, &end, 10);
-			if (end == optarg || *end || o->ls_participants < 1 ||
-			    o->ls_participants > CONFIG_LOCKSTEP_MAX)
-				return die_usage("--lockstep takes a number of participants from 1 to 64", optarg);
+			if (int_arg("--lockstep takes a number of participants", "Lockstep", "Participants",
+				    optarg, &o->ls_participants))
+				return 2;
 			break;
 		case 'M':
 			o->ls_max_scale = strtod(optarg, &end);
@@ -413,6 +427,7 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 {
 	static struct shmclockd_config next; /* the clock thread copies what it keeps */
 	struct cmd cmd = { .req.kind = CMD_RELOAD };
+	const struct config_key *k;
 	char err[256];
 
 	if (!o->config_path) {
@@ -428,15 +443,10 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		log_msg(LOG_ERROR, "SIGHUP: the new config is rejected; the clock goes on unchanged");
 		return;
 	}
-	if (strcmp(next.name, cur->name) || next.source != cur->source ||
-	    strcmp(next.socket_path, cur->socket_path) || next.segment_mode != cur->segment_mode ||
-	    next.ros2_publish != cur->ros2_publish || next.ros2_hz != cur->ros2_hz ||
-	    next.ros2_domain != cur->ros2_domain || next.ros2_stale_ns != cur->ros2_stale_ns ||
-	    next.dist_publish != cur->dist_publish || strcmp(next.dist_clock, cur->dist_clock) ||
-	    next.dist_lead_ns != cur->dist_lead_ns || next.dist_hb_ns != cur->dist_hb_ns ||
-	    next.dist_stale_ns != cur->dist_stale_ns || next.dist_run_on_loss != cur->dist_run_on_loss) {
-		log_msg(LOG_ERROR, "SIGHUP: Name, TimeSource, ControlSocket, SegmentMode, Ros2 and "
-				   "Distribute change only with a restart; the new config is rejected");
+	/* The keys the config's table marks as changing only with a restart. */
+	if ((k = config_restart_change(&next, cur))) {
+		log_msg(LOG_ERROR, "SIGHUP: %s%s%s changes only with a restart; the new config is rejected",
+			k->section ? k->section : "", k->section ? "." : "", k->name);
 		return;
 	}
 	if (!next.ls_participants != !cur->ls_participants) {
@@ -473,36 +483,32 @@ struct daemon {
 	int sfd;
 	sigset_t old_mask;
 	char sock[108];
-	shmclock_lockstep_host_t *ls;
-	int ls_fd;      /* eventfd: the clock thread's OnDeath abort */
+	struct clock_mode *mode;  /* the clock thread's: plain, lockstep or distribute */
+	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
 };
 
-/* Lockstep: the participants' segment, with the control socket's access
- * rule (the owner, and ControlGroup when set). */
-static int open_lockstep(struct daemon *d, char *err, size_t errlen)
+/* The clock mode the config asks for (mode.h), before the clock thread
+ * starts: lockstep creates the participants' segment; between hosts needs
+ * the DDS link. */
+static int open_mode(struct daemon *d, char *err, size_t errlen)
 {
 	const struct shmclockd_config *c = &d->cfg;
 	int r;
 
-	d->ct.ls_host = NULL;
-	d->ct.ls_notify_fd = -1;
-	if (!c->ls_participants)
+	if (c->ls_participants) {
+		if ((r = mode_lockstep_create(d->w, c, &d->mode, err, errlen)))
+			return r;
+		d->ls = d->mode;
 		return 0;
-	r = shmclock_lockstep_host_create(d->w, c->name, c->has_group ? 0660 : 0600,
-					  c->has_group ? c->group : (gid_t)-1, &d->ls);
-	if (r) {
-		snprintf(err, errlen, "cannot create the lockstep segment /dev/shm/shmclock-lockstep.%s: %s",
-			 c->name, shmclock_strerror(r));
-		return r;
 	}
-	d->ls_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (d->ls_fd < 0) {
-		r = -errno;
-		snprintf(err, errlen, "eventfd: %s", strerror(errno));
-		return r;
+	if (d->ros2 && (c->dist_publish || c->source->feed == FEED_LEADER))
+		d->mode = mode_distribute_create(c, d->ros2, d->ros2_api);
+	else
+		d->mode = mode_plain_create();
+	if (!d->mode) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
-	d->ct.ls_host = d->ls;
-	d->ct.ls_notify_fd = d->ls_fd;
 	return 0;
 }
 
@@ -583,15 +589,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	}
 	d->ct.ros2_pub = NULL;
 	d->ct.ros2_api = NULL;
-	d->ct.dist = NULL;
-	if ((r = open_lockstep(d, err, errlen)))
-		return r;
-	r = clockthread_start(&d->ct, d->w, &d->cfg);
-	if (r) {
-		snprintf(err, errlen, "cannot start the clock thread: %s", strerror(-r));
-		return r;
-	}
-	d->ct_running = true;
+	/* The DDS participant before the clock thread, which publishes on
+	 * it; nothing arrives from it before follow() below. */
 	if (d->ros2_api) {
 		if ((r = ros2_glue_open(&d->cfg, &d->ct, d->ros2_api, &d->ros2, err, errlen)))
 			return r;
@@ -599,18 +598,20 @@ static int start(struct daemon *d, char *err, size_t errlen)
 			d->ct.ros2_pub = d->ros2;
 			d->ct.ros2_api = d->ros2_api;
 		}
-		/* Before CMD_INIT, which the submit below orders after it. */
-		if ((d->cfg.dist_publish || d->cfg.source->feed == FEED_LEADER) &&
-		    !(d->ct.dist = dist_create(&d->cfg, d->ros2, d->ros2_api))) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
 	}
+	if ((r = open_mode(d, err, errlen)))
+		return r;
+	r = clockthread_start(&d->ct, d->w, &d->cfg, d->mode);
+	if (r) {
+		snprintf(err, errlen, "cannot start the clock thread: %s", strerror(-r));
+		return r;
+	}
+	d->ct_running = true;
 	if ((r = control_open(&d->ctl, d->sock, &d->cfg, &d->ct, err, errlen)))
 		return r;
 	d->ctl_open = true;
-	d->ctl.ros2 = d->ros2;
-	d->ctl.ros2_api = d->ros2_api;
+	d->ctl.rq.ros2 = d->ros2;
+	d->ctl.rq.ros2_api = d->ros2_api;
 	/* Everything is in place: now the clock. */
 	init.arg_init = (struct init_args){ .reset = d->o.reset,
 					    .scale_given = !isnan(d->o.scale),
@@ -639,15 +640,8 @@ static void stop(struct daemon *d, bool remove)
 		control_close(&d->ctl);
 	if (d->ct_running)
 		clockthread_stop(&d->ct);
-	dist_destroy(d->ct.dist);
-	d->ct.dist = NULL;
-	/* Its participants learn it from the clock's writer going away (or
-	 * from a successor's new segment): -ESTALE. */
-	shmclock_lockstep_host_destroy(d->ls);
-	d->ls = NULL;
-	if (d->ls_fd >= 0)
-		close(d->ls_fd);
-	d->ls_fd = -1;
+	clock_mode_destroy(d->mode);
+	d->mode = d->ls = NULL;
 	if (d->ros2)
 		d->ros2_api->close(d->ros2);
 	if (d->sfd >= 0)
@@ -671,7 +665,7 @@ static void stop(struct daemon *d, bool remove)
 
 int main(int argc, char **argv)
 {
-	static struct daemon d = { .sfd = -1, .ls_fd = -1 };
+	static struct daemon d = { .sfd = -1 };
 	char **command = NULL;
 	pid_t child = -1;
 	int r, status = 0, stopping = 0;
@@ -719,22 +713,18 @@ int main(int argc, char **argv)
 		int poll_ms = control_poll_ms(&d.ctl);
 
 		fds[n] = (struct pollfd){ .fd = d.sfd, .events = POLLIN };
-		fds[n + 1] = (struct pollfd){ .fd = d.ls_fd, .events = POLLIN }; /* -1: ignored */
+		fds[n + 1] = (struct pollfd){ .fd = d.ls ? mode_lockstep_notify_fd(d.ls) : -1,
+					      .events = POLLIN }; /* -1: ignored */
 		if (poll(fds, (nfds_t)n + 2, poll_ms) < 0 && errno != EINTR)
 			break;
 		control_handle(&d.ctl, fds, n);
 		if (fds[n + 1].revents) {
-			char msg[sizeof(d.ct.ls_abort_msg)];
+			char msg[MODE_LOCKSTEP_ABORT_MAX];
 
 			/* OnDeath or OnStall abort: the clock thread stopped the
-			 * clock. Acquire: pairs with its release store, after
-			 * which the exit status is set. */
-			if (!atomic_load_explicit(&d.ct.ls_aborted, memory_order_acquire))
+			 * clock. */
+			if (!mode_lockstep_aborted(d.ls, &status, msg, sizeof(msg)))
 				continue;
-			status = atomic_load_explicit(&d.ct.ls_exit_status, memory_order_relaxed);
-			pthread_mutex_lock(&d.ct.ls_rec_lock);
-			memcpy(msg, d.ct.ls_abort_msg, sizeof(msg));
-			pthread_mutex_unlock(&d.ct.ls_rec_lock);
 			fprintf(stderr, "shmclockd: lockstep %s; exiting with status %d\n", msg, status);
 			if (child > 0)
 				kill(child, SIGTERM);

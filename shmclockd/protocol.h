@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control protocol, one table (CONTROL_COMMANDS): the daemon's request
- * parser (control.c), shmclockctl's usage, argument handling and requests,
+ * parser (request.c), shmclockctl's usage, argument handling and requests,
  * and the error messages listing the commands all come from it. Adding a
  * command is a line here plus its case in the clock thread.
  *
@@ -30,7 +30,7 @@ enum cmd_kind {
 	CMD_ADVANCE, /* req.ns: next value of an external source */
 	CMD_RELOAD,  /* arg_config */
 	CMD_INIT,    /* arg_init: start or continue the clock; ticks begin after it */
-	CMD_FUNCTION, /* arg_fn: a leader's time function (distribute.c) */
+	CMD_FUNCTION, /* arg_fn: a leader's time function (mode_distribute.c) */
 	CMD_STALE,   /* arg_stale: what the clock follows fell silent, or speaks again */
 	CMD_EVICT,   /* req.who: drop a lockstep participant */
 	CMD_STOP,

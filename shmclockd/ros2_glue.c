@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon's side of ROS 2, with Cyclone DDS (ros2_glue.h). */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,4 +97,27 @@ int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **a
 		return 0;
 	*api = ros2_load(err, errlen);
 	return *api ? 0 : -ENOENT;
+}
+
+void ros2_glue_status(struct ros2 *r, const struct ros2_api *api, const struct shmclockd_config *cfg,
+		      cJSON *st)
+{
+	struct ros2_stats rs;
+	cJSON *t = cJSON_CreateObject();
+
+	api->get_stats(r, &rs);
+	cJSON_AddNumberToObject(t, "domain", rs.domain);
+	cJSON_AddBoolToObject(t, "following", rs.following);
+	cJSON_AddBoolToObject(t, "publishing", rs.publishing);
+	if (rs.following) {
+		cJSON_AddNumberToObject(t, "samples", (double)rs.samples);
+		cJSON_AddNumberToObject(t, "rate_hz", rs.rate_hz);
+		cJSON_AddNumberToObject(t, "last_sample_age_ns", (double)rs.last_age_ns);
+		cJSON_AddBoolToObject(t, "stale", rs.stale);
+	}
+	if (rs.publishing) {
+		cJSON_AddNumberToObject(t, "published", (double)rs.published);
+		cJSON_AddNumberToObject(t, "publish_hz", cfg->ros2_hz);
+	}
+	cJSON_AddItemToObject(st, "ros2", t);
 }

@@ -30,4 +30,9 @@ int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **a
 int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 		   const struct ros2_api *api, struct ros2 **out, char *err, size_t errlen);
 
+/* Status: the "ros2" object (what the DDS side counts), into @st. */
+struct cJSON;
+void ros2_glue_status(struct ros2 *r, const struct ros2_api *api, const struct shmclockd_config *cfg,
+		      struct cJSON *st);
+
 #endif

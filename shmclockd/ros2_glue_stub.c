@@ -31,3 +31,12 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 	*out = NULL;
 	return 0;
 }
+
+void ros2_glue_status(struct ros2 *r, const struct ros2_api *api, const struct shmclockd_config *cfg,
+		      struct cJSON *st)
+{
+	(void)r;
+	(void)api;
+	(void)cfg;
+	(void)st;
+}

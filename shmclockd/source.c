@@ -33,3 +33,13 @@ const char *source_names(void)
 	return "simulation, system, external (alias ss2), fixed (alias unity)";
 #endif
 }
+
+int64_t source_period(const struct shmclockd_config *c, shmclock_writer_t *w)
+{
+	shmclock_info_t in;
+
+	if (!c->source->period)
+		return 1000000000 / c->hz;
+	shmclock_writer_info(w, &in);
+	return c->source->period(c, in.scale);
+}

@@ -21,7 +21,7 @@ enum source_feed {
 	FEED_CLIENT, /* control clients, with advance (the external source) */
 	FEED_ROS2,   /* ROS 2 /clock samples (needs the DDS module; advance is
 		      * refused to clients) */
-	FEED_LEADER, /* a leader's time function over DDS (distribute.c): every
+	FEED_LEADER, /* a leader's time function over DDS (mode_distribute.c): every
 		      * change is refused to clients */
 };
 
@@ -55,5 +55,9 @@ const struct source_ops *source_lookup(const char *name, const char **why);
 
 /* "simulation, system, external (ss2), fixed (unity)" */
 const char *source_names(void);
+
+/* Real time between the clock thread's ticks for @c's source, at @w's
+ * current scale, ns. */
+int64_t source_period(const struct shmclockd_config *c, shmclock_writer_t *w);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* `leader`: time is a leader shmclockd's time function, received over DDS
- * from another host (distribute.c, "Several hosts" in the README) and
+ * from another host (mode_distribute.c, "Several hosts" in the README) and
  * committed exactly, translated to this host's CLOCK_MONOTONIC.
  * Uninitialized until the first function arrives; TimeScale, pause and
  * the other changes belong to the leader. */

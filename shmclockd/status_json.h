@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reading the daemon's status reply (control.c writes it): a field, or a
+ * Reading the daemon's status reply (request.c writes it): a field, or a
  * harmless default when it is absent or of another type, so that a client
  * shows what an older or newer daemon sends. Shared by shmclockctl and
  * shmclock-panel.

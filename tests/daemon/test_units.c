@@ -14,7 +14,7 @@
 #include <shmclock/shmclock.h>
 
 #include "config.h"
-#include "control.h"
+#include "request.h"
 #include "duration.h"
 #include "source.h"
 
@@ -98,20 +98,20 @@ Test(units, control_requests_parse_to_their_command)
 	struct request r;
 	char err[256] = "";
 
-	cr_assert_eq(control_parse_request("{\"v\":1,\"cmd\":\"pause\"}", 21, &r, err, sizeof(err)),
+	cr_assert_eq(request_parse("{\"v\":1,\"cmd\":\"pause\"}", 21, &r, err, sizeof(err)),
 		     0, "%s", err);
 	cr_expect_eq(r.kind, CMD_PAUSE);
 	{
 		const char *l = "{\"v\":1,\"cmd\":\"scale\",\"value\":0.5}";
 
-		cr_assert_eq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
 		cr_expect_eq(r.kind, CMD_SCALE);
 		cr_expect_eq(r.scale, 0.5);
 	}
 	{
 		const char *l = "{\"v\":1,\"cmd\":\"set\",\"time\":\"90s\"}";
 
-		cr_assert_eq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
 		cr_expect_eq(r.kind, CMD_SET);
 		cr_expect_eq(r.ns, 90 * SEC);
 	}
@@ -134,7 +134,7 @@ Test(units, bad_control_requests_are_refused_with_one_line)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";
 
-		cr_expect_eq(control_parse_request(bad[i], strlen(bad[i]), &r, err, sizeof(err)),
+		cr_expect_eq(request_parse(bad[i], strlen(bad[i]), &r, err, sizeof(err)),
 			     -EINVAL, "accepted: %s", bad[i]);
 		cr_expect(err[0] && !strchr(err, '\n'), "'%s': '%s'", bad[i], err);
 	}
@@ -273,16 +273,16 @@ Test(units, evict_takes_a_participants_name)
 	char err[256];
 	const char *l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"caf\\u00e9\"}";
 
-	cr_assert_eq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(r.kind, CMD_EVICT);
 	cr_expect_str_eq(r.who, "caf\xc3\xa9");
 	l = "{\"v\":1,\"cmd\":\"evict\"}";
-	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	cr_expect_neq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0);
 	cr_expect(strstr(err, "participant's name"), "%s", err);
 	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"\"}";
-	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	cr_expect_neq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0);
 	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":7}";
-	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	cr_expect_neq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0);
 	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"a-name-that-is-longer-than-sixty-four-bytes-which-is-the-limit-xx\"}";
-	cr_expect_neq(control_parse_request(l, strlen(l), &r, err, sizeof(err)), 0);
+	cr_expect_neq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0);
 }

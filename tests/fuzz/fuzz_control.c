@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: one control-socket request line (control.c). Beyond not
+ * Fuzz target: one control-socket request line (request.c). Beyond not
  * crashing: a refused request has a one-line error and its reply is valid
  * JSON saying ok:false; an accepted one carries only values the clock
  * thread can apply (a finite scale > 0, a step >= 0).
@@ -8,7 +8,8 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 
-#include "control.h"
+#include "control.h" /* CONTROL_LINE_MAX */
+#include "request.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -20,9 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > CONTROL_LINE_MAX) /* the socket never hands over more */
 		return 0;
 	err[0] = '\0';
-	r = control_parse_request((const char *)data, size, &req, err, sizeof(err));
+	r = request_parse((const char *)data, size, &req, err, sizeof(err));
 	if (r) {
-		char *reply = control_reply_error(err);
+		char *reply = request_reply_error(err);
 		cJSON *o, *ok;
 		size_t n;
 

@@ -18,7 +18,9 @@
  * commits it again, never backwards within an epoch (the writer holds a
  * function that is behind until it catches up).
  *
- * On the clock thread only, except dist_status (under mu).
+ * A clock mode (mode.h) that ticks as the plain one (mode_plain.h), with
+ * the leader's heartbeats and the re-anchoring on each tick. On the clock
+ * thread only, except dist_status (under mu).
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -35,9 +37,10 @@
 /* After shmclock.h: shmclock_static_eval(), the function readers evaluate. */
 #include <shmclock/static/shmclock.h>
 
-#include "clockthread.h"
 #include "latehist.h"
 #include "log.h"
+#include "mode_distribute.h"
+#include "mode_plain.h"
 #include "ros2.h"
 #include "source.h"
 
@@ -51,6 +54,7 @@
 #define DIST_OPEN_NS 1000000
 
 struct dist {
+	struct mode_plain plain;  /* first: it ticks as the plain mode */
 	const struct ros2_api *api;
 	struct ros2 *r;
 	bool leader;
@@ -175,13 +179,13 @@ static void sleep_until(int64_t t)
  * opens before (shmclock_writer_freeze_at), so that readers stop at the old
  * function's value there even when this thread wakes late; the commit
  * ends the freeze. */
-static int commit_at(struct clockthread *ct, int64_t e_mono, int64_t sim_base, double scale,
+static int commit_at(shmclock_writer_t *w, int64_t e_mono, int64_t sim_base, double scale,
 		     unsigned fl)
 {
 	sleep_until(e_mono - DIST_OPEN_NS);
-	shmclock_writer_freeze_at(ct->w, e_mono);
+	shmclock_writer_freeze_at(w, e_mono);
 	sleep_until(e_mono);
-	return shmclock_writer_set_function(ct->w, e_mono, sim_base, scale, fl);
+	return shmclock_writer_set_function(w, e_mono, sim_base, scale, fl);
 }
 
 static uint64_t scale_mult(double scale)
@@ -194,17 +198,20 @@ static double mult_scale(uint64_t mult)
 	return (double)mult / 4294967296.0;
 }
 
-struct dist *dist_create(const struct shmclockd_config *cfg, struct ros2 *r,
-			 const struct ros2_api *api)
+static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int64_t now);
+static const struct clock_mode_ops mode_distribute_ops;
+
+struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, struct ros2 *r,
+					  const struct ros2_api *api)
 {
 	struct dist *d;
 	char host[64] = "host";
 
-	if (!cfg->dist_publish && cfg->source->feed != FEED_LEADER)
-		return NULL;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
+	mode_plain_init(&d->plain, dist_on_tick);
+	d->plain.m.ops = &mode_distribute_ops;
 	d->api = api;
 	d->r = r;
 	d->leader = cfg->dist_publish;
@@ -222,13 +229,18 @@ struct dist *dist_create(const struct shmclockd_config *cfg, struct ros2 *r,
 		snprintf(d->leader_id, sizeof(d->leader_id), "%.40s/%d/%lld.%09ld", host, (int)getpid(),
 			 (long long)ts.tv_sec, ts.tv_nsec);
 	}
-	return d;
+	return &d->plain.m;
 }
 
-void dist_destroy(struct dist *d)
+static struct dist *dist_of(struct clock_mode *m)
 {
-	if (!d)
-		return;
+	return (struct dist *)m;
+}
+
+static void dist_destroy(struct clock_mode *m)
+{
+	struct dist *d = dist_of(m);
+
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 }
@@ -248,13 +260,13 @@ static void publish(struct dist *d)
 
 /* The function the writer publishes now, anchored at @mono (its own
  * instant, translated with @off), as the next change. */
-static void snapshot(struct clockthread *ct, struct dist *d, int64_t mono, int64_t off)
+static void snapshot(shmclock_writer_t *w, struct dist *d, int64_t mono, int64_t off)
 {
 	shmclock_info_t in;
 	int64_t v = 0;
 
-	shmclock_writer_info(ct->w, &in);
-	shmclock_writer_eval(ct->w, mono, &v);
+	shmclock_writer_info(w, &in);
+	shmclock_writer_eval(w, mono, &v);
 	snprintf(d->fn.clock, sizeof(d->fn.clock), "%s", d->clock);
 	snprintf(d->fn.leader, sizeof(d->fn.leader), "%s", d->leader_id);
 	d->fn.change++;
@@ -274,32 +286,30 @@ static void snapshot(struct clockthread *ct, struct dist *d, int64_t mono, int64
 	pthread_mutex_unlock(&d->mu);
 }
 
-void dist_leader_start(struct clockthread *ct)
+/* CMD_INIT: ticks as plain; a leader publishes its first function. */
+static int dist_start(struct clock_mode *m, const struct clock_env *env)
 {
-	struct dist *d = ct->dist;
+	struct dist *d = dist_of(m);
 	int64_t now;
+	int r = mode_plain_ops.start(m, env);
 
-	if (!d || !d->leader)
-		return;
+	if (r || !d->leader)
+		return r;
 	d->fn.timebase = (uint8_t)leader_timebase();
 	now = mono_ns();
-	snapshot(ct, d, now, sample_offset(d->fn.timebase));
+	snapshot(env->w, d, now, sample_offset(d->fn.timebase));
 	publish(d);
 	d->next_hb = now + d->hb_ns;
 	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s (%s, Lead %.3f ms, heartbeat %.3f s)",
 		d->clock, d->leader_id, d->fn.timebase == DIST_TB_TAI ? "TAI" : "UTC",
 		(double)d->lead_ns / 1e6, (double)d->hb_ns / 1e9);
+	return 0;
 }
 
-static int refuse(struct cmd *c, int rc, const char *msg)
+/* A leader's change (pause, resume, scale, set, step): scheduled at leader
+ * time + Lead, published, applied at that instant. */
+static int leader_change(struct dist *d, shmclock_writer_t *w, struct cmd *c)
 {
-	snprintf(c->err, sizeof(c->err), "%s", msg);
-	return rc;
-}
-
-int dist_leader_change(struct clockthread *ct, struct cmd *c)
-{
-	struct dist *d = ct->dist;
 	shmclock_info_t in;
 	int64_t off, e_mono, v;
 	double scale;
@@ -307,23 +317,23 @@ int dist_leader_change(struct clockthread *ct, struct cmd *c)
 	bool jump = false;
 	int r;
 
-	shmclock_writer_info(ct->w, &in);
+	shmclock_writer_info(w, &in);
 	if (!in.initialized)
-		return refuse(c, -ENODATA, "the clock has no time yet");
+		return cmd_fail(c, -ENODATA, "the clock has no time yet");
 	scale = in.scale;
 	fl = in.paused ? SHMCLOCK_FN_PAUSED : 0;
 	/* Checked before anything is published. */
 	switch (c->req.kind) {
 	case CMD_SCALE:
 		if (!config_scale_ok(c->req.scale))
-			return refuse(c, -EINVAL, "scale must be a number from 1e-6 to 1e6");
+			return cmd_fail(c, -EINVAL, "scale must be a number from 1e-6 to 1e6");
 		scale = c->req.scale;
 		break;
 	case CMD_STEP:
 		if (!in.paused)
-			return refuse(c, -EINVAL, "step needs a paused clock (pause first)");
+			return cmd_fail(c, -EINVAL, "step needs a paused clock (pause first)");
 		if (c->req.ns < 0)
-			return refuse(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
+			return cmd_fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
 		break;
 	case CMD_PAUSE:
 		fl = SHMCLOCK_FN_PAUSED;
@@ -335,12 +345,12 @@ int dist_leader_change(struct clockthread *ct, struct cmd *c)
 		jump = true;
 		break;
 	default:
-		return refuse(c, -EINVAL, "not a change");
+		return cmd_fail(c, -EINVAL, "not a change");
 	}
 	off = sample_offset(d->fn.timebase);
 	/* The effective instant, in both time scales. */
 	e_mono = mono_ns() + d->lead_ns;
-	shmclock_writer_eval(ct->w, e_mono, &v);
+	shmclock_writer_eval(w, e_mono, &v);
 	if (c->req.kind == CMD_SET)
 		v = c->req.ns;
 	else if (c->req.kind == CMD_STEP)
@@ -365,12 +375,10 @@ int dist_leader_change(struct clockthread *ct, struct cmd *c)
 		sleep_until(at);
 		publish(d);
 	}
-	r = commit_at(ct, e_mono, v, scale, fl | (jump ? SHMCLOCK_FN_JUMP : 0));
+	r = commit_at(w, e_mono, v, scale, fl | (jump ? SHMCLOCK_FN_JUMP : 0));
 	if (r)
-		return refuse(c, r, shmclock_strerror(r));
+		return cmd_fail(c, r, shmclock_strerror(r));
 	latehist_add(&d->applied, mono_ns() - e_mono);
-	if (c->req.kind == CMD_SCALE)
-		ct->cfg.scale = scale;
 	d->next_hb = mono_ns() + d->hb_ns;
 	pthread_mutex_lock(&d->mu);
 	d->changes++;
@@ -381,12 +389,13 @@ int dist_leader_change(struct clockthread *ct, struct cmd *c)
 
 /* ------------------------------------------------------------ follower */
 
-int dist_follow_apply(struct clockthread *ct, struct cmd *c)
+/* A follower's function from the leader (CMD_FUNCTION); once it is
+ * applied, the clock thread clears its stale mark. */
+static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c)
 {
-	struct dist *d = ct->dist;
 	const struct dist_fn *f = c->arg_fn;
 	bool new_leader = !d->have || strcmp(f->leader, d->fn.leader);
-	bool stale = atomic_load_explicit(&ct->stale, memory_order_relaxed);
+	bool stale = atomic_load_explicit(env->stale, memory_order_relaxed);
 	bool jump;
 	unsigned fl;
 	int64_t off, e_mono, now, late = 0;
@@ -395,7 +404,7 @@ int dist_follow_apply(struct clockthread *ct, struct cmd *c)
 	if (!new_leader && !stale && f->change <= d->fn.change)
 		return 0; /* a heartbeat, or an old change */
 	if (f->mult == 0 || f->mult >= (UINT64_C(1) << 63))
-		return refuse(c, -EINVAL, "a TimeFunction with an impossible rate: ignored");
+		return cmd_fail(c, -EINVAL, "a TimeFunction with an impossible rate: ignored");
 	off = sample_offset(f->timebase);
 	e_mono = f->effective_ns - off;
 	now = mono_ns();
@@ -410,12 +419,12 @@ int dist_follow_apply(struct clockthread *ct, struct cmd *c)
 	    f->unix_at_zero_ns != d->fn.unix_at_zero_ns) {
 		int64_t uz = f->unix_at_zero_ns;
 
-		shmclock_writer_set_unix_at_zero(ct->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
+		shmclock_writer_set_unix_at_zero(env->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
 	}
-	r = late ? shmclock_writer_set_function(ct->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl)
-		 : commit_at(ct, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
+	r = late ? shmclock_writer_set_function(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl)
+		 : commit_at(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
 	if (r)
-		return refuse(c, r, shmclock_strerror(r));
+		return cmd_fail(c, r, shmclock_strerror(r));
 	if (!late && d->have)
 		latehist_add(&d->applied, mono_ns() - e_mono);
 	if (new_leader || stale)
@@ -427,7 +436,6 @@ int dist_follow_apply(struct clockthread *ct, struct cmd *c)
 	d->fn = *f;
 	d->off = off;
 	d->have = true;
-	atomic_store_explicit(&ct->stale, false, memory_order_relaxed);
 	pthread_mutex_lock(&d->mu);
 	snprintf(d->leader_id, sizeof(d->leader_id), "%s", f->leader);
 	d->changes++;
@@ -446,12 +454,14 @@ int dist_follow_apply(struct clockthread *ct, struct cmd *c)
 
 /* ------------------------------------------------------------ both */
 
-void dist_tick(struct clockthread *ct, int64_t now)
+/* Each tick: heartbeats (leader), re-anchoring after a host clock step
+ * (both). */
+static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int64_t now)
 {
-	struct dist *d = ct->dist;
+	struct dist *d = (struct dist *)p;
 	int64_t off;
 
-	if (!d || !d->have)
+	if (!d->have)
 		return;
 	off = sample_offset(d->fn.timebase);
 	if (llabs(off - d->off) > DIST_REANCHOR_NS) {
@@ -459,18 +469,18 @@ void dist_tick(struct clockthread *ct, int64_t now)
 		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
 				  "re-anchoring", (double)(off - d->off) / 1e9);
 		if (d->leader) {
-			snapshot(ct, d, now, off);
+			snapshot(env->w, d, now, off);
 			publish(d);
 			d->next_hb = now + d->hb_ns;
 		} else {
 			int64_t e_mono = d->fn.effective_ns - off;
 			unsigned fl = (d->fn.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
 				      (d->fn.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) |
-				      (atomic_load_explicit(&ct->stale, memory_order_relaxed)
+				      (atomic_load_explicit(env->stale, memory_order_relaxed)
 					       ? SHMCLOCK_FN_STALE : 0);
 
 			/* Not a jump: never backwards, held until it catches up. */
-			shmclock_writer_set_function(ct->w, e_mono, d->fn.sim_base_ns,
+			shmclock_writer_set_function(env->w, e_mono, d->fn.sim_base_ns,
 						     mult_scale(d->fn.mult), fl);
 			d->off = off;
 		}
@@ -485,24 +495,29 @@ void dist_tick(struct clockthread *ct, int64_t now)
 
 		/* Whatever moved the clock besides a change (a reload's
 		 * TimeScale, the system source's ticks) is a new function. */
-		shmclock_writer_info(ct->w, &in);
-		shmclock_writer_eval(ct->w, now, &v);
+		shmclock_writer_info(env->w, &in);
+		shmclock_writer_eval(env->w, now, &v);
 		want = shmclock_static_eval(eb, d->fn.sim_base_ns,
 					    d->fn.flags & (DIST_F_PAUSED | DIST_F_STEPPED) ? 0 : d->fn.mult,
 					    now);
 		if (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||
 		    scale_mult(in.scale) != d->fn.mult || in.jump_epoch != d->fn.jump_epoch)
-			snapshot(ct, d, now, d->off);
+			snapshot(env->w, d, now, d->off);
 		publish(d); /* the current function again: a heartbeat */
 		d->next_hb = now + d->hb_ns;
 	}
 }
 
-void dist_status(struct clockthread *ct, cJSON *o)
+/* Status: the "distribute" object. */
+static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_config *cfg,
+			const shmclock_info_t *in, bool stale)
 {
-	struct dist *d = ct->dist;
+	struct dist *d = dist_of(m);
+	cJSON *o = cJSON_CreateObject();
 	struct dist_stats st;
 
+	(void)cfg;
+	(void)in;
 	d->api->dist_get_stats(d->r, &st);
 	cJSON_AddStringToObject(o, "role", d->leader ? "leader" : "follower");
 	cJSON_AddStringToObject(o, "clock", d->clock);
@@ -548,27 +563,36 @@ void dist_status(struct clockthread *ct, cJSON *o)
 		cJSON_AddStringToObject(o, "on_leader_loss", d->run_on_loss ? "run" : "hold");
 	}
 	pthread_mutex_unlock(&d->mu);
-	cJSON_AddBoolToObject(o, "stale", atomic_load_explicit(&ct->stale, memory_order_relaxed));
+	cJSON_AddBoolToObject(o, "stale", stale);
+	cJSON_AddItemToObject(status, "distribute", o);
 }
 
-/* What the clock follows fell silent (or speaks again: /clock). */
-int dist_stale(struct clockthread *ct, bool stale, bool hold)
+static int dist_change(struct clock_mode *m, const struct clock_env *env, struct cmd *c,
+		       const shmclock_info_t *in)
 {
-	shmclock_info_t in;
-	int r;
+	struct dist *d = dist_of(m);
 
-	if (stale == atomic_load_explicit(&ct->stale, memory_order_relaxed))
-		return 0;
-	shmclock_writer_info(ct->w, &in);
-	r = shmclock_writer_set_stale(ct->w, stale);
-	if (!r && stale && hold && in.initialized && !in.paused && !in.stepped)
-		r = shmclock_writer_pause(ct->w);
-	if (!r)
-		atomic_store_explicit(&ct->stale, stale, memory_order_relaxed);
-	return r;
+	/* As plain first: the period may follow. */
+	mode_plain_ops.change(m, env, c, in);
+	/* A follower's clock thread refused the changes (its source takes
+	 * none from clients). */
+	if (d->leader && cmd_changes_time(c->req.kind))
+		return leader_change(d, env->w, c);
+	if (!d->leader && c->req.kind == CMD_FUNCTION)
+		return follow_apply(d, env, c);
+	return CLOCK_MODE_PASS;
 }
 
-bool dist_holds_on_loss(const struct clockthread *ct)
+static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int64_t now)
 {
-	return ct->dist && !ct->dist->leader && !ct->dist->run_on_loss;
+	return mode_plain_ops.tick(m, env, now);
 }
+
+static const struct clock_mode_ops mode_distribute_ops = {
+	.name = "distribute",
+	.start = dist_start,
+	.change = dist_change,
+	.tick = dist_tick,
+	.status = dist_status,
+	.destroy = dist_destroy,
+};

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A command for the clock thread: what the control side, the ROS 2 glue
+ * and main.c hand it (clockthread_submit), and what a clock mode sees of
+ * it (mode.h). Results are valid once done is set.
+ */
+#ifndef SHMCLOCKD_COMMAND_H
+#define SHMCLOCKD_COMMAND_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <urcu/wfcqueue.h>
+
+#include <shmclock/writer.h>
+
+#include "config.h"
+#include "protocol.h"
+
+struct dist_fn;
+
+/* How CMD_INIT treats an existing clock. */
+struct init_args {
+	bool reset;        /* --reset: start over from the config */
+	bool scale_given;  /* --scale on the command line: applied to a continued clock */
+	bool paused_given; /* --paused likewise */
+};
+
+struct cmd {
+	struct cds_wfcq_node node;
+	struct request req;              /* the command and its argument */
+	const struct shmclockd_config *arg_config;
+	struct init_args arg_init;
+	bool from_source;                /* sent by the time source (ros2), not a client */
+	const struct dist_fn *arg_fn;    /* CMD_FUNCTION */
+	bool arg_stale;                  /* CMD_STALE */
+	/* results, valid once done != 0 */
+	int rc;
+	char err[256];
+	shmclock_info_t info;
+	_Atomic uint32_t done;
+};
+
+/* Pause, resume, scale, set, step: a client's change of the clock's
+ * function (a leader schedules it; a follower refuses it). */
+static inline bool cmd_changes_time(enum cmd_kind k)
+{
+	return k == CMD_PAUSE || k == CMD_RESUME || k == CMD_SCALE || k == CMD_SET || k == CMD_STEP;
+}
+
+/* Refuses @c: @msg into c->err; returns @rc. */
+static inline int cmd_fail(struct cmd *c, int rc, const char *msg)
+{
+	snprintf(c->err, sizeof(c->err), "%s", msg);
+	return rc;
+}
+
+#endif

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lockstep clock mode (mode.h, mode_lockstep.c): the clock advances to
+ * the smallest grant of the live participants, within what the source
+ * allows, instead of ticking.
+ */
+#ifndef SHMCLOCKD_MODE_LOCKSTEP_H
+#define SHMCLOCKD_MODE_LOCKSTEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <shmclock/writer.h>
+
+#include "config.h"
+#include "mode.h"
+
+/* The longest abort message (mode_lockstep_aborted). */
+#define MODE_LOCKSTEP_ABORT_MAX 640
+
+/* Creates the participants' segment, with the control socket's access
+ * rule (the owner, and ControlGroup when set), and the mode over it.
+ * 0, or -errno with a one-line message in err. */
+int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
+			 struct clock_mode **out, char *err, size_t errlen);
+
+/* An eventfd the clock thread writes when OnDeath or OnStall abort fired. */
+int mode_lockstep_notify_fd(struct clock_mode *m);
+
+/* True once OnDeath or OnStall abort stopped the clock for good: *status
+ * is the exit status (86, 87), @msg says why. */
+bool mode_lockstep_aborted(struct clock_mode *m, int *status, char *msg, size_t len);
+
+#endif

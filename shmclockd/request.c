@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Requests and replies (request.h): what a control line asks, and the
+ * reply assembled from each module's own part of status.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shmclock/time.h>
+
+#include "clockthread.h"
+#include "duration.h"
+#include "request.h"
+#include "ros2_glue.h"
+#include "source.h"
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int bad(char *err, size_t errlen, const char *msg)
+{
+	snprintf(err, errlen, "%s", msg);
+	return -EINVAL;
+}
+
+/* A time argument: a number of seconds or a string duration_parse/time_parse takes. */
+static int arg_time(const cJSON *root, const char *key, int dates, int64_t *ns, char *err,
+		    size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+	char why[200];
+
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble * 1e9;
+
+		if (!isfinite(d) || fabs(d) > 9.2e18)
+			return bad(err, errlen, "time out of range");
+		*ns = (int64_t)llround(d);
+		return 0;
+	}
+	if (!cJSON_IsString(v)) {
+		snprintf(err, errlen, "\"%s\" is required: seconds or a string like \"1.5s\"", key);
+		return -EINVAL;
+	}
+	if ((dates ? time_parse : duration_parse)(v->valuestring, ns, why, sizeof(why))) {
+		snprintf(err, errlen, "%s: %s", key, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int request_parse(const char *line, size_t len, struct request *req, char *err, size_t errlen)
+{
+	const struct proto_cmd *pc;
+	const cJSON *v, *cmd;
+	char names[160], msg[256];
+	cJSON *root;
+	int r = 0;
+
+	memset(req, 0, sizeof(*req));
+	root = cJSON_ParseWithLength(line, len);
+	if (!root)
+		return bad(err, errlen, "malformed JSON (send one object per line)");
+	if (!cJSON_IsObject(root)) {
+		r = bad(err, errlen, "a request is a JSON object like {\"cmd\":\"status\"}");
+		goto out;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(root, "v");
+	if (v && (!cJSON_IsNumber(v) || v->valuedouble != CONTROL_PROTOCOL)) {
+		r = bad(err, errlen, "unsupported protocol version (this daemon speaks v 1)");
+		goto out;
+	}
+	cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
+	if (!cJSON_IsString(cmd)) {
+		snprintf(msg, sizeof(msg), "\"cmd\" is required: %s", proto_names(names, sizeof(names)));
+		r = bad(err, errlen, msg);
+		goto out;
+	}
+	pc = proto_find(cmd->valuestring);
+	if (!pc) {
+		snprintf(msg, sizeof(msg), "unknown command (known: %s)",
+			 proto_names(names, sizeof(names)));
+		r = bad(err, errlen, msg);
+		goto out;
+	}
+	req->kind = pc->kind;
+	switch (pc->arg) {
+	case PARG_SCALE:
+		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
+		if (cJSON_IsString(v)) {
+			char *end;
+
+			req->scale = strtod(v->valuestring, &end);
+			if (end == v->valuestring || *end)
+				req->scale = NAN;
+		} else if (cJSON_IsNumber(v)) {
+			req->scale = v->valuedouble;
+		} else {
+			req->scale = NAN;
+		}
+		if (!config_scale_ok(req->scale)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from 1e-6 to 1e6",
+				 pc->name, pc->key);
+			r = bad(err, errlen, msg);
+		}
+		break;
+	case PARG_TIME:
+		r = arg_time(root, pc->key, 1, &req->ns, err, errlen);
+		break;
+	case PARG_DURATION:
+		r = arg_time(root, pc->key, 0, &req->ns, err, errlen);
+		if (!r && req->ns < 0) {
+			snprintf(msg, sizeof(msg), "%s takes a duration >= 0 (use set to go back)",
+				 pc->name);
+			r = bad(err, errlen, msg);
+		}
+		break;
+	case PARG_WHO:
+		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
+		if (!cJSON_IsString(v) || !v->valuestring[0] ||
+		    strlen(v->valuestring) >= sizeof(req->who)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to 64 bytes)",
+				 pc->name, pc->key);
+			r = bad(err, errlen, msg);
+			break;
+		}
+		snprintf(req->who, sizeof(req->who), "%s", v->valuestring);
+		break;
+	case PARG_NONE:
+		break;
+	}
+out:
+	cJSON_Delete(root);
+	return r;
+}
+
+static char *finish(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o), *line;
+	size_t n;
+
+	cJSON_Delete(o);
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	line = realloc(s, n + 2);
+	if (!line) {
+		free(s);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = 0;
+	return line;
+}
+
+char *request_reply_ok(const struct request_ctx *x, const shmclock_info_t *in)
+{
+	const struct shmclockd_config *cfg = x->cfg;
+	cJSON *o = cJSON_CreateObject(), *st = cJSON_CreateObject();
+	char buf[64];
+
+	cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
+	cJSON_AddTrueToObject(o, "ok");
+	cJSON_AddItemToObject(o, "status", st);
+	cJSON_AddStringToObject(st, "name", cfg->name);
+	cJSON_AddStringToObject(st, "source", cfg->source->name);
+	cJSON_AddBoolToObject(st, "initialized", in->initialized);
+	/* ns as a decimal string too: JSON numbers lose precision past 2^53. */
+	snprintf(buf, sizeof(buf), "%lld", (long long)in->sim_ns);
+	cJSON_AddStringToObject(st, "sim_ns", buf);
+	cJSON_AddStringToObject(st, "sim", duration_format(in->sim_ns, buf, sizeof(buf)));
+	cJSON_AddNumberToObject(st, "scale", in->scale);
+	if (x->ct) {
+		/* 0 until a second of running time. */
+		double a = clockthread_scale_achieved(x->ct);
+
+		if (a > 0)
+			cJSON_AddNumberToObject(st, "scale_achieved", a);
+	}
+	cJSON_AddBoolToObject(st, "paused", in->paused);
+	cJSON_AddBoolToObject(st, "stepped", in->stepped);
+	cJSON_AddNumberToObject(st, "jump_epoch", (double)in->jump_epoch);
+	cJSON_AddNumberToObject(st, "last_jump_ns", (double)in->last_jump_ns);
+	if (in->has_unix_at_zero) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)in->unix_at_zero_ns);
+		cJSON_AddStringToObject(st, "unix_at_zero_ns", buf);
+		/* Saturated: StartTime near 2262 plus UnixTimeAtZero must not
+		 * wrap to 1969. */
+		cJSON_AddStringToObject(st, "sim_unix",
+					time_format_iso(sat_add(in->unix_at_zero_ns, in->sim_ns), buf,
+							sizeof(buf)));
+	}
+	cJSON_AddNumberToObject(st, "publish_hz", cfg->hz);
+	cJSON_AddNumberToObject(st, "writer_pid", in->writer_pid);
+	cJSON_AddNumberToObject(st, "commits", (double)in->commits);
+	/* Each module's own part. */
+	if (x->ct)
+		clockthread_status(x->ct, st, cfg, in);
+	if (x->server_status)
+		x->server_status(st, x->server);
+	if (x->ros2)
+		ros2_glue_status(x->ros2, x->ros2_api, cfg, st);
+	return finish(o);
+}
+
+char *request_reply_error(const char *msg)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
+	cJSON_AddFalseToObject(o, "ok");
+	cJSON_AddStringToObject(o, "error", msg);
+	return finish(o);
+}
+
+int request_run(const struct request_ctx *x, const char *line, size_t len, enum cmd_kind *kind,
+		shmclock_info_t *info, char *err, size_t errlen)
+{
+	struct request req;
+	struct cmd cmd;
+	int r = request_parse(line, len, &req, err, errlen);
+
+	if (r)
+		return r;
+	*kind = req.kind;
+	/* Status is read from the segment here, lock-free, as any reader
+	 * would: a client polling status never wakes the clock thread. */
+	if (req.kind == CMD_STATUS && x->view) {
+		r = shmclock_info(x->view, info);
+		if (r == 0 || r == -ESTALE)
+			return 0;
+	}
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.req = req;
+	r = clockthread_submit(x->ct, &cmd);
+	if (r) {
+		snprintf(err, errlen, "%s", cmd.err);
+		return r;
+	}
+	*info = cmd.info;
+	return 0;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control protocol's requests and replies (control.h has the socket
+ * that carries them): a request line parsed into a command, run (through
+ * the clock thread, or read from the segment for status), and its reply
+ * line. Each module writes its own part of the status reply: the clock
+ * thread and its mode (clockthread_status), the server (through
+ * request_ctx.server_status), ROS 2 (ros2_glue_status).
+ */
+#ifndef SHMCLOCKD_REQUEST_H
+#define SHMCLOCKD_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shmclock/shmclock.h>
+
+#include "config.h"
+#include "protocol.h"
+
+struct cJSON;
+struct clockthread;
+struct ros2;
+struct ros2_api;
+
+/* What answering a request needs; the server fills it. */
+struct request_ctx {
+	struct clockthread *ct;
+	shmclock_t *view;                /* read-only handle: status answers; NULL: none */
+	const struct shmclockd_config *cfg; /* the main thread's (a reload replaces it) */
+	struct ros2 *ros2;               /* ROS 2 link for status, or NULL */
+	const struct ros2_api *ros2_api;
+	/* The server's own part of status ("control"), or NULL. */
+	void (*server_status)(struct cJSON *st, const void *server);
+	const void *server;
+};
+
+/* Parses one request line (without its newline). 0, or -EINVAL with err. */
+int request_parse(const char *line, size_t len, struct request *req, char *err, size_t errlen);
+
+/* Runs one request line: parsed, then applied by the clock thread, except
+ * status, read from the segment lock-free when the view allows. 0 with
+ * *kind and *info (the clock once the command took effect), or -errno
+ * with a one-line message in err. */
+int request_run(const struct request_ctx *x, const char *line, size_t len, enum cmd_kind *kind,
+		shmclock_info_t *info, char *err, size_t errlen);
+
+/* The reply to a request that succeeded: the clock's status, each
+ * module's part. Newline-terminated, malloc'd (NULL on out of memory). */
+char *request_reply_ok(const struct request_ctx *x, const shmclock_info_t *in);
+
+/* An error reply line, newline-terminated, malloc'd (NULL on out of memory). */
+char *request_reply_error(const char *msg);
+
+#endif
