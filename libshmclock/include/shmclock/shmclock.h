@@ -74,7 +74,7 @@ typedef struct shmclock_handle shmclock_t;
 typedef struct shmclock shmclock_t;
 #endif
 
-/* Where the writer's time comes from (README.md, "shmclockd — the time server"). */
+/* Where the writer's time comes from (shmclock.json(5), TimeSource). */
 enum shmclock_source {
 	SHMCLOCK_SOURCE_NONE = 0,
 	SHMCLOCK_SOURCE_SIMULATION = 1,
