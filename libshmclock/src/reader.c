@@ -259,10 +259,11 @@ SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
  * a jump, a source change or a start happened since this process last
  * looked. A pending jump is delivered (callbacks first) before the value
  * it brings is returned; this thread skips that while it runs the
- * callbacks itself.
+ * callbacks itself. Cold and out of line: the fast path's callers keep
+ * none of its code in their cache lines.
  */
-static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *sim_ns,
-						 int64_t *uz, int64_t *jt)
+static __attribute__((noinline, cold)) int now_checked(struct shmclock *clk, int64_t *sim_ns,
+						       int64_t *uz, int64_t *jt)
 {
 	for (;;) {
 		struct shmclock_params p;
