@@ -930,15 +930,8 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const ch
 	atomic_store_explicit(&h->ls->max_ahead_ns, SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT,
 			      memory_order_relaxed);
 	h->max_ahead_check = SHMCLOCK_LOCKSTEP_MAX_AHEAD_DEFAULT;
-	for (unsigned i = 0; i < LS_SLOTS; i++) {
-		pthread_mutexattr_t a;
-
-		pthread_mutexattr_init(&a);
-		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-		pthread_mutex_init(&h->ls->slot[i].lock.mutex, &a);
-		pthread_mutexattr_destroy(&a);
-	}
+	for (unsigned i = 0; i < LS_SLOTS; i++)
+		shmclock__robust_mutex_init(&h->ls->slot[i].lock.mutex);
 	if (rename(tmp_path, h->path) < 0) {
 		r = -errno;
 		goto fail;
