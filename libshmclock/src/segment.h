@@ -64,7 +64,7 @@
  *  0x110  4    lockstep              1 while the writer runs the clock in
  *                                    lockstep: its participants' segment
  *                                    /dev/shm/shmclock-lockstep.<name>
- *                                    (lockstep.c, laid out there) is in
+ *                                    (lockstep_layout.h, laid out there) is in
  *                                    place; 0 otherwise
  *  0x114 44    reserved, zero
  *  ---- live line (written often, never read on the hot path) -------------
