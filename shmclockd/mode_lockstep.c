@@ -30,6 +30,7 @@
 #include <shmclock/time.h>
 
 #include "duration.h"
+#include "sat.h"
 #include "log.h"
 #include "mode_lockstep.h"
 #include "ros2.h"
@@ -72,13 +73,6 @@ struct mode_lockstep {
 static struct mode_lockstep *ls_of(struct clock_mode *m)
 {
 	return (struct mode_lockstep *)m;
-}
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
 }
 
 /* OnDeath or OnStall abort: the clock stops for good; the main thread
@@ -415,7 +409,7 @@ static int ls_change(struct clock_mode *m, const struct clock_env *env, struct c
 						    "first); it then advances within the grants");
 		if (c->req.ns < 0)
 			return cmd_fail(c, -EINVAL, "step takes a duration >= 0");
-		l->step_target = sat_add(l->step_target > in->sim_ns ? l->step_target : in->sim_ns,
+		l->step_target = shmclock__sat_add(l->step_target > in->sim_ns ? l->step_target : in->sim_ns,
 					 c->req.ns);
 		return 0;
 	case CMD_ADVANCE:

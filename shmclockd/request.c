@@ -15,18 +15,10 @@
 
 #include "clockthread.h"
 #include "duration.h"
+#include "sat.h"
 #include "request.h"
 #include "ros2_glue.h"
 #include "source.h"
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return b > 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
 
 static int bad(char *err, size_t errlen, const char *msg)
 {
@@ -198,7 +190,7 @@ char *request_reply_ok(const struct request_ctx *x, const shmclock_info_t *in)
 		/* Saturated: StartTime near 2262 plus UnixTimeAtZero must not
 		 * wrap to 1969. */
 		cJSON_AddStringToObject(st, "sim_unix",
-					time_format_iso(sat_add(in->unix_at_zero_ns, in->sim_ns), buf,
+					time_format_iso(shmclock__sat_add(in->unix_at_zero_ns, in->sim_ns), buf,
 							sizeof(buf)));
 	}
 	cJSON_AddNumberToObject(st, "publish_hz", cfg->hz);

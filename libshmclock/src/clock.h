@@ -93,25 +93,4 @@ struct shmclock {
 static_assert(offsetof(struct shmclock, seg) == 0, "frozen ABI");
 static_assert(offsetof(struct shmclock, seen_key) == 8, "frozen ABI");
 
-
-/* Sleep flag for the preload shim (not public): a signal handler run
- * during the sleep ends it with -EINTR, as nanosleep does. The shim never
- * sets SHMCLOCK_SLEEP_JUMP_ERROR, so -EINTR cannot mean a jump there. */
-#define SHMCLOCK__SLEEP_SIGNAL 0x80000000u
-/* Sleep flag for the preload shim: the target (absolute or relative) is on
- * the jump-free timeline (shmclock_now_monotonic()), which no jump moves. */
-#define SHMCLOCK__SLEEP_MONO 0x40000000u
-
-/*
- * For the preload shim's waits in real-time slices: where the timeline
- * stands (@mono_tl: the jump-free one, else the simulation time) and the
- * CLOCK_MONOTONIC instant at which the clock's current function reaches
- * @target on it. Returns 0 reached (*now set); 1 not yet, *now and *due
- * set; 2 not yet and no running function to say when (paused, stepped, not
- * started: wait for a change); -EAGAIN the writer is stuck mid-update.
- */
-int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *now,
-		   int64_t *due);
-
-
 #endif

@@ -103,6 +103,19 @@ int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size)
 	return 0;
 }
 
+int shmclock__robust_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int r;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	r = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return r;
+}
+
 int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t timeout_ns)
 {
 	struct timespec ts, *tsp = NULL;

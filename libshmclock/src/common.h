@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "sat.h" /* libshmclock/common: shmclock__sat_add, shmclock__sat_sub */
 #include "segment.h"
 
 #define SHMCLOCK_EXPORT __attribute__((visibility("default")))
@@ -26,26 +27,6 @@ void shmclock__shm_name(char out[SHMCLOCK_PATH_MAX], const char *name);
 /* Validates the header of a mapped segment of `file_size` bytes. */
 int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size);
 
-/* a + b, clamped to the int64_t range instead of wrapping. */
-static inline int64_t shmclock__sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return b > 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
-
-/* a - b, clamped likewise. */
-static inline int64_t shmclock__sat_sub(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_sub_overflow(a, b, &r))
-		return b < 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
-
 static inline int64_t shmclock__ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
@@ -61,6 +42,8 @@ typedef int (*shmclock__gettime_fn)(clockid_t clock, struct timespec *ts);
  */
 extern shmclock__gettime_fn shmclock__gettime;
 
+/* CLOCK_MONOTONIC in ns: the one steady-time reading of the library and
+ * the preload shim (the fast path's R2 included). */
 static inline int64_t shmclock__mono_ns(void)
 {
 	struct timespec ts;
@@ -96,6 +79,11 @@ static inline bool shmclock__writer_alive(uint32_t lock_word)
 	return (lock_word & SHMCLOCK_LOCK_TID_MASK) != 0 &&
 	       !(lock_word & SHMCLOCK_LOCK_OWNER_DIED);
 }
+
+/* Initialises a process-shared robust mutex (the writer's lock, a lockstep
+ * participant's slot): its owner's death is reported by the kernel, through
+ * the futex word, to whoever looks. 0 or a positive errno, as pthreads. */
+int shmclock__robust_mutex_init(pthread_mutex_t *m);
 
 /* FUTEX_WAIT on a shared word, with a relative timeout in ns (INT64_MAX:
  * none; < 0: -ETIMEDOUT at once, never a wait without a bound). */

@@ -72,32 +72,6 @@
 #define SLEEP_SLICE_MIN_NS 50000
 #define SLEEP_SLICE_MAX_NS 2000000
 
-void shmclock__load_record(const struct shmclock_seg *s, struct shmclock_params *p)
-{
-	p->flags = atomic_load_explicit(&s->flags, memory_order_relaxed);
-	p->mono_base = atomic_load_explicit(&s->mono_base, memory_order_relaxed);
-	p->sim_base = atomic_load_explicit(&s->sim_base, memory_order_relaxed);
-	p->mult = atomic_load_explicit(&s->mult, memory_order_relaxed);
-	p->jump_epoch = atomic_load_explicit(&s->jump_epoch, memory_order_relaxed);
-	p->last_jump_ns = atomic_load_explicit(&s->last_jump_ns, memory_order_relaxed);
-	p->unix_at_zero_ns = atomic_load_explicit(&s->unix_at_zero_ns, memory_order_relaxed);
-	p->nominal_mult = atomic_load_explicit(&s->nominal_mult, memory_order_relaxed);
-	p->jump_total_ns = atomic_load_explicit(&s->jump_total_ns, memory_order_relaxed);
-}
-
-void shmclock__load_backup(const struct shmclock_seg *s, struct shmclock_params *p)
-{
-	p->flags = atomic_load_explicit(&s->b_flags, memory_order_relaxed);
-	p->mono_base = atomic_load_explicit(&s->b_mono_base, memory_order_relaxed);
-	p->sim_base = atomic_load_explicit(&s->b_sim_base, memory_order_relaxed);
-	p->mult = atomic_load_explicit(&s->b_mult, memory_order_relaxed);
-	p->jump_epoch = atomic_load_explicit(&s->b_jump_epoch, memory_order_relaxed);
-	p->last_jump_ns = atomic_load_explicit(&s->b_last_jump_ns, memory_order_relaxed);
-	p->unix_at_zero_ns = atomic_load_explicit(&s->b_unix_at_zero_ns, memory_order_relaxed);
-	p->nominal_mult = atomic_load_explicit(&s->b_nominal_mult, memory_order_relaxed);
-	p->jump_total_ns = atomic_load_explicit(&s->b_jump_total_ns, memory_order_relaxed);
-}
-
 /*
  * seq is odd: wait for the writer, but never forever. A dead writer is seen
  * through its robust lock word (the kernel marks it when the writer exits

@@ -11,10 +11,6 @@
 
 #include "common.h"
 
-/* Relaxed loads of a whole parameter copy; callers bracket them with seq. */
-void shmclock__load_record(const struct shmclock_seg *seg, struct shmclock_params *p);
-void shmclock__load_backup(const struct shmclock_seg *seg, struct shmclock_params *p);
-
 /* One consistent read of the whole state and a clock reading inside it:
  * 0, -ESTALE (the values come from a dead writer), or -EAGAIN. */
 int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, int64_t *mono,

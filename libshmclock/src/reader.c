@@ -125,8 +125,9 @@ static int system_segment(const struct shmclock_seg **out)
 {
 	struct shmclock_seg *s = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ | PROT_WRITE,
 				      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int64_t mono, unix_ns;
 	uint32_t flags = SHMCLOCK_F_INIT | SHMCLOCK_F_UNIX_ZERO | ((uint32_t)SHMCLOCK_SOURCE_SYSTEM << SHMCLOCK_F_SOURCE_SHIFT);
+	struct shmclock_params p = { .flags = flags, .mult = (uint64_t)1 << 32,
+				     .nominal_mult = (uint64_t)1 << 32 };
 
 	if (s == MAP_FAILED)
 		return -errno;
@@ -135,22 +136,15 @@ static int system_segment(const struct shmclock_seg **out)
 	s->size = SHMCLOCK_SEG_SIZE;
 	s->record_off = offsetof(struct shmclock_seg, seq);
 	s->backup_off = offsetof(struct shmclock_seg, b_flags);
-	unix_ns = shmclock__realtime_ns();
-	mono = shmclock__mono_ns();
-	/* Nothing else sees the page yet: plain relaxed stores will do. */
-	atomic_store_explicit(&s->flags, flags, memory_order_relaxed);
-	atomic_store_explicit(&s->mono_base, mono, memory_order_relaxed);
-	atomic_store_explicit(&s->sim_base, unix_ns, memory_order_relaxed);
-	atomic_store_explicit(&s->mult, (uint64_t)1 << 32, memory_order_relaxed);
-	atomic_store_explicit(&s->nominal_mult, (uint64_t)1 << 32, memory_order_relaxed);
+	p.sim_base = shmclock__realtime_ns();
+	p.mono_base = shmclock__mono_ns();
+	/* Nothing else sees the page yet: plain relaxed stores will do. The
+	 * backup equals the record, as after any commit. */
+	shmclock__store_record(s, &p);
+	shmclock__store_backup(s, &p);
 	atomic_store_explicit(&s->writer_lock.word, (uint32_t)getpid() & SHMCLOCK_LOCK_TID_MASK,
 			      memory_order_relaxed);
-	atomic_store_explicit(&s->b_flags, flags, memory_order_relaxed);
-	atomic_store_explicit(&s->b_mono_base, mono, memory_order_relaxed);
-	atomic_store_explicit(&s->b_sim_base, unix_ns, memory_order_relaxed);
-	atomic_store_explicit(&s->b_mult, (uint64_t)1 << 32, memory_order_relaxed);
-	atomic_store_explicit(&s->b_nominal_mult, (uint64_t)1 << 32, memory_order_relaxed);
-	atomic_store_explicit(&s->writer_start_unix_ns, unix_ns, memory_order_relaxed);
+	atomic_store_explicit(&s->writer_start_unix_ns, p.sim_base, memory_order_relaxed);
 	/* Readers only from here on. */
 	mprotect(s, SHMCLOCK_SEG_SIZE, PROT_READ);
 	*out = s;
@@ -259,10 +253,11 @@ SHMCLOCK_EXPORT const char *shmclock_name(const shmclock_t *clk)
  * a jump, a source change or a start happened since this process last
  * looked. A pending jump is delivered (callbacks first) before the value
  * it brings is returned; this thread skips that while it runs the
- * callbacks itself.
+ * callbacks itself. Cold and out of line: the fast path's callers keep
+ * none of its code in their cache lines.
  */
-static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *sim_ns,
-						 int64_t *uz, int64_t *jt)
+static __attribute__((noinline, cold)) int now_checked(struct shmclock *clk, int64_t *sim_ns,
+						       int64_t *uz, int64_t *jt)
 {
 	for (;;) {
 		struct shmclock_params p;
@@ -290,24 +285,19 @@ static __attribute__((noinline)) int now_checked(struct shmclock *clk, int64_t *
 	}
 }
 
-/* The library's clock reading for the fast path: the vDSO (or, in the
- * preload shim, the real clock_gettime), never an interposed one. */
-static int64_t fast_mono(void)
-{
-	return shmclock__mono_ns();
-}
-
 /*
  * shmclock_now() and its siblings are the one fast path of
  * <shmclock/static/shmclock.h> (model steps R1-R6), with now_checked() for
  * everything unusual: the writer mid-update or dead, an uninitialized
  * clock, a jump to deliver. The siblings load one more field in the same
  * seq window: the UNIX time of zero (record line), the jump total (info
- * line, a second cache line).
+ * line, a second cache line). The clock reading is shmclock__mono_ns():
+ * the vDSO (or, in the preload shim, the real clock_gettime), never an
+ * interposed one.
  */
 SHMCLOCK_EXPORT int shmclock_now(shmclock_t *clk, int64_t *sim_ns)
 {
-	if (__builtin_expect(shmclock_static_read(clk, fast_mono, NULL, sim_ns, NULL, NULL), 1))
+	if (__builtin_expect(shmclock_static_read(clk, shmclock__mono_ns, NULL, sim_ns, NULL, NULL), 1))
 		return 0;
 	return now_checked(clk, sim_ns, NULL, NULL);
 }
@@ -317,7 +307,7 @@ SHMCLOCK_EXPORT int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns)
 	int64_t sim, jt;
 	int r;
 
-	if (__builtin_expect(shmclock_static_read(clk, fast_mono, &clk->seg->jump_total_ns, &sim,
+	if (__builtin_expect(shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->jump_total_ns, &sim,
 						  &jt, NULL),
 			     1)) {
 		*ns = shmclock__sat_sub(sim, jt);
@@ -335,7 +325,7 @@ SHMCLOCK_EXPORT int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns)
 	uint32_t flags;
 	int r;
 
-	if (__builtin_expect(shmclock_static_read(clk, fast_mono, &clk->seg->unix_at_zero_ns, &sim,
+	if (__builtin_expect(shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->unix_at_zero_ns, &sim,
 						  &uz, &flags),
 			     1)) {
 		*unix_ns = shmclock__sat_add(sim, (flags & SHMCLOCK_F_UNIX_ZERO) ? uz : 0);

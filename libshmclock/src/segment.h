@@ -64,7 +64,7 @@
  *  0x110  4    lockstep              1 while the writer runs the clock in
  *                                    lockstep: its participants' segment
  *                                    /dev/shm/shmclock-lockstep.<name>
- *                                    (lockstep.c, laid out there) is in
+ *                                    (lockstep_layout.h, laid out there) is in
  *                                    place; 0 otherwise
  *  0x114 44    reserved, zero
  *  ---- live line (written often, never read on the hot path) -------------
@@ -133,17 +133,31 @@
 /* writer_lock bits (SHMCLOCK_LOCK_*, in the static header) are the kernel's
  * robust futex ABI (linux/futex.h: FUTEX_TID_MASK, FUTEX_OWNER_DIED). */
 
+/*
+ * The parameters, listed once: X(type, field), in the order the writer
+ * stores them (the model's W4: jump_total_ns last). Each lives twice in the
+ * segment: as `field` in the record and info lines, and as `b_field` in the
+ * backup lines. What copies a whole set (struct shmclock_params, the loads
+ * and stores below, the system-clock stand-in in reader.c) is generated
+ * from this list, so a field added here is copied everywhere; the segment's
+ * layout itself stays written out in struct shmclock_seg, byte by byte.
+ */
+#define SHMCLOCK_PARAMS(X)        \
+	X(uint32_t, flags)        \
+	X(int64_t, mono_base)     \
+	X(int64_t, sim_base)      \
+	X(uint64_t, mult)         \
+	X(uint64_t, jump_epoch)   \
+	X(int64_t, last_jump_ns)  \
+	X(int64_t, unix_at_zero_ns) \
+	X(uint64_t, nominal_mult) \
+	X(int64_t, jump_total_ns)
+
 /* One copy of the time function and what travels with it. */
 struct shmclock_params {
-	uint32_t flags;
-	int64_t mono_base;
-	int64_t sim_base;
-	uint64_t mult;
-	uint64_t jump_epoch;
-	int64_t last_jump_ns;
-	int64_t unix_at_zero_ns;
-	uint64_t nominal_mult;
-	int64_t jump_total_ns;
+#define SHMCLOCK_PARAM_MEMBER(type, f) type f;
+	SHMCLOCK_PARAMS(SHMCLOCK_PARAM_MEMBER)
+#undef SHMCLOCK_PARAM_MEMBER
 };
 
 struct shmclock_seg {
@@ -234,6 +248,47 @@ static_assert(offsetof(struct shmclock_seg, b_nominal_mult) == 0x1b8, "layout");
 static_assert(offsetof(struct shmclock_seg, jump_total_ns) == 0x0c8, "layout");
 static_assert(offsetof(struct shmclock_seg, b_jump_total_ns) == 0x1c0, "layout");
 static_assert(offsetof(struct shmclock_seg, tail) == 0x1c8, "layout");
+
+/* Each parameter has the same width in the record, the backup and the copy. */
+#define SHMCLOCK_PARAM_WIDTH(type, f)                                                     \
+	static_assert(sizeof(((struct shmclock_seg *)0)->f) == sizeof(type) &&            \
+			      sizeof(((struct shmclock_seg *)0)->b_##f) == sizeof(type),  \
+		      "parameter " #f ": record, backup and copy agree");
+SHMCLOCK_PARAMS(SHMCLOCK_PARAM_WIDTH)
+#undef SHMCLOCK_PARAM_WIDTH
+
+/*
+ * Relaxed loads and stores of a whole parameter set, record or backup; the
+ * callers bracket them with seq and say which fence each pairs with
+ * (protocol.c, writer.c). Generated from SHMCLOCK_PARAMS.
+ */
+static inline void shmclock__load_record(const struct shmclock_seg *s, struct shmclock_params *p)
+{
+#define SHMCLOCK_LOAD(type, f) p->f = atomic_load_explicit(&s->f, memory_order_relaxed);
+	SHMCLOCK_PARAMS(SHMCLOCK_LOAD)
+#undef SHMCLOCK_LOAD
+}
+
+static inline void shmclock__load_backup(const struct shmclock_seg *s, struct shmclock_params *p)
+{
+#define SHMCLOCK_LOAD(type, f) p->f = atomic_load_explicit(&s->b_##f, memory_order_relaxed);
+	SHMCLOCK_PARAMS(SHMCLOCK_LOAD)
+#undef SHMCLOCK_LOAD
+}
+
+static inline void shmclock__store_record(struct shmclock_seg *s, const struct shmclock_params *p)
+{
+#define SHMCLOCK_STORE(type, f) atomic_store_explicit(&s->f, p->f, memory_order_relaxed);
+	SHMCLOCK_PARAMS(SHMCLOCK_STORE)
+#undef SHMCLOCK_STORE
+}
+
+static inline void shmclock__store_backup(struct shmclock_seg *s, const struct shmclock_params *p)
+{
+#define SHMCLOCK_STORE(type, f) atomic_store_explicit(&s->b_##f, p->f, memory_order_relaxed);
+	SHMCLOCK_PARAMS(SHMCLOCK_STORE)
+#undef SHMCLOCK_STORE
+}
 
 /* The inline fast path's view of the record line must be this one. */
 #define SHMCLOCK_SAME_FIELD(f, g) \

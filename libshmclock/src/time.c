@@ -23,10 +23,9 @@
 #include "clock.h"
 #include "jump.h"
 #include "protocol.h"
+#include "shim.h"
 
 __extension__ typedef unsigned __int128 u128;
-
-#define sat_add shmclock__sat_add
 
 SHMCLOCK_EXPORT int shmclock_sim_now(shmclock_t *clk, shmclock_sim_time_t *t)
 {
@@ -53,7 +52,7 @@ SHMCLOCK_EXPORT int shmclock_sim_to_sys(shmclock_t *clk, shmclock_sim_time_t t,
 		return r;
 	if (!i.has_unix_at_zero)
 		return -EOPNOTSUPP;
-	out->ns = sat_add(i.unix_at_zero_ns, t.ns);
+	out->ns = shmclock__sat_add(i.unix_at_zero_ns, t.ns);
 	return 0;
 }
 
@@ -97,7 +96,7 @@ SHMCLOCK_EXPORT int shmclock_sim_to_steady(shmclock_t *clk, shmclock_sim_time_t 
 
 static int64_t deadline_of(shmclock_duration_t timeout)
 {
-	return timeout.ns < 0 ? INT64_MAX : sat_add(shmclock__mono_ns(), timeout.ns);
+	return timeout.ns < 0 ? INT64_MAX : shmclock__sat_add(shmclock__mono_ns(), timeout.ns);
 }
 
 /* What is left of a deadline_of() deadline, as a timeout. */
@@ -251,19 +250,19 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 					started = true;
 					epoch0 = p.jump_epoch;
 					if (relative)
-						target = sat_add(now, rel_ns);
+						target = shmclock__sat_add(now, rel_ns);
 				} else if (p.jump_epoch != epoch0 && !mono_tl) {
 					if (flags & SHMCLOCK_SLEEP_JUMP_ERROR)
 						return -EINTR;
 					/* rclcpp#2383: a backward jump is no time elapsed. */
 					if (relative && p.last_jump_ns < 0)
-						target = sat_add(target, p.last_jump_ns);
+						target = shmclock__sat_add(target, p.last_jump_ns);
 					epoch0 = p.jump_epoch;
 				}
 				if (now >= target)
 					return 0;
 				if (p.mult)
-					wake = mono_for(&p, sat_add(target, jt));
+					wake = mono_for(&p, shmclock__sat_add(target, jt));
 			}
 		}
 		if (mono >= deadline)
@@ -306,7 +305,7 @@ int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *
 		return 0;
 	if (!p.mult)
 		return 2;
-	*due = mono_for(&p, sat_add(target, jt));
+	*due = mono_for(&p, shmclock__sat_add(target, jt));
 	return 1;
 }
 
@@ -394,14 +393,14 @@ SHMCLOCK_EXPORT int shmclock_rate_sleep(shmclock_rate_t *r, uint64_t *missed)
 			/* First call, or the clock jumped (either way): a new
 			 * schedule. Boundaries a forward jump passed over are not
 			 * the caller's lateness, and counting them overflowed. */
-			r->next_ns = sat_add(i.sim_ns, r->period_ns);
+			r->next_ns = shmclock__sat_add(i.sim_ns, r->period_ns);
 		} else if (i.sim_ns >= r->next_ns) {
 			/* Late: skip the boundaries that passed, this cycle ends now.
 			 * (m + 1) * period cannot overflow: m < (2^64) / period. */
 			m = ((uint64_t)i.sim_ns - (uint64_t)r->next_ns) / (uint64_t)r->period_ns;
 			r->next_ns = (uint64_t)(m + 1) > (uint64_t)INT64_MAX / (uint64_t)r->period_ns
 					     ? INT64_MAX
-					     : sat_add(r->next_ns, (int64_t)(m + 1) * r->period_ns);
+					     : shmclock__sat_add(r->next_ns, (int64_t)(m + 1) * r->period_ns);
 			r->epoch = i.jump_epoch;
 			break;
 		}
@@ -413,7 +412,7 @@ SHMCLOCK_EXPORT int shmclock_rate_sleep(shmclock_rate_t *r, uint64_t *missed)
 			continue; /* re-plan against the jumped clock */
 		if (e)
 			return e;
-		r->next_ns = sat_add(r->next_ns, r->period_ns);
+		r->next_ns = shmclock__sat_add(r->next_ns, r->period_ns);
 		break;
 	}
 	r->missed_total += m;

@@ -26,9 +26,10 @@
  *   (caller)       new params anchored at (mono, cur)
  *   commit_end:    record stores (relaxed)                                  W4
  *                  seq = even (release)                                     W5
+ *                  change_futex++ ; FUTEX_WAKE   (sleepers first: they read
+ *                                                 the record, not the backup)
  *                  fence (release)          seq even before backup stores   W6
  *                  backup stores (relaxed)                                  W6
- *                  change_futex++ ; FUTEX_WAKE
  *
  * shmclock_writer_freeze_at() opens an update early with an anchor in the
  * future (W2b): readers, finding seq odd and the anchor published, compute
@@ -76,8 +77,6 @@ struct shmclock_writer {
 
 static void init_segment(struct shmclock_seg *s)
 {
-	pthread_mutexattr_t a;
-
 	/* The file is fresh from ftruncate: all zero, so reserved bytes are. */
 	s->magic = SHMCLOCK_MAGIC;
 	s->abi_version = SHMCLOCK_ABI_VERSION;
@@ -87,11 +86,7 @@ static void init_segment(struct shmclock_seg *s)
 	s->created_unix_ns = shmclock__realtime_ns();
 	atomic_store_explicit(&s->nominal_mult, SCALE_ONE, memory_order_relaxed);
 	atomic_store_explicit(&s->b_nominal_mult, SCALE_ONE, memory_order_relaxed);
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&s->writer_lock.mutex, &a);
-	pthread_mutexattr_destroy(&a);
+	shmclock__robust_mutex_init(&s->writer_lock.mutex);
 }
 
 /* Take the robust mutex for the calling thread: 0, or -EBUSY while a live
@@ -105,42 +100,10 @@ static int take_mutex(struct shmclock_seg *s)
 	if (r == ENOTRECOVERABLE) {
 		/* Released while inconsistent (our code never does that: it marks
 		 * the mutex consistent at once); nobody can hold it, re-create it. */
-		pthread_mutexattr_t a;
-
-		pthread_mutexattr_init(&a);
-		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-		pthread_mutex_init(&s->writer_lock.mutex, &a);
-		pthread_mutexattr_destroy(&a);
+		shmclock__robust_mutex_init(&s->writer_lock.mutex);
 		r = pthread_mutex_trylock(&s->writer_lock.mutex);
 	}
 	return -r;
-}
-
-static void store_backup(struct shmclock_seg *s, const struct shmclock_params *p)
-{
-	atomic_store_explicit(&s->b_flags, p->flags, memory_order_relaxed);
-	atomic_store_explicit(&s->b_mono_base, p->mono_base, memory_order_relaxed);
-	atomic_store_explicit(&s->b_sim_base, p->sim_base, memory_order_relaxed);
-	atomic_store_explicit(&s->b_mult, p->mult, memory_order_relaxed);
-	atomic_store_explicit(&s->b_jump_epoch, p->jump_epoch, memory_order_relaxed);
-	atomic_store_explicit(&s->b_last_jump_ns, p->last_jump_ns, memory_order_relaxed);
-	atomic_store_explicit(&s->b_unix_at_zero_ns, p->unix_at_zero_ns, memory_order_relaxed);
-	atomic_store_explicit(&s->b_nominal_mult, p->nominal_mult, memory_order_relaxed);
-	atomic_store_explicit(&s->b_jump_total_ns, p->jump_total_ns, memory_order_relaxed);
-}
-
-static void store_record(struct shmclock_seg *s, const struct shmclock_params *p)
-{
-	atomic_store_explicit(&s->flags, p->flags, memory_order_relaxed);
-	atomic_store_explicit(&s->mono_base, p->mono_base, memory_order_relaxed);
-	atomic_store_explicit(&s->sim_base, p->sim_base, memory_order_relaxed);
-	atomic_store_explicit(&s->mult, p->mult, memory_order_relaxed);
-	atomic_store_explicit(&s->jump_epoch, p->jump_epoch, memory_order_relaxed);
-	atomic_store_explicit(&s->last_jump_ns, p->last_jump_ns, memory_order_relaxed);
-	atomic_store_explicit(&s->unix_at_zero_ns, p->unix_at_zero_ns, memory_order_relaxed);
-	atomic_store_explicit(&s->nominal_mult, p->nominal_mult, memory_order_relaxed);
-	atomic_store_explicit(&s->jump_total_ns, p->jump_total_ns, memory_order_relaxed);
 }
 
 /*
@@ -159,7 +122,7 @@ static void recover(struct shmclock_writer *w)
 	if (seq & 1) {
 		/* V2: the backup is the last committed state. */
 		shmclock__load_backup(s, &w->p);
-		store_record(s, &w->p);
+		shmclock__store_record(s, &w->p);
 		seq++;
 		/* V3. Pairs with the readers' acquire load of seq (as in commit_end). */
 		atomic_store_explicit(&s->seq, seq, memory_order_release);
@@ -170,7 +133,7 @@ static void recover(struct shmclock_writer *w)
 	/* V5. Pairs with the readers' acquire fence after loading the backup
 	 * (protocol.c, wait_writer, S4). */
 	atomic_thread_fence(memory_order_release);
-	store_backup(s, &w->p);
+	shmclock__store_backup(s, &w->p);
 	w->seq = seq;
 }
 
@@ -471,21 +434,27 @@ static void commit_end(struct shmclock_writer *w)
 	struct shmclock_seg *s = w->seg;
 
 	/* Model step W4. */
-	store_record(s, &w->p);
+	shmclock__store_record(s, &w->p);
 	/* W5. Pairs with the reader's acquire load of seq (reader.c, now_fast,
 	 * R1). */
 	atomic_store_explicit(&s->seq, ++w->seq, memory_order_release);
+	atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);
+	/* Pairs with the sleepers' acquire load of change_futex before they
+	 * re-check the time and wait. The wake comes before the backup stores
+	 * (W6): a woken reader finds seq even and reads the record, never the
+	 * backup, so it need not wait for them. The backup is still complete
+	 * before this writer's next odd store (program order and W1's fence),
+	 * and a writer killed before W6 leaves seq even: recovery takes the
+	 * record (V4) and rewrites the backup (V5). The futex is no step of
+	 * the model (seqlock.pml): W1-W6 keep their order. */
+	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
+	if (!w->no_wake)
+		shmclock__futex_wake_all(&s->change_futex);
 	/* W6. Pairs with the reader's acquire fence in wait_writer (S4): a
 	 * reader that sees any new backup value also sees seq past the odd
 	 * value. */
 	atomic_thread_fence(memory_order_release);
-	store_backup(s, &w->p);
-	atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);
-	/* Pairs with the sleepers' acquire load of change_futex before they
-	 * re-check the time and wait. */
-	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
-	if (!w->no_wake)
-		shmclock__futex_wake_all(&s->change_futex);
+	shmclock__store_backup(s, &w->p);
 }
 
 struct shmclock_seg *shmclock__writer_seg(shmclock_writer_t *w)
@@ -561,8 +530,9 @@ SHMCLOCK_EXPORT int shmclock_writer_step(shmclock_writer_t *w, int64_t delta_ns)
 	return 0;
 }
 
-/* A scale as the 32.32 rate: 0, or -EINVAL / -ERANGE. */
-static int scale_mult(double scale, uint64_t *mult)
+/* A user's scale as the 32.32 rate, checked: 0, or -EINVAL / -ERANGE. (Not
+ * the daemon's scale_mult, which converts a scale already checked.) */
+static int checked_mult(double scale, uint64_t *mult)
 {
 	double m;
 
@@ -585,7 +555,7 @@ SHMCLOCK_EXPORT int shmclock_writer_set_scale(shmclock_writer_t *w, double scale
 	uint64_t m;
 	int r;
 
-	if ((r = scale_mult(scale, &m)))
+	if ((r = checked_mult(scale, &m)))
 		return r;
 	if ((r = commit_begin(w)))
 		return r;
@@ -622,7 +592,7 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 
 	if (flags & ~(SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STEPPED | SHMCLOCK_FN_JUMP | SHMCLOCK_FN_STALE))
 		return -EINVAL;
-	if ((r = scale_mult(scale, &m)))
+	if ((r = checked_mult(scale, &m)))
 		return r;
 	if ((r = commit_begin(w)))
 		return r;

@@ -230,7 +230,7 @@ int64_t dl_slice(const struct deadline *d)
 		return 0;
 	if (r != 1)
 		return SLICE_NS; /* paused, stepped, or not answering: look again */
-	left = due - real_mono();
+	left = due - shmclock__mono_ns();
 	return left <= 0 ? 1 : left < SLICE_NS ? left : SLICE_NS;
 }
 

@@ -39,7 +39,8 @@
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
 
-#include "clock.h" /* the internal sleep flags and shmclock__plan */
+#include "common.h" /* shmclock__mono_ns, shmclock__gettime, saturating arithmetic */
+#include "shim.h"   /* the library's sleep flags and shmclock__plan for the shim */
 #include "clocks.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -183,14 +184,6 @@ static inline bool bad_ts(const struct timespec *ts)
 	return !ts || ts->tv_nsec < 0 || ts->tv_nsec >= NS || ts->tv_sec < 0;
 }
 
-/* Real CLOCK_MONOTONIC, never ours. */
-static inline int64_t real_mono(void)
-{
-	struct timespec ts;
-
-	shim_real_gettime(CLOCK_MONOTONIC, &ts);
-	return ts_to_ns(&ts);
-}
 
 /* ------------------------------------------------------------ reading */
 

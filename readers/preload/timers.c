@@ -368,7 +368,7 @@ static void timer_sync(struct sim_timer *t)
 		 * the plan, and move the plan's origin past them too, so that a
 		 * second look (timer_gettime, then a re-plan) does not count
 		 * them again and push the next expiry out. */
-		now = real_mono();
+		now = shmclock__mono_ns();
 		expired(t, (now + left - t->real_first + t->real_int / 2) / t->real_int);
 	}
 }
@@ -547,7 +547,7 @@ static int64_t tfd_service(void)
 		else if (t->armed && r == 0) /* due again already: at once */
 			wake = 0;
 		else if (t->armed && r < 0) /* a writer stuck mid-update */
-			wake = real_mono() + SLICE_NS;
+			wake = shmclock__mono_ns() + SLICE_NS;
 	}
 	return wake;
 }

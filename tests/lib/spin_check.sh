@@ -105,7 +105,7 @@ verify fails $small -DSTALE -DMUTANT_STALE_AFTER_RECHECK
 verify holds $small -DFREEZE
 verify fails $small -DFREEZE -DMUTANT_FREEZE_EARLY_COMMIT
 verify fails $small -DFREEZE -DMUTANT_NO_ANCHOR_CAP
-# Lockstep (lockstep.c): two participants, one SIGKILLed at any step.
+# Lockstep (lockstep_layout.h and its .c files): two participants, one SIGKILLed at any step.
 verify holds -DLOCKSTEP
 verify holds -DLOCKSTEP -DLS_ABORT
 for m in NO_TOKEN_RECHECK KICK_BEFORE_GRANT BLOCK_AT_FRESH STATE_BEFORE_LOCK; do
