@@ -26,10 +26,9 @@
  *   (caller)       new params anchored at (mono, cur)
  *   commit_end:    record stores (relaxed)                                  W4
  *                  seq = even (release)                                     W5
- *                  change_futex++ ; FUTEX_WAKE   (sleepers first: they read
- *                                                 the record, not the backup)
  *                  fence (release)          seq even before backup stores   W6
  *                  backup stores (relaxed)                                  W6
+ *                  change_futex++ ; FUTEX_WAKE
  *
  * shmclock_writer_freeze_at() opens an update early with an anchor in the
  * future (W2b): readers, finding seq odd and the anchor published, compute
@@ -438,23 +437,17 @@ static void commit_end(struct shmclock_writer *w)
 	/* W5. Pairs with the reader's acquire load of seq (reader.c, now_fast,
 	 * R1). */
 	atomic_store_explicit(&s->seq, ++w->seq, memory_order_release);
-	atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);
-	/* Pairs with the sleepers' acquire load of change_futex before they
-	 * re-check the time and wait. The wake comes before the backup stores
-	 * (W6): a woken reader finds seq even and reads the record, never the
-	 * backup, so it need not wait for them. The backup is still complete
-	 * before this writer's next odd store (program order and W1's fence),
-	 * and a writer killed before W6 leaves seq even: recovery takes the
-	 * record (V4) and rewrites the backup (V5). The futex is no step of
-	 * the model (seqlock.pml): W1-W6 keep their order. */
-	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
-	if (!w->no_wake)
-		shmclock__futex_wake_all(&s->change_futex);
 	/* W6. Pairs with the reader's acquire fence in wait_writer (S4): a
 	 * reader that sees any new backup value also sees seq past the odd
 	 * value. */
 	atomic_thread_fence(memory_order_release);
 	shmclock__store_backup(s, &w->p);
+	atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);
+	/* Pairs with the sleepers' acquire load of change_futex before they
+	 * re-check the time and wait. */
+	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
+	if (!w->no_wake)
+		shmclock__futex_wake_all(&s->change_futex);
 }
 
 struct shmclock_seg *shmclock__writer_seg(shmclock_writer_t *w)
