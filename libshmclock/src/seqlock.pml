@@ -8,7 +8,7 @@
  * wait_writer and shmclock__snapshot) and on the stuck-writer path (a live
  * writer mid-update: the last committed time, capped at the anchor the
  * writer published, T0..T4). With -DLOCKSTEP, the lockstep protocol
- * instead (lockstep.c; the model is at the end of this file).
+ * instead (lockstep_*.c; the model is at the end of this file).
  * tests/lib/spin_check.sh runs both with spin in CI, together with mutants
  * that must fail.
  *
@@ -372,11 +372,11 @@ init {
 
 #ifdef LOCKSTEP
 /*
- * Lockstep (lockstep.c): participants grant, the host (the clock's writer)
+ * Lockstep (lockstep_participant.c, lockstep_host.c): participants grant, the host (the clock's writer)
  * scans their slots and commits the smallest grant. The commit itself is
  * the seqlock above, proven on its own: here it is one store to `clk`, and
  * a participant's advance() is a wait for clk >= its grant. Steps as named
- * in lockstep.c: G1 (grant: store, then kick), H2 (scan: lock word, state,
+ * in lockstep_participant.c and lockstep_host.c: G1 (grant: store, then kick), H2 (scan: lock word, state,
  * grant), the host's wait (publish block_at, host_waiting, re-check the
  * token, FUTEX_WAIT), L1 (leave). Participants start as
  * members at grant 0 (the join handshake, J1/J2/H1, is one CAS each way
