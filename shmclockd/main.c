@@ -706,8 +706,8 @@ int main(int argc, char **argv)
 	notify_ready(&d.o);
 
 	while (!stopping) {
-		struct pollfd fds[CONTROL_CLIENTS_MAX + 3];
-		int n = control_pollfds(&d.ctl, fds, CONTROL_CLIENTS_MAX + 1);
+		struct pollfd fds[CONTROL_CLIENTS_MAX + 4];
+		int n = control_pollfds(&d.ctl, fds, CONTROL_CLIENTS_MAX + 2);
 		/* Wake often enough to drop idle clients and re-arm a listener
 		 * paused for want of descriptors on time. */
 		int poll_ms = control_poll_ms(&d.ctl);
