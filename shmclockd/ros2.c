@@ -404,7 +404,10 @@ static void dist_take(struct ros2 *r)
 		r->dist_last_seq = f.seq;
 		r->dist_received++;
 		r->dist_last_mono = mono_now();
-		r->dist_hb_ns = f.heartbeat_ns;
+		/* An absurd heartbeat (the daemon refuses the sample) must not
+		 * change when the leader counts as silent. */
+		if (f.heartbeat_ns >= DIST_HB_MIN_NS && f.heartbeat_ns <= DIST_HB_MAX_NS)
+			r->dist_hb_ns = f.heartbeat_ns;
 		r->dist_stale = false;
 		pthread_mutex_unlock(&r->mu);
 		r->host.function(r->host.ctx, &f);

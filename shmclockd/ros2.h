@@ -50,6 +50,9 @@ struct dist_fn {
 #define DIST_F_PAUSED 0x1u
 #define DIST_F_STEPPED 0x2u
 #define DIST_F_UNIX_ZERO 0x4u
+/* The heartbeats a follower believes (Distribute.Heartbeat's range). */
+#define DIST_HB_MIN_NS INT64_C(100000000)
+#define DIST_HB_MAX_NS INT64_C(60000000000)
 #define DIST_TB_REALTIME 0
 #define DIST_TB_TAI 1
 

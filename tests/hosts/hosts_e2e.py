@@ -35,26 +35,20 @@ import sys
 import tempfile
 import time
 
+from hostsenv import check, ctl_at, remove, start_daemon, wait_for
+import hostsenv
+
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 SANITIZED = os.environ.get("SANITIZE", "none") not in ("", "none")
 COMMANDS = int(os.environ.get("HOSTS_COMMANDS", 2000 if SANITIZED else 10000))
 SEC = 1_000_000_000
 MS = 1_000_000
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
-failures = 0
 
 
 def skip(why):
     print("skip: " + why, flush=True)
     sys.exit(77)
-
-
-def check(cond, what):
-    global failures
-    print(("ok - " if cond else "not ok - ") + what, flush=True)
-    if not cond:
-        failures += 1
-    return cond
 
 
 if os.geteuid() != 0:
@@ -93,12 +87,7 @@ def cleanup():
             p.wait()
     for ns in NS.values():
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    for c in clocks:
-        try:
-            os.unlink("/dev/shm/shmclock." + c)
-        except FileNotFoundError:
-            pass
-    shutil.rmtree(rtdir, ignore_errors=True)
+    remove([], clocks, rtdir)
 
 
 def on_signal(sig, frame):
@@ -218,38 +207,15 @@ def start(role, tag, cfg, env_extra=None):
     """shmclockd in namespace @role with config @cfg (plus Name)."""
     name = "hosts-%s-%s" % (RUN, tag)
     clocks.append(name)
-    cfg = dict(cfg, Name=name)
-    path = os.path.join(rtdir, tag + ".json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
     env = dict(os.environ, CYCLONEDDS_URI=cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
                **(env_extra or {}))
-    log = open(os.path.join(rtdir, tag + ".log"), "w")
-    p = subprocess.Popen(["ip", "netns", "exec", NS[role], SHMCLOCKD, "-c", path],
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    procs[tag] = p
-    sock = os.path.join(rtdir, name + ".sock")
-    deadline = time.monotonic() + 20
-    while not os.path.exists(sock):
-        if p.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("%s did not start:\n%s" % (tag, open(log.name).read()))
-        time.sleep(0.02)
+    procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, cfg, env,
+                              ("ip", "netns", "exec", NS[role]))
     return name
 
 
 def ctl(name, cmd, **kw):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(30)
-    s.connect(os.path.join(rtdir, name + ".sock"))
-    s.sendall((json.dumps(dict(v=1, cmd=cmd, **kw)) + "\n").encode())
-    r = b""
-    while not r.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        r += chunk
-    s.close()
-    return json.loads(r)
+    return ctl_at(os.path.join(rtdir, name + ".sock"), cmd, **kw)
 
 
 def dist(name):
@@ -261,15 +227,6 @@ def value_at(info, t):
     if info.paused or info.stepped:
         return info.sim_ns
     return info.sim_ns + round((t - info.mono_ns) * info.scale)
-
-
-def wait_for(pred, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 # ------------------------------------------------------------ readers
@@ -586,4 +543,4 @@ elif __name__ == "__main__":
                 print("# --- %s.log\n%s" % (tag, open(path).read()[-2000:]))
     finally:
         cleanup()
-    sys.exit(1 if failures else 0)
+    sys.exit(1 if hostsenv.failures else 0)
