@@ -24,8 +24,11 @@
 #define CONTROL_CLIENTS_MAX 32
 /* Commands of one client on their way through the clock thread (a
  * leader's changes wait for their instants): further lines wait in the
- * client's buffer, unread, until the oldest is answered. */
-#define CONTROL_INFLIGHT_MAX 256
+ * client's buffer, unread, until the oldest is answered. Their replies
+ * (~1.5 KiB each) may all come at once: 32 fit a Unix socket's default
+ * send buffer, so a client that reads is never taken for one that does
+ * not (replies are sent without blocking). */
+#define CONTROL_INFLIGHT_MAX 32
 
 struct cmd;
 

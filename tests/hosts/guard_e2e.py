@@ -157,74 +157,81 @@ def rogue_phase():
     rogue.wait(10)
 
 
+class Pipeline:
+    """A client that writes many lines at once and reads the replies as
+    they come (a client that stops reading is dropped once its socket
+    buffer is full)."""
+
+    def __init__(self, name, lines):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.settimeout(60)
+        self.s.connect(os.path.join(rtdir, name + ".sock"))
+        self.n = lines.count("\n")
+        self.buf = b""
+        self.t0 = time.monotonic()
+        self.took = None
+        self.thread = threading.Thread(target=self.read)
+        self.thread.start()
+        self.s.sendall(lines.encode())
+
+    def read(self):
+        try:
+            while self.buf.count(b"\n") < self.n:
+                chunk = self.s.recv(1 << 20)
+                if not chunk:
+                    break
+                self.buf += chunk
+        except OSError:
+            pass
+        self.took = time.monotonic() - self.t0
+
+    def replies(self, timeout):
+        self.thread.join(timeout)
+        return [json.loads(x) for x in self.buf.decode().splitlines()]
+
+
+def pause_resume(n):
+    return "".join('{"cmd":"%s"}\n' % ("pause" if k % 2 == 0 else "resume") for k in range(n))
+
+
 def pipeline_phase():
     wire = "guard-lead-" + RUN
     name, p = start("leader", {"TimeSource": "simulation",
                                "Distribute": {"Publish": True, "Clock": wire, "Lead": "1s"}})
-    lines = "".join('{"cmd":"%s"}\n' % ("pause" if k % 2 == 0 else "resume") for k in range(200))
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(os.path.join(rtdir, name + ".sock"))
-    got = []
-
-    def read_replies(n):
-        # Replies are read as they come: a client that stops reading is
-        # dropped once its socket buffer is full.
-        buf = b""
-        while buf.count(b"\n") < n:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            buf += chunk
-        got.append(buf)
-
-    reader = threading.Thread(target=read_replies, args=(200,))
-    reader.start()
-    t0 = time.monotonic()
-    s.sendall(lines.encode())
-    time.sleep(0.1)
+    a = Pipeline(name, pause_resume(200))
+    b = Pipeline(name, pause_resume(100))
+    time.sleep(0.2)
     worst = 0.0
-    while time.monotonic() - t0 < 0.8:  # the changes are still waiting for their instant
+    r, dt = ctl(name, "pause")
+    check(not r["ok"] and "instants" in r["error"],
+          "with 64 changes waiting, another change is refused: %s" % r.get("error"))
+    while time.monotonic() - a.t0 < 0.8:  # the changes still wait for their instant
         r, dt = ctl(name, "status")
         worst = max(worst, dt)
         time.sleep(0.05)
     queued = r["status"]["distribute"]["queued"]
-    print("# 200 pipelined changes, Lead 1s: %d queued; status from another client: worst %.1f ms"
-          % (queued, worst * 1e3), flush=True)
+    print("# 200 + 100 pipelined changes from two clients, Lead 1s: %d queued; status from "
+          "another client: worst %.1f ms" % (queued, worst * 1e3), flush=True)
     check(worst < BOUND, "status from another client answers at once meanwhile")
     check(queued == 64, "the changes wait in a queue of 64 (%d)" % queued)
-    reader.join(60)
-    buf = got[0] if got else b""
-    took = time.monotonic() - t0
-    replies = [json.loads(x) for x in buf.decode().splitlines()]
-    oks = [x for x in replies if x.get("ok")]
-    errs = [x for x in replies if not x.get("ok")]
-    print("# %d replies in %.3f s: %d ok, %d refused (%s)"
-          % (len(replies), took, len(oks), len(errs), errs[0]["error"] if errs else "-"),
-          flush=True)
-    check(len(replies) == 200, "every line is answered")
-    check(len(oks) == 64 and all("instants" in e["error"] for e in errs),
-          "the queue's 64 are made, the rest refused with the reason")
-    # The replies come in the lines' order: the last ok is the 64th line
-    # (a resume), and the clock is running.
-    check(not oks[-1]["status"]["paused"], "the last change made is the 64th line's (resume)")
+    for what, pl in (("200", a), ("100", b)):
+        rs = pl.replies(60)
+        oks = [x for x in rs if x.get("ok")]
+        print("# the %s-line client: %d replies in %.3f s, %d ok" % (what, len(rs), pl.took or -1,
+                                                                    len(oks)), flush=True)
+        check(len(rs) == pl.n and len(oks) == pl.n,
+              "every line of the %s-line client is answered, each change made in turn" % what)
+        check(not rs[-1]["status"]["paused"], "the last reply is the last line's (resume)")
+        pl.s.close()
     # SIGTERM with changes queued
-    s.sendall(lines.encode()[:16 * 10])
+    c = Pipeline(name, pause_resume(10))
     time.sleep(0.2)
     dt = stop_timed(p)
     print("# leader with 10 changes queued: SIGTERM to exit %s"
           % ("never (killed)" if dt is None else "%.1f ms" % (dt * 1e3)), flush=True)
     check(dt is not None and dt < BOUND, "SIGTERM ends the leader promptly with changes queued")
-    rest = b""
-    try:
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            rest += chunk
-    except OSError:
-        pass
-    s.close()
+    c.replies(10)
+    c.s.close()
 
 
 def main():
