@@ -75,6 +75,13 @@
 #define DIST_BEHIND_MAX_NS 2000000000
 /* A function that goes back by more than this without a jump is refused. */
 #define DIST_BACK_TOL_NS 1000
+/* A leader listens this long before it publishes: the terms of the
+ * leaders before it (the topic's transient-local history) and any live
+ * one, so that it takes a term above all of them. */
+#define DIST_DISCOVER_NS 500000000
+/* A conflict (two live leaders) shows in status this long after it was
+ * last seen. */
+#define DIST_CONFLICT_SHOW_NS INT64_C(10000000000)
 
 /* A change waiting for its instant. */
 struct dist_pending {
@@ -119,6 +126,13 @@ struct dist {
 	/* waiting for their instants, oldest first */
 	struct dist_pending q[DIST_QUEUE_MAX];
 	unsigned q_first, q_n;
+	/* Terms: the leader's own (a follower's is fn.term), the highest it
+	 * heard of, when it starts publishing (INT64_MAX: it did), and
+	 * whether a live leader above it took over (it stopped publishing). */
+	uint64_t term, max_term;
+	int64_t announce_at;
+	bool deposed;
+	char conflict_logged[97];  /* the other leader last logged */
 	/* follower: the kinds of refusal logged for refused_leader */
 	char refused_leader[97];
 	unsigned refused_logged;
@@ -127,6 +141,12 @@ struct dist {
 	char leader_id[97];
 	uint64_t changes, late, leaders, reanchors, refused, queued;
 	char refused_last[200];
+	/* the last conflict: another live leader of the clock */
+	uint64_t conflicts, conflict_term;
+	char conflict_with[97];
+	int64_t conflict_mono;
+	uint64_t shown_term;     /* the term led or followed */
+	bool shown_deposed;
 	int64_t worst_late_ns, last_late_ns;
 	int64_t last_off;
 	/* how long after the effective instant each change was committed */
@@ -327,6 +347,9 @@ static void publish(struct dist *d)
 {
 	struct timespec ts;
 
+	/* Still listening for the terms before ours, or superseded. */
+	if (d->announce_at != INT64_MAX || d->deposed)
+		return;
 	clock_gettime(tb_clock(d->fn.timebase), &ts);
 	d->fn.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	d->fn.seq = ++d->seq;
@@ -345,6 +368,7 @@ static void snapshot(shmclock_writer_t *w, struct dist *d, int64_t mono, int64_t
 	shmclock_writer_eval(w, mono, &v);
 	snprintf(d->fn.clock, sizeof(d->fn.clock), "%s", d->clock);
 	snprintf(d->fn.leader, sizeof(d->fn.leader), "%s", d->leader_id);
+	d->fn.term = d->term;
 	d->fn.change++;
 	d->fn.effective_ns = mono + off;
 	d->fn.sim_base_ns = v;
@@ -374,11 +398,108 @@ static int dist_start(struct clock_mode *m, const struct clock_env *env)
 	d->fn.timebase = (uint8_t)leader_timebase();
 	now = mono_ns();
 	snapshot(env->w, d, now, sample_offset(d->fn.timebase));
+	/* Published once the terms before ours are known (announce). */
+	d->announce_at = now + DIST_DISCOVER_NS;
+	d->next_hb = INT64_MAX;
+	return 0;
+}
+
+/* The end of the leader's listening: a term above every one heard of,
+ * then the current function, published. */
+static void announce(struct dist *d, const struct clock_env *env, int64_t now)
+{
+	d->term = d->max_term + 1;
+	d->announce_at = INT64_MAX;
+	pthread_mutex_lock(&d->mu);
+	d->shown_term = d->term;
+	pthread_mutex_unlock(&d->mu);
+	if (d->q_n) {
+		d->fn.term = d->term; /* the latest change queued: followers queue it too */
+	} else {
+		snapshot(env->w, d, now, sample_offset(d->fn.timebase));
+	}
 	publish(d);
 	d->next_hb = now + d->hb_ns;
-	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s (%s, Lead %.3f ms, heartbeat %.3f s)",
-		d->clock, d->leader_id, d->fn.timebase == DIST_TB_TAI ? "TAI" : "UTC",
-		(double)d->lead_ns / 1e6, (double)d->hb_ns / 1e9);
+	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s, term %llu (%s, Lead %.3f ms, "
+			  "heartbeat %.3f s)",
+		d->clock, d->leader_id, (unsigned long long)d->term,
+		d->fn.timebase == DIST_TB_TAI ? "TAI" : "UTC", (double)d->lead_ns / 1e6,
+		(double)d->hb_ns / 1e9);
+}
+
+/* Is @f from a leader alive now (sent within three of its heartbeats),
+ * not a dead one's last word from the topic's history? */
+static bool fn_live(const struct dist_fn *f)
+{
+	struct timespec ts;
+	int64_t now;
+
+	clock_gettime(tb_clock(f->timebase), &ts);
+	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return now - f->sent_ns <= 3 * f->heartbeat_ns + 100000000;
+}
+
+/* (term, identity): the leader of the two that leads; > 0 when a ranks
+ * above b. */
+static int rank_cmp(uint64_t ta, const char *ia, uint64_t tb, const char *ib)
+{
+	if (ta != tb)
+		return ta > tb ? 1 : -1;
+	return strcmp(ia, ib);
+}
+
+/* Two live leaders of the clock: status shows it for a while, the log
+ * once per other leader. */
+static void note_conflict(struct dist *d, const struct dist_fn *f, uint64_t own_term,
+			  const char *own_id, const char *what)
+{
+	pthread_mutex_lock(&d->mu);
+	d->conflicts++;
+	d->conflict_term = f->term;
+	snprintf(d->conflict_with, sizeof(d->conflict_with), "%s", f->leader);
+	d->conflict_mono = mono_ns();
+	pthread_mutex_unlock(&d->mu);
+	if (strcmp(d->conflict_logged, f->leader)) {
+		snprintf(d->conflict_logged, sizeof(d->conflict_logged), "%s", f->leader);
+		log_msg(LOG_WARN, "distribute: conflict: two live leaders of clock '%s': %s (term %llu) "
+				  "and %s (term %llu); %s. Run one leader per clock",
+			d->clock, f->leader, (unsigned long long)f->term, own_id,
+			(unsigned long long)own_term, what);
+	}
+}
+
+/* A leader hears the topic (CMD_FUNCTION): its own samples, the history
+ * of the leaders before it (their terms), or another live leader. */
+static int leader_heard(struct dist *d, const struct clock_env *env, const struct dist_fn *f)
+{
+	bool listening = d->announce_at != INT64_MAX;
+	uint64_t own = listening ? d->max_term + 1 : d->term;
+
+	if (!strcmp(f->leader, d->leader_id))
+		return 0;
+	if (f->term > d->max_term)
+		d->max_term = f->term;
+	if (!fn_live(f))
+		return 0;
+	if (listening) {
+		note_conflict(d, f, d->max_term + 1, d->leader_id,
+			      "this one starts above it and leads; the other stops publishing");
+		return 0;
+	}
+	if (rank_cmp(f->term, f->leader, own, d->leader_id) > 0) {
+		if (!d->deposed)
+			note_conflict(d, f, own, d->leader_id,
+				      "the other ranks above this one, which stops publishing");
+		else
+			note_conflict(d, f, own, d->leader_id, "this one stopped publishing");
+		d->deposed = true;
+		pthread_mutex_lock(&d->mu);
+		d->shown_deposed = true;
+		pthread_mutex_unlock(&d->mu);
+		q_clear(d, env, "another leader took over the clock (status shows which)");
+		return 0;
+	}
+	note_conflict(d, f, own, d->leader_id, "this one ranks above the other, which should stop");
 	return 0;
 }
 
@@ -399,6 +520,9 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 	shmclock_writer_info(w, &in);
 	if (!in.initialized)
 		return cmd_fail(c, -ENODATA, "the clock has no time yet");
+	if (d->deposed)
+		return cmd_fail(c, -EBUSY, "another leader took over this clock (status shows which): "
+					   "change time there, and run one leader per clock");
 	if (d->q_n == DIST_QUEUE_MAX)
 		return cmd_fail(c, -EBUSY, "64 changes already wait for their instants (the most "
 					   "shmclockd queues): send this one after some took effect");
@@ -618,6 +742,20 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	int64_t off, e_mono = 0, now, late = 0;
 	int r;
 
+	if (new_leader && d->have && !stale) {
+		/* Another leader while ours speaks: a dead one's history is
+		 * nothing; a live one is a conflict, and only a leader that
+		 * ranks above ours is followed (never back to a lower one). */
+		if (!fn_live(f))
+			return 0;
+		if (rank_cmp(f->term, f->leader, d->fn.term, d->fn.leader) < 0) {
+			note_conflict(d, f, d->fn.term, d->fn.leader,
+				      "this follower stays with the latter, which ranks above");
+			return 0;
+		}
+		note_conflict(d, f, d->fn.term, d->fn.leader,
+			      "this follower follows the former, which ranks above");
+	}
 	if (!new_leader && !stale && f->change <= d->fn.change)
 		return 0; /* a heartbeat, or an old change */
 	off = sample_offset(f->timebase);
@@ -666,6 +804,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	d->have = true;
 	pthread_mutex_lock(&d->mu);
 	snprintf(d->leader_id, sizeof(d->leader_id), "%s", f->leader);
+	d->shown_term = f->term;
 	d->changes++;
 	d->leaders += new_leader;
 	if (late) {
@@ -765,6 +904,15 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 	cJSON_AddNumberToObject(o, "reanchors", (double)d->reanchors);
 	cJSON_AddNumberToObject(o, "offset_ns", (double)d->last_off);
 	cJSON_AddNumberToObject(o, "queued", (double)d->queued);
+	cJSON_AddNumberToObject(o, "term", (double)d->shown_term);
+	cJSON_AddNumberToObject(o, "conflicts", (double)d->conflicts);
+	if (d->conflicts && mono_ns() - d->conflict_mono < DIST_CONFLICT_SHOW_NS) {
+		cJSON_AddTrueToObject(o, "conflict");
+		cJSON_AddStringToObject(o, "conflict_with", d->conflict_with);
+		cJSON_AddNumberToObject(o, "conflict_term", (double)d->conflict_term);
+	} else {
+		cJSON_AddFalseToObject(o, "conflict");
+	}
 	{
 		uint64_t counts[LATEHIST_N];
 
@@ -777,6 +925,7 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 	}
 	if (d->leader) {
 		cJSON_AddNumberToObject(o, "lead_ns", (double)d->lead_ns);
+		cJSON_AddBoolToObject(o, "deposed", d->shown_deposed);
 		cJSON_AddNumberToObject(o, "heartbeat_ns", (double)d->hb_ns);
 		cJSON_AddNumberToObject(o, "sent", (double)st.sent);
 	} else {
@@ -822,6 +971,10 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 		return leader_change(d, env, c, mono_ns());
 	if (!d->leader && c->req.kind == CMD_FUNCTION)
 		return follow_apply(d, env, c);
+	if (d->leader && c->req.kind == CMD_FUNCTION)
+		return leader_heard(d, env, c->arg_fn);
+	if (d->leader && c->req.kind == CMD_STALE)
+		return 0; /* the topic is quiet: nothing to a leader */
 	/* Silence: what the leader announced is void (a leader back
 	 * resends its function). */
 	if (!d->leader && c->req.kind == CMD_STALE && c->arg_stale)
@@ -837,6 +990,12 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	if (next == CLOCK_MODE_AGAIN)
 		return next;
 	now = mono_ns();
+	if (d->leader && d->announce_at != INT64_MAX) {
+		if (now >= d->announce_at)
+			announce(d, env, now);
+		else if (d->announce_at < next)
+			next = d->announce_at;
+	}
 	q = run_queue(d, env, now);
 	if (q < next)
 		next = q;

@@ -348,6 +348,7 @@ static int dist_publish(struct ros2 *r, const struct dist_fn *f)
 	memset(&m, 0, sizeof(m));
 	snprintf(m.clock, sizeof(m.clock), "%s", f->clock);
 	snprintf(m.leader, sizeof(m.leader), "%s", f->leader);
+	m.term = f->term;
 	m.change = f->change;
 	m.seq = f->seq;
 	m.effective_ns = f->effective_ns;
@@ -383,6 +384,7 @@ static void dist_take(struct ros2 *r)
 		memset(&f, 0, sizeof(f));
 		snprintf(f.clock, sizeof(f.clock), "%s", m->clock);
 		snprintf(f.leader, sizeof(f.leader), "%s", m->leader);
+		f.term = m->term;
 		f.change = m->change;
 		f.seq = m->seq;
 		f.effective_ns = m->effective_ns;

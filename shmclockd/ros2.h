@@ -37,6 +37,7 @@ struct ros2;
 struct dist_fn {
 	char clock[65];
 	char leader[97];
+	uint64_t term;
 	uint64_t change, seq;
 	int64_t effective_ns, sim_base_ns; /* effective_ns in the timebase */
 	uint64_t mult;                     /* nominal rate, 32.32 */

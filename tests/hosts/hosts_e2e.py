@@ -39,6 +39,7 @@ from hostsenv import check, ctl_at, remove, start_daemon, wait_for
 import hostsenv
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
+SHMCLOCKCTL = os.environ.get("SHMCLOCKCTL")
 SANITIZED = os.environ.get("SANITIZE", "none") not in ("", "none")
 COMMANDS = int(os.environ.get("HOSTS_COMMANDS", 2000 if SANITIZED else 10000))
 SEC = 1_000_000_000
@@ -481,6 +482,63 @@ def netem_phase(leader, followers):
     impair(False)
 
 
+def split_brain(leader, leader_tag, followers, cfg_leader):
+    """A second live leader of the same wire clock, started after the first:
+    it takes a higher term and leads, the first stops publishing, every host
+    reports the conflict; followers switch once (a jump, with callbacks) and
+    never back. Then the other order: a leader at 0 after one at 1000 s."""
+    readers = Readers(followers)
+    cur, cur_tag = leader, leader_tag
+    for tag, start_at in (("leader3", "1000s"), ("leader4", "0s")):
+        before = {f: dist(f) for f in followers}
+        old = dist(cur)
+        old_term = old["term"]
+        t0 = time.monotonic()
+        new = start("L", tag, dict(cfg_leader, StartTime=start_at))
+        hosts = [cur, new] + followers
+        seen = dict(before, **{cur: old, new: {"conflicts": 0}})
+
+        def all_conflict():
+            # a new conflict on every host (an earlier one may still show)
+            return all(dist(h)["conflicts"] > seen[h]["conflicts"] and dist(h)["conflict"]
+                       for h in hosts) and dist(new)["term"] > 0
+        ok = wait_for(all_conflict, 5)
+        took = time.monotonic() - t0
+        print("# %s (StartTime %s) after a live leader: conflict in status on every host "
+              "%.3f s after its start (it listens 0.5 s for terms first)" % (tag, start_at, took),
+              flush=True)
+        check(ok and took < 1.5 + 0.5, "%s: conflict in status on every host within a second "
+              "of its first message" % tag)
+        dn, do = dist(new), dist(cur)
+        check(dn["term"] > old_term and not dn["deposed"] and do["deposed"],
+              "%s takes term %d above %d and leads; the first stops publishing (deposed)"
+              % (tag, dn["term"], old_term))
+        for f in followers:
+            check(wait_for(lambda: dist(f)["leader"] == dn["leader"], 5),
+                  "%s follows the leader with the higher term" % f)
+        time.sleep(1.0)  # the deposed one may not win them back
+        for f in followers:
+            st = dist(f)
+            check(st["leader"] == dn["leader"] and st["leaders"] == before[f]["leaders"] + 1,
+                  "%s: followed the higher term once, never back (%d leaders followed)"
+                  % (f, st["leaders"] - before[f]["leaders"]))
+        if SHMCLOCKCTL:
+            for h in hosts:
+                for cmd in (["status"], ["watch", "--count", "1"]):
+                    out = subprocess.run([SHMCLOCKCTL, "-n", h] + cmd, capture_output=True,
+                                         text=True,
+                                         env=dict(os.environ, SHMCLOCK_RUNTIME_DIR=rtdir))
+                    check("CONFLICT" in out.stdout, "shmclockctl %s on %s shows the conflict"
+                          % (cmd[0], h))
+        procs.pop(cur_tag).terminate()
+        cur, cur_tag = new, tag
+    res = readers.finish()
+    for f in followers:
+        check(res[f]["back"] == 0 and res[f]["jumps"] == 2,
+              "%s: no backward read within an epoch across the two takeovers (%d back, %d jumps)"
+              % (f, res[f]["back"], res[f]["jumps"]))
+
+
 def main():
     make_network()
     wire = "hosts-wire-" + RUN
@@ -528,6 +586,7 @@ def main():
     host_clock_step(leader, f1, shift_file)
     new_leader = kill_leader("leader", [f1, f2], lead, 0.6, [f2])
     netem_phase(new_leader, [f1, f2])
+    split_brain(new_leader, "leader2", [f1, f2], lead)
 
 
 if __name__ == "__main__" and HUB:

@@ -68,6 +68,7 @@ int main(int argc, char **argv)
 		}
 		snprintf(m.clock, sizeof(m.clock), "%s", argv[2]);
 		snprintf(m.leader, sizeof(m.leader), "%s", leader);
+		m.term = 1;
 		m.seq = ++seq;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		m.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
