@@ -79,6 +79,12 @@
  * leaders before it (the topic's transient-local history) and any live
  * one, so that it takes a term above all of them. */
 #define DIST_DISCOVER_NS 500000000
+/* Hosts that disagree on time: a message's arrival minus its sending, both
+ * on the host clocks (the network's delay plus their offset), the least of
+ * the last DIST_SKEW_N, beyond DIST_SKEW_MAX_NS (far above any delay on a
+ * network fit for this, far below TAI - UTC). */
+#define DIST_SKEW_N 8
+#define DIST_SKEW_MAX_NS 250000000
 /* A conflict (two live leaders) shows in status this long after it was
  * last seen. */
 #define DIST_CONFLICT_SHOW_NS INT64_C(10000000000)
@@ -133,6 +139,10 @@ struct dist {
 	int64_t announce_at;
 	bool deposed;
 	char conflict_logged[97];  /* the other leader last logged */
+	/* follower: arrival minus sending of the last messages (ring) */
+	int64_t skew[DIST_SKEW_N];
+	unsigned skew_n, skew_i;
+	bool skew_bad;
 	/* follower: the kinds of refusal logged for refused_leader */
 	char refused_leader[97];
 	unsigned refused_logged;
@@ -146,6 +156,8 @@ struct dist {
 	char conflict_with[97];
 	int64_t conflict_mono;
 	uint64_t shown_term;     /* the term led or followed */
+	int64_t host_offset_ns;  /* follower: this host's clock minus the leader's (+ delay) */
+	bool clocks_disagree;
 	bool shown_deposed;
 	int64_t worst_late_ns, last_late_ns;
 	int64_t last_off;
@@ -729,6 +741,42 @@ static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bo
 	return 0;
 }
 
+/* Every message: does this host's clock agree with the leader's? The
+ * least arrival-minus-sending of the last few is their offset plus the
+ * shortest delay; beyond the bound it is said in status and the log (once
+ * each way), with the fix. */
+static void skew_sample(struct dist *d, const struct dist_fn *f)
+{
+	int64_t m = INT64_MAX, v;
+	bool bad;
+
+	if (f->timebase > DIST_TB_TAI || __builtin_sub_overflow(mono_ns() + sample_offset(f->timebase),
+								f->sent_ns, &v))
+		return;
+	d->skew[d->skew_i++ % DIST_SKEW_N] = v;
+	if (d->skew_n < DIST_SKEW_N)
+		d->skew_n++;
+	for (unsigned i = 0; i < d->skew_n; i++)
+		if (d->skew[i] < m)
+			m = d->skew[i];
+	/* A few messages first: one may be a dead leader's last word. */
+	bad = d->skew_n >= 3 && llabs(m) > DIST_SKEW_MAX_NS;
+	if (bad && !d->skew_bad)
+		log_msg(LOG_WARN, "distribute: this host's clock is %.3f s %s leader %s's (measured "
+				  "from its messages): its changes land that far off here. Synchronise "
+				  "the hosts' clocks (chrony or PTP) and use TAI on every host or on none "
+				  "(a TAI/UTC mismatch is 37 s)",
+			fabs((double)m / 1e9), m > 0 ? "ahead of" : "behind", f->leader);
+	else if (!bad && d->skew_bad && d->skew_n >= 3)
+		log_msg(LOG_INFO, "distribute: this host's clock agrees with leader %s's again "
+				  "(%.3f ms apart, network delay included)", f->leader, (double)m / 1e6);
+	d->skew_bad = bad;
+	pthread_mutex_lock(&d->mu);
+	d->host_offset_ns = m;
+	d->clocks_disagree = bad;
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* A follower's function from the leader (CMD_FUNCTION): checked, then
  * committed at once when its instant passed, else queued for it. Once it
  * is accepted, the clock thread clears its stale mark. */
@@ -742,6 +790,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	int64_t off, e_mono = 0, now, late = 0;
 	int r;
 
+	skew_sample(d, f);
 	if (new_leader && d->have && !stale) {
 		/* Another leader while ours speaks: a dead one's history is
 		 * nothing; a live one is a conflict, and only a leader that
@@ -946,6 +995,10 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 		cJSON_AddNumberToObject(o, "last_late_ns", (double)d->last_late_ns);
 		cJSON_AddNumberToObject(o, "leaders", (double)d->leaders);
 		cJSON_AddNumberToObject(o, "refused", (double)d->refused);
+		if (d->skew_n >= 3) {
+			cJSON_AddNumberToObject(o, "host_offset_ns", (double)d->host_offset_ns);
+			cJSON_AddBoolToObject(o, "clocks_disagree", d->clocks_disagree);
+		}
 		if (d->refused_last[0])
 			cJSON_AddStringToObject(o, "refused_last", d->refused_last);
 		cJSON_AddNumberToObject(o, "received", (double)st.received);

@@ -539,6 +539,28 @@ def split_brain(leader, leader_tag, followers, cfg_leader):
               % (f, res[f]["back"], res[f]["jumps"]))
 
 
+def clocks_disagree(follower, shift_file):
+    """The follower's host clock 5 s ahead of the leader's (the test hook):
+    status says so with the offset, the log with the fix; back in step, it
+    agrees again."""
+    with open(shift_file, "w") as f:
+        f.write("5000000000\n")
+    t0 = time.monotonic()
+    ok = wait_for(lambda: dist(follower).get("clocks_disagree"), 5)
+    st = dist(follower)
+    print("# host clock 5 s ahead: reported after %.3f s, offset %.3f s"
+          % (time.monotonic() - t0, st.get("host_offset_ns", 0) / 1e9), flush=True)
+    check(ok and abs(st["host_offset_ns"] - 5 * SEC) < 100 * MS,
+          "a follower whose host clock is 5 s ahead says so in status, with the offset")
+    log = open(os.path.join(rtdir, "f1.log")).read()
+    check("5.0" in log and "ahead of" in log and "TAI" in log,
+          "... and in the log, with how to fix it")
+    with open(shift_file, "w") as f:
+        f.write("0\n")
+    check(wait_for(lambda: not dist(follower).get("clocks_disagree"), 10),
+          "back in step, it agrees again")
+
+
 def main():
     make_network()
     wire = "hosts-wire-" + RUN
@@ -587,6 +609,7 @@ def main():
     new_leader = kill_leader("leader", [f1, f2], lead, 0.6, [f2])
     netem_phase(new_leader, [f1, f2])
     split_brain(new_leader, "leader2", [f1, f2], lead)
+    clocks_disagree(f1, shift_file)
 
 
 if __name__ == "__main__" and HUB:
