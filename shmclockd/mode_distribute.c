@@ -444,11 +444,15 @@ static void announce(struct dist *d, const struct clock_env *env, int64_t now)
 static bool fn_live(const struct dist_fn *f)
 {
 	struct timespec ts;
-	int64_t now;
+	int64_t now, age;
 
+	/* A heartbeat out of range (refused anyway) says nothing. */
+	if (f->heartbeat_ns < DIST_HB_MIN_NS || f->heartbeat_ns > DIST_HB_MAX_NS)
+		return false;
 	clock_gettime(tb_clock(f->timebase), &ts);
 	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-	return now - f->sent_ns <= 3 * f->heartbeat_ns + 100000000;
+	return !__builtin_sub_overflow(now, f->sent_ns, &age) &&
+	       age <= 3 * f->heartbeat_ns + 100000000;
 }
 
 /* (term, identity): the leader of the two that leads; > 0 when a ranks
@@ -696,14 +700,15 @@ static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bo
 	if (__builtin_sub_overflow(f->effective_ns, off, e_mono))
 		return refuse(d, c, f, REF_RANGE, "instant %lld out of range",
 			      (long long)f->effective_ns);
-	if (*e_mono - now > DIST_AHEAD_MAX_NS)
+	/* Differences in 128 bits: any int64 instant may come. */
+	if ((i128)*e_mono - now > DIST_AHEAD_MAX_NS)
 		return refuse(d, c, f, REF_AHEAD,
 			      "change %llu takes effect %.3f s from now on this host, more than "
 			      "the %.0f s any Lead allows: the hosts' clocks disagree (chrony/PTP "
 			      "on both, TAI on both or neither)",
 			      (unsigned long long)f->change, (double)(*e_mono - now) / 1e9,
 			      DIST_AHEAD_MAX_NS / 1e9);
-	if (!fresh && now - *e_mono > DIST_BEHIND_MAX_NS)
+	if (!fresh && (i128)now - *e_mono > DIST_BEHIND_MAX_NS)
 		return refuse(d, c, f, REF_BEHIND,
 			      "change %llu took effect %.3f s ago on this host, later than %.0f s "
 			      "(the hosts' clocks disagree, or the leader is broken)",
@@ -711,7 +716,7 @@ static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bo
 			      DIST_BEHIND_MAX_NS / 1e9);
 	/* Its value a year from its instant or from now must be a time. */
 	far = (i128)f->sim_base_ns +
-	      (((i128)((now > *e_mono ? now : *e_mono) - *e_mono) + (i128)31536000 * 1000000000) *
+	      (((i128)(now > *e_mono ? now : *e_mono) - *e_mono + (i128)31536000 * 1000000000) *
 	       (i128)f->mult >> 32);
 	if (far > INT64_MAX)
 		return refuse(d, c, f, REF_RANGE, "simulation time %lld runs out of range",
@@ -760,7 +765,7 @@ static void skew_sample(struct dist *d, const struct dist_fn *f)
 		if (d->skew[i] < m)
 			m = d->skew[i];
 	/* A few messages first: one may be a dead leader's last word. */
-	bad = d->skew_n >= 3 && llabs(m) > DIST_SKEW_MAX_NS;
+	bad = d->skew_n >= 3 && (m > DIST_SKEW_MAX_NS || m < -DIST_SKEW_MAX_NS);
 	if (bad && !d->skew_bad)
 		log_msg(LOG_WARN, "distribute: this host's clock is %.3f s %s leader %s's (measured "
 				  "from its messages): its changes land that far off here. Synchronise "
