@@ -11,7 +11,11 @@
  * the protocol's alone (on real hosts add their clock synchronisation
  * error). Cyclone DDS on 127.0.0.1; the /clock publishers are this
  * program's threads, reading the leader's clock as a simulator would.
- * Also: TimeFunction messages per second at steady state (no changes).
+ * Also: TimeFunction messages per second at steady state (no changes)
+ * with three time-function followers; the time from a control command to
+ * its commit on every host (the leader's and each follower's segment); and
+ * the random changes again with a CPU hog on every core (follower error,
+ * late changes).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,14 +39,76 @@
 #include "control_client.h"
 #include "ros2_qos.h"
 
-#define NCLOCKS 4 /* leader, function follower, /clock 100 Hz, /clock 1 kHz */
+/* leader, function follower, /clock 100 Hz, /clock 1 kHz, two more
+ * function followers (messages at rest, control to commit) */
+#define NCLOCKS 6
+#define NCOMPARED 4 /* the first four: the error table */
 
 static const char *labels[NCLOCKS] = {
 	"leader",
 	"time function (TimeSource leader)",
 	"/clock at 100 Hz (TimeSource ros2)",
 	"/clock at 1 kHz (TimeSource ros2)",
+	"time function, 2nd follower",
+	"time function, 3rd follower",
 };
+
+/* Their config files' and clock names' tags. */
+static const char *tags[NCLOCKS] = { "lead", "fn", "c100", "c1k", "fn2", "fn3" };
+
+/* The hosts whose commits a control command is timed to (index in the
+ * clocks): the leader and the three function followers. */
+static const int timed[] = { 0, 1, 4, 5 };
+#define NTIMED 4
+
+/* A control request on a thread of its own, so that the caller can watch
+ * the segments meanwhile. */
+struct async_req {
+	const char *sock, *req;
+	char buf[4096];
+	int rc;
+	pthread_t thread;
+};
+
+static void *req_main(void *arg)
+{
+	struct async_req *a = arg;
+
+	a->rc = control_client_request(a->sock, a->req, a->buf, sizeof(a->buf), 10000);
+	return NULL;
+}
+
+/* CPU hogs: one busy child per core, at the default priority. */
+static void hogs(pid_t *pids, int n, bool start)
+{
+	for (int i = 0; i < n; i++) {
+		if (start) {
+			pids[i] = fork();
+			if (pids[i] == 0) {
+				/* Never outlives the benchmark. */
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				for (volatile unsigned long x = 0;; x++)
+					;
+			}
+		} else if (pids[i] > 0) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+		}
+	}
+}
+
+/* A number from a clock's status ("late_changes", "sent"). */
+static double status_num(const char *rt, const char *name, const char *key)
+{
+	char buf[8192], pat[64], *p, sock[256];
+
+	snprintf(sock, sizeof(sock), "%s/%s.sock", rt, name);
+	if (control_client_request(sock, "{\"v\":1,\"cmd\":\"status\"}\n", buf, sizeof(buf), 10000))
+		return -1;
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(buf, pat);
+	return p ? strtod(p + strlen(pat), NULL) : -1;
+}
 
 struct pub {
 	int domain, hz;
@@ -100,14 +167,6 @@ static int write_config(const char *rt, const char *tag, const char *json, char 
 	return 0;
 }
 
-static int ctl(const char *rt, const char *name, const char *req, char *buf, size_t len)
-{
-	char sock[256];
-
-	snprintf(sock, sizeof(sock), "%s/%s.sock", rt, name);
-	return control_client_request(sock, req, buf, len, 10000);
-}
-
 /* A clock's value at CLOCK_MONOTONIC @t, from a snapshot. */
 static double value_at(const shmclock_info_t *in, int64_t t)
 {
@@ -116,15 +175,95 @@ static double value_at(const shmclock_info_t *in, int64_t t)
 	return (double)in->sim_ns + (double)(t - in->mono_ns) * in->scale;
 }
 
-/* The leader's "sent" count, from its status. */
-static long sent_count(const char *rt, const char *name)
-{
-	char buf[8192], *p;
+/*
+ * The scenario: a random change on the leader (pause, resume, scale, set),
+ * timed to its commit on every host, then the clocks sampled every ~2.5 ms
+ * over 100 ms, at one instant each time: |follower - leader| into err[i]
+ * for the compared followers (err[0]: unused). Returns 0, or -1 when the
+ * leader refused a change.
+ */
+struct scenario {
+	const char *rt, *leader;
+	shmclock_t **clk;
+	double **err;  /* per clock, cap samples */
+	long cap, n;
+	double *c2c[NTIMED]; /* control to commit, ns, per timed host */
+	long nc;
+	bool paused;
+};
 
-	if (ctl(rt, name, "{\"v\":1,\"cmd\":\"status\"}\n", buf, sizeof(buf)))
+static int one_change(struct scenario *sc)
+{
+	static const double scales[] = { 0.25, 0.5, 1, 2, 4 };
+	char req[128], sock[256];
+	int k = rand() % 10;
+	bool toggle = sc->paused || k < 1, seen[NTIMED] = { false };
+	uint64_t before[NTIMED];
+	struct async_req a;
+	int64_t t0;
+	int left = NTIMED;
+
+	/* Mostly running: a pause lasts until the next change. */
+	if (toggle)
+		snprintf(req, sizeof(req), "{\"v\":1,\"cmd\":\"%s\"}\n", sc->paused ? "resume" : "pause");
+	else if (k < 8)
+		snprintf(req, sizeof(req), "{\"v\":1,\"cmd\":\"scale\",\"value\":%g}\n",
+			 scales[rand() % 5]);
+	else
+		snprintf(req, sizeof(req), "{\"v\":1,\"cmd\":\"set\",\"time\":\"%ds\"}\n",
+			 100 + rand() % 10000);
+	for (int h = 0; h < NTIMED; h++) {
+		shmclock_info_t in;
+
+		shmclock_info(sc->clk[timed[h]], &in);
+		before[h] = in.commits;
+	}
+	snprintf(sock, sizeof(sock), "%s/%s.sock", sc->rt, sc->leader);
+	a.sock = sock;
+	a.req = req;
+	t0 = bench_mono_ns();
+	pthread_create(&a.thread, NULL, req_main, &a);
+	/* Each host's first commit after the request (at most 2 s). */
+	while (left && bench_mono_ns() - t0 < 2000000000) {
+		for (int h = 0; h < NTIMED; h++) {
+			shmclock_info_t in;
+
+			if (seen[h])
+				continue;
+			shmclock_info(sc->clk[timed[h]], &in);
+			if (in.commits != before[h]) {
+				seen[h] = true;
+				left--;
+				sc->c2c[h][sc->nc] = (double)(bench_mono_ns() - t0);
+			}
+		}
+		bench_sleep_s(0.00002);
+	}
+	pthread_join(a.thread, NULL);
+	if (a.rc || !strstr(a.buf, "\"ok\":true")) {
+		fprintf(stderr, "shmclock-bench: the leader refused %s: %s", req, a.buf);
 		return -1;
-	p = strstr(buf, "\"sent\":");
-	return p ? strtol(p + 7, NULL, 10) : -1;
+	}
+	for (int h = 0; h < NTIMED; h++)
+		if (!seen[h])
+			sc->c2c[h][sc->nc] = 2e9;
+	sc->nc++;
+	if (toggle)
+		sc->paused = !sc->paused;
+	for (int s = 0; s < 40 && sc->n < sc->cap; s++, sc->n++) {
+		shmclock_info_t in[NCLOCKS];
+		int64_t t = 0;
+
+		bench_sleep_s(0.0025);
+		for (int i = 0; i < NCOMPARED; i++) {
+			shmclock_info(sc->clk[i], &in[i]);
+			if (in[i].mono_ns > t)
+				t = in[i].mono_ns;
+		}
+		for (int i = 1; i < NCOMPARED; i++)
+			sc->err[i][sc->n] = fabs(value_at(&in[i], t) - value_at(&in[0], t));
+	}
+	return 0;
 }
 
 int bench_hosts(const struct bench_opts *o, cJSON *out)
@@ -135,11 +274,13 @@ int bench_hosts(const struct bench_opts *o, cJSON *out)
 	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED,
 					daemon_path, sizeof(daemon_path));
 	int base = 1 + (int)(getpid() % 200);
-	pid_t pids[NCLOCKS] = { 0 };
+	pid_t pids[NCLOCKS] = { 0 }, hog[64] = { 0 };
+	int nhog = bench_ncpu() < 64 ? bench_ncpu() : 64;
 	struct pub pubs[2] = { { .domain = base + 1, .hz = 100 }, { .domain = base + 2, .hz = 1000 } };
 	shmclock_t *clk[NCLOCKS] = { 0 };
 	double *err[NCLOCKS] = { 0 };
-	long n = 0, cap = changes * 40 + 16;
+	long cap = changes * 40 + 16;
+	struct scenario sc = { .rt = rt, .clk = clk, .err = err, .cap = cap };
 	cJSON *jr = cJSON_AddArrayToObject(out, "followers");
 	int rc = 1;
 
@@ -148,35 +289,36 @@ int bench_hosts(const struct bench_opts *o, cJSON *out)
 	if (bench_runtime_dir(rt, sizeof(rt)))
 		return 1;
 	for (int i = 0; i < NCLOCKS; i++) {
-		static const char *tags[NCLOCKS] = { "lead", "fn", "c100", "c1k" };
-
 		snprintf(names[i], sizeof(names[i]), "bench-hosts-%d-%s", (int)getpid(), tags[i]);
 		err[i] = calloc((size_t)cap, sizeof(double));
 	}
+	for (int h = 0; h < NTIMED; h++)
+		sc.c2c[h] = calloc((size_t)changes + 16, sizeof(double));
+	sc.leader = names[0];
 	snprintf(json, sizeof(json),
 		 "{\"Name\":\"%s\",\"TimeSource\":\"simulation\",\"Ros2\":{\"Domain\":%d},"
 		 "\"Distribute\":{\"Publish\":true,\"Clock\":\"%s\",\"Lead\":\"5ms\"}}",
 		 names[0], base, names[0]);
-	write_config(rt, "lead", json, path, sizeof(path));
+	write_config(rt, tags[0], json, path, sizeof(path));
 	{
 		char *argv[] = { (char *)daemon, "--notify-fd", "-c", path, "--log-level=warn", NULL };
 
 		pids[0] = bench_spawn(argv, true);
 	}
-	snprintf(json, sizeof(json),
-		 "{\"Name\":\"%s\",\"TimeSource\":\"leader\",\"Ros2\":{\"Domain\":%d},"
-		 "\"Distribute\":{\"Clock\":\"%s\"}}", names[1], base, names[0]);
-	write_config(rt, "fn", json, path, sizeof(path));
-	{
+	for (int i = 1; i < NCLOCKS; i += i == 1 ? 3 : 1) {
+		snprintf(json, sizeof(json),
+			 "{\"Name\":\"%s\",\"TimeSource\":\"leader\",\"Ros2\":{\"Domain\":%d},"
+			 "\"Distribute\":{\"Clock\":\"%s\"}}", names[i], base, names[0]);
+		write_config(rt, tags[i], json, path, sizeof(path));
 		char *argv[] = { (char *)daemon, "--notify-fd", "-c", path, "--log-level=warn", NULL };
 
-		pids[1] = bench_spawn(argv, true);
+		pids[i] = bench_spawn(argv, true);
 	}
 	for (int i = 0; i < 2; i++) {
 		snprintf(json, sizeof(json),
 			 "{\"Name\":\"%s\",\"TimeSource\":\"ros2\",\"Ros2\":{\"Domain\":%d,"
 			 "\"StaleAfter\":\"10s\"}}", names[2 + i], pubs[i].domain);
-		write_config(rt, i ? "c1k" : "c100", json, path, sizeof(path));
+		write_config(rt, tags[2 + i], json, path, sizeof(path));
 		char *argv[] = { (char *)daemon, "--notify-fd", "-c", path, "--log-level=warn", NULL };
 
 		pids[2 + i] = bench_spawn(argv, true);
@@ -205,51 +347,37 @@ int bench_hosts(const struct bench_opts *o, cJSON *out)
 	}
 	bench_sleep_s(0.5);
 
-	/* The scenario: a change, then the clocks sampled every ~2.5 ms over
-	 * 100 ms, at one instant each time. */
 	srand((unsigned)getpid());
-	bool paused = false;
-
-	for (long c = 0; c < changes; c++) {
-		static const double scales[] = { 0.25, 0.5, 1, 2, 4 };
-		char req[128], buf[4096];
-		int k = rand() % 10;
-		bool toggle = paused || k < 1;
-
-		/* Mostly running: a pause lasts until the next change. */
-		if (toggle)
-			snprintf(req, sizeof(req), "{\"v\":1,\"cmd\":\"%s\"}\n", paused ? "resume" : "pause");
-		else if (k < 8)
-			snprintf(req, sizeof(req), "{\"v\":1,\"cmd\":\"scale\",\"value\":%g}\n",
-				 scales[rand() % 5]);
-		else
-			snprintf(req, sizeof(req), "{\"v\":1,\"cmd\":\"set\",\"time\":\"%ds\"}\n",
-				 100 + rand() % 10000);
-		if (ctl(rt, names[0], req, buf, sizeof(buf)) || !strstr(buf, "\"ok\":true")) {
-			fprintf(stderr, "shmclock-bench: the leader refused %s: %s", req, buf);
+	for (long c = 0; c < changes; c++)
+		if (one_change(&sc))
 			goto out;
-		}
-		if (toggle)
-			paused = !paused;
-		for (int s = 0; s < 40 && n < cap; s++, n++) {
-			shmclock_info_t in[NCLOCKS];
-			int64_t t = 0;
+	long n = sc.n;
 
-			bench_sleep_s(0.0025);
-			for (int i = 0; i < NCLOCKS; i++) {
-				shmclock_info(clk[i], &in[i]);
-				if (in[i].mono_ns > t)
-					t = in[i].mono_ns;
-			}
-			for (int i = 1; i < NCLOCKS; i++)
-				err[i][n] = fabs(value_at(&in[i], t) - value_at(&in[0], t));
-		}
-	}
+	/* The same with a CPU hog on every core: the time function's error
+	 * and the changes that reached the follower after their instant. */
+	struct scenario hs = sc;
+	double late0 = status_num(rt, names[1], "late_changes"), late1;
+	struct bench_stats hst;
+
+	hs.n = 0;
+	hs.nc = 0;
+	hs.err = calloc(NCLOCKS, sizeof(double *));
+	for (int i = 0; i < NCLOCKS; i++)
+		hs.err[i] = calloc((size_t)cap, sizeof(double));
+	for (int h = 0; h < NTIMED; h++)
+		hs.c2c[h] = calloc((size_t)changes + 16, sizeof(double));
+	hogs(hog, nhog, true);
+	for (long c = 0; c < changes / 2 && !one_change(&hs); c++)
+		;
+	hogs(hog, nhog, false);
+	late1 = status_num(rt, names[1], "late_changes");
+	hst = bench_summarise(hs.err[1], hs.n);
+
 	/* Steady state: the TimeFunction messages of a clock nobody changes. */
-	long s0 = sent_count(rt, names[0]);
+	double s0 = status_num(rt, names[0], "sent");
 	bench_sleep_s(quiet);
-	long s1 = sent_count(rt, names[0]);
-	double rate = s0 >= 0 && s1 >= 0 ? (double)(s1 - s0) / quiet : -1;
+	double s1 = status_num(rt, names[0], "sent");
+	double rate = s0 >= 0 && s1 >= 0 ? (s1 - s0) / quiet : -1;
 
 	printf("hosts: follower minus leader at the same instant, %ld changes on the leader (pause, "
 	       "resume, scale, set), %ld samples each; one host, Cyclone DDS %s on 127.0.0.1\n",
@@ -259,7 +387,7 @@ int bench_hosts(const struct bench_opts *o, cJSON *out)
 
 	for (int i = 3; i >= 1; i--)
 		st[i] = bench_summarise(err[i], n);
-	for (int i = 1; i < NCLOCKS; i++) {
+	for (int i = 1; i < NCOMPARED; i++) {
 		cJSON *j = cJSON_CreateObject();
 
 		printf("  %-40s %8.3f us %8.3f us %8.3f us %11.0fx\n", labels[i], st[i].p50 / 1e3,
@@ -278,8 +406,40 @@ int bench_hosts(const struct bench_opts *o, cJSON *out)
 	printf("  %-58s %8.0fx   target >= 1000x   %s\n", "better than /clock at 100 Hz (p99)",
 	       st[1].p99 > 0 ? st[2].p99 / st[1].p99 : INFINITY,
 	       st[1].p99 <= 0 || st[2].p99 / st[1].p99 >= 1000 ? "met" : "NOT MET");
-	printf("  %-58s %8.1f /s  target <= 10 /s   %s\n", "TimeFunction messages at steady state",
-	       rate, rate >= 0 && rate <= 10 ? "met" : "NOT MET");
+	printf("  %-58s %8.1f /s  target <= 10 /s   %s\n",
+	       "messages at steady state, 3 followers (they send none)", rate,
+	       rate >= 0 && rate <= 10 ? "met" : "NOT MET");
+	printf("  with a CPU hog on each of the %d cores, %ld changes: time function p50 %.3f us, "
+	       "p99 %.3f us, max %.3f us; %.0f late changes\n",
+	       nhog, hs.nc, hst.p50 / 1e3, hst.p99 / 1e3, hst.max / 1e3, late1 - late0);
+	printf("  control command to its commit (ms)    %10s %10s %10s %10s\n", "idle p50", "idle p99",
+	       "hog p50", "hog p99");
+	cJSON *jc = cJSON_AddArrayToObject(out, "control_to_commit");
+
+	for (int h = 0; h < NTIMED; h++) {
+		struct bench_stats a = bench_summarise(sc.c2c[h], sc.nc),
+				   b = bench_summarise(hs.c2c[h], hs.nc);
+		cJSON *j = cJSON_CreateObject();
+
+		printf("    %-36s %10.3f %10.3f %10.3f %10.3f\n", labels[timed[h]], a.p50 / 1e6,
+		       a.p99 / 1e6, b.p50 / 1e6, b.p99 / 1e6);
+		cJSON_AddStringToObject(j, "host", labels[timed[h]]);
+		bench_json_stats(j, &a);
+		cJSON_AddItemToArray(jc, j);
+	}
+	{
+		cJSON *j = cJSON_AddObjectToObject(out, "cpu_hog");
+
+		cJSON_AddNumberToObject(j, "cores", nhog);
+		cJSON_AddNumberToObject(j, "changes", (double)hs.nc);
+		cJSON_AddNumberToObject(j, "late_changes", late1 - late0);
+		bench_json_stats(j, &hst);
+	}
+	for (int i = 0; i < NCLOCKS; i++)
+		free(hs.err[i]);
+	free(hs.err);
+	for (int h = 0; h < NTIMED; h++)
+		free(hs.c2c[h]);
 	cJSON_AddNumberToObject(out, "changes", (double)changes);
 	cJSON_AddNumberToObject(out, "samples", (double)n);
 	cJSON_AddNumberToObject(out, "steady_messages_per_s", rate);
@@ -290,6 +450,8 @@ out:
 			atomic_store(&pubs[i].stop, true);
 			pthread_join(pubs[i].thread, NULL);
 		}
+	for (int h = 0; h < NTIMED; h++)
+		free(sc.c2c[h]);
 	for (int i = 0; i < NCLOCKS; i++) {
 		shmclock_close(clk[i]);
 		if (pids[i] > 0) {
@@ -298,8 +460,7 @@ out:
 		}
 		shmclock_unlink(names[i]);
 		free(err[i]);
-		snprintf(path, sizeof(path), "%s/%s.json", rt, i == 0 ? "lead" : i == 1 ? "fn" :
-							    i == 2 ? "c100" : "c1k");
+		snprintf(path, sizeof(path), "%s/%s.json", rt, tags[i]);
 		unlink(path);
 	}
 	rmdir(rt);

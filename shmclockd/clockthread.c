@@ -5,7 +5,9 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +36,54 @@ static void wait_until(_Atomic uint32_t *word, uint32_t val, int64_t deadline)
 static void wake(_Atomic uint32_t *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+}
+
+/* A command's results are in: its submitter is told (a sync one waits on
+ * done, an async one hears through the notify descriptor), or, when it
+ * went away, the command is freed here. */
+static void complete(shmclock_writer_t *w, int notify_fd, struct cmd *c, int rc)
+{
+	uint32_t old;
+
+	c->rc = rc;
+	if (rc && !c->err[0])
+		cmd_fail(c, rc, shmclock_strerror(rc));
+	shmclock_writer_info(w, &c->info);
+	if (!c->async) {
+		/* Pairs with the acquire load in clockthread_submit: the
+		 * results above are visible once done is. */
+		atomic_store_explicit(&c->done, CMD_DONE, memory_order_release);
+		wake(&c->done);
+		return;
+	}
+	/* Release: pairs with the acquire in cmd_orphan and in the control
+	 * server's load of done (the results are visible once done is).
+	 * Acquire: an orphaning submitter's last writes are ours before the
+	 * free. */
+	old = atomic_exchange_explicit(&c->done, CMD_DONE, memory_order_acq_rel);
+	if (old == CMD_ORPHAN) {
+		free(c);
+		return;
+	}
+	{
+		uint64_t one = 1;
+
+		/* Fails only with the counter saturated: readable anyway. */
+		(void)!write(notify_fd, &one, sizeof(one));
+	}
+}
+
+void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc)
+{
+	complete(env->w, env->notify_fd, c, rc);
+}
+
+void cmd_orphan(struct cmd *c)
+{
+	/* Acq_rel: pairs with complete()'s exchange; whoever comes second
+	 * frees. */
+	if (atomic_exchange_explicit(&c->done, CMD_ORPHAN, memory_order_acq_rel) == CMD_DONE)
+		free(c);
 }
 
 /* A reload: what the writer holds first, then the whole new config, not
@@ -149,6 +199,8 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_NONE)
 		return cmd_fail(c, -EINVAL, "advance is for the external source (use set or step)");
 	r = ct->mode->ops->change ? ct->mode->ops->change(ct->mode, &ct->env, c, &in) : CLOCK_MODE_PASS;
+	if (r == CLOCK_MODE_HELD)
+		return r; /* the mode completes it */
 	if (r != CLOCK_MODE_PASS)
 		goto out;
 	r = 0;
@@ -223,14 +275,16 @@ static bool drain(struct clockthread *ct)
 	while ((n = __cds_wfcq_dequeue_blocking(&ct->head, &ct->tail))) {
 		struct cmd *c = caa_container_of(n, struct cmd, node);
 
-		c->rc = apply(ct, c);
-		shmclock_writer_info(ct->w, &c->info);
-		if (c->req.kind == CMD_STOP)
+		int rc = apply(ct, c);
+
+		if (c->req.kind == CMD_STOP) {
 			stop = true;
-		/* Pairs with the acquire load in clockthread_submit: the
-		 * results above are visible once done is. */
-		atomic_store_explicit(&c->done, 1, memory_order_release);
-		wake(&c->done);
+			/* Nothing the mode holds outlives the thread. */
+			if (ct->mode->ops->cancel)
+				ct->mode->ops->cancel(ct->mode, &ct->env);
+		}
+		if (rc != CLOCK_MODE_HELD)
+			complete(ct->w, ct->notify_fd, c, rc);
 	}
 	return stop;
 }
@@ -286,18 +340,26 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 	atomic_store(&ct->kick, 0);
 	atomic_init(&ct->stale, false);
 	tick_stats_init(&ct->ticks);
+	ct->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ct->notify_fd < 0)
+		return -errno;
 	ct->env = (struct clock_env){ .w = w, .cfg = &ct->cfg, .ros2_pub = ct->ros2_pub,
 				      .ros2_api = ct->ros2_api, .stale = &ct->stale,
-				      .ticks = &ct->ticks };
+				      .ticks = &ct->ticks, .notify_fd = ct->notify_fd };
 	ct->started = false;
 	r = pthread_create(&ct->thread, NULL, clock_main, ct);
+	if (r) {
+		close(ct->notify_fd);
+		ct->notify_fd = -1;
+	}
 	return -r;
 }
 
-int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
+static void enqueue(struct clockthread *ct, struct cmd *cmd, bool async)
 {
 	cds_wfcq_node_init(&cmd->node);
-	atomic_store_explicit(&cmd->done, 0, memory_order_relaxed);
+	atomic_store_explicit(&cmd->done, CMD_PENDING, memory_order_relaxed);
+	cmd->async = async;
 	cmd->err[0] = 0;
 	cds_wfcq_enqueue(&ct->head, &ct->tail, &cmd->node);
 	/* Pairs with the acquire load of kick at the top of the clock loop. */
@@ -307,6 +369,16 @@ int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
 	 * Linux < 5.16): it bumps that one too. */
 	if (ct->mode->ops->kick)
 		ct->mode->ops->kick(ct->mode);
+}
+
+void clockthread_post(struct clockthread *ct, struct cmd *cmd)
+{
+	enqueue(ct, cmd, true);
+}
+
+int clockthread_submit(struct clockthread *ct, struct cmd *cmd)
+{
+	enqueue(ct, cmd, false);
 	/* Acquire: pairs with drain's release store of done; the results
 	 * are visible once it is set. */
 	while (!atomic_load_explicit(&cmd->done, memory_order_acquire)) {
@@ -323,6 +395,9 @@ void clockthread_stop(struct clockthread *ct)
 
 	clockthread_submit(ct, &c);
 	pthread_join(ct->thread, NULL);
+	if (ct->notify_fd >= 0)
+		close(ct->notify_fd);
+	ct->notify_fd = -1;
 }
 
 double clockthread_scale_achieved(const struct clockthread *ct)

@@ -42,6 +42,8 @@ struct clockthread {
 	/* The ros2 or leader source lost what it follows (CMD_STALE); the
 	 * clock thread's, read by status (relaxed). */
 	_Atomic bool stale;
+	/* eventfd, readable once an async command (clockthread_post) is done. */
+	int notify_fd;
 };
 
 /* Starts the thread, with @mode (the caller's: destroyed after
@@ -50,6 +52,17 @@ struct clockthread {
  * clock as it found it. */
 int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 		      const struct shmclockd_config *cfg, struct clock_mode *mode);
+
+/* Queues @cmd (malloc'd) without waiting: the clock thread makes
+ * ct->notify_fd readable once cmd->done is CMD_DONE (read with acquire);
+ * a submitter that no longer wants the result calls cmd_orphan(). A
+ * change a mode schedules at an instant (a leader's) completes then,
+ * while the clock thread goes on with other commands. */
+void clockthread_post(struct clockthread *ct, struct cmd *cmd);
+
+/* The submitter of a posted command goes away: it is freed now if done,
+ * else when the clock thread completes it. */
+void cmd_orphan(struct cmd *c);
 
 /* Queues cmd and waits until the clock thread has applied it. Returns cmd->rc. */
 int clockthread_submit(struct clockthread *ct, struct cmd *cmd);

@@ -35,12 +35,22 @@ struct cmd {
 	bool from_source;                /* sent by the time source (ros2), not a client */
 	const struct dist_fn *arg_fn;    /* CMD_FUNCTION */
 	bool arg_stale;                  /* CMD_STALE */
+	/* Queued by clockthread_post: nobody waits on done; the clock
+	 * thread signals its notify descriptor instead. */
+	bool async;
 	/* results, valid once done != 0 */
 	int rc;
 	char err[256];
 	shmclock_info_t info;
+	/* CMD_PENDING until applied, then CMD_DONE; an async command whose
+	 * submitter went away is CMD_ORPHAN, freed by whichever side comes
+	 * last (cmd_orphan, clockthread.c's completion). */
 	_Atomic uint32_t done;
 };
+
+#define CMD_PENDING 0u
+#define CMD_DONE 1u
+#define CMD_ORPHAN 2u
 
 /* Pause, resume, scale, set, step: a client's change of the clock's
  * function (a leader schedules it; a follower refuses it). */

@@ -473,8 +473,8 @@ const struct config_key config_keys[] = {
 	 * "200ms", "StaleAfter": "600ms", "OnLeaderLoss": "hold" } */
 	{ "Distribute", "Publish", KEY_BOOL, FIELD(dist_publish), .restart = true },
 	{ "Distribute", "Clock", KEY_OWN, STR(dist_clock), .own = own_dist_clock, .restart = true },
-	/* The clock thread waits for each change's instant: status and the
-	 * next change wait as long. */
+	/* Changes wait for their instants in the mode's queue, not on the
+	 * clock thread (mode_distribute.c). */
 	{ "Distribute", "Lead", KEY_TIME, FIELD(dist_lead_ns), .min = 0, .max = 1e9,
 	  .expect = "a duration from 0 to 1s", .restart = true },
 	{ "Distribute", "Heartbeat", KEY_TIME, FIELD(dist_hb_ns), .min = 1e8,

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <math.h>
+#include <poll.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 
 #include <shmclock/time.h>
 
+#include "clockthread.h"
 #include "control.h"
 #include "log.h"
 
@@ -190,9 +193,12 @@ int control_pollfds(struct control *c, struct pollfd *fds, int max)
 	 * stay; the client loop in control_handle matches by fd. */
 	fds[n++] = (struct pollfd){ .fd = shmclock_steady_now().ns < c->listen_paused_until ? -1 : c->fd,
 				    .events = POLLIN };
+	fds[n++] = (struct pollfd){ .fd = c->rq.ct ? c->rq.ct->notify_fd : -1, .events = POLLIN };
+	/* A blocked client is not read: its lines wait for its replies. */
 	for (int i = 0; i < CONTROL_CLIENTS_MAX && n < max; i++)
 		if (c->clients[i].fd >= 0)
-			fds[n++] = (struct pollfd){ .fd = c->clients[i].fd, .events = POLLIN };
+			fds[n++] = (struct pollfd){ .fd = c->clients[i].fd,
+						    .events = c->clients[i].blocked ? 0 : POLLIN };
 	return n;
 }
 
@@ -207,6 +213,11 @@ static void drop(struct control *c, struct client *cl, const char *why)
 	close(cl->fd);
 	cl->fd = -1;
 	cl->used = 0;
+	cl->blocked = false;
+	/* Their results go nowhere: the clock thread frees them. */
+	for (; cl->count; cl->count--, cl->first = (cl->first + 1) % CONTROL_INFLIGHT_MAX)
+		cmd_orphan(cl->inflight[cl->first]);
+	cl->first = 0;
 }
 
 static void reply_error(struct client *cl, const char *msg)
@@ -302,32 +313,134 @@ static void accept_one(struct control *c)
 	slot->last_ns = shmclock_steady_now().ns;
 }
 
-static void handle_line(struct control *c, struct client *cl, const char *line, size_t len)
+/* Answers the client's posted commands that are done, oldest first;
+ * false when the client was dropped. */
+static bool answer_done(struct control *c, struct client *cl)
 {
-	char err[256], *reply;
-	enum cmd_kind kind;
-	shmclock_info_t info;
+	while (cl->count) {
+		struct cmd *cmd = cl->inflight[cl->first];
+		char *reply;
 
-	if (request_run(&c->rq, line, len, &kind, &info, err, sizeof(err))) {
-		c->errors++;
-		reply_error(cl, err);
-		return;
+		/* Acquire: pairs with the clock thread's release of done
+		 * (clockthread.c, complete): the results are visible. */
+		if (atomic_load_explicit(&cmd->done, memory_order_acquire) != CMD_DONE)
+			break;
+		cl->first = (cl->first + 1) % CONTROL_INFLIGHT_MAX;
+		cl->count--;
+		if (cmd->rc) {
+			c->errors++;
+			reply = request_reply_error(cmd->err);
+		} else {
+			c->served++;
+			reply = request_reply_ok(&c->rq, &cmd->info);
+		}
+		free(cmd);
+		if (reply && send_line(cl->fd, reply) < 0) {
+			free(reply);
+			drop(c, cl, "does not read its replies");
+			return false;
+		}
+		free(reply);
+		cl->last_ns = shmclock_steady_now().ns;
 	}
-	if (kind != CMD_STATUS)
-		log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
-			(unsigned)cl->uid);
-	c->served++;
-	reply = request_reply_ok(&c->rq, &info);
-	if (reply && send_line(cl->fd, reply) < 0)
-		drop(c, cl, "does not read its replies");
-	free(reply);
+	return true;
 }
 
-static void read_client(struct control *c, struct client *cl)
+/* Queues an answer already known (an error) behind the client's pending
+ * ones, so that replies keep the order of the lines. */
+static void push_error(struct client *cl, struct cmd *cmd, const char *err)
 {
-	ssize_t n = recv(cl->fd, cl->buf + cl->used, CONTROL_LINE_MAX - cl->used, 0);
-	char *start, *nl;
+	cmd_fail(cmd, -EINVAL, err);
+	cmd->rc = -EINVAL;
+	/* Relaxed: never posted; only this thread reads it. */
+	atomic_store_explicit(&cmd->done, CMD_DONE, memory_order_relaxed);
+	cl->inflight[(cl->first + cl->count++) % CONTROL_INFLIGHT_MAX] = cmd;
+}
 
+/*
+ * One line: false when it must wait (kept in the buffer, the client
+ * blocked) for the replies before it. Status with nothing pending is
+ * answered at once (from the segment); every other command is posted to
+ * the clock thread and answered when done, so a change that waits for its
+ * instant (a leader's) holds up neither other clients nor signals, and a
+ * client's changes queue behind each other with their instants.
+ */
+static bool handle_line(struct control *c, struct client *cl, const char *line, size_t len)
+{
+	char err[256], *reply;
+	struct request req;
+	struct cmd *cmd;
+	shmclock_info_t info;
+	int r;
+
+	if (cl->count == CONTROL_INFLIGHT_MAX)
+		return false;
+	r = request_parse(line, len, &req, err, sizeof(err));
+	if (!r && req.kind == CMD_STATUS && cl->count)
+		return false; /* after the changes before it */
+	if (!r && req.kind == CMD_STATUS) {
+		r = request_exec(&c->rq, &req, &info, err, sizeof(err));
+		reply = r ? request_reply_error(err) : request_reply_ok(&c->rq, &info);
+		r ? c->errors++ : c->served++;
+		if (reply && send_line(cl->fd, reply) < 0)
+			drop(c, cl, "does not read its replies");
+		free(reply);
+		return true;
+	}
+	cmd = calloc(1, sizeof(*cmd));
+	if (!cmd) {
+		c->errors++;
+		reply_error(cl, "shmclockd is out of memory");
+		return true;
+	}
+	if (r) {
+		push_error(cl, cmd, err);
+		return true;
+	}
+	log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
+		(unsigned)cl->uid);
+	cmd->req = req;
+	cl->inflight[(cl->first + cl->count++) % CONTROL_INFLIGHT_MAX] = cmd;
+	clockthread_post(c->rq.ct, cmd);
+	return true;
+}
+
+/* The complete lines in the client's buffer, until one must wait. */
+static void run_lines(struct control *c, struct client *cl)
+{
+	char *start = cl->buf, *nl;
+
+	cl->blocked = false;
+	while (cl->fd >= 0 && (nl = memchr(start, '\n', cl->used - (size_t)(start - cl->buf)))) {
+		size_t len = (size_t)(nl - start);
+
+		if (len && start[len - 1] == '\r')
+			len--;
+		if (len && !handle_line(c, cl, start, len)) {
+			cl->blocked = true;
+			break;
+		}
+		start = nl + 1;
+	}
+	if (cl->fd < 0)
+		return;
+	cl->used -= (size_t)(start - cl->buf);
+	memmove(cl->buf, start, cl->used);
+	/* The answers already known (errors) go out now. */
+	answer_done(c, cl);
+}
+
+static void read_client(struct control *c, struct client *cl, short revents)
+{
+	ssize_t n;
+
+	if (cl->blocked) {
+		/* Not polled for input: only a hang-up or error comes here. */
+		if (revents & (POLLHUP | POLLERR))
+			drop(c, cl, NULL);
+		return;
+	}
+	n = recv(cl->fd, cl->buf + cl->used, CONTROL_LINE_MAX - cl->used, 0);
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR))
 			drop(c, cl, NULL);
@@ -335,21 +448,8 @@ static void read_client(struct control *c, struct client *cl)
 	}
 	cl->used += (size_t)n;
 	cl->last_ns = shmclock_steady_now().ns;
-	start = cl->buf;
-	while (cl->fd >= 0 && (nl = memchr(start, '\n', cl->used - (size_t)(start - cl->buf)))) {
-		size_t len = (size_t)(nl - start);
-
-		if (len && start[len - 1] == '\r')
-			len--;
-		if (len)
-			handle_line(c, cl, start, len);
-		start = nl + 1;
-	}
-	if (cl->fd < 0)
-		return;
-	cl->used -= (size_t)(start - cl->buf);
-	memmove(cl->buf, start, cl->used);
-	if (cl->used >= CONTROL_LINE_MAX) {
+	run_lines(c, cl);
+	if (cl->fd >= 0 && !cl->blocked && cl->used >= CONTROL_LINE_MAX) {
 		c->errors++;
 		reply_error(cl, "request line too long (at most 4096 bytes)");
 		drop(c, cl, "oversized line");
@@ -367,14 +467,32 @@ void control_handle(struct control *c, const struct pollfd *fds, int n)
 			accept_one(c);
 			continue;
 		}
+		if (c->rq.ct && fds[k].fd == c->rq.ct->notify_fd) {
+			uint64_t v;
+
+			/* Reset the counter; the clients' queues say what is done. */
+			(void)!read(fds[k].fd, &v, sizeof(v)); /* EAGAIN: already read */
+			continue;
+		}
 		for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
 			if (c->clients[i].fd == fds[k].fd) {
-				read_client(c, &c->clients[i]);
+				read_client(c, &c->clients[i], fds[k].revents);
 				break;
 			}
 	}
+	/* Replies to what the clock thread finished; a client that waited
+	 * for them goes on with its lines. */
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++) {
+		struct client *cl = &c->clients[i];
+
+		if (cl->fd < 0 || !cl->count)
+			continue;
+		if (answer_done(c, cl) && cl->blocked)
+			run_lines(c, cl);
+	}
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
-		if (c->clients[i].fd >= 0 && now - c->clients[i].last_ns > c->cfg->control_idle_ns)
+		if (c->clients[i].fd >= 0 && !c->clients[i].count &&
+		    now - c->clients[i].last_ns > c->cfg->control_idle_ns)
 			drop(c, &c->clients[i], "idle");
 }
 
@@ -398,7 +516,7 @@ void control_close(struct control *c)
 	c->spare_fd = -1;
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		if (c->clients[i].fd >= 0)
-			close(c->clients[i].fd);
+			drop(c, &c->clients[i], NULL);
 	if (c->fd >= 0) {
 		close(c->fd);
 		unlink(c->path);

@@ -11,6 +11,7 @@
 #define SHMCLOCKD_CONTROL_H
 
 #include <poll.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -21,12 +22,27 @@
 
 #define CONTROL_LINE_MAX 4096
 #define CONTROL_CLIENTS_MAX 32
+/* Commands of one client on their way through the clock thread (a
+ * leader's changes wait for their instants): further lines wait in the
+ * client's buffer, unread, until the oldest is answered. Their replies
+ * (~1.5 KiB each) may all come at once: 32 fit a Unix socket's default
+ * send buffer, so a client that reads is never taken for one that does
+ * not (replies are sent without blocking). */
+#define CONTROL_INFLIGHT_MAX 32
+
+struct cmd;
 
 struct client {
 	int fd;
 	uid_t uid;
 	size_t used;
 	int64_t last_ns;
+	/* A complete line waits for the commands before it to be answered
+	 * (status after a pending change, or the queue full). */
+	bool blocked;
+	/* Commands posted to the clock thread, answered in this order. */
+	struct cmd *inflight[CONTROL_INFLIGHT_MAX];
+	unsigned first, count;
 	char buf[CONTROL_LINE_MAX + 1];
 };
 
@@ -56,7 +72,8 @@ struct control {
 int control_open(struct control *c, const char *path, const struct shmclockd_config *cfg,
 		 struct clockthread *ct, char *err, size_t errlen);
 
-/* Fills pollfds for the listener and clients; returns how many. */
+/* Fills pollfds for the listener, the clock thread's notify descriptor
+ * and the clients; returns how many (at most CONTROL_CLIENTS_MAX + 2). */
 int control_pollfds(struct control *c, struct pollfd *fds, int max);
 
 /* How long the main loop may sleep in poll(): until the next idle client

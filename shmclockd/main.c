@@ -623,7 +623,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	if (d->ros2 && d->cfg.source->feed == FEED_ROS2 &&
 	    (r = d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, errlen)))
 		return r;
-	if (d->ros2 && d->cfg.source->feed == FEED_LEADER &&
+	/* A leader reads the topic too: the terms of the leaders before it,
+	 * and any other live leader of its clock (mode_distribute.c). */
+	if (d->ros2 && (d->cfg.source->feed == FEED_LEADER || d->cfg.dist_publish) &&
 	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg), d->cfg.dist_stale_ns,
 					  err, errlen)))
 		return r;
@@ -706,8 +708,8 @@ int main(int argc, char **argv)
 	notify_ready(&d.o);
 
 	while (!stopping) {
-		struct pollfd fds[CONTROL_CLIENTS_MAX + 3];
-		int n = control_pollfds(&d.ctl, fds, CONTROL_CLIENTS_MAX + 1);
+		struct pollfd fds[CONTROL_CLIENTS_MAX + 4];
+		int n = control_pollfds(&d.ctl, fds, CONTROL_CLIENTS_MAX + 2);
 		/* Wake often enough to drop idle clients and re-arm a listener
 		 * paused for want of descriptors on time. */
 		int poll_ms = control_poll_ms(&d.ctl);

@@ -41,6 +41,7 @@ struct clock_env {
 	const struct ros2_api *ros2_api;
 	const _Atomic bool *stale;          /* what the clock follows fell silent */
 	struct tick_stats *ticks;           /* a ticking mode's statistics (status "ticks") */
+	int notify_fd;                      /* eventfd: an async command completed */
 };
 
 /* How the clock thread sleeps between passes of its loop. */
@@ -52,6 +53,10 @@ struct clock_wake {
 
 /* change: the mode leaves the command to the clock thread. */
 #define CLOCK_MODE_PASS 1
+/* change: the mode keeps the command (a change that waits for its
+ * instant) and completes it later with clock_env_complete(); the clock
+ * thread goes on meanwhile. */
+#define CLOCK_MODE_HELD 2
 /* tick: pass again at once, without sleeping. */
 #define CLOCK_MODE_AGAIN INT64_MIN
 
@@ -88,9 +93,16 @@ struct clock_mode_ops {
 	 * thread's config, @in the clock, @stale the clock thread's mark. */
 	void (*status)(struct clock_mode *m, struct cJSON *st, const struct shmclockd_config *cfg,
 		       const shmclock_info_t *in, bool stale);
+	/* The clock thread stops: complete every command the mode holds
+	 * (CLOCK_MODE_HELD), as refused. */
+	void (*cancel)(struct clock_mode *m, const struct clock_env *env);
 	/* Releases the mode, after the clock thread stopped. */
 	void (*destroy)(struct clock_mode *m);
 };
+
+/* Completes a command the mode held (CLOCK_MODE_HELD) with @rc (c->err
+ * set when @rc < 0): its submitter gets the reply. Clock thread only. */
+void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc);
 
 /* The first member of each mode's state. */
 struct clock_mode {

@@ -18,6 +18,15 @@
  * commits it again, never backwards within an epoch (the writer holds a
  * function that is behind until it catches up).
  *
+ * The clock thread never sleeps on an instant: a change waits in a queue
+ * (its instant a deadline of the clock thread's loop, the update opened
+ * DIST_OPEN_NS before it), so status, other commands and SIGTERM go on
+ * meanwhile; a leader answers the change's client at its commit. A
+ * follower refuses what no leader may send (dist_check): instants beyond
+ * the bound, impossible rates and heartbeats, a function that goes back
+ * without a jump; each refusal is counted in status and logged once per
+ * leader and kind.
+ *
  * A clock mode (mode.h) that ticks as the plain one (mode_plain.h), with
  * the leader's heartbeats and the re-anchoring on each tick. On the clock
  * thread only, except dist_status (under mu).
@@ -27,6 +36,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +63,55 @@
  * value at the instant. */
 #define DIST_OPEN_NS 1000000
 
+/* Changes waiting for their instants (a leader's clients' changes, a
+ * follower's functions announced ahead): more is refused. */
+#define DIST_QUEUE_MAX 64
+/* A follower accepts instants up to this far ahead of its clock: Lead's
+ * largest value (1 s) and as much again for the hosts' clocks and the
+ * network. Beyond, the hosts disagree on time (or the sender is broken). */
+#define DIST_AHEAD_MAX_NS 2000000000
+/* ... and a change of the leader it follows up to this long after its
+ * instant (later than this it would have been stale). */
+#define DIST_BEHIND_MAX_NS 2000000000
+/* A function that goes back by more than this without a jump is refused. */
+#define DIST_BACK_TOL_NS 1000
+/* A leader listens this long before it publishes: the terms of the
+ * leaders before it (the topic's transient-local history) and any live
+ * one, so that it takes a term above all of them. */
+#define DIST_DISCOVER_NS 500000000
+/* Hosts that disagree on time: a message's arrival minus its sending, both
+ * on the host clocks (the network's delay plus their offset), the least of
+ * the last DIST_SKEW_N, beyond DIST_SKEW_MAX_NS (far above any delay on a
+ * network fit for this, far below TAI - UTC). */
+#define DIST_SKEW_N 8
+#define DIST_SKEW_MAX_NS 250000000
+/* A conflict (two live leaders) shows in status this long after it was
+ * last seen. */
+#define DIST_CONFLICT_SHOW_NS INT64_C(10000000000)
+
+/* A change waiting for its instant. */
+struct dist_pending {
+	struct cmd *c;          /* leader: the client's command, answered at the commit */
+	struct dist_fn fn;      /* as published (leader) or received (follower) */
+	int64_t e_mono;         /* the instant on this host's CLOCK_MONOTONIC */
+	int64_t sim_base;
+	double scale;
+	unsigned fl;            /* SHMCLOCK_FN_* */
+	bool frozen;            /* the update is open (freeze_at) */
+};
+
+/* What a follower refuses (one log line per leader and kind). */
+enum dist_refusal {
+	REF_HEARTBEAT,
+	REF_RATE,
+	REF_TIMEBASE,
+	REF_AHEAD,
+	REF_BEHIND,
+	REF_RANGE,
+	REF_BACKWARDS,
+	REF_QUEUE,
+};
+
 struct dist {
 	struct mode_plain plain;  /* first: it ticks as the plain mode */
 	const struct ros2_api *api;
@@ -66,11 +125,40 @@ struct dist {
 	bool have;
 	int64_t off;            /* the offset fn was translated with */
 	int64_t next_hb;        /* leader: CLOCK_MONOTONIC of the next heartbeat */
+	int64_t next_resend;    /* leader: the latest change sent again (INT64_MAX: none) */
 	uint64_t seq;
+	/* follower: the function committed last (re-anchoring re-commits it) */
+	struct dist_fn cur;
+	/* waiting for their instants, oldest first */
+	struct dist_pending q[DIST_QUEUE_MAX];
+	unsigned q_first, q_n;
+	/* Terms: the leader's own (a follower's is fn.term), the highest it
+	 * heard of, when it starts publishing (INT64_MAX: it did), and
+	 * whether a live leader above it took over (it stopped publishing). */
+	uint64_t term, max_term;
+	int64_t announce_at;
+	bool deposed;
+	char conflict_logged[97];  /* the other leader last logged */
+	/* follower: arrival minus sending of the last messages (ring) */
+	int64_t skew[DIST_SKEW_N];
+	unsigned skew_n, skew_i;
+	bool skew_bad;
+	/* follower: the kinds of refusal logged for refused_leader */
+	char refused_leader[97];
+	unsigned refused_logged;
 	/* status, under mu */
 	pthread_mutex_t mu;
 	char leader_id[97];
-	uint64_t changes, late, leaders, reanchors;
+	uint64_t changes, late, leaders, reanchors, refused, queued;
+	char refused_last[200];
+	/* the last conflict: another live leader of the clock */
+	uint64_t conflicts, conflict_term;
+	char conflict_with[97];
+	int64_t conflict_mono;
+	uint64_t shown_term;     /* the term led or followed */
+	int64_t host_offset_ns;  /* follower: this host's clock minus the leader's (+ delay) */
+	bool clocks_disagree;
+	bool shown_deposed;
 	int64_t worst_late_ns, last_late_ns;
 	int64_t last_off;
 	/* how long after the effective instant each change was committed */
@@ -167,27 +255,6 @@ static int leader_timebase(void)
 		       : DIST_TB_REALTIME;
 }
 
-static void sleep_until(int64_t t)
-{
-	struct timespec ts = { (time_t)(t / 1000000000), (long)(t % 1000000000) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
-/* Commit @fl's function at CLOCK_MONOTONIC @e_mono exactly: the update
- * opens before (shmclock_writer_freeze_at), so that readers stop at the old
- * function's value there even when this thread wakes late; the commit
- * ends the freeze. */
-static int commit_at(shmclock_writer_t *w, int64_t e_mono, int64_t sim_base, double scale,
-		     unsigned fl)
-{
-	sleep_until(e_mono - DIST_OPEN_NS);
-	shmclock_writer_freeze_at(w, e_mono);
-	sleep_until(e_mono);
-	return shmclock_writer_set_function(w, e_mono, sim_base, scale, fl);
-}
-
 static uint64_t scale_mult(double scale)
 {
 	return (uint64_t)nearbyint(scale * 4294967296.0);
@@ -200,6 +267,47 @@ static double mult_scale(uint64_t mult)
 
 static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int64_t now);
 static const struct clock_mode_ops mode_distribute_ops;
+
+static struct dist_pending *q_at(struct dist *d, unsigned i)
+{
+	return &d->q[(d->q_first + i) % DIST_QUEUE_MAX];
+}
+
+static struct dist_pending *q_push(struct dist *d)
+{
+	struct dist_pending *p = q_at(d, d->q_n++);
+
+	memset(p, 0, sizeof(*p));
+	return p;
+}
+
+static void q_pop(struct dist *d)
+{
+	d->q_first = (d->q_first + 1) % DIST_QUEUE_MAX;
+	d->q_n--;
+}
+
+static void q_count(struct dist *d)
+{
+	pthread_mutex_lock(&d->mu);
+	d->queued = d->q_n;
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Drops every change still waiting (a leader's clients hear why). */
+static void q_clear(struct dist *d, const struct clock_env *env, const char *why)
+{
+	while (d->q_n) {
+		struct dist_pending *p = q_at(d, 0);
+
+		if (p->c) {
+			cmd_fail(p->c, -ECANCELED, why);
+			clock_env_complete(env, p->c, -ECANCELED);
+		}
+		q_pop(d);
+	}
+	q_count(d);
+}
 
 struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, struct ros2 *r,
 					  const struct ros2_api *api)
@@ -251,6 +359,9 @@ static void publish(struct dist *d)
 {
 	struct timespec ts;
 
+	/* Still listening for the terms before ours, or superseded. */
+	if (d->announce_at != INT64_MAX || d->deposed)
+		return;
 	clock_gettime(tb_clock(d->fn.timebase), &ts);
 	d->fn.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	d->fn.seq = ++d->seq;
@@ -269,6 +380,7 @@ static void snapshot(shmclock_writer_t *w, struct dist *d, int64_t mono, int64_t
 	shmclock_writer_eval(w, mono, &v);
 	snprintf(d->fn.clock, sizeof(d->fn.clock), "%s", d->clock);
 	snprintf(d->fn.leader, sizeof(d->fn.leader), "%s", d->leader_id);
+	d->fn.term = d->term;
 	d->fn.change++;
 	d->fn.effective_ns = mono + off;
 	d->fn.sim_base_ns = v;
@@ -298,30 +410,144 @@ static int dist_start(struct clock_mode *m, const struct clock_env *env)
 	d->fn.timebase = (uint8_t)leader_timebase();
 	now = mono_ns();
 	snapshot(env->w, d, now, sample_offset(d->fn.timebase));
+	/* Published once the terms before ours are known (announce). */
+	d->announce_at = now + DIST_DISCOVER_NS;
+	d->next_hb = INT64_MAX;
+	return 0;
+}
+
+/* The end of the leader's listening: a term above every one heard of,
+ * then the current function, published. */
+static void announce(struct dist *d, const struct clock_env *env, int64_t now)
+{
+	d->term = d->max_term + 1;
+	d->announce_at = INT64_MAX;
+	pthread_mutex_lock(&d->mu);
+	d->shown_term = d->term;
+	pthread_mutex_unlock(&d->mu);
+	if (d->q_n) {
+		d->fn.term = d->term; /* the latest change queued: followers queue it too */
+	} else {
+		snapshot(env->w, d, now, sample_offset(d->fn.timebase));
+	}
 	publish(d);
 	d->next_hb = now + d->hb_ns;
-	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s (%s, Lead %.3f ms, heartbeat %.3f s)",
-		d->clock, d->leader_id, d->fn.timebase == DIST_TB_TAI ? "TAI" : "UTC",
-		(double)d->lead_ns / 1e6, (double)d->hb_ns / 1e9);
+	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s, term %llu (%s, Lead %.3f ms, "
+			  "heartbeat %.3f s)",
+		d->clock, d->leader_id, (unsigned long long)d->term,
+		d->fn.timebase == DIST_TB_TAI ? "TAI" : "UTC", (double)d->lead_ns / 1e6,
+		(double)d->hb_ns / 1e9);
+}
+
+/* Is @f from a leader alive now (sent within three of its heartbeats),
+ * not a dead one's last word from the topic's history? */
+static bool fn_live(const struct dist_fn *f)
+{
+	struct timespec ts;
+	int64_t now, age;
+
+	/* A heartbeat out of range (refused anyway) says nothing. */
+	if (f->heartbeat_ns < DIST_HB_MIN_NS || f->heartbeat_ns > DIST_HB_MAX_NS)
+		return false;
+	clock_gettime(tb_clock(f->timebase), &ts);
+	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return !__builtin_sub_overflow(now, f->sent_ns, &age) &&
+	       age <= 3 * f->heartbeat_ns + 100000000;
+}
+
+/* (term, identity): the leader of the two that leads; > 0 when a ranks
+ * above b. */
+static int rank_cmp(uint64_t ta, const char *ia, uint64_t tb, const char *ib)
+{
+	if (ta != tb)
+		return ta > tb ? 1 : -1;
+	return strcmp(ia, ib);
+}
+
+/* Two live leaders of the clock: status shows it for a while, the log
+ * once per other leader. */
+static void note_conflict(struct dist *d, const struct dist_fn *f, uint64_t own_term,
+			  const char *own_id, const char *what)
+{
+	pthread_mutex_lock(&d->mu);
+	d->conflicts++;
+	d->conflict_term = f->term;
+	snprintf(d->conflict_with, sizeof(d->conflict_with), "%s", f->leader);
+	d->conflict_mono = mono_ns();
+	pthread_mutex_unlock(&d->mu);
+	if (strcmp(d->conflict_logged, f->leader)) {
+		snprintf(d->conflict_logged, sizeof(d->conflict_logged), "%s", f->leader);
+		log_msg(LOG_WARN, "distribute: conflict: two live leaders of clock '%s': %s (term %llu) "
+				  "and %s (term %llu); %s. Run one leader per clock",
+			d->clock, f->leader, (unsigned long long)f->term, own_id,
+			(unsigned long long)own_term, what);
+	}
+}
+
+/* A leader hears the topic (CMD_FUNCTION): its own samples, the history
+ * of the leaders before it (their terms), or another live leader. */
+static int leader_heard(struct dist *d, const struct clock_env *env, const struct dist_fn *f)
+{
+	bool listening = d->announce_at != INT64_MAX;
+	uint64_t own = listening ? d->max_term + 1 : d->term;
+
+	if (!strcmp(f->leader, d->leader_id))
+		return 0;
+	if (f->term > d->max_term)
+		d->max_term = f->term;
+	if (!fn_live(f))
+		return 0;
+	if (listening) {
+		note_conflict(d, f, d->max_term + 1, d->leader_id,
+			      "this one starts above it and leads; the other stops publishing");
+		return 0;
+	}
+	if (rank_cmp(f->term, f->leader, own, d->leader_id) > 0) {
+		if (!d->deposed)
+			note_conflict(d, f, own, d->leader_id,
+				      "the other ranks above this one, which stops publishing");
+		else
+			note_conflict(d, f, own, d->leader_id, "this one stopped publishing");
+		d->deposed = true;
+		pthread_mutex_lock(&d->mu);
+		d->shown_deposed = true;
+		pthread_mutex_unlock(&d->mu);
+		q_clear(d, env, "another leader took over the clock (status shows which)");
+		return 0;
+	}
+	note_conflict(d, f, own, d->leader_id, "this one ranks above the other, which should stop");
 	return 0;
 }
 
 /* A leader's change (pause, resume, scale, set, step): scheduled at leader
- * time + Lead, published, applied at that instant. */
-static int leader_change(struct dist *d, shmclock_writer_t *w, struct cmd *c)
+ * time + Lead (after the changes already waiting), published, queued; the
+ * clock thread commits it at that instant and answers the client then. */
+static int leader_change(struct dist *d, const struct clock_env *env, struct cmd *c, int64_t now)
 {
+	shmclock_writer_t *w = env->w;
+	struct dist_pending *p, *tail = d->q_n ? q_at(d, d->q_n - 1) : NULL;
 	shmclock_info_t in;
 	int64_t off, e_mono, v;
 	double scale;
 	unsigned fl;
-	bool jump = false;
-	int r;
+	bool jump = false, paused;
+	uint64_t epoch;
 
 	shmclock_writer_info(w, &in);
 	if (!in.initialized)
 		return cmd_fail(c, -ENODATA, "the clock has no time yet");
-	scale = in.scale;
-	fl = in.paused ? SHMCLOCK_FN_PAUSED : 0;
+	if (d->deposed)
+		return cmd_fail(c, -EBUSY, "another leader took over this clock (status shows which): "
+					   "change time there, and run one leader per clock");
+	if (d->q_n == DIST_QUEUE_MAX)
+		return cmd_fail(c, -EBUSY, "64 changes already wait for their instants (the most "
+					   "shmclockd queues): send this one after some took effect");
+	/* The function the change starts from: the last one queued, else
+	 * the clock's. */
+	scale = tail ? tail->scale : in.scale;
+	paused = tail ? !!(tail->fl & SHMCLOCK_FN_PAUSED) : in.paused;
+	epoch = tail ? tail->fn.jump_epoch : in.jump_epoch;
+	fl = paused ? SHMCLOCK_FN_PAUSED : 0;
 	/* Checked before anything is published. */
 	switch (c->req.kind) {
 	case CMD_SCALE:
@@ -330,7 +556,7 @@ static int leader_change(struct dist *d, shmclock_writer_t *w, struct cmd *c)
 		scale = c->req.scale;
 		break;
 	case CMD_STEP:
-		if (!in.paused)
+		if (!paused)
 			return cmd_fail(c, -EINVAL, "step needs a paused clock (pause first)");
 		if (c->req.ns < 0)
 			return cmd_fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
@@ -347,10 +573,17 @@ static int leader_change(struct dist *d, shmclock_writer_t *w, struct cmd *c)
 	default:
 		return cmd_fail(c, -EINVAL, "not a change");
 	}
-	off = sample_offset(d->fn.timebase);
-	/* The effective instant, in both time scales. */
-	e_mono = mono_ns() + d->lead_ns;
-	shmclock_writer_eval(w, e_mono, &v);
+	off = tail ? d->off : sample_offset(d->fn.timebase);
+	/* The effective instant, in both time scales: after the last one
+	 * queued, so that changes commit in their order. */
+	e_mono = now + d->lead_ns;
+	if (tail && e_mono <= tail->e_mono)
+		e_mono = tail->e_mono + 1;
+	if (tail)
+		v = shmclock_static_eval(tail->e_mono, tail->sim_base,
+					 tail->fl & SHMCLOCK_FN_PAUSED ? 0 : scale_mult(tail->scale), e_mono);
+	else
+		shmclock_writer_eval(w, e_mono, &v);
 	if (c->req.kind == CMD_SET)
 		v = c->req.ns;
 	else if (c->req.kind == CMD_STEP)
@@ -361,36 +594,197 @@ static int leader_change(struct dist *d, shmclock_writer_t *w, struct cmd *c)
 	d->fn.mult = scale_mult(scale);
 	d->fn.flags = (fl & SHMCLOCK_FN_PAUSED ? DIST_F_PAUSED : 0) |
 		      (in.has_unix_at_zero ? DIST_F_UNIX_ZERO : 0);
-	d->fn.jump_epoch = in.jump_epoch + (jump ? 1 : 0);
+	d->fn.jump_epoch = epoch + (jump ? 1 : 0);
 	d->off = off;
 	publish(d);
+	p = q_push(d);
+	p->c = c;
+	p->fn = d->fn;
+	p->e_mono = e_mono;
+	p->sim_base = v;
+	p->scale = scale;
+	p->fl = fl | (jump ? SHMCLOCK_FN_JUMP : 0);
 	/* Reliable delivery repairs a lost sample only at DDS's next
-	 * heartbeat: send the change again a few times before it takes
-	 * effect, so that one lost packet does not make it late. */
-	for (int i = 1; i < 4 && d->lead_ns >= 2000000; i++) {
-		int64_t at = e_mono - d->lead_ns + i * (d->lead_ns / 4);
+	 * heartbeat: the latest change goes out again a few times before it
+	 * takes effect, so that one lost packet does not make it late. */
+	d->next_resend = d->lead_ns >= 2000000 ? now + d->lead_ns / 4 : INT64_MAX;
+	q_count(d);
+	return CLOCK_MODE_HELD;
+}
 
-		if (e_mono - at <= DIST_OPEN_NS)
-			break; /* the freeze before the effective instant is near */
-		sleep_until(at);
-		publish(d);
+/* Commits the queued changes whose instants came: the update opens
+ * DIST_OPEN_NS before each (freeze_at: readers stop exactly there however
+ * late this thread runs), the commit ends it. Returns the deadline of the
+ * next step (INT64_MAX: nothing queued). */
+static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t now)
+{
+	while (d->q_n) {
+		struct dist_pending *p = q_at(d, 0);
+		int r;
+
+		if (now < p->e_mono - DIST_OPEN_NS)
+			return p->e_mono - DIST_OPEN_NS;
+		if (!p->frozen) {
+			/* -ENODATA (a follower's first function): nothing to hold. */
+			shmclock_writer_freeze_at(env->w, p->e_mono);
+			p->frozen = true;
+		}
+		if (now < p->e_mono)
+			return p->e_mono;
+		r = shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale, p->fl);
+		now = mono_ns();
+		latehist_add(&d->applied, now - p->e_mono);
+		if (d->leader) {
+			if (r)
+				cmd_fail(p->c, r, shmclock_strerror(r));
+			clock_env_complete(env, p->c, r);
+			d->next_hb = now + d->hb_ns;
+		} else {
+			d->cur = p->fn;
+		}
+		pthread_mutex_lock(&d->mu);
+		d->changes += d->leader;
+		pthread_mutex_unlock(&d->mu);
+		q_pop(d);
+		q_count(d);
 	}
-	r = commit_at(w, e_mono, v, scale, fl | (jump ? SHMCLOCK_FN_JUMP : 0));
-	if (r)
-		return cmd_fail(c, r, shmclock_strerror(r));
-	latehist_add(&d->applied, mono_ns() - e_mono);
-	d->next_hb = mono_ns() + d->hb_ns;
-	pthread_mutex_lock(&d->mu);
-	d->changes++;
-	d->last_off = off;
-	pthread_mutex_unlock(&d->mu);
-	return 0;
+	return INT64_MAX;
 }
 
 /* ------------------------------------------------------------ follower */
 
-/* A follower's function from the leader (CMD_FUNCTION); once it is
- * applied, the clock thread clears its stale mark. */
+/* Refuses @f (counted; logged once per leader and kind): -EPROTO. */
+static int refuse(struct dist *d, struct cmd *c, const struct dist_fn *f, enum dist_refusal kind,
+		  const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (strcmp(d->refused_leader, f->leader)) {
+		snprintf(d->refused_leader, sizeof(d->refused_leader), "%s", f->leader);
+		d->refused_logged = 0;
+	}
+	if (!(d->refused_logged & (1u << kind))) {
+		d->refused_logged |= 1u << kind;
+		log_msg(LOG_WARN, "distribute: refused a TimeFunction from %s: %s (further refusals "
+				  "of this kind from it are counted in status, not logged)", f->leader, msg);
+	}
+	pthread_mutex_lock(&d->mu);
+	d->refused++;
+	snprintf(d->refused_last, sizeof(d->refused_last), "%s", msg);
+	pthread_mutex_unlock(&d->mu);
+	return cmd_fail(c, -EPROTO, msg);
+}
+
+/*
+ * What no leader may send: checked before anything is applied. @fresh: a
+ * new leader, or the first word after silence (its function may be as old
+ * as its last change). *e_mono: the instant on this host's clock.
+ */
+static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bool fresh,
+		      int64_t now, int64_t off, int64_t *e_mono)
+{
+	__extension__ typedef __int128 i128;
+	i128 far;
+
+	if (f->heartbeat_ns < DIST_HB_MIN_NS || f->heartbeat_ns > DIST_HB_MAX_NS)
+		return refuse(d, c, f, REF_HEARTBEAT, "heartbeat %lld ns (from 100ms to 60s)",
+			      (long long)f->heartbeat_ns);
+	if (f->mult < scale_mult(1e-6) || f->mult > scale_mult(1e6))
+		return refuse(d, c, f, REF_RATE, "rate %.9g (from 1e-6 to 1e6)", mult_scale(f->mult));
+	if (f->timebase > DIST_TB_TAI)
+		return refuse(d, c, f, REF_TIMEBASE, "unknown time scale %u", f->timebase);
+	if (__builtin_sub_overflow(f->effective_ns, off, e_mono))
+		return refuse(d, c, f, REF_RANGE, "instant %lld out of range",
+			      (long long)f->effective_ns);
+	/* Differences in 128 bits: any int64 instant may come. */
+	if ((i128)*e_mono - now > DIST_AHEAD_MAX_NS)
+		return refuse(d, c, f, REF_AHEAD,
+			      "change %llu takes effect %.3f s from now on this host, more than "
+			      "the %.0f s any Lead allows: the hosts' clocks disagree (chrony/PTP "
+			      "on both, TAI on both or neither)",
+			      (unsigned long long)f->change, (double)(*e_mono - now) / 1e9,
+			      DIST_AHEAD_MAX_NS / 1e9);
+	if (!fresh && (i128)now - *e_mono > DIST_BEHIND_MAX_NS)
+		return refuse(d, c, f, REF_BEHIND,
+			      "change %llu took effect %.3f s ago on this host, later than %.0f s "
+			      "(the hosts' clocks disagree, or the leader is broken)",
+			      (unsigned long long)f->change, (double)(now - *e_mono) / 1e9,
+			      DIST_BEHIND_MAX_NS / 1e9);
+	/* Its value a year from its instant or from now must be a time. */
+	far = (i128)f->sim_base_ns +
+	      (((i128)(now > *e_mono ? now : *e_mono) - *e_mono + (i128)31536000 * 1000000000) *
+	       (i128)f->mult >> 32);
+	if (far > INT64_MAX)
+		return refuse(d, c, f, REF_RANGE, "simulation time %lld runs out of range",
+			      (long long)f->sim_base_ns);
+	if (!fresh && f->jump_epoch < d->fn.jump_epoch)
+		return refuse(d, c, f, REF_BACKWARDS, "change %llu: jump epoch %llu goes back from %llu",
+			      (unsigned long long)f->change, (unsigned long long)f->jump_epoch,
+			      (unsigned long long)d->fn.jump_epoch);
+	if (!fresh && f->effective_ns < d->fn.effective_ns)
+		return refuse(d, c, f, REF_BACKWARDS,
+			      "change %llu takes effect %.6f s before the previous change",
+			      (unsigned long long)f->change,
+			      (double)(d->fn.effective_ns - f->effective_ns) / 1e9);
+	if (!fresh && f->jump_epoch == d->fn.jump_epoch) {
+		int64_t prev = shmclock_static_eval(
+			d->fn.effective_ns, d->fn.sim_base_ns,
+			d->fn.flags & (DIST_F_PAUSED | DIST_F_STEPPED) ? 0 : d->fn.mult, f->effective_ns);
+
+		if (f->sim_base_ns < prev - DIST_BACK_TOL_NS)
+			return refuse(d, c, f, REF_BACKWARDS,
+				      "change %llu goes back %.6f s without a jump",
+				      (unsigned long long)f->change,
+				      (double)(prev - f->sim_base_ns) / 1e9);
+	}
+	if (*e_mono > now && d->q_n == DIST_QUEUE_MAX)
+		return refuse(d, c, f, REF_QUEUE, "64 changes already wait for their instants");
+	return 0;
+}
+
+/* Every message: does this host's clock agree with the leader's? The
+ * least arrival-minus-sending of the last few is their offset plus the
+ * shortest delay; beyond the bound it is said in status and the log (once
+ * each way), with the fix. */
+static void skew_sample(struct dist *d, const struct dist_fn *f)
+{
+	int64_t m = INT64_MAX, v;
+	bool bad;
+
+	if (f->timebase > DIST_TB_TAI || __builtin_sub_overflow(mono_ns() + sample_offset(f->timebase),
+								f->sent_ns, &v))
+		return;
+	d->skew[d->skew_i++ % DIST_SKEW_N] = v;
+	if (d->skew_n < DIST_SKEW_N)
+		d->skew_n++;
+	for (unsigned i = 0; i < d->skew_n; i++)
+		if (d->skew[i] < m)
+			m = d->skew[i];
+	/* A few messages first: one may be a dead leader's last word. */
+	bad = d->skew_n >= 3 && (m > DIST_SKEW_MAX_NS || m < -DIST_SKEW_MAX_NS);
+	if (bad && !d->skew_bad)
+		log_msg(LOG_WARN, "distribute: this host's clock is %.3f s %s leader %s's (measured "
+				  "from its messages): its changes land that far off here. Synchronise "
+				  "the hosts' clocks (chrony or PTP) and use TAI on every host or on none "
+				  "(a TAI/UTC mismatch is 37 s)",
+			fabs((double)m / 1e9), m > 0 ? "ahead of" : "behind", f->leader);
+	else if (!bad && d->skew_bad && d->skew_n >= 3)
+		log_msg(LOG_INFO, "distribute: this host's clock agrees with leader %s's again "
+				  "(%.3f ms apart, network delay included)", f->leader, (double)m / 1e6);
+	d->skew_bad = bad;
+	pthread_mutex_lock(&d->mu);
+	d->host_offset_ns = m;
+	d->clocks_disagree = bad;
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* A follower's function from the leader (CMD_FUNCTION): checked, then
+ * committed at once when its instant passed, else queued for it. Once it
+ * is accepted, the clock thread clears its stale mark. */
 static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c)
 {
 	const struct dist_fn *f = c->arg_fn;
@@ -398,16 +792,33 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	bool stale = atomic_load_explicit(env->stale, memory_order_relaxed);
 	bool jump;
 	unsigned fl;
-	int64_t off, e_mono, now, late = 0;
+	int64_t off, e_mono = 0, now, late = 0;
 	int r;
 
+	skew_sample(d, f);
+	if (new_leader && d->have && !stale) {
+		/* Another leader while ours speaks: a dead one's history is
+		 * nothing; a live one is a conflict, and only a leader that
+		 * ranks above ours is followed (never back to a lower one). */
+		if (!fn_live(f))
+			return 0;
+		if (rank_cmp(f->term, f->leader, d->fn.term, d->fn.leader) < 0) {
+			note_conflict(d, f, d->fn.term, d->fn.leader,
+				      "this follower stays with the latter, which ranks above");
+			return 0;
+		}
+		note_conflict(d, f, d->fn.term, d->fn.leader,
+			      "this follower follows the former, which ranks above");
+	}
 	if (!new_leader && !stale && f->change <= d->fn.change)
 		return 0; /* a heartbeat, or an old change */
-	if (f->mult == 0 || f->mult >= (UINT64_C(1) << 63))
-		return cmd_fail(c, -EINVAL, "a TimeFunction with an impossible rate: ignored");
 	off = sample_offset(f->timebase);
-	e_mono = f->effective_ns - off;
 	now = mono_ns();
+	r = dist_check(d, c, f, new_leader || stale, now, off, &e_mono);
+	if (r)
+		return r;
+	if (new_leader || stale)
+		q_clear(d, env, "another leader"); /* what the old one announced is void */
 	if (e_mono <= now && d->have && !new_leader && !stale)
 		late = now - e_mono;
 	/* Another leader, a leader back after silence, or a jump on the
@@ -421,12 +832,21 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 
 		shmclock_writer_set_unix_at_zero(env->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
 	}
-	r = late ? shmclock_writer_set_function(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl)
-		 : commit_at(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
-	if (r)
-		return cmd_fail(c, r, shmclock_strerror(r));
-	if (!late && d->have)
-		latehist_add(&d->applied, mono_ns() - e_mono);
+	if (e_mono <= now) {
+		r = shmclock_writer_set_function(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
+		if (r)
+			return cmd_fail(c, r, shmclock_strerror(r));
+		d->cur = *f;
+	} else {
+		struct dist_pending *p = q_push(d);
+
+		p->fn = *f;
+		p->e_mono = e_mono;
+		p->sim_base = f->sim_base_ns;
+		p->scale = mult_scale(f->mult);
+		p->fl = fl;
+		q_count(d);
+	}
 	if (new_leader || stale)
 		log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader,
 			f->clock, jump ? " (a jump for readers)" : "");
@@ -438,6 +858,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	d->have = true;
 	pthread_mutex_lock(&d->mu);
 	snprintf(d->leader_id, sizeof(d->leader_id), "%s", f->leader);
+	d->shown_term = f->term;
 	d->changes++;
 	d->leaders += new_leader;
 	if (late) {
@@ -464,7 +885,9 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 	if (!d->have)
 		return;
 	off = sample_offset(d->fn.timebase);
-	if (llabs(off - d->off) > DIST_REANCHOR_NS) {
+	/* A leader's queued changes keep the offset they were published
+	 * with: re-anchored once they took effect. */
+	if (llabs(off - d->off) > DIST_REANCHOR_NS && !(d->leader && d->q_n)) {
 		/* The host clock was stepped: the same function, re-expressed. */
 		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
 				  "re-anchoring", (double)(off - d->off) / 1e9);
@@ -473,15 +896,20 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 			publish(d);
 			d->next_hb = now + d->hb_ns;
 		} else {
-			int64_t e_mono = d->fn.effective_ns - off;
-			unsigned fl = (d->fn.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
-				      (d->fn.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) |
+			int64_t e_mono = d->cur.effective_ns - off;
+			unsigned fl = (d->cur.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
+				      (d->cur.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) |
 				      (atomic_load_explicit(env->stale, memory_order_relaxed)
 					       ? SHMCLOCK_FN_STALE : 0);
 
 			/* Not a jump: never backwards, held until it catches up. */
-			shmclock_writer_set_function(env->w, e_mono, d->fn.sim_base_ns,
-						     mult_scale(d->fn.mult), fl);
+			shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns,
+						     mult_scale(d->cur.mult), fl);
+			/* What waits is re-expressed too (an open update keeps
+			 * its instant). */
+			for (unsigned i = 0; i < d->q_n; i++)
+				if (!q_at(d, i)->frozen)
+					q_at(d, i)->e_mono = q_at(d, i)->fn.effective_ns - off;
 			d->off = off;
 		}
 		pthread_mutex_lock(&d->mu);
@@ -500,8 +928,11 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 		want = shmclock_static_eval(eb, d->fn.sim_base_ns,
 					    d->fn.flags & (DIST_F_PAUSED | DIST_F_STEPPED) ? 0 : d->fn.mult,
 					    now);
-		if (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||
-		    scale_mult(in.scale) != d->fn.mult || in.jump_epoch != d->fn.jump_epoch)
+		/* (With changes queued, what was published is ahead of the
+		 * clock by design.) */
+		if (!d->q_n &&
+		    (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||
+		     scale_mult(in.scale) != d->fn.mult || in.jump_epoch != d->fn.jump_epoch))
 			snapshot(env->w, d, now, d->off);
 		publish(d); /* the current function again: a heartbeat */
 		d->next_hb = now + d->hb_ns;
@@ -526,6 +957,16 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 	cJSON_AddNumberToObject(o, "changes", (double)d->changes);
 	cJSON_AddNumberToObject(o, "reanchors", (double)d->reanchors);
 	cJSON_AddNumberToObject(o, "offset_ns", (double)d->last_off);
+	cJSON_AddNumberToObject(o, "queued", (double)d->queued);
+	cJSON_AddNumberToObject(o, "term", (double)d->shown_term);
+	cJSON_AddNumberToObject(o, "conflicts", (double)d->conflicts);
+	if (d->conflicts && mono_ns() - d->conflict_mono < DIST_CONFLICT_SHOW_NS) {
+		cJSON_AddTrueToObject(o, "conflict");
+		cJSON_AddStringToObject(o, "conflict_with", d->conflict_with);
+		cJSON_AddNumberToObject(o, "conflict_term", (double)d->conflict_term);
+	} else {
+		cJSON_AddFalseToObject(o, "conflict");
+	}
 	{
 		uint64_t counts[LATEHIST_N];
 
@@ -538,6 +979,7 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 	}
 	if (d->leader) {
 		cJSON_AddNumberToObject(o, "lead_ns", (double)d->lead_ns);
+		cJSON_AddBoolToObject(o, "deposed", d->shown_deposed);
 		cJSON_AddNumberToObject(o, "heartbeat_ns", (double)d->hb_ns);
 		cJSON_AddNumberToObject(o, "sent", (double)st.sent);
 	} else {
@@ -557,6 +999,13 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 		cJSON_AddNumberToObject(o, "worst_late_ns", (double)d->worst_late_ns);
 		cJSON_AddNumberToObject(o, "last_late_ns", (double)d->last_late_ns);
 		cJSON_AddNumberToObject(o, "leaders", (double)d->leaders);
+		cJSON_AddNumberToObject(o, "refused", (double)d->refused);
+		if (d->skew_n >= 3) {
+			cJSON_AddNumberToObject(o, "host_offset_ns", (double)d->host_offset_ns);
+			cJSON_AddBoolToObject(o, "clocks_disagree", d->clocks_disagree);
+		}
+		if (d->refused_last[0])
+			cJSON_AddStringToObject(o, "refused_last", d->refused_last);
 		cJSON_AddNumberToObject(o, "received", (double)st.received);
 		cJSON_AddNumberToObject(o, "lost", (double)st.lost);
 		cJSON_AddNumberToObject(o, "last_message_age_ns", (double)st.last_age_ns);
@@ -577,15 +1026,57 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 	/* A follower's clock thread refused the changes (its source takes
 	 * none from clients). */
 	if (d->leader && cmd_changes_time(c->req.kind))
-		return leader_change(d, env->w, c);
+		return leader_change(d, env, c, mono_ns());
 	if (!d->leader && c->req.kind == CMD_FUNCTION)
 		return follow_apply(d, env, c);
+	if (d->leader && c->req.kind == CMD_FUNCTION)
+		return leader_heard(d, env, c->arg_fn);
+	if (d->leader && c->req.kind == CMD_STALE)
+		return 0; /* the topic is quiet: nothing to a leader */
+	/* Silence: what the leader announced is void (a leader back
+	 * resends its function). */
+	if (!d->leader && c->req.kind == CMD_STALE && c->arg_stale)
+		q_clear(d, env, "the leader is silent");
 	return CLOCK_MODE_PASS;
 }
 
 static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int64_t now)
 {
-	return mode_plain_ops.tick(m, env, now);
+	struct dist *d = dist_of(m);
+	int64_t next = mode_plain_ops.tick(m, env, now), q;
+
+	if (next == CLOCK_MODE_AGAIN)
+		return next;
+	now = mono_ns();
+	if (d->leader && d->announce_at != INT64_MAX) {
+		if (now >= d->announce_at)
+			announce(d, env, now);
+		else if (d->announce_at < next)
+			next = d->announce_at;
+	}
+	q = run_queue(d, env, now);
+	if (q < next)
+		next = q;
+	if (d->leader && d->q_n && d->next_resend != INT64_MAX) {
+		const struct dist_pending *tail = q_at(d, d->q_n - 1);
+
+		if (d->next_resend >= tail->e_mono - DIST_OPEN_NS) {
+			d->next_resend = INT64_MAX; /* the freeze before the instant is near */
+		} else if (now >= d->next_resend) {
+			publish(d);
+			d->next_resend += d->lead_ns / 4;
+		}
+		if (d->next_resend < next)
+			next = d->next_resend;
+	} else if (!d->q_n) {
+		d->next_resend = INT64_MAX;
+	}
+	return next;
+}
+
+static void dist_cancel(struct clock_mode *m, const struct clock_env *env)
+{
+	q_clear(dist_of(m), env, "shmclockd is stopping: the change was not made");
 }
 
 static const struct clock_mode_ops mode_distribute_ops = {
@@ -593,6 +1084,7 @@ static const struct clock_mode_ops mode_distribute_ops = {
 	.start = dist_start,
 	.change = dist_change,
 	.tick = dist_tick,
+	.cancel = dist_cancel,
 	.status = dist_status,
 	.destroy = dist_destroy,
 };

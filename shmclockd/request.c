@@ -216,25 +216,21 @@ char *request_reply_error(const char *msg)
 	return finish(o);
 }
 
-int request_run(const struct request_ctx *x, const char *line, size_t len, enum cmd_kind *kind,
-		shmclock_info_t *info, char *err, size_t errlen)
+int request_exec(const struct request_ctx *x, const struct request *req, shmclock_info_t *info,
+		 char *err, size_t errlen)
 {
-	struct request req;
 	struct cmd cmd;
-	int r = request_parse(line, len, &req, err, errlen);
+	int r;
 
-	if (r)
-		return r;
-	*kind = req.kind;
 	/* Status is read from the segment here, lock-free, as any reader
 	 * would: a client polling status never wakes the clock thread. */
-	if (req.kind == CMD_STATUS && x->view) {
+	if (req->kind == CMD_STATUS && x->view) {
 		r = shmclock_info(x->view, info);
 		if (r == 0 || r == -ESTALE)
 			return 0;
 	}
 	memset(&cmd, 0, sizeof(cmd));
-	cmd.req = req;
+	cmd.req = *req;
 	r = clockthread_submit(x->ct, &cmd);
 	if (r) {
 		snprintf(err, errlen, "%s", cmd.err);

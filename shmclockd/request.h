@@ -38,12 +38,10 @@ struct request_ctx {
 /* Parses one request line (without its newline). 0, or -EINVAL with err. */
 int request_parse(const char *line, size_t len, struct request *req, char *err, size_t errlen);
 
-/* Runs one request line: parsed, then applied by the clock thread, except
- * status, read from the segment lock-free when the view allows. 0 with
- * *kind and *info (the clock once the command took effect), or -errno
- * with a one-line message in err. */
-int request_run(const struct request_ctx *x, const char *line, size_t len, enum cmd_kind *kind,
-		shmclock_info_t *info, char *err, size_t errlen);
+/* Runs a parsed request and waits for it (status from the segment when
+ * the view allows): 0 with *info, or -errno with err. */
+int request_exec(const struct request_ctx *x, const struct request *req, shmclock_info_t *info,
+		 char *err, size_t errlen);
 
 /* The reply to a request that succeeded: the clock's status, each
  * module's part. Newline-terminated, malloc'd (NULL on out of memory). */

@@ -348,6 +348,7 @@ static int dist_publish(struct ros2 *r, const struct dist_fn *f)
 	memset(&m, 0, sizeof(m));
 	snprintf(m.clock, sizeof(m.clock), "%s", f->clock);
 	snprintf(m.leader, sizeof(m.leader), "%s", f->leader);
+	m.term = f->term;
 	m.change = f->change;
 	m.seq = f->seq;
 	m.effective_ns = f->effective_ns;
@@ -383,6 +384,7 @@ static void dist_take(struct ros2 *r)
 		memset(&f, 0, sizeof(f));
 		snprintf(f.clock, sizeof(f.clock), "%s", m->clock);
 		snprintf(f.leader, sizeof(f.leader), "%s", m->leader);
+		f.term = m->term;
 		f.change = m->change;
 		f.seq = m->seq;
 		f.effective_ns = m->effective_ns;
@@ -404,7 +406,10 @@ static void dist_take(struct ros2 *r)
 		r->dist_last_seq = f.seq;
 		r->dist_received++;
 		r->dist_last_mono = mono_now();
-		r->dist_hb_ns = f.heartbeat_ns;
+		/* An absurd heartbeat (the daemon refuses the sample) must not
+		 * change when the leader counts as silent. */
+		if (f.heartbeat_ns >= DIST_HB_MIN_NS && f.heartbeat_ns <= DIST_HB_MAX_NS)
+			r->dist_hb_ns = f.heartbeat_ns;
 		r->dist_stale = false;
 		pthread_mutex_unlock(&r->mu);
 		r->host.function(r->host.ctx, &f);

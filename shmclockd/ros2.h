@@ -37,6 +37,7 @@ struct ros2;
 struct dist_fn {
 	char clock[65];
 	char leader[97];
+	uint64_t term;
 	uint64_t change, seq;
 	int64_t effective_ns, sim_base_ns; /* effective_ns in the timebase */
 	uint64_t mult;                     /* nominal rate, 32.32 */
@@ -50,6 +51,9 @@ struct dist_fn {
 #define DIST_F_PAUSED 0x1u
 #define DIST_F_STEPPED 0x2u
 #define DIST_F_UNIX_ZERO 0x4u
+/* The heartbeats a follower believes (Distribute.Heartbeat's range). */
+#define DIST_HB_MIN_NS INT64_C(100000000)
+#define DIST_HB_MAX_NS INT64_C(60000000000)
 #define DIST_TB_REALTIME 0
 #define DIST_TB_TAI 1
 

@@ -43,12 +43,13 @@ static int ros2_sample(void *ctx, int64_t ns, char *err, size_t errlen)
 }
 
 /* A leader's function, through the clock thread (ros2_host.function):
- * applied at its effective instant, so this waits until then. */
+ * queued there for its instant, or committed at once. The mode logs its
+ * refusals (-EPROTO) itself, once per leader. */
 static void dist_function(void *ctx, const struct dist_fn *f)
 {
 	struct cmd cmd = { .req.kind = CMD_FUNCTION, .arg_fn = f, .from_source = true };
 
-	if (clockthread_submit(ctx, &cmd))
+	if (clockthread_submit(ctx, &cmd) && cmd.rc != -EPROTO)
 		log_msg(LOG_WARN, "distribute: a function from %s refused: %s", f->leader, cmd.err);
 }
 

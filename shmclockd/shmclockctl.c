@@ -196,6 +196,12 @@ static void print_status(const cJSON *st)
 		       num_of(t, "leaders"), str_of(t, "on_leader_loss"),
 		       bool_of(t, "stale") ? "  STALE: the leader is silent" : "");
 	}
+	if (t && bool_of(t, "conflict"))
+		printf("CONFLICT    another live leader of clock '%s': %s (term %.0f); this %s term "
+		       "%.0f%s: run one leader per clock\n",
+		       str_of(t, "clock"), str_of(t, "conflict_with"), num_of(t, "conflict_term"),
+		       strcmp(str_of(t, "role"), "leader") ? "host follows" : "leader has",
+		       num_of(t, "term"), bool_of(t, "deposed") ? " and stopped publishing" : "");
 	t = cJSON_GetObjectItemCaseSensitive(st, "control");
 	if (t)
 		printf("control     %.0f answered, %.0f errors, %.0f refused, %.0f dropped, %.0f clients\n",
@@ -211,8 +217,29 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
-static int watch(const char *name, int argc, char **argv)
+/* watch: a conflict between leaders of the clock the daemon reports (its
+ * status, not the segment); quiet when there is none or no daemon. */
+static void watch_conflict(const char *sock, char *out, size_t len)
 {
+	static char buf[65536];
+	cJSON *reply, *t;
+
+	out[0] = 0;
+	if (!sock[0] || control_client_request(sock, "{\"v\":1,\"cmd\":\"status\"}\n", buf,
+						 sizeof(buf), 500) < 0)
+		return;
+	reply = cJSON_Parse(buf);
+	t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(reply, "status"),
+					     "distribute");
+	if (t && bool_of(t, "conflict"))
+		snprintf(out, len, "  CONFLICT with leader %s (term %.0f)", str_of(t, "conflict_with"),
+			 num_of(t, "conflict_term"));
+	cJSON_Delete(reply);
+}
+
+static int watch(const char *name, const char *sock, int argc, char **argv)
+{
+	char conflict[160] = "";
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
@@ -255,12 +282,16 @@ static int watch(const char *name, int argc, char **argv)
 			fprintf(stderr, "shmclockctl: the writer is stuck mid-update\n");
 			continue;
 		}
-		printf("%s%-22s scale %-8g %-7s %-10s epoch %-4llu writer %s%s",
+		/* Between hosts: the daemon's word on conflicting leaders, about
+		 * once a second. */
+		if (i % (interval >= 1000 ? 1 : 1000 / interval) == 0)
+			watch_conflict(sock, conflict, sizeof(conflict));
+		printf("%s%-22s scale %-8g %-7s %-10s epoch %-4llu writer %s%s%s",
 		       tty ? "\r\033[K" : "",
 		       in.initialized ? duration_format(in.sim_ns, t, sizeof(t)) : "(uninitialized)",
 		       in.scale, in.paused ? "PAUSED" : in.stepped ? "stepped" : "running",
 		       shmclock_source_name(in.source), (unsigned long long)in.jump_epoch,
-		       in.writer_alive ? (in.stale ? "alive, STALE" : "alive") : "DEAD",
+		       in.writer_alive ? (in.stale ? "alive, STALE" : "alive") : "DEAD", conflict,
 		       tty ? "" : "\n");
 		fflush(stdout);
 		if (count < 0 || i + 1 < count)
@@ -441,8 +472,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (!strcmp(cmd, "watch"))
-		return watch(name, argc, argv);
 	if (!strcmp(cmd, "trace"))
 		return ctl_trace(name, argc, argv);
 	if (sockopt && *sockopt)
@@ -451,6 +480,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shmclockctl: default socket path too long; use --socket\n");
 		return 2;
 	}
+	if (!strcmp(cmd, "watch"))
+		return watch(name, sock, argc, argv);
 
 	if (!strcmp(cmd, "top"))
 		return top(sock, argc, argv);

@@ -35,26 +35,21 @@ import sys
 import tempfile
 import time
 
+from hostsenv import check, ctl_at, remove, start_daemon, wait_for
+import hostsenv
+
 SHMCLOCKD = os.environ["SHMCLOCKD"]
+SHMCLOCKCTL = os.environ.get("SHMCLOCKCTL")
 SANITIZED = os.environ.get("SANITIZE", "none") not in ("", "none")
 COMMANDS = int(os.environ.get("HOSTS_COMMANDS", 2000 if SANITIZED else 10000))
 SEC = 1_000_000_000
 MS = 1_000_000
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
-failures = 0
 
 
 def skip(why):
     print("skip: " + why, flush=True)
     sys.exit(77)
-
-
-def check(cond, what):
-    global failures
-    print(("ok - " if cond else "not ok - ") + what, flush=True)
-    if not cond:
-        failures += 1
-    return cond
 
 
 if os.geteuid() != 0:
@@ -93,12 +88,7 @@ def cleanup():
             p.wait()
     for ns in NS.values():
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    for c in clocks:
-        try:
-            os.unlink("/dev/shm/shmclock." + c)
-        except FileNotFoundError:
-            pass
-    shutil.rmtree(rtdir, ignore_errors=True)
+    remove([], clocks, rtdir)
 
 
 def on_signal(sig, frame):
@@ -218,38 +208,15 @@ def start(role, tag, cfg, env_extra=None):
     """shmclockd in namespace @role with config @cfg (plus Name)."""
     name = "hosts-%s-%s" % (RUN, tag)
     clocks.append(name)
-    cfg = dict(cfg, Name=name)
-    path = os.path.join(rtdir, tag + ".json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
     env = dict(os.environ, CYCLONEDDS_URI=cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
                **(env_extra or {}))
-    log = open(os.path.join(rtdir, tag + ".log"), "w")
-    p = subprocess.Popen(["ip", "netns", "exec", NS[role], SHMCLOCKD, "-c", path],
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    procs[tag] = p
-    sock = os.path.join(rtdir, name + ".sock")
-    deadline = time.monotonic() + 20
-    while not os.path.exists(sock):
-        if p.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("%s did not start:\n%s" % (tag, open(log.name).read()))
-        time.sleep(0.02)
+    procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, cfg, env,
+                              ("ip", "netns", "exec", NS[role]))
     return name
 
 
 def ctl(name, cmd, **kw):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(30)
-    s.connect(os.path.join(rtdir, name + ".sock"))
-    s.sendall((json.dumps(dict(v=1, cmd=cmd, **kw)) + "\n").encode())
-    r = b""
-    while not r.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        r += chunk
-    s.close()
-    return json.loads(r)
+    return ctl_at(os.path.join(rtdir, name + ".sock"), cmd, **kw)
 
 
 def dist(name):
@@ -261,15 +228,6 @@ def value_at(info, t):
     if info.paused or info.stepped:
         return info.sim_ns
     return info.sim_ns + round((t - info.mono_ns) * info.scale)
-
-
-def wait_for(pred, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 # ------------------------------------------------------------ readers
@@ -524,6 +482,85 @@ def netem_phase(leader, followers):
     impair(False)
 
 
+def split_brain(leader, leader_tag, followers, cfg_leader):
+    """A second live leader of the same wire clock, started after the first:
+    it takes a higher term and leads, the first stops publishing, every host
+    reports the conflict; followers switch once (a jump, with callbacks) and
+    never back. Then the other order: a leader at 0 after one at 1000 s."""
+    readers = Readers(followers)
+    cur, cur_tag = leader, leader_tag
+    for tag, start_at in (("leader3", "1000s"), ("leader4", "0s")):
+        before = {f: dist(f) for f in followers}
+        old = dist(cur)
+        old_term = old["term"]
+        t0 = time.monotonic()
+        new = start("L", tag, dict(cfg_leader, StartTime=start_at))
+        hosts = [cur, new] + followers
+        seen = dict(before, **{cur: old, new: {"conflicts": 0}})
+
+        def all_conflict():
+            # a new conflict on every host (an earlier one may still show)
+            return all(dist(h)["conflicts"] > seen[h]["conflicts"] and dist(h)["conflict"]
+                       for h in hosts) and dist(new)["term"] > 0
+        ok = wait_for(all_conflict, 5)
+        took = time.monotonic() - t0
+        print("# %s (StartTime %s) after a live leader: conflict in status on every host "
+              "%.3f s after its start (it listens 0.5 s for terms first)" % (tag, start_at, took),
+              flush=True)
+        check(ok and took < 1.5 + 0.5, "%s: conflict in status on every host within a second "
+              "of its first message" % tag)
+        dn, do = dist(new), dist(cur)
+        check(dn["term"] > old_term and not dn["deposed"] and do["deposed"],
+              "%s takes term %d above %d and leads; the first stops publishing (deposed)"
+              % (tag, dn["term"], old_term))
+        for f in followers:
+            check(wait_for(lambda: dist(f)["leader"] == dn["leader"], 5),
+                  "%s follows the leader with the higher term" % f)
+        time.sleep(1.0)  # the deposed one may not win them back
+        for f in followers:
+            st = dist(f)
+            check(st["leader"] == dn["leader"] and st["leaders"] == before[f]["leaders"] + 1,
+                  "%s: followed the higher term once, never back (%d leaders followed)"
+                  % (f, st["leaders"] - before[f]["leaders"]))
+        if SHMCLOCKCTL:
+            for h in hosts:
+                for cmd in (["status"], ["watch", "--count", "1"]):
+                    out = subprocess.run([SHMCLOCKCTL, "-n", h] + cmd, capture_output=True,
+                                         text=True,
+                                         env=dict(os.environ, SHMCLOCK_RUNTIME_DIR=rtdir))
+                    check("CONFLICT" in out.stdout, "shmclockctl %s on %s shows the conflict"
+                          % (cmd[0], h))
+        procs.pop(cur_tag).terminate()
+        cur, cur_tag = new, tag
+    res = readers.finish()
+    for f in followers:
+        check(res[f]["back"] == 0 and res[f]["jumps"] == 2,
+              "%s: no backward read within an epoch across the two takeovers (%d back, %d jumps)"
+              % (f, res[f]["back"], res[f]["jumps"]))
+
+
+def clocks_disagree(follower, shift_file):
+    """The follower's host clock 5 s ahead of the leader's (the test hook):
+    status says so with the offset, the log with the fix; back in step, it
+    agrees again."""
+    with open(shift_file, "w") as f:
+        f.write("5000000000\n")
+    t0 = time.monotonic()
+    ok = wait_for(lambda: dist(follower).get("clocks_disagree"), 5)
+    st = dist(follower)
+    print("# host clock 5 s ahead: reported after %.3f s, offset %.3f s"
+          % (time.monotonic() - t0, st.get("host_offset_ns", 0) / 1e9), flush=True)
+    check(ok and abs(st["host_offset_ns"] - 5 * SEC) < 100 * MS,
+          "a follower whose host clock is 5 s ahead says so in status, with the offset")
+    log = open(os.path.join(rtdir, "f1.log")).read()
+    check("5.0" in log and "ahead of" in log and "TAI" in log,
+          "... and in the log, with how to fix it")
+    with open(shift_file, "w") as f:
+        f.write("0\n")
+    check(wait_for(lambda: not dist(follower).get("clocks_disagree"), 10),
+          "back in step, it agrees again")
+
+
 def main():
     make_network()
     wire = "hosts-wire-" + RUN
@@ -571,6 +608,8 @@ def main():
     host_clock_step(leader, f1, shift_file)
     new_leader = kill_leader("leader", [f1, f2], lead, 0.6, [f2])
     netem_phase(new_leader, [f1, f2])
+    split_brain(new_leader, "leader2", [f1, f2], lead)
+    clocks_disagree(f1, shift_file)
 
 
 if __name__ == "__main__" and HUB:
@@ -586,4 +625,4 @@ elif __name__ == "__main__":
                 print("# --- %s.log\n%s" % (tag, open(path).read()[-2000:]))
     finally:
         cleanup()
-    sys.exit(1 if failures else 0)
+    sys.exit(1 if hostsenv.failures else 0)

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Nothing a leader sends can hang a follower, and no change hangs a
+leader (issue 29), through the built shmclockd on loopback (Cyclone DDS
+bound to 127.0.0.1, a domain of this run's own):
+
+- a rogue publisher (rogue-publisher, the TimeFunction topic written
+  directly) sends a valid function, then instants 30 s ahead and 30 s
+  behind, INT64_MAX and INT64_MIN, heartbeat -1, a function going
+  backwards without a jump: the follower refuses each (counted in status,
+  logged once per leader and kind), its clock goes on with the valid
+  function, status answers quickly throughout, SIGTERM ends it promptly;
+- a leader with Lead 1s gets one write of 200 pause/resume lines: the
+  changes queue with their instants (64 at most, the rest refused with a
+  clear reason), status from another client answers at once, every line
+  is answered in order, and SIGTERM with changes queued ends it promptly.
+
+Times are printed; the assertions take generous bounds (a loaded CI
+machine), far below the tens of seconds a blocked clock thread took.
+Environment: SHMCLOCKD, ROGUE, PYTHONPATH (the built module).
+"""
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from hostsenv import check, ctl_at, remove, start_daemon, wait_for
+import hostsenv
+
+SHMCLOCKD = os.environ["SHMCLOCKD"]
+ROGUE = os.environ["ROGUE"]
+SEC = 1_000_000_000
+RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
+DOMAIN = 150 + random.randrange(80)
+BOUND = 1.0  # s: generous for "promptly" (the issue's target is 100 ms)
+procs = []
+clocks = []
+rtdir = tempfile.mkdtemp(prefix="shmclock-guard-")
+
+
+try:
+    import shmclock
+except ImportError as e:
+    print("skip: the shmclock Python module was not built: %s" % e)
+    sys.exit(77)
+
+URI = ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
+       '</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>'
+       '<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>20'
+       '</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
+       '</Domain></CycloneDDS>')
+ENV = dict(os.environ, CYCLONEDDS_URI=URI, SHMCLOCK_RUNTIME_DIR=rtdir)
+
+
+def start(tag, cfg):
+    name = "guard-%s-%s" % (RUN, tag)
+    clocks.append(name)
+    p = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Ros2={"Domain": DOMAIN}), ENV)
+    procs.append(p)
+    return name, p
+
+
+def ctl(name, cmd, **kw):
+    """One request; (reply, seconds it took)."""
+    t0 = time.monotonic()
+    r = ctl_at(os.path.join(rtdir, name + ".sock"), cmd, **kw)
+    return r, time.monotonic() - t0
+
+
+def stop_timed(p):
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return None
+    return time.monotonic() - t0
+
+
+def rogue_phase():
+    wire = "guard-wire-" + RUN
+    name, p = start("follower", {"TimeSource": "leader",
+                                 "Distribute": {"Clock": wire, "StaleAfter": "5s"}})
+    rogue = subprocess.Popen([ROGUE, str(DOMAIN), wire], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=ENV)
+    procs.append(rogue)
+
+    def send(leader, change, eff, base, mult=1 << 32, flags=0, epoch=0, hb=200_000_000):
+        rogue.stdin.write("%s %d %d %d %d %d %d %d\n" % (leader, change, eff, base, mult, flags,
+                                                          epoch, hb))
+        rogue.stdin.flush()
+        return rogue.stdout.readline().strip() == "ok"
+
+    # A valid function: time = 0 at t0 (CLOCK_REALTIME), rate 1.
+    t0 = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    check(send("rogue/1", 1, t0, 0), "the rogue publisher writes")
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: clk.info().initialized, 20),
+          "the follower takes the rogue's valid function")
+    now = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    bad = [
+        ("an instant 30 s ahead", ("rogue/1", 2, now + 30 * SEC, 40 * SEC)),
+        ("an instant 30 s behind", ("rogue/1", 3, now - 30 * SEC, 0)),
+        ("INT64_MAX as instant", ("rogue/1", 4, 2**63 - 1, 0)),
+        ("INT64_MIN as instant", ("rogue/1", 5, -2**63, 0)),
+        ("heartbeat -1", ("rogue/1", 6, now + 10_000_000, (now - t0) + 10_000_000, 1 << 32, 0,
+                          0, -1)),
+        ("heartbeat 0", ("rogue/1", 7, now + 10_000_000, (now - t0) + 10_000_000, 1 << 32, 0,
+                         0, 0)),
+        ("a function going back 5 s without a jump",
+         ("rogue/1", 8, now + 10_000_000, (now - t0) - 5 * SEC)),
+        ("INT64_MAX from a new leader", ("rogue/2", 1, 2**63 - 1, 0)),
+        ("a rate of 0", ("rogue/1", 9, now + 10_000_000, (now - t0), 0)),
+    ]
+    worst_status = 0.0
+    for what, args in bad:
+        before = ctl(name, "status")[0]["status"]["distribute"]["refused"]
+        check(send(*args), "sent %s" % what)
+        got = wait_for(lambda: ctl(name, "status")[0]["status"]["distribute"]["refused"] > before,
+                       10)
+        # status keeps answering while (and after) the follower refuses
+        for _ in range(5):
+            r, dt = ctl(name, "status")
+            worst_status = max(worst_status, dt)
+        st = r["status"]
+        check(got, "the follower refuses %s (%s)" % (what,
+                                                     st["distribute"].get("refused_last")))
+        # the clock goes on with the valid function: time ~ realtime - t0
+        i = clk.info()
+        want = time.clock_gettime_ns(time.CLOCK_REALTIME) - t0
+        check(st["initialized"] and abs(i.sim_ns - want) < 0.5 * SEC and not i.paused,
+              "after %s the clock follows the valid function (off by %.3f ms)"
+              % (what, (i.sim_ns - want) / 1e6))
+    print("# status round trip during the refusals: worst %.1f ms" % (worst_status * 1e3),
+          flush=True)
+    check(worst_status < BOUND, "status answers within %.1f s throughout (worst %.1f ms)"
+          % (BOUND, worst_status * 1e3))
+    log = open(os.path.join(rtdir, "follower.log")).read()
+    n = log.count("refused a TimeFunction from rogue/1")
+    check(0 < n <= 6, "refusals are logged once per leader and kind (%d lines for 8 refusals)" % n)
+    r, _ = ctl(name, "pause")
+    check(not r["ok"], "a follower still refuses changes from clients: %s" % r.get("error"))
+    clk.close()
+    dt = stop_timed(p)
+    print("# follower: SIGTERM to exit %s" % ("never (killed)" if dt is None else
+                                              "%.1f ms" % (dt * 1e3)), flush=True)
+    check(dt is not None and dt < BOUND, "SIGTERM ends the follower promptly")
+    rogue.stdin.close()
+    rogue.wait(10)
+
+
+class Pipeline:
+    """A client that writes many lines at once and reads the replies as
+    they come (a client that stops reading is dropped once its socket
+    buffer is full)."""
+
+    def __init__(self, name, lines):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.settimeout(60)
+        self.s.connect(os.path.join(rtdir, name + ".sock"))
+        self.n = lines.count("\n")
+        self.buf = b""
+        self.t0 = time.monotonic()
+        self.took = None
+        self.thread = threading.Thread(target=self.read)
+        self.thread.start()
+        self.s.sendall(lines.encode())
+
+    def read(self):
+        try:
+            while self.buf.count(b"\n") < self.n:
+                chunk = self.s.recv(1 << 20)
+                if not chunk:
+                    break
+                self.buf += chunk
+        except OSError:
+            pass
+        self.took = time.monotonic() - self.t0
+
+    def replies(self, timeout):
+        self.thread.join(timeout)
+        return [json.loads(x) for x in self.buf.decode().splitlines()]
+
+
+def pause_resume(n):
+    return "".join('{"cmd":"%s"}\n' % ("pause" if k % 2 == 0 else "resume") for k in range(n))
+
+
+def pipeline_phase():
+    wire = "guard-lead-" + RUN
+    name, p = start("leader", {"TimeSource": "simulation",
+                               "Distribute": {"Publish": True, "Clock": wire, "Lead": "1s"}})
+    a = Pipeline(name, pause_resume(200))
+    b = Pipeline(name, pause_resume(100))
+    time.sleep(0.2)
+    worst = 0.0
+    r, dt = ctl(name, "pause")
+    check(not r["ok"] and "instants" in r["error"],
+          "with 64 changes waiting, another change is refused: %s" % r.get("error"))
+    while time.monotonic() - a.t0 < 0.8:  # the changes still wait for their instant
+        r, dt = ctl(name, "status")
+        worst = max(worst, dt)
+        time.sleep(0.05)
+    queued = r["status"]["distribute"]["queued"]
+    print("# 200 + 100 pipelined changes from two clients, Lead 1s: %d queued; status from "
+          "another client: worst %.1f ms" % (queued, worst * 1e3), flush=True)
+    check(worst < BOUND, "status from another client answers at once meanwhile")
+    check(queued == 64, "the changes wait in a queue of 64 (%d)" % queued)
+    for what, pl in (("200", a), ("100", b)):
+        rs = pl.replies(60)
+        oks = [x for x in rs if x.get("ok")]
+        print("# the %s-line client: %d replies in %.3f s, %d ok" % (what, len(rs), pl.took or -1,
+                                                                    len(oks)), flush=True)
+        check(len(rs) == pl.n and len(oks) == pl.n,
+              "every line of the %s-line client is answered, each change made in turn" % what)
+        check(not rs[-1]["status"]["paused"], "the last reply is the last line's (resume)")
+        pl.s.close()
+    # SIGTERM with changes queued
+    c = Pipeline(name, pause_resume(10))
+    time.sleep(0.2)
+    dt = stop_timed(p)
+    print("# leader with 10 changes queued: SIGTERM to exit %s"
+          % ("never (killed)" if dt is None else "%.1f ms" % (dt * 1e3)), flush=True)
+    check(dt is not None and dt < BOUND, "SIGTERM ends the leader promptly with changes queued")
+    c.replies(10)
+    c.s.close()
+
+
+def main():
+    rogue_phase()
+    pipeline_phase()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:
+        check(False, "the run completed: %r" % e)
+        for f in os.listdir(rtdir):
+            if f.endswith(".log"):
+                print("# --- %s\n%s" % (f, open(os.path.join(rtdir, f)).read()[-3000:]))
+    finally:
+        remove(procs, clocks, rtdir)
+    sys.exit(1 if hostsenv.failures else 0)

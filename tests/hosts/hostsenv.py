@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""What the between-hosts tests share (hosts_e2e.py, guard_e2e.py): TAP
+lines with a failure count, a control request, a bounded wait, and the
+removal of what a run made."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok - " if cond else "not ok - ") + what, flush=True)
+    if not cond:
+        failures += 1
+    return cond
+
+
+def ctl_at(sock, cmd, **kw):
+    """One request on the control socket @sock; the reply."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(sock)
+    s.sendall((json.dumps(dict(v=1, cmd=cmd, **kw)) + "\n").encode())
+    r = b""
+    while not r.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        r += chunk
+    s.close()
+    return json.loads(r)
+
+
+def wait_for(pred, timeout, step=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def remove(procs, clocks, rtdir):
+    """Kills what still runs of @procs, removes the segments of @clocks and
+    the run's directory."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for c in clocks:
+        try:
+            os.unlink("/dev/shm/shmclock." + c)
+        except FileNotFoundError:
+            pass
+    shutil.rmtree(rtdir, ignore_errors=True)
+
+
+def start_daemon(shmclockd, rtdir, tag, name, cfg, env, argv_prefix=()):
+    """shmclockd with config @cfg (plus Name) under @argv_prefix; waits for
+    its control socket. The process."""
+    cfg = dict(cfg, Name=name)
+    path = os.path.join(rtdir, tag + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    log = open(os.path.join(rtdir, tag + ".log"), "w")
+    p = subprocess.Popen(list(argv_prefix) + [shmclockd, "-c", path], stdout=log,
+                         stderr=subprocess.STDOUT, env=env)
+    sock = os.path.join(rtdir, name + ".sock")
+    deadline = time.monotonic() + 20
+    while not os.path.exists(sock):
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("%s did not start:\n%s" % (tag, open(log.name).read()))
+        time.sleep(0.02)
+    return p

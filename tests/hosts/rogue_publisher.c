@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A TimeFunction publisher that is not shmclockd, for the tests of what a
+ * follower refuses (guard_e2e.py): it writes whatever it is told, fields
+ * and all, on the topic leaders use, with their QoS.
+ *
+ *   rogue-publisher DOMAIN CLOCK
+ *
+ * Each line on stdin is one sample:
+ *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS
+ * (EFFECTIVE_NS in CLOCK_REALTIME, timebase 0). It answers "ok" or "error"
+ * on stdout after each; end of input ends it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <dds/dds.h>
+
+#include "TimeFunction.h"
+
+int main(int argc, char **argv)
+{
+	dds_entity_t pp, topic, wr;
+	dds_qos_t *q;
+	char line[512];
+	uint64_t seq = 0;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: rogue-publisher DOMAIN CLOCK\n");
+		return 2;
+	}
+	pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+	if (pp < 0) {
+		fprintf(stderr, "rogue-publisher: no participant: %s\n", dds_strretcode(pp));
+		return 1;
+	}
+	topic = dds_create_topic(pp, &shmclock_TimeFunction_desc, "shmclock_TimeFunction", NULL, NULL);
+	/* As a leader's writer (ros2.c, dist_qos). */
+	q = dds_create_qos();
+	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+	dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+	wr = dds_create_writer(pp, topic, q, NULL);
+	dds_delete_qos(q);
+	if (topic < 0 || wr < 0) {
+		fprintf(stderr, "rogue-publisher: no writer\n");
+		dds_delete(pp);
+		return 1;
+	}
+	while (fgets(line, sizeof(line), stdin)) {
+		shmclock_TimeFunction m;
+		char leader[97];
+		struct timespec ts;
+		int ok;
+
+		memset(&m, 0, sizeof(m));
+		if (sscanf(line, "%96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu32
+				 " %" SCNu64 " %" SCNd64,
+			   leader, &m.change, &m.effective_ns, &m.sim_base_ns, &m.mult, &m.flags,
+			   &m.jump_epoch, &m.heartbeat_ns) != 8) {
+			puts("error: bad line");
+			fflush(stdout);
+			continue;
+		}
+		snprintf(m.clock, sizeof(m.clock), "%s", argv[2]);
+		snprintf(m.leader, sizeof(m.leader), "%s", leader);
+		m.term = 1;
+		m.seq = ++seq;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		m.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		ok = dds_write(wr, &m) >= 0;
+		puts(ok ? "ok" : "error: write failed");
+		fflush(stdout);
+	}
+	dds_delete(pp);
+	return 0;
+}
