@@ -173,6 +173,22 @@ static double g_d_age(const struct panel_clock *c)
 {
 	return st_num(c, "distribute", "last_message_age_ns") / 1e9;
 }
+static double g_d_term(const struct panel_clock *c) { return st_num(c, "distribute", "term"); }
+static double g_d_conflicts(const struct panel_clock *c) { return st_num(c, "distribute", "conflicts"); }
+static double g_d_refused(const struct panel_clock *c) { return st_num(c, "distribute", "refused"); }
+static double g_d_queued(const struct panel_clock *c) { return st_num(c, "distribute", "queued"); }
+static double g_d_conflict(const struct panel_clock *c)
+{
+	return sub(c, "distribute") ? bool_of(sub(c, "distribute"), "conflict") : NAN;
+}
+static double g_d_disagree(const struct panel_clock *c)
+{
+	return sub(c, "distribute") ? bool_of(sub(c, "distribute"), "clocks_disagree") : NAN;
+}
+static double g_d_offset(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "host_offset_ns") / 1e9;
+}
 static double g_d_stale(const struct panel_clock *c)
 {
 	return sub(c, "distribute") ? bool_of(sub(c, "distribute"), "stale") : NAN;
@@ -302,6 +318,13 @@ char *panel_metrics(struct panel *p)
 		{ "shmclock_hosts_reanchors_total", "counter", "Host clock steps the time function was re-anchored for.", g_d_reanchors },
 		{ "shmclock_hosts_last_message_age_seconds", "gauge", "Follower: since the leader's last message.", g_d_age },
 		{ "shmclock_hosts_stale", "gauge", "Follower: 1 while the leader is silent.", g_d_stale },
+		{ "shmclock_hosts_term", "gauge", "The leader's term (led, or followed).", g_d_term },
+		{ "shmclock_hosts_conflict", "gauge", "1 while two live leaders publish this clock.", g_d_conflict },
+		{ "shmclock_hosts_conflicts_total", "counter", "Conflicts between leaders seen so far.", g_d_conflicts },
+		{ "shmclock_hosts_refused_total", "counter", "Follower: changes refused (absurd instants, heartbeats, rates, functions).", g_d_refused },
+		{ "shmclock_hosts_queued_changes", "gauge", "Changes waiting for their instant now.", g_d_queued },
+		{ "shmclock_hosts_clocks_disagree", "gauge", "Follower: 1 while this host's clock is off the leader's by more than the bound.", g_d_disagree },
+		{ "shmclock_hosts_host_offset_seconds", "gauge", "Follower: this host's clock minus the leader's, as measured.", g_d_offset },
 	};
 	struct sbuf b = { 0 };
 

@@ -197,11 +197,18 @@ function hosts(c, d) {
   c.hosts.replaceChildren();
   if (!d) return;
   const txt = d.role === 'leader' ?
-    `leading '${d.clock}' as ${d.leader}: ${d.changes} changes, ${d.sent} messages, applied p99 ${fmtNs(d.applied_p99_ns ?? 0)}` :
-    `following '${d.clock}' from ${d.leader || '(none yet)'}: ${d.changes} changes, ${d.late_changes} late ` +
-    `(worst ${fmtNs(d.worst_late_ns)}), ${d.leaders} leaders, ${d.lost} lost, last message ${fmtNs(d.last_message_age_ns)} ago` +
-    (d.stale ? ' — STALE: the leader is silent' : '');
-  c.hosts.append(el('div', {}, 'hosts: ' + txt));
+    `leading '${d.clock}' as ${d.leader}, term ${d.term ?? '?'}: ${d.changes} changes, ${d.queued ?? 0} queued, ${d.sent} messages, applied p99 ${fmtNs(d.applied_p99_ns ?? 0)}` +
+    (d.deposed ? ' — DEPOSED: a leader of a higher term publishes' : '') :
+    `following '${d.clock}' from ${d.leader || '(none yet)'}, term ${d.term ?? '?'}: ${d.changes} changes, ${d.late_changes} late ` +
+    `(worst ${fmtNs(d.worst_late_ns)}), ${d.refused ?? 0} refused, ${d.leaders} leaders, ${d.lost} lost, last message ${fmtNs(d.last_message_age_ns)} ago` +
+    (d.stale ? ' — STALE: the leader is silent' : '') +
+    (d.clocks_disagree ? ` — this host's clock is ${fmtNs(d.host_offset_ns)} off the leader's (chrony/PTP; TAI on all hosts or none)` : '');
+  const row = el('div', {}, 'hosts: ' + txt);
+  c.hosts.append(row);
+  if (d.conflict) {
+    c.hosts.append(el('div', {class: 'conflict'},
+      `CONFLICT: another live leader publishes '${d.clock}'` + (d.conflict_with ? ` (${d.conflict_with}, term ${d.conflict_term})` : '')));
+  }
 }
 
 function update(frame) {
