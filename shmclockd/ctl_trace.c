@@ -41,6 +41,7 @@ struct track {
 	int tid;
 	bool working;       /* its current slice */
 	int64_t cursor;     /* where its current slice began (trace time, ns) */
+	int64_t end;        /* where its last written slice ended */
 	struct shmclock_lockstep_sample last;
 };
 
@@ -106,19 +107,33 @@ static void advance_track(struct trace *t, struct track *k, const struct shmcloc
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t d = w ? dw / (int64_t)(g ? g : 1) : dv / (int64_t)(r ? r : 1);
 
-		/* Clipped at the trace's start: a slice begun before it. */
+		/* Never before the track's last slice ended (the participant's
+		 * own stamp may be a little earlier than the sums reach), and
+		 * clipped at the trace's start: slices stay in order. */
+		if (at < k->end) {
+			d -= k->end - at;
+			at = k->end;
+		}
 		if (at < 0) {
 			d += at;
 			at = 0;
 		}
+		if (d < 0)
+			d = 0;
 		slice(t, k, w, at, d, w ? g : r);
-		at += d > 0 ? d : 0;
+		at += d;
+		k->end = at;
 		w = !w;
 	}
-	k->working = s->returned_mono != 0;
+	/* The kind the slices above end in: they alternate by construction,
+	 * whatever moment of a step the sample's fields were read at. */
+	k->working = w;
 	/* The instant the current slice began, as the participant wrote it. */
-	if (n)
+	if (n) {
 		k->cursor = (k->working ? s->returned_mono : s->granted_mono) - t->t0;
+		if (k->cursor < k->end)
+			k->cursor = k->end;
+	}
 	k->last = *s;
 }
 
