@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -73,9 +74,18 @@ static void complete(shmclock_writer_t *w, int notify_fd, struct cmd *c, int rc)
 	}
 }
 
+static int set_stale(struct clockthread *ct, bool stale, bool hold);
+
 void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc)
 {
 	complete(env->w, env->notify_fd, c, rc);
+}
+
+int clock_env_set_stale(const struct clock_env *env, bool stale)
+{
+	struct clockthread *ct = (struct clockthread *)((char *)env - offsetof(struct clockthread, env));
+
+	return set_stale(ct, stale, false);
 }
 
 void cmd_orphan(struct cmd *c)
@@ -255,12 +265,12 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		break;
 	case CMD_EVICT:
 		return cmd_fail(c, -EINVAL, "evict is for a lockstep clock (shmclockd --lockstep N)");
+	case CMD_ACK:
+		return cmd_fail(c, -EINVAL, "this clock leads no followers");
 	}
 out:
 	if (!r && c->req.kind == CMD_SCALE)
 		ct->cfg.scale = c->req.scale; /* a reload compares TimeScale with it */
-	if (!r && c->req.kind == CMD_FUNCTION)
-		atomic_store_explicit(&ct->stale, false, memory_order_relaxed);
 	if (r && !c->err[0])
 		cmd_fail(c, r, shmclock_strerror(r));
 	return r;

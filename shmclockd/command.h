@@ -19,6 +19,7 @@
 #include "protocol.h"
 
 struct dist_fn;
+struct dist_ack;
 
 /* How CMD_INIT treats an existing clock. */
 struct init_args {
@@ -34,6 +35,7 @@ struct cmd {
 	struct init_args arg_init;
 	bool from_source;                /* sent by the time source (ros2), not a client */
 	const struct dist_fn *arg_fn;    /* CMD_FUNCTION */
+	const struct dist_ack *arg_ack;  /* CMD_ACK */
 	bool arg_stale;                  /* CMD_STALE */
 	/* Queued by clockthread_post: nobody waits on done; the clock
 	 * thread signals its notify descriptor instead. */

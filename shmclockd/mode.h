@@ -104,6 +104,10 @@ struct clock_mode_ops {
  * set when @rc < 0): its submitter gets the reply. Clock thread only. */
 void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc);
 
+/* Marks the clock stale (what it follows cannot be trusted now) or fresh
+ * again, in the segment and in status; 0 or -errno. Clock thread only. */
+int clock_env_set_stale(const struct clock_env *env, bool stale);
+
 /* The first member of each mode's state. */
 struct clock_mode {
 	const struct clock_mode_ops *ops;

@@ -27,6 +27,28 @@
  * without a jump; each refusal is counted in status and logged once per
  * leader and kind.
  *
+ * Changes are agreed before their instant (two-phase, issue 29). The
+ * leader announces a change (a sample whose committed < change); every
+ * follower that holds it acknowledges it on TimeAck and, from DIST_OPEN_NS
+ * before the instant, holds its readers there (freeze_at) until it hears
+ * that the change is committed. The leader decides the commit once every
+ * live member acknowledged, and says so in every later sample (committed
+ * >= change), repeated until each member confirmed it or the instant came;
+ * it then commits at the instant itself, as every member does. A change
+ * not acknowledged by all half a Lead before its instant is postponed: the
+ * leader announces it again under a higher plan at a later instant (Lead
+ * doubled meanwhile); a member silent for DIST_LOST_BASE_NS + 2 Lead since
+ * the first announcement is declared lost, and the change goes on
+ * without it. A member that holds an instant for as long without a commit
+ * marks itself stale (it was lost), and is a member again once it applied
+ * a committed function. So a follower shows only the leader's function,
+ * held at an instant at worst, except while it is marked stale. Members
+ * are the followers heard within their lease (each acknowledges at least
+ * every DIST_ACK_HB_NS). Lead adapts: DIST_LEAD_MARGIN times the p99 of
+ * the time from an announcement to its last acknowledgement, from
+ * DIST_LEAD_MIN_NS to 1 s; a leader with no members keeps Distribute.Lead
+ * and commits at once, as before. Model: tests/hosts/twophase.pml.
+ *
  * A clock mode (mode.h) that ticks as the plain one (mode_plain.h), with
  * the leader's heartbeats and the re-anchoring on each tick. On the clock
  * thread only, except dist_status (under mu).
@@ -88,6 +110,19 @@
 /* A conflict (two live leaders) shows in status this long after it was
  * last seen. */
 #define DIST_CONFLICT_SHOW_NS INT64_C(10000000000)
+/* Two-phase: the most followers a leader keeps as members; how often a
+ * follower acknowledges at rest (its lease is three of those and a half
+ * second); a member that has not acknowledged a change this long plus two
+ * Lead after its first announcement is lost (and a follower that holds an
+ * instant as long without a commit marks itself stale); the bounds of the
+ * adaptive Lead and its margin over the acknowledgements' p99. */
+#define DIST_MEMBERS_MAX 32
+#define DIST_ACK_HB_NS INT64_C(1000000000)
+#define DIST_LEASE_NS (3 * DIST_ACK_HB_NS + 500000000)
+#define DIST_LOST_BASE_NS INT64_C(500000000)
+#define DIST_LEAD_MIN_NS INT64_C(3000000)
+#define DIST_LEAD_MAX_NS INT64_C(1000000000)
+#define DIST_LEAD_MARGIN 4
 
 /* A change waiting for its instant. */
 struct dist_pending {
@@ -98,6 +133,22 @@ struct dist_pending {
 	double scale;
 	unsigned fl;            /* SHMCLOCK_FN_* */
 	bool frozen;            /* the update is open (freeze_at) */
+	/* two-phase: the leader decided it (every member holds it) / a
+	 * follower heard it committed */
+	bool committed;
+	int64_t announced;      /* leader: when announced (under this plan) */
+	int64_t first_announced; /* leader: when first announced */
+	bool held;              /* follower: its instant passed uncommitted */
+};
+
+/* A follower known to its leader (two-phase). */
+struct dist_member {
+	char id[97];
+	int64_t seen, lease;    /* CLOCK_MONOTONIC of its last word; its lease */
+	uint64_t plan, acked;   /* it holds every change up to acked under plan */
+	uint64_t committed;     /* it heard the commits up to this one */
+	int64_t last_ack_ns;    /* its last acknowledgement's delay */
+	bool used;
 };
 
 /* What a follower refuses (one log line per leader and kind). */
@@ -110,6 +161,7 @@ enum dist_refusal {
 	REF_RANGE,
 	REF_BACKWARDS,
 	REF_QUEUE,
+	REF_GAP,
 };
 
 struct dist {
@@ -125,10 +177,27 @@ struct dist {
 	bool have;
 	int64_t off;            /* the offset fn was translated with */
 	int64_t next_hb;        /* leader: CLOCK_MONOTONIC of the next heartbeat */
-	int64_t next_resend;    /* leader: the latest change sent again (INT64_MAX: none) */
 	uint64_t seq;
 	/* follower: the function committed last (re-anchoring re-commits it) */
 	struct dist_fn cur;
+	/* two-phase, leader: its members, the last change decided, the plan
+	 * (re-plans so far), the adaptive Lead, the next repetition of what
+	 * members have not acknowledged or confirmed */
+	struct dist_member members[DIST_MEMBERS_MAX];
+	uint64_t committed, plan;
+	int64_t lead_cur;
+	int64_t next_repeat;
+	bool members_full_logged;
+	/* two-phase, follower: its identity, the commits heard, the plan of
+	 * what it holds, what it acknowledged last and when, whether it marked
+	 * itself stale holding an instant, whether it is a member (it applied
+	 * a committed function since it was last stale) */
+	char self_id[97];
+	uint64_t commit_seen, fplan;
+	uint64_t ack_sent_acked, ack_sent_plan, ack_sent_commit;
+	int64_t next_ack;
+	bool hold_stale, joined;
+	int64_t joined_mono;
 	/* waiting for their instants, oldest first */
 	struct dist_pending q[DIST_QUEUE_MAX];
 	unsigned q_first, q_n;
@@ -161,6 +230,17 @@ struct dist {
 	bool shown_deposed;
 	int64_t worst_late_ns, last_late_ns;
 	int64_t last_off;
+	/* two-phase: postponements, members lost (leader), holds past an
+	 * instant and the stale marks they made (follower); the adaptive
+	 * Lead, the members as status shows them */
+	uint64_t postponed, lost_members, holds, hold_stales;
+	int64_t shown_lead;
+	unsigned shown_members;
+	struct dist_member shown[DIST_MEMBERS_MAX];
+	/* leader: from an announcement to its last acknowledgement; from a
+	 * client's change to its commit */
+	struct latehist acks;
+	struct latehist to_commit;
 	/* how long after the effective instant each change was committed */
 	struct latehist applied;
 	/* how late the changes that arrived after their instant were */
@@ -294,12 +374,17 @@ static void q_count(struct dist *d)
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Drops every change still waiting (a leader's clients hear why). */
+static void close_open(const struct clock_env *env);
+
+/* Drops every change still waiting (a leader's clients hear why); an
+ * instant already held is let go on the function in force. */
 static void q_clear(struct dist *d, const struct clock_env *env, const char *why)
 {
 	while (d->q_n) {
 		struct dist_pending *p = q_at(d, 0);
 
+		if (p->frozen)
+			close_open(env);
 		if (p->c) {
 			cmd_fail(p->c, -ECANCELED, why);
 			clock_env_complete(env, p->c, -ECANCELED);
@@ -328,14 +413,17 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 	d->run_on_loss = cfg->dist_run_on_loss;
 	snprintf(d->clock, sizeof(d->clock), "%s", config_dist_clock(cfg));
 	pthread_mutex_init(&d->mu, NULL);
-	if (d->leader) {
+	d->lead_cur = d->lead_ns;
+	d->shown_lead = d->lead_ns;
+	d->next_repeat = INT64_MAX;
+	{
 		struct timespec ts;
 
 		gethostname(host, sizeof(host) - 1);
 		clock_gettime(CLOCK_REALTIME, &ts);
-		/* Unique per run: a restarted leader is a new leader. */
-		snprintf(d->leader_id, sizeof(d->leader_id), "%.40s/%d/%lld.%09ld", host, (int)getpid(),
-			 (long long)ts.tv_sec, ts.tv_nsec);
+		/* Unique per run: a restarted leader (or follower) is a new one. */
+		snprintf(d->leader ? d->leader_id : d->self_id, sizeof(d->self_id),
+			 "%.40s/%d/%lld.%09ld", host, (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
 	}
 	return &d->plain.m;
 }
@@ -355,18 +443,29 @@ static void dist_destroy(struct clock_mode *m)
 
 /* ------------------------------------------------------------ leader */
 
-static void publish(struct dist *d)
+/* Publishes @f (a change queued, or the function in force) with what is
+ * committed so far. */
+static void publish_fn(struct dist *d, struct dist_fn *f)
 {
 	struct timespec ts;
 
 	/* Still listening for the terms before ours, or superseded. */
 	if (d->announce_at != INT64_MAX || d->deposed)
 		return;
-	clock_gettime(tb_clock(d->fn.timebase), &ts);
-	d->fn.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-	d->fn.seq = ++d->seq;
-	if (d->api->dist_publish(d->r, &d->fn) < 0)
+	clock_gettime(tb_clock(f->timebase), &ts);
+	f->sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	f->seq = ++d->seq;
+	f->committed = d->committed;
+	f->plan = d->plan;
+	f->lead_ns = d->lead_cur;
+	if (d->api->dist_publish(d->r, f) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
+}
+
+/* The latest function: the last change queued, else the one in force. */
+static void publish(struct dist *d)
+{
+	publish_fn(d, &d->fn);
 }
 
 /* The function the writer publishes now, anchored at @mono (its own
@@ -393,6 +492,9 @@ static void snapshot(shmclock_writer_t *w, struct dist *d, int64_t mono, int64_t
 	d->fn.heartbeat_ns = d->hb_ns;
 	d->off = off;
 	d->have = true;
+	/* Already in force here (the clock moved on its own, or a start):
+	 * nothing to agree on. Only ever taken with no change queued. */
+	d->committed = d->fn.change;
 	pthread_mutex_lock(&d->mu);
 	d->changes++; /* status counts every function published as a change */
 	pthread_mutex_unlock(&d->mu);
@@ -426,11 +528,16 @@ static void announce(struct dist *d, const struct clock_env *env, int64_t now)
 	d->shown_term = d->term;
 	pthread_mutex_unlock(&d->mu);
 	if (d->q_n) {
-		d->fn.term = d->term; /* the latest change queued: followers queue it too */
+		/* The changes queued meanwhile: announced now, in order. */
+		for (unsigned i = 0; i < d->q_n; i++) {
+			q_at(d, i)->fn.term = d->term;
+			publish_fn(d, &q_at(d, i)->fn);
+		}
+		d->fn.term = d->term;
 	} else {
 		snapshot(env->w, d, now, sample_offset(d->fn.timebase));
+		publish(d);
 	}
-	publish(d);
 	d->next_hb = now + d->hb_ns;
 	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s, term %llu (%s, Lead %.3f ms, "
 			  "heartbeat %.3f s)",
@@ -519,47 +626,27 @@ static int leader_heard(struct dist *d, const struct clock_env *env, const struc
 	return 0;
 }
 
-/* A leader's change (pause, resume, scale, set, step): scheduled at leader
- * time + Lead (after the changes already waiting), published, queued; the
- * clock thread commits it at that instant and answers the client then. */
-static int leader_change(struct dist *d, const struct clock_env *env, struct cmd *c, int64_t now)
+/* Plans @p (a client's change, p->c, checked) to take effect at @e_mono
+ * or just after @prev, the change before it (NULL: the function in force):
+ * its function in both time scales. */
+static void plan_entry(struct dist *d, const struct clock_env *env, const struct dist_pending *prev,
+		       struct dist_pending *p, int64_t e_mono)
 {
-	shmclock_writer_t *w = env->w;
-	struct dist_pending *p, *tail = d->q_n ? q_at(d, d->q_n - 1) : NULL;
 	shmclock_info_t in;
-	int64_t off, e_mono, v;
 	double scale;
 	unsigned fl;
 	bool jump = false, paused;
 	uint64_t epoch;
+	int64_t v;
 
-	shmclock_writer_info(w, &in);
-	if (!in.initialized)
-		return cmd_fail(c, -ENODATA, "the clock has no time yet");
-	if (d->deposed)
-		return cmd_fail(c, -EBUSY, "another leader took over this clock (status shows which): "
-					   "change time there, and run one leader per clock");
-	if (d->q_n == DIST_QUEUE_MAX)
-		return cmd_fail(c, -EBUSY, "64 changes already wait for their instants (the most "
-					   "shmclockd queues): send this one after some took effect");
-	/* The function the change starts from: the last one queued, else
-	 * the clock's. */
-	scale = tail ? tail->scale : in.scale;
-	paused = tail ? !!(tail->fl & SHMCLOCK_FN_PAUSED) : in.paused;
-	epoch = tail ? tail->fn.jump_epoch : in.jump_epoch;
+	shmclock_writer_info(env->w, &in);
+	scale = prev ? prev->scale : in.scale;
+	paused = prev ? !!(prev->fl & SHMCLOCK_FN_PAUSED) : in.paused;
+	epoch = prev ? prev->fn.jump_epoch : in.jump_epoch;
 	fl = paused ? SHMCLOCK_FN_PAUSED : 0;
-	/* Checked before anything is published. */
-	switch (c->req.kind) {
+	switch (p->c->req.kind) {
 	case CMD_SCALE:
-		if (!config_scale_ok(c->req.scale))
-			return cmd_fail(c, -EINVAL, "scale must be a number from 1e-6 to 1e6");
-		scale = c->req.scale;
-		break;
-	case CMD_STEP:
-		if (!paused)
-			return cmd_fail(c, -EINVAL, "step needs a paused clock (pause first)");
-		if (c->req.ns < 0)
-			return cmd_fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
+		scale = p->c->req.scale;
 		break;
 	case CMD_PAUSE:
 		fl = SHMCLOCK_FN_PAUSED;
@@ -571,76 +658,358 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 		jump = true;
 		break;
 	default:
-		return cmd_fail(c, -EINVAL, "not a change");
+		break;
 	}
-	off = tail ? d->off : sample_offset(d->fn.timebase);
-	/* The effective instant, in both time scales: after the last one
-	 * queued, so that changes commit in their order. */
-	e_mono = now + d->lead_ns;
-	if (tail && e_mono <= tail->e_mono)
-		e_mono = tail->e_mono + 1;
-	if (tail)
-		v = shmclock_static_eval(tail->e_mono, tail->sim_base,
-					 tail->fl & SHMCLOCK_FN_PAUSED ? 0 : scale_mult(tail->scale), e_mono);
+	/* After the change before it, so that changes commit in their order. */
+	if (prev && e_mono <= prev->e_mono)
+		e_mono = prev->e_mono + 1;
+	if (prev)
+		v = shmclock_static_eval(prev->e_mono, prev->sim_base,
+					 prev->fl & SHMCLOCK_FN_PAUSED ? 0 : scale_mult(prev->scale), e_mono);
 	else
-		shmclock_writer_eval(w, e_mono, &v);
-	if (c->req.kind == CMD_SET)
-		v = c->req.ns;
-	else if (c->req.kind == CMD_STEP)
-		v = v > INT64_MAX - c->req.ns ? INT64_MAX : v + c->req.ns;
-	d->fn.change++;
-	d->fn.effective_ns = e_mono + off;
-	d->fn.sim_base_ns = v;
-	d->fn.mult = scale_mult(scale);
-	d->fn.flags = (fl & SHMCLOCK_FN_PAUSED ? DIST_F_PAUSED : 0) |
+		shmclock_writer_eval(env->w, e_mono, &v);
+	if (p->c->req.kind == CMD_SET)
+		v = p->c->req.ns;
+	else if (p->c->req.kind == CMD_STEP)
+		v = v > INT64_MAX - p->c->req.ns ? INT64_MAX : v + p->c->req.ns;
+	p->fn.effective_ns = e_mono + d->off;
+	p->fn.sim_base_ns = v;
+	p->fn.mult = scale_mult(scale);
+	p->fn.flags = (fl & SHMCLOCK_FN_PAUSED ? DIST_F_PAUSED : 0) |
 		      (in.has_unix_at_zero ? DIST_F_UNIX_ZERO : 0);
-	d->fn.jump_epoch = epoch + (jump ? 1 : 0);
-	d->off = off;
-	publish(d);
-	p = q_push(d);
-	p->c = c;
-	p->fn = d->fn;
+	p->fn.jump_epoch = epoch + (jump ? 1 : 0);
 	p->e_mono = e_mono;
 	p->sim_base = v;
 	p->scale = scale;
 	p->fl = fl | (jump ? SHMCLOCK_FN_JUMP : 0);
-	/* Reliable delivery repairs a lost sample only at DDS's next
-	 * heartbeat: the latest change goes out again a few times before it
-	 * takes effect, so that one lost packet does not make it late. */
-	d->next_resend = d->lead_ns >= 2000000 ? now + d->lead_ns / 4 : INT64_MAX;
+}
+
+/* A leader's change (pause, resume, scale, set, step): scheduled at leader
+ * time + Lead (after the changes already waiting), announced, queued; the
+ * clock thread commits it at that instant once every member holds it (or
+ * later, postponed) and answers the client then. */
+static int leader_change(struct dist *d, const struct clock_env *env, struct cmd *c, int64_t now)
+{
+	shmclock_writer_t *w = env->w;
+	struct dist_pending *p, *tail = d->q_n ? q_at(d, d->q_n - 1) : NULL;
+	shmclock_info_t in;
+	bool paused;
+
+	shmclock_writer_info(w, &in);
+	if (!in.initialized)
+		return cmd_fail(c, -ENODATA, "the clock has no time yet");
+	if (d->deposed)
+		return cmd_fail(c, -EBUSY, "another leader took over this clock (status shows which): "
+					   "change time there, and run one leader per clock");
+	if (d->q_n == DIST_QUEUE_MAX)
+		return cmd_fail(c, -EBUSY, "64 changes already wait for their instants (the most "
+					   "shmclockd queues): send this one after some took effect");
+	paused = tail ? !!(tail->fl & SHMCLOCK_FN_PAUSED) : in.paused;
+	/* Checked before anything is published. */
+	switch (c->req.kind) {
+	case CMD_SCALE:
+		if (!config_scale_ok(c->req.scale))
+			return cmd_fail(c, -EINVAL, "scale must be a number from 1e-6 to 1e6");
+		break;
+	case CMD_STEP:
+		if (!paused)
+			return cmd_fail(c, -EINVAL, "step needs a paused clock (pause first)");
+		if (c->req.ns < 0)
+			return cmd_fail(c, -EINVAL, "step takes a duration >= 0 (use set to go back)");
+		break;
+	case CMD_PAUSE:
+	case CMD_RESUME:
+	case CMD_SET:
+		break;
+	default:
+		return cmd_fail(c, -EINVAL, "not a change");
+	}
+	if (!tail)
+		d->off = sample_offset(d->fn.timebase);
+	p = q_push(d);
+	p->c = c;
+	p->fn = d->fn;
+	p->fn.change = d->fn.change + 1;
+	plan_entry(d, env, tail, p, now + d->lead_cur);
+	p->announced = p->first_announced = now;
+	d->fn = p->fn;
+	publish(d);
+	p->fn = d->fn;
+	/* Repeated until every member holds it (a lost sample is repaired by
+	 * reliable delivery only at DDS's next heartbeat). */
+	if (d->next_repeat == INT64_MAX)
+		d->next_repeat = now + (d->lead_cur / 16 > 250000 ? d->lead_cur / 16 : 250000);
 	q_count(d);
 	return CLOCK_MODE_HELD;
 }
 
+static bool member_live(const struct dist_member *m, int64_t now)
+{
+	return m->used && now - m->seen <= m->lease;
+}
+
+/* Does every live member hold change @n under the current plan? */
+static bool all_hold(const struct dist *d, uint64_t n, int64_t now)
+{
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
+		const struct dist_member *m = &d->members[i];
+
+		if (member_live(m, now) && (m->plan != d->plan || m->acked < n))
+			return false;
+	}
+	return true;
+}
+
+/* Has every live member heard the commits up to @n? */
+static bool all_confirmed(const struct dist *d, uint64_t n, int64_t now)
+{
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
+		if (member_live(&d->members[i], now) && d->members[i].committed < n)
+			return false;
+	return true;
+}
+
+static unsigned members_live(const struct dist *d, int64_t now)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
+		n += member_live(&d->members[i], now);
+	return n;
+}
+
+static int64_t repeat_ns(const struct dist *d)
+{
+	return d->lead_cur / 16 > 250000 ? d->lead_cur / 16 : 250000;
+}
+
+/* A decision must reach the members before the instant: the leader
+ * decides or postpones this long before it. */
+static int64_t guard_ns(const struct dist *d)
+{
+	return d->lead_cur / 2;
+}
+
+/* Lead from the acknowledgements measured: DIST_LEAD_MARGIN times their
+ * p99, within its bounds (Distribute.Lead while nobody acknowledged). */
+static void adapt_lead(struct dist *d)
+{
+	uint64_t counts[LATEHIST_N];
+	int64_t l;
+
+	if (!latehist_copy(&d->acks, counts))
+		return;
+	l = (int64_t)latehist_quantile(counts, 0.99) * DIST_LEAD_MARGIN;
+	if (l < DIST_LEAD_MIN_NS)
+		l = DIST_LEAD_MIN_NS;
+	if (l > DIST_LEAD_MAX_NS)
+		l = DIST_LEAD_MAX_NS;
+	d->lead_cur = l;
+}
+
+/* The update an instant opened (freeze_at), closed on the function in
+ * force: readers go on from the instant as if nothing had been planned
+ * there (a change dropped or moved later). */
+static void close_open(const struct clock_env *env)
+{
+	shmclock_info_t in;
+	int64_t now = mono_ns(), v = 0;
+
+	shmclock_writer_info(env->w, &in);
+	if (shmclock_writer_eval(env->w, now, &v))
+		return;
+	shmclock_writer_set_function(env->w, now, v, in.scale,
+				     (in.paused ? SHMCLOCK_FN_PAUSED : 0) |
+					     (in.stepped ? SHMCLOCK_FN_STEPPED : 0) |
+					     (in.stale ? SHMCLOCK_FN_STALE : 0));
+}
+
+/* Leader: decides, in order, the changes every member holds. */
+static void leader_decide(struct dist *d, int64_t now)
+{
+	bool any = false;
+
+	for (unsigned i = 0; i < d->q_n; i++) {
+		struct dist_pending *p = q_at(d, i);
+
+		if (p->committed)
+			continue;
+		if (!all_hold(d, p->fn.change, now))
+			break;
+		p->committed = true;
+		d->committed = p->fn.change;
+		any = true;
+		if (members_live(d, now)) {
+			latehist_add(&d->acks, now - p->announced);
+			adapt_lead(d);
+		}
+	}
+	if (any) {
+		publish(d); /* committed now says so */
+		d->next_repeat = now + repeat_ns(d);
+	}
+}
+
+/* Leader: the first undecided change @i is not held by every member
+ * DIST_GUARD before its instant. Members silent too long are lost; the
+ * rest is announced again, later, under a new plan. */
+static void leader_postpone(struct dist *d, const struct clock_env *env, unsigned i, int64_t now)
+{
+	struct dist_pending *p = q_at(d, i);
+	int64_t bound = DIST_LOST_BASE_NS + 2 * d->lead_cur;
+
+	for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++) {
+		struct dist_member *m = &d->members[k];
+
+		if (!member_live(m, now) || (m->plan == d->plan && m->acked >= p->fn.change) ||
+		    now - p->first_announced <= bound)
+			continue;
+		log_msg(LOG_WARN, "distribute: follower %s lost: it did not acknowledge change %llu "
+				  "within %.3f s; the clock goes on without it (it marks itself "
+				  "stale, and is a member again once it hears this leader)",
+			m->id, (unsigned long long)p->fn.change, (double)(now - p->first_announced) / 1e9);
+		m->used = false;
+		pthread_mutex_lock(&d->mu);
+		d->lost_members++;
+		pthread_mutex_unlock(&d->mu);
+	}
+	if (all_hold(d, p->fn.change, now))
+		return; /* the next pass decides */
+	d->lead_cur = d->lead_cur * 2 < DIST_LEAD_MAX_NS ? d->lead_cur * 2 : DIST_LEAD_MAX_NS;
+	d->plan++;
+	for (unsigned k = i; k < d->q_n; k++) {
+		struct dist_pending *e = q_at(d, k);
+
+		plan_entry(d, env, k ? q_at(d, k - 1) : NULL, e, now + d->lead_cur);
+		e->announced = now;
+		publish_fn(d, &e->fn);
+	}
+	d->fn = q_at(d, d->q_n - 1)->fn;
+	d->next_repeat = now + repeat_ns(d);
+	pthread_mutex_lock(&d->mu);
+	d->postponed++;
+	pthread_mutex_unlock(&d->mu);
+	log_msg(LOG_DEBUG, "distribute: change %llu postponed by %.3f ms (plan %llu)",
+		(unsigned long long)p->fn.change, (double)d->lead_cur / 1e6,
+		(unsigned long long)d->plan);
+}
+
+/* Leader: what members have not acknowledged or not confirmed goes out
+ * again (each change, or the latest sample with its commits). */
+static int64_t leader_repeat(struct dist *d, int64_t now)
+{
+	bool undecided = false, unconfirmed = false;
+
+	if (!d->q_n) {
+		d->next_repeat = INT64_MAX;
+		return INT64_MAX;
+	}
+	if (now < d->next_repeat)
+		return d->next_repeat;
+	for (unsigned i = 0; i < d->q_n; i++) {
+		struct dist_pending *p = q_at(d, i);
+
+		if (!p->committed && !all_hold(d, p->fn.change, now)) {
+			publish_fn(d, &p->fn);
+			undecided = true;
+		}
+	}
+	unconfirmed = !all_confirmed(d, d->committed, now);
+	if (unconfirmed && !undecided)
+		publish(d);
+	d->next_repeat = undecided || unconfirmed ? now + repeat_ns(d) : INT64_MAX;
+	return d->next_repeat;
+}
+
 /* Commits the queued changes whose instants came: the update opens
  * DIST_OPEN_NS before each (freeze_at: readers stop exactly there however
- * late this thread runs), the commit ends it. Returns the deadline of the
- * next step (INT64_MAX: nothing queued). */
+ * late this thread runs), the commit ends it. A change not committed (a
+ * leader: not decided; a follower: no commit heard) is not applied: a
+ * follower holds there, up to its bound, then marks itself stale; a
+ * leader postpones it before that. Returns the deadline of the next step
+ * (INT64_MAX: nothing queued). */
 static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 {
+	int64_t next = INT64_MAX;
+
+	if (d->leader && d->announce_at == INT64_MAX && !d->deposed) {
+		leader_decide(d, now);
+		for (unsigned i = 0; i < d->q_n; i++) {
+			struct dist_pending *p = q_at(d, i);
+
+			if (p->committed)
+				continue;
+			if (now >= p->e_mono - guard_ns(d))
+				leader_postpone(d, env, i, now);
+			if (!q_at(d, i)->committed)
+				next = q_at(d, i)->e_mono - guard_ns(d);
+			break;
+		}
+		next = (leader_repeat(d, now) < next) ? d->next_repeat : next;
+	}
 	while (d->q_n) {
 		struct dist_pending *p = q_at(d, 0);
 		int r;
 
 		if (now < p->e_mono - DIST_OPEN_NS)
-			return p->e_mono - DIST_OPEN_NS;
+			return p->e_mono - DIST_OPEN_NS < next ? p->e_mono - DIST_OPEN_NS : next;
+		if (d->leader && !p->committed)
+			return next; /* postponed above, before its instant */
 		if (!p->frozen) {
 			/* -ENODATA (a follower's first function): nothing to hold. */
 			shmclock_writer_freeze_at(env->w, p->e_mono);
 			p->frozen = true;
 		}
 		if (now < p->e_mono)
-			return p->e_mono;
+			return p->e_mono < next ? p->e_mono : next;
+		if (!p->committed) {
+			/* A follower holds the instant: the leader has not
+			 * decided yet (or this host missed it); stale if that
+			 * lasts. */
+			int64_t bound = DIST_LOST_BASE_NS + 2 * (p->fn.lead_ns > 0 ? p->fn.lead_ns : 0);
+
+			if (!p->held) {
+				p->held = true;
+				pthread_mutex_lock(&d->mu);
+				d->holds++;
+				pthread_mutex_unlock(&d->mu);
+			}
+			if (now - p->e_mono >= bound && !d->hold_stale) {
+				log_msg(LOG_WARN, "distribute: change %llu was due %.3f s ago and is not "
+						  "committed: this host has lost leader %s (or the leader "
+						  "lost it); the clock is stale until it hears the leader",
+					(unsigned long long)p->fn.change, (double)(now - p->e_mono) / 1e9,
+					d->fn.leader);
+				d->hold_stale = true;
+				d->joined = false;
+				clock_env_set_stale(env, true);
+				pthread_mutex_lock(&d->mu);
+				d->hold_stales++;
+				pthread_mutex_unlock(&d->mu);
+			}
+			return d->hold_stale ? next : (p->e_mono + bound < next ? p->e_mono + bound : next);
+		}
 		r = shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale, p->fl);
 		now = mono_ns();
 		latehist_add(&d->applied, now - p->e_mono);
 		if (d->leader) {
 			if (r)
 				cmd_fail(p->c, r, shmclock_strerror(r));
+			latehist_add(&d->to_commit, now - p->first_announced);
 			clock_env_complete(env, p->c, r);
 			d->next_hb = now + d->hb_ns;
 		} else {
 			d->cur = p->fn;
+			if (p->held) {
+				/* Committed after its instant: readers held there meanwhile. */
+				pthread_mutex_lock(&d->mu);
+				latehist_add(&d->lateness, now - p->e_mono);
+				d->late++;
+				d->last_late_ns = now - p->e_mono;
+				if (now - p->e_mono > d->worst_late_ns)
+					d->worst_late_ns = now - p->e_mono;
+				pthread_mutex_unlock(&d->mu);
+			}
 		}
 		pthread_mutex_lock(&d->mu);
 		d->changes += d->leader;
@@ -648,7 +1017,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 		q_pop(d);
 		q_count(d);
 	}
-	return INT64_MAX;
+	return next;
 }
 
 /* ------------------------------------------------------------ follower */
@@ -782,15 +1151,55 @@ static void skew_sample(struct dist *d, const struct dist_fn *f)
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* A follower's function from the leader (CMD_FUNCTION): checked, then
- * committed at once when its instant passed, else queued for it. Once it
- * is accepted, the clock thread clears its stale mark. */
+/* Follower: tells the leader what it holds (every change up to the last
+ * one accepted, under its plan) and the commits it heard: when that
+ * changed, and every DIST_ACK_HB_NS as its lease. Only a member: a
+ * follower that applied a committed function since it was last stale. */
+static void follower_ack(struct dist *d, int64_t now, bool force)
+{
+	struct dist_ack a;
+
+	if (!d->joined || !d->have)
+		return;
+	if (!force && now < d->next_ack && d->ack_sent_acked == d->fn.change &&
+	    d->ack_sent_plan == d->fplan && d->ack_sent_commit == d->commit_seen)
+		return;
+	memset(&a, 0, sizeof(a));
+	snprintf(a.clock, sizeof(a.clock), "%s", d->clock);
+	snprintf(a.follower, sizeof(a.follower), "%s", d->self_id);
+	snprintf(a.leader, sizeof(a.leader), "%s", d->fn.leader);
+	a.term = d->fn.term;
+	a.plan = d->fplan;
+	a.acked = d->fn.change;
+	a.committed = d->commit_seen;
+	a.lease_ns = DIST_LEASE_NS;
+	if (d->api->dist_ack(d->r, &a) < 0)
+		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
+	d->ack_sent_acked = a.acked;
+	d->ack_sent_plan = a.plan;
+	d->ack_sent_commit = a.committed;
+	d->next_ack = now + DIST_ACK_HB_NS;
+}
+
+/* Follower: the commits heard mark what waits. */
+static void mark_committed(struct dist *d)
+{
+	for (unsigned i = 0; i < d->q_n; i++)
+		if (q_at(d, i)->fn.change <= d->commit_seen)
+			q_at(d, i)->committed = true;
+}
+
+/* A follower's sample from the leader (CMD_FUNCTION): checked, then
+ * queued for its instant (an announcement, held there until committed;
+ * or a committed function), or committed at once when its instant passed
+ * and it is committed. Once a committed function is applied after
+ * silence, the clock is fresh again. */
 static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c)
 {
 	const struct dist_fn *f = c->arg_fn;
 	bool new_leader = !d->have || strcmp(f->leader, d->fn.leader);
 	bool stale = atomic_load_explicit(env->stale, memory_order_relaxed);
-	bool jump;
+	bool fresh, committed = f->committed >= f->change, replan = false, jump;
 	unsigned fl;
 	int64_t off, e_mono = 0, now, late = 0;
 	int r;
@@ -810,20 +1219,72 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		note_conflict(d, f, d->fn.term, d->fn.leader,
 			      "this follower follows the former, which ranks above");
 	}
-	if (!new_leader && !stale && f->change <= d->fn.change)
-		return 0; /* a heartbeat, or an old change */
-	off = sample_offset(f->timebase);
+	fresh = new_leader || stale;
 	now = mono_ns();
-	r = dist_check(d, c, f, new_leader || stale, now, off, &e_mono);
+	if (!fresh) {
+		if (f->committed > d->commit_seen) {
+			d->commit_seen = f->committed;
+			mark_committed(d);
+		}
+		/* An announcement of a change already held, under a later plan:
+		 * it moved (postponed). */
+		for (unsigned i = 0; i < d->q_n; i++)
+			if (q_at(d, i)->fn.change == f->change && !q_at(d, i)->committed &&
+			    f->plan > q_at(d, i)->fn.plan && !committed)
+				replan = true;
+		if (!replan && f->change <= d->fn.change) {
+			/* A heartbeat, an old change, or an announcement
+			 * repeated: the leader lacks our acknowledgement (it may
+			 * have been lost), say it again. */
+			follower_ack(d, now, !committed && f->plan == d->fplan);
+			return 0;
+		}
+		/* An announcement after a gap (one lost): its function starts
+		 * from the one missing; the leader repeats that one. */
+		if (!replan && !committed && f->change > d->fn.change + 1 &&
+		    f->change - 1 > f->committed)
+			return 0;
+		if (!committed && f->plan < d->fplan)
+			return 0; /* announced under a plan that moved on */
+	} else if (!committed) {
+		/* After silence, or a new leader: a function in force first
+		 * (the leader says its commits in every sample). */
+		return 0;
+	}
+	if (replan) {
+		/* Drop the change moved and everything after it: announced
+		 * again, in order. An instant already held is let go on the
+		 * function in force (the leader never reached it either). The
+		 * moved change is checked against what remains. */
+		while (d->q_n && q_at(d, d->q_n - 1)->fn.change >= f->change) {
+			struct dist_pending *t = q_at(d, d->q_n - 1);
+
+			if (t->frozen)
+				close_open(env);
+			d->q_n--;
+		}
+		d->fn = d->q_n ? q_at(d, d->q_n - 1)->fn : d->cur;
+		q_count(d);
+	}
+	off = sample_offset(f->timebase);
+	r = dist_check(d, c, f, fresh, now, off, &e_mono);
 	if (r)
 		return r;
-	if (new_leader || stale)
+	if (fresh) {
 		q_clear(d, env, "another leader"); /* what the old one announced is void */
-	if (e_mono <= now && d->have && !new_leader && !stale)
+		d->commit_seen = f->committed;
+		d->fplan = f->plan;
+		d->hold_stale = false;
+	}
+	if (!committed)
+		d->fplan = f->plan;
+	/* Late: a function in force that arrived after its instant, sent
+	 * after this follower joined (not the history it catches up with). */
+	if (e_mono <= now && committed && d->have && !fresh && f->sent_ns - off > d->joined_mono)
 		late = now - e_mono;
 	/* Another leader, a leader back after silence, or a jump on the
 	 * leader: readers' jump callbacks hear of it. */
-	jump = d->have && (new_leader || stale || f->jump_epoch != d->fn.jump_epoch);
+	jump = d->have && (fresh || f->jump_epoch != d->fn.jump_epoch);
 	fl = (f->flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
 	     (f->flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) | (jump ? SHMCLOCK_FN_JUMP : 0);
 	if (!d->have || (f->flags & DIST_F_UNIX_ZERO) != (d->fn.flags & DIST_F_UNIX_ZERO) ||
@@ -832,7 +1293,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 
 		shmclock_writer_set_unix_at_zero(env->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
 	}
-	if (e_mono <= now) {
+	if (e_mono <= now && committed && !d->q_n) {
 		r = shmclock_writer_set_function(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
 		if (r)
 			return cmd_fail(c, r, shmclock_strerror(r));
@@ -845,17 +1306,23 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		p->sim_base = f->sim_base_ns;
 		p->scale = mult_scale(f->mult);
 		p->fl = fl;
+		p->committed = committed;
 		q_count(d);
 	}
-	if (new_leader || stale)
+	if (fresh) {
+		clock_env_set_stale(env, false);
+		d->joined = true;
+		d->joined_mono = now;
 		log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader,
 			f->clock, jump ? " (a jump for readers)" : "");
+	}
 	if (late)
 		log_msg(LOG_DEBUG, "distribute: change %llu arrived %.3f ms after it took effect",
 			(unsigned long long)f->change, (double)late / 1e6);
 	d->fn = *f;
 	d->off = off;
 	d->have = true;
+	follower_ack(d, now, false);
 	pthread_mutex_lock(&d->mu);
 	snprintf(d->leader_id, sizeof(d->leader_id), "%s", f->leader);
 	d->shown_term = f->term;
@@ -870,6 +1337,48 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	}
 	d->last_off = off;
 	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/* Leader: a follower's acknowledgement (CMD_ACK): a member (again), what it
+ * holds, the commits it heard. */
+static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
+{
+	struct dist_member *m = NULL, *free_slot = NULL;
+
+	if (strcmp(a->leader, d->leader_id) || a->term != d->term || d->deposed)
+		return 0; /* it follows another leader, or an earlier run */
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
+		if (d->members[i].used && !strcmp(d->members[i].id, a->follower))
+			m = &d->members[i];
+		else if (!free_slot && !member_live(&d->members[i], now))
+			free_slot = &d->members[i];
+	}
+	if (!m) {
+		if (!free_slot) {
+			if (!d->members_full_logged)
+				log_msg(LOG_WARN, "distribute: more than %d followers of clock '%s': %s is "
+						  "not waited for", DIST_MEMBERS_MAX, d->clock, a->follower);
+			d->members_full_logged = true;
+			return 0;
+		}
+		m = free_slot;
+		memset(m, 0, sizeof(*m));
+		snprintf(m->id, sizeof(m->id), "%s", a->follower);
+		m->used = true;
+		log_msg(LOG_INFO, "distribute: follower %s joined clock '%s'", a->follower, d->clock);
+	}
+	m->seen = now;
+	m->lease = a->lease_ns < 100000000 ? 100000000 : a->lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000) : a->lease_ns;
+	if (a->plan == d->plan && (m->plan != d->plan || a->acked > m->acked)) {
+		/* The first acknowledgement of the change announced last. */
+		if (a->acked == d->fn.change && d->q_n && (m->plan != d->plan || m->acked < a->acked))
+			m->last_ack_ns = now - q_at(d, d->q_n - 1)->announced;
+		m->acked = a->acked;
+	}
+	m->plan = a->plan <= d->plan ? (a->plan == d->plan ? a->plan : m->plan) : m->plan;
+	if (a->committed > m->committed)
+		m->committed = a->committed;
 	return 0;
 }
 
@@ -977,11 +1486,40 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 			cJSON_AddNumberToObject(o, "applied_max_ns", (double)latehist_quantile(counts, 1.0));
 		}
 	}
+	cJSON_AddNumberToObject(o, "lead_current_ns", (double)d->shown_lead);
 	if (d->leader) {
+		uint64_t counts[LATEHIST_N];
+		cJSON *fs = cJSON_AddArrayToObject(o, "followers");
+		int64_t now = mono_ns();
+
+		/* Two-phase: the members, how long their acknowledgements take,
+		 * from a client's change to its commit. */
+		for (unsigned i = 0; i < d->shown_members; i++) {
+			const struct dist_member *mb = &d->shown[i];
+			cJSON *f = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(f, "id", mb->id);
+			cJSON_AddNumberToObject(f, "acked", (double)mb->acked);
+			cJSON_AddNumberToObject(f, "committed", (double)mb->committed);
+			cJSON_AddNumberToObject(f, "last_heard_ns", (double)(now - mb->seen));
+			cJSON_AddNumberToObject(f, "last_ack_ns", (double)mb->last_ack_ns);
+			cJSON_AddItemToArray(fs, f);
+		}
+		if (latehist_copy(&d->acks, counts)) {
+			cJSON_AddNumberToObject(o, "ack_p50_ns", (double)latehist_quantile(counts, 0.5));
+			cJSON_AddNumberToObject(o, "ack_p99_ns", (double)latehist_quantile(counts, 0.99));
+		}
+		if (latehist_copy(&d->to_commit, counts)) {
+			cJSON_AddNumberToObject(o, "commit_p50_ns", (double)latehist_quantile(counts, 0.5));
+			cJSON_AddNumberToObject(o, "commit_p99_ns", (double)latehist_quantile(counts, 0.99));
+		}
+		cJSON_AddNumberToObject(o, "postponed", (double)d->postponed);
+		cJSON_AddNumberToObject(o, "lost_followers", (double)d->lost_members);
 		cJSON_AddNumberToObject(o, "lead_ns", (double)d->lead_ns);
 		cJSON_AddBoolToObject(o, "deposed", d->shown_deposed);
 		cJSON_AddNumberToObject(o, "heartbeat_ns", (double)d->hb_ns);
 		cJSON_AddNumberToObject(o, "sent", (double)st.sent);
+		cJSON_AddNumberToObject(o, "acks_received", (double)st.acks_received);
 	} else {
 		cJSON_AddNumberToObject(o, "late_changes", (double)d->late);
 		{
@@ -1006,6 +1544,9 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 		}
 		if (d->refused_last[0])
 			cJSON_AddStringToObject(o, "refused_last", d->refused_last);
+		cJSON_AddNumberToObject(o, "holds", (double)d->holds);
+		cJSON_AddNumberToObject(o, "hold_stales", (double)d->hold_stales);
+		cJSON_AddNumberToObject(o, "acks_sent", (double)st.acks_sent);
 		cJSON_AddNumberToObject(o, "received", (double)st.received);
 		cJSON_AddNumberToObject(o, "lost", (double)st.lost);
 		cJSON_AddNumberToObject(o, "last_message_age_ns", (double)st.last_age_ns);
@@ -1031,6 +1572,8 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 		return follow_apply(d, env, c);
 	if (d->leader && c->req.kind == CMD_FUNCTION)
 		return leader_heard(d, env, c->arg_fn);
+	if (c->req.kind == CMD_ACK)
+		return d->leader ? leader_ack(d, c->arg_ack, mono_ns()) : 0;
 	if (d->leader && c->req.kind == CMD_STALE)
 		return 0; /* the topic is quiet: nothing to a leader */
 	/* Silence: what the leader announced is void (a leader back
@@ -1057,20 +1600,20 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	q = run_queue(d, env, now);
 	if (q < next)
 		next = q;
-	if (d->leader && d->q_n && d->next_resend != INT64_MAX) {
-		const struct dist_pending *tail = q_at(d, d->q_n - 1);
-
-		if (d->next_resend >= tail->e_mono - DIST_OPEN_NS) {
-			d->next_resend = INT64_MAX; /* the freeze before the instant is near */
-		} else if (now >= d->next_resend) {
-			publish(d);
-			d->next_resend += d->lead_ns / 4;
-		}
-		if (d->next_resend < next)
-			next = d->next_resend;
-	} else if (!d->q_n) {
-		d->next_resend = INT64_MAX;
+	if (!d->leader && d->joined) {
+		follower_ack(d, now, false);
+		if (d->next_ack < next)
+			next = d->next_ack;
 	}
+	pthread_mutex_lock(&d->mu);
+	d->shown_lead = d->lead_cur;
+	if (d->leader) {
+		d->shown_members = 0;
+		for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
+			if (member_live(&d->members[i], now))
+				d->shown[d->shown_members++] = d->members[i];
+	}
+	pthread_mutex_unlock(&d->mu);
 	return next;
 }
 

@@ -33,6 +33,7 @@ enum cmd_kind {
 	CMD_FUNCTION, /* arg_fn: a leader's time function (mode_distribute.c) */
 	CMD_STALE,   /* arg_stale: what the clock follows fell silent, or speaks again */
 	CMD_EVICT,   /* req.who: drop a lockstep participant */
+	CMD_ACK,     /* arg_ack: a follower's acknowledgement (mode_distribute.c) */
 	CMD_STOP,
 };
 

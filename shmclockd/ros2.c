@@ -18,6 +18,11 @@
 #define ROS2_TAKE_MAX 16
 #define ROS2_POLL_NS 50000000 /* how often the follower looks at staleness */
 #define DIST_TOPIC "shmclock_TimeFunction"
+#define ACK_TOPIC "shmclock_TimeAck"
+/* The TimeFunction history: every change the leader may have announced
+ * and not committed (DIST_QUEUE_MAX in mode_distribute.c) and a few more,
+ * so that reliable delivery loses no announcement to a newer sample. */
+#define DIST_DEPTH 72
 #define DIST_POLL_NS 10000000 /* how often the follower looks at the leader's silence */
 
 /* A reader with a thread that waits on it (the /clock follower, the
@@ -45,10 +50,12 @@ struct ros2 {
 	/* between hosts */
 	dds_entity_t dist_topic, dist_writer;
 	struct follower fn;         /* TimeFunction */
+	dds_entity_t ack_topic, ack_writer;
+	struct follower acks;       /* TimeAck (leader) */
 	char dist_clock[65];
 	int64_t dist_stale_ns;
 	/* under mu */
-	uint64_t dist_sent, dist_received, dist_lost, dist_last_seq;
+	uint64_t dist_sent, dist_received, dist_lost, dist_last_seq, acks_sent, acks_received;
 	int64_t dist_last_mono, dist_hb_ns;
 	char dist_leader[97];
 	bool dist_stale;
@@ -304,15 +311,99 @@ static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
 
 /* TimeFunction's QoS: reliable, transient-local (a late joiner gets the
  * current function from the leader's history at once), keep last @depth
- * per clock (the writer 1: each sample is a whole function). */
-static dds_qos_t *dist_qos(int depth)
+ * per clock. TimeAck's: reliable, volatile (a dead follower's last word is
+ * no member), keep last @depth per follower. */
+static dds_qos_t *dist_qos(int depth, bool history)
 {
 	dds_qos_t *q = dds_create_qos();
 
 	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
-	dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+	dds_qset_durability(q, history ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
 	return q;
+}
+
+static int ack_topic(struct ros2 *r, char *err, size_t errlen)
+{
+	if (r->ack_topic > 0)
+		return 0;
+	r->ack_topic = dds_create_topic(r->participant, &shmclock_TimeAck_desc, ACK_TOPIC, NULL, NULL);
+	if (r->ack_topic < 0)
+		return dds_fail(err, errlen, "cannot create topic " ACK_TOPIC, r->ack_topic);
+	return 0;
+}
+
+/* The leader's acknowledgements: each to host->ack. */
+static void ack_take(struct ros2 *r)
+{
+	void *ptrs[ROS2_TAKE_MAX] = { 0 };
+	dds_sample_info_t infos[ROS2_TAKE_MAX];
+	int n = dds_take(r->acks.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+
+	for (int i = 0; i < n; i++) {
+		const shmclock_TimeAck *m = ptrs[i];
+		struct dist_ack a;
+
+		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
+			continue;
+		memset(&a, 0, sizeof(a));
+		snprintf(a.clock, sizeof(a.clock), "%s", m->clock);
+		snprintf(a.follower, sizeof(a.follower), "%s", m->follower);
+		snprintf(a.leader, sizeof(a.leader), "%s", m->leader);
+		a.term = m->term;
+		a.plan = m->plan;
+		a.acked = m->acked;
+		a.committed = m->committed;
+		a.lease_ns = m->lease_ns;
+		pthread_mutex_lock(&r->mu);
+		r->acks_received++;
+		pthread_mutex_unlock(&r->mu);
+		r->host.ack(r->host.ctx, &a);
+	}
+	if (n > 0)
+		dds_return_loan(r->acks.readcond, ptrs, n);
+}
+
+static void *ack_main(void *arg)
+{
+	struct ros2 *r = arg;
+	dds_attach_t hits[2];
+
+	for (;;) {
+		int n = dds_waitset_wait(r->acks.waitset, hits, 2, DDS_INFINITY);
+		bool stop = false;
+
+		for (int i = 0; i < n; i++)
+			if (hits[i] == (dds_attach_t)r->acks.guard)
+				stop = true;
+		if (stop)
+			break;
+		ack_take(r);
+	}
+	return NULL;
+}
+
+static int dist_ack(struct ros2 *r, const struct dist_ack *a)
+{
+	shmclock_TimeAck m;
+
+	if (r->ack_writer <= 0)
+		return -ENOTCONN;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.clock, sizeof(m.clock), "%s", a->clock);
+	snprintf(m.follower, sizeof(m.follower), "%s", a->follower);
+	snprintf(m.leader, sizeof(m.leader), "%s", a->leader);
+	m.term = a->term;
+	m.plan = a->plan;
+	m.acked = a->acked;
+	m.committed = a->committed;
+	m.lease_ns = a->lease_ns;
+	if (dds_write(r->ack_writer, &m) < 0)
+		return -EIO;
+	pthread_mutex_lock(&r->mu);
+	r->acks_sent++;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
 }
 
 static int dist_topic(struct ros2 *r, char *err, size_t errlen)
@@ -326,19 +417,31 @@ static int dist_topic(struct ros2 *r, char *err, size_t errlen)
 	return 0;
 }
 
-static int dist_publisher(struct ros2 *r, char *err, size_t errlen)
+static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t errlen)
 {
 	dds_qos_t *qos;
 	int rc = dist_topic(r, err, errlen);
 
+	if (!rc)
+		rc = ack_topic(r, err, errlen);
 	if (rc)
 		return rc;
-	qos = dist_qos(1);
+	snprintf(r->dist_clock, sizeof(r->dist_clock), "%s", clock);
+	qos = dist_qos(DIST_DEPTH, true);
+	/* A late joiner gets the last sample alone (a whole function, with
+	 * the commits so far), not the changes before it: Cyclone keeps
+	 * the durability service's depth for late joiners apart from the
+	 * history that reliable delivery repairs from. */
+	dds_qset_durability_service(qos, 0, DDS_HISTORY_KEEP_LAST, 1, DDS_LENGTH_UNLIMITED,
+				    DDS_LENGTH_UNLIMITED, DDS_LENGTH_UNLIMITED);
 	r->dist_writer = dds_create_writer(r->participant, r->dist_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->dist_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeFunction writer", r->dist_writer);
-	return 0;
+	qos = dist_qos(4, false);
+	rc = follower_start(r, &r->acks, r->ack_topic, qos, ack_main, "TimeAck", err, errlen);
+	dds_delete_qos(qos);
+	return rc;
 }
 
 static int dist_publish(struct ros2 *r, const struct dist_fn *f)
@@ -361,6 +464,9 @@ static int dist_publish(struct ros2 *r, const struct dist_fn *f)
 	m.timebase = f->timebase;
 	m.sent_ns = f->sent_ns;
 	m.heartbeat_ns = f->heartbeat_ns;
+	m.committed = f->committed;
+	m.plan = f->plan;
+	m.lead_ns = f->lead_ns;
 	if (dds_write(r->dist_writer, &m) < 0)
 		return -EIO;
 	pthread_mutex_lock(&r->mu);
@@ -397,6 +503,9 @@ static void dist_take(struct ros2 *r)
 		f.timebase = m->timebase;
 		f.sent_ns = m->sent_ns;
 		f.heartbeat_ns = m->heartbeat_ns;
+		f.committed = m->committed;
+		f.plan = m->plan;
+		f.lead_ns = m->lead_ns;
 		pthread_mutex_lock(&r->mu);
 		/* Sample numbers of one leader run: a gap is samples lost (or
 		 * replaced in the leader's keep-last-1 history before we got them). */
@@ -462,7 +571,14 @@ static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char
 	snprintf(r->dist_clock, sizeof(r->dist_clock), "%s", clock);
 	r->dist_stale_ns = stale_ns;
 	r->dist_last_mono = -1;
-	qos = dist_qos(16);
+	if ((rc = ack_topic(r, err, errlen)))
+		return rc;
+	qos = dist_qos(1, false);
+	r->ack_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->ack_writer < 0)
+		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_writer);
+	qos = dist_qos(DIST_DEPTH, true);
 	rc = follower_start(r, &r->fn, r->dist_topic, qos, dist_main, "TimeFunction", err, errlen);
 	dds_delete_qos(qos);
 	return rc;
@@ -474,6 +590,8 @@ static void dist_get_stats(struct ros2 *r, struct dist_stats *st)
 	pthread_mutex_lock(&r->mu);
 	st->sent = r->dist_sent;
 	st->received = r->dist_received;
+	st->acks_sent = r->acks_sent;
+	st->acks_received = r->acks_received;
 	st->lost = r->dist_lost;
 	st->last_age_ns = r->dist_last_mono >= 0 ? mono_now() - r->dist_last_mono : -1;
 	st->stale = r->dist_stale;
@@ -485,6 +603,7 @@ static void ros2_stop(struct ros2 *r)
 	if (!r)
 		return;
 	follower_stop(&r->fn);
+	follower_stop(&r->acks);
 	follower_stop(&r->clk);
 }
 
@@ -507,6 +626,7 @@ __attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api 
 	.get_stats = ros2_get_stats,
 	.dist_publisher = dist_publisher,
 	.dist_publish = dist_publish,
+	.dist_ack = dist_ack,
 	.dist_follow = dist_follow,
 	.dist_get_stats = dist_get_stats,
 	.stop = ros2_stop,

@@ -46,6 +46,17 @@ struct dist_fn {
 	int64_t unix_at_zero_ns;
 	uint8_t source, timebase;          /* enum shmclock_source; DIST_TB_* */
 	int64_t sent_ns, heartbeat_ns;
+	uint64_t committed, plan; /* two-phase: committed < change announces */
+	int64_t lead_ns;
+};
+
+/* A follower's acknowledgement (ros2/TimeFunction.idl, TimeAck). */
+struct dist_ack {
+	char clock[65];
+	char follower[97];
+	char leader[97];
+	uint64_t term, plan, acked, committed;
+	int64_t lease_ns;
 };
 
 #define DIST_F_PAUSED 0x1u
@@ -61,6 +72,8 @@ struct dist_stats {
 	uint64_t sent;        /* TimeFunction samples written (leader) */
 	uint64_t received;    /* samples of our clock taken (follower) */
 	uint64_t lost;        /* gaps in the leader's sample numbers (follower) */
+	uint64_t acks_sent;   /* TimeAck samples written (follower) */
+	uint64_t acks_received; /* ... and taken (leader) */
 	int64_t last_age_ns;  /* since the last sample; -1: none yet */
 	bool stale;           /* the leader is silent (follower) */
 };
@@ -88,6 +101,8 @@ struct ros2_host {
 	 * speaks again (false; /clock only: a leader's next function clears
 	 * it). */
 	void (*stale)(void *ctx, bool stale);
+	/* A follower's acknowledgement (the leader's ack thread calls it). */
+	void (*ack)(void *ctx, const struct dist_ack *a);
 };
 
 struct ros2_api {
@@ -101,9 +116,12 @@ struct ros2_api {
 	int (*publisher)(struct ros2 *r, char *err, size_t errlen);
 	int (*publish)(struct ros2 *r, int64_t sim_ns);
 	void (*get_stats)(struct ros2 *r, struct ros2_stats *st);
-	/* Between hosts: the TimeFunction writer (leader) ... */
-	int (*dist_publisher)(struct ros2 *r, char *err, size_t errlen);
+	/* Between hosts: the TimeFunction writer and the TimeAck reader of
+	 * @clock, whose samples go to host->ack (leader; a thread) ... */
+	int (*dist_publisher)(struct ros2 *r, const char *clock, char *err, size_t errlen);
 	int (*dist_publish)(struct ros2 *r, const struct dist_fn *f);
+	/* ... a follower's acknowledgement (its writer made by dist_follow) ... */
+	int (*dist_ack)(struct ros2 *r, const struct dist_ack *a);
 	/* ... and the follower: every sample of @clock goes to host->function;
 	 * host->stale(true) after @stale_ns without one (0: three of the
 	 * leader's heartbeats). A thread. */

@@ -53,6 +53,14 @@ static void dist_function(void *ctx, const struct dist_fn *f)
 		log_msg(LOG_WARN, "distribute: a function from %s refused: %s", f->leader, cmd.err);
 }
 
+/* A follower's acknowledgement, through the clock thread (ros2_host.ack). */
+static void dist_ack(void *ctx, const struct dist_ack *a)
+{
+	struct cmd cmd = { .req.kind = CMD_ACK, .arg_ack = a, .from_source = true };
+
+	clockthread_submit(ctx, &cmd);
+}
+
 /* The leader or /clock fell silent, or /clock speaks again. */
 static void source_stale(void *ctx, bool stale)
 {
@@ -72,10 +80,11 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 	int domain = cfg->ros2_domain, r;
 
 	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg,
-				   .function = dist_function, .stale = source_stale };
+				   .function = dist_function, .stale = source_stale,
+				   .ack = dist_ack };
 	if ((r = api->open(out, domain, &host, why, sizeof(why))) ||
 	    (cfg->ros2_publish && (r = api->publisher(*out, why, sizeof(why)))) ||
-	    (cfg->dist_publish && (r = api->dist_publisher(*out, why, sizeof(why))))) {
+	    (cfg->dist_publish && (r = api->dist_publisher(*out, config_dist_clock(cfg), why, sizeof(why))))) {
 		snprintf(err, errlen, "ROS 2 (domain %d): %s", domain, why);
 		api->close(*out);
 		*out = NULL;

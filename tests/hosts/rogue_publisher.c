@@ -70,6 +70,8 @@ int main(int argc, char **argv)
 		snprintf(m.leader, sizeof(m.leader), "%s", leader);
 		m.term = 1;
 		m.seq = ++seq;
+		/* A function in force (one-phase): committed up to itself. */
+		m.committed = m.change;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		m.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 		ok = dds_write(wr, &m) >= 0;
