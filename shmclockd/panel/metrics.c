@@ -174,6 +174,28 @@ static double g_d_age(const struct panel_clock *c)
 	return st_num(c, "distribute", "last_message_age_ns") / 1e9;
 }
 static double g_d_term(const struct panel_clock *c) { return st_num(c, "distribute", "term"); }
+static double g_d_postponed(const struct panel_clock *c) { return st_num(c, "distribute", "postponed"); }
+static double g_d_lost_f(const struct panel_clock *c) { return st_num(c, "distribute", "lost_followers"); }
+static double g_d_holds(const struct panel_clock *c) { return st_num(c, "distribute", "holds"); }
+static double g_d_lead(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "lead_current_ns") / 1e9;
+}
+static double g_d_ack99(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "ack_p99_ns") / 1e9;
+}
+static double g_d_commit99(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "commit_p99_ns") / 1e9;
+}
+static double g_d_followers(const struct panel_clock *c)
+{
+	const cJSON *d = sub(c, "distribute");
+	const cJSON *f = d ? cJSON_GetObjectItemCaseSensitive(d, "followers") : NULL;
+
+	return cJSON_IsArray(f) ? cJSON_GetArraySize(f) : NAN;
+}
 static double g_d_conflicts(const struct panel_clock *c) { return st_num(c, "distribute", "conflicts"); }
 static double g_d_refused(const struct panel_clock *c) { return st_num(c, "distribute", "refused"); }
 static double g_d_queued(const struct panel_clock *c) { return st_num(c, "distribute", "queued"); }
@@ -318,6 +340,13 @@ char *panel_metrics(struct panel *p)
 		{ "shmclock_hosts_reanchors_total", "counter", "Host clock steps the time function was re-anchored for.", g_d_reanchors },
 		{ "shmclock_hosts_last_message_age_seconds", "gauge", "Follower: since the leader's last message.", g_d_age },
 		{ "shmclock_hosts_stale", "gauge", "Follower: 1 while the leader is silent.", g_d_stale },
+		{ "shmclock_hosts_followers", "gauge", "Leader: followers that acknowledge its changes (members).", g_d_followers },
+		{ "shmclock_hosts_ack_p99_seconds", "gauge", "Leader: from announcing a change to its last acknowledgement (p99).", g_d_ack99 },
+		{ "shmclock_hosts_commit_p99_seconds", "gauge", "Leader: from a client's change to its commit (p99).", g_d_commit99 },
+		{ "shmclock_hosts_lead_seconds", "gauge", "Leader: the adaptive Lead now.", g_d_lead },
+		{ "shmclock_hosts_postponed_total", "counter", "Leader: changes postponed for a missing acknowledgement.", g_d_postponed },
+		{ "shmclock_hosts_followers_lost_total", "counter", "Leader: followers declared lost.", g_d_lost_f },
+		{ "shmclock_hosts_holds_total", "counter", "Follower: instants held waiting for a commit.", g_d_holds },
 		{ "shmclock_hosts_term", "gauge", "The leader's term (led, or followed).", g_d_term },
 		{ "shmclock_hosts_conflict", "gauge", "1 while two live leaders publish this clock.", g_d_conflict },
 		{ "shmclock_hosts_conflicts_total", "counter", "Conflicts between leaders seen so far.", g_d_conflicts },

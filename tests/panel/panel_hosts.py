@@ -55,6 +55,18 @@ def metrics(port):
     return out
 
 
+def find(o):
+    """The distribute part anywhere in a status reply."""
+    if isinstance(o, dict):
+        if isinstance(o.get("distribute"), dict):
+            return o["distribute"]
+        for v in o.values():
+            r = find(v)
+            if r:
+                return r
+    return {}
+
+
 def main():
     wire = "panel-wire-" + RUN
     lead, fol = "panel-lead-" + RUN, "panel-fol-" + RUN
@@ -107,19 +119,32 @@ def main():
     check(wait_for(changed, 15, 0.2),
           "/metrics: the follower's changes count the leader's pause (%s -> %s)"
           % (before, m.get(("shmclock_hosts_changes_total", fol))))
+    # Two-phase (issue 29): the leader counts the follower as a member and
+    # measures its acknowledgements; the panel shows both.
+    def acked():
+        nonlocal m
+        m = metrics(port)
+        return (m.get(("shmclock_hosts_followers", lead)) == 1 and
+                m.get(("shmclock_hosts_ack_p99_seconds", lead), 0) > 0)
+    check(wait_for(acked, 15, 0.2),
+          "/metrics: the leader's followers (%s) and acknowledgement p99 (%s s), Lead %s s"
+          % (m.get(("shmclock_hosts_followers", lead)), m.get(("shmclock_hosts_ack_p99_seconds", lead)),
+             m.get(("shmclock_hosts_lead_seconds", lead))))
+    check(m.get(("shmclock_hosts_commit_p99_seconds", lead), 0) > 0 and
+          m.get(("shmclock_hosts_postponed_total", lead)) is not None,
+          "/metrics: command-to-commit p99 (%s s), postponed (%s)"
+          % (m.get(("shmclock_hosts_commit_p99_seconds", lead)),
+             m.get(("shmclock_hosts_postponed_total", lead))))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/api/status?clock=" + lead)
+    ld = find(json.loads(c.getresponse().read()))
+    fl = ld.get("followers") or []
+    check(len(fl) == 1 and fl[0].get("acked", 0) >= 1,
+          "/api/status: the leader lists its follower with what it acknowledged (%s)" % fl)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/api/status?clock=" + fol)
     st = json.loads(c.getresponse().read())
 
-    def find(o):
-        if isinstance(o, dict):
-            if isinstance(o.get("distribute"), dict):
-                return o["distribute"]
-            for v in o.values():
-                r = find(v)
-                if r:
-                    return r
-        return {}
     d = find(st)
     check(d.get("role") == "follower" and d.get("term", 0) >= 1,
           "/api/status: the follower's distribute part, with its term (%s)"

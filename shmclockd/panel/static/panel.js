@@ -205,6 +205,19 @@ function hosts(c, d) {
     (d.clocks_disagree ? ` — this host's clock is ${fmtNs(d.host_offset_ns)} off the leader's (chrony/PTP; TAI on all hosts or none)` : '');
   const row = el('div', {}, 'hosts: ' + txt);
   c.hosts.append(row);
+  if (d.role === 'leader') {
+    // Two-phase commit: who must acknowledge each change, and how fast.
+    const fs = d.followers || [];
+    c.hosts.append(el('div', {class: 'followers'},
+      `${fs.length} follower${fs.length === 1 ? '' : 's'} acknowledging; Lead now ${fmtNs(d.lead_current_ns ?? 0)}, ` +
+      `ack p50 ${fmtNs(d.ack_p50_ns ?? 0)} p99 ${fmtNs(d.ack_p99_ns ?? 0)}, command to commit p99 ${fmtNs(d.commit_p99_ns ?? 0)}, ` +
+      `${d.postponed ?? 0} postponed, ${d.lost_followers ?? 0} lost`));
+    for (const f of fs)
+      c.hosts.append(el('div', {class: 'follower'},
+        `· ${f.id}: acknowledged change ${f.acked}, heard commits to ${f.committed}, last ack ${fmtNs(f.last_ack_ns)}, heard ${fmtNs(f.last_heard_ns)} ago`));
+  } else if (d.holds) {
+    c.hosts.append(el('div', {}, `${d.holds} instants held for a commit, ${d.hold_stales ?? 0} of them long enough to mark the clock stale`));
+  }
   if (d.conflict) {
     c.hosts.append(el('div', {class: 'conflict'},
       `CONFLICT: another live leader publishes '${d.clock}'` + (d.conflict_with ? ` (${d.conflict_with}, term ${d.conflict_term})` : '')));
