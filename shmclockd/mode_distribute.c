@@ -171,6 +171,7 @@ struct dist {
 	bool leader;
 	int64_t lead_ns, hb_ns;
 	bool run_on_loss;
+	int64_t stale_ns;       /* follower: Distribute.StaleAfter (0: three heartbeats) */
 	char clock[65];
 	/* the function last published (leader) or applied (follower) */
 	struct dist_fn fn;
@@ -198,6 +199,9 @@ struct dist {
 	int64_t next_ack;
 	bool hold_stale, joined;
 	int64_t joined_mono;
+	bool gap;               /* a change missed (announced after a gap) */
+	bool gap_held;          /* ... and readers held for it */
+	int64_t gap_since;
 	/* waiting for their instants, oldest first */
 	struct dist_pending q[DIST_QUEUE_MAX];
 	unsigned q_first, q_n;
@@ -411,6 +415,7 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 	d->lead_ns = cfg->dist_lead_ns;
 	d->hb_ns = cfg->dist_hb_ns;
 	d->run_on_loss = cfg->dist_run_on_loss;
+	d->stale_ns = cfg->dist_stale_ns;
 	snprintf(d->clock, sizeof(d->clock), "%s", config_dist_clock(cfg));
 	pthread_mutex_init(&d->mu, NULL);
 	d->lead_cur = d->lead_ns;
@@ -861,8 +866,10 @@ static void leader_postpone(struct dist *d, const struct clock_env *env, unsigne
 	for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++) {
 		struct dist_member *m = &d->members[k];
 
+		/* Not before the member would be stale hearing nothing (its
+		 * lease: its silence bound and a margin). */
 		if (!member_live(m, now) || (m->plan == d->plan && m->acked >= p->fn.change) ||
-		    now - p->first_announced <= bound)
+		    now - p->first_announced <= (bound > m->lease ? bound : m->lease))
 			continue;
 		log_msg(LOG_WARN, "distribute: follower %s lost: it did not acknowledge change %llu "
 				  "within %.3f s; the clock goes on without it (it marks itself "
@@ -1161,7 +1168,9 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 
 	if (!d->joined || !d->have)
 		return;
-	if (!force && now < d->next_ack && d->ack_sent_acked == d->fn.change &&
+	bool lease = now >= d->next_ack;
+
+	if (!force && !lease && d->ack_sent_acked == d->fn.change &&
 	    d->ack_sent_plan == d->fplan && d->ack_sent_commit == d->commit_seen)
 		return;
 	memset(&a, 0, sizeof(a));
@@ -1172,8 +1181,12 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	a.plan = d->fplan;
 	a.acked = d->fn.change;
 	a.committed = d->commit_seen;
-	a.lease_ns = DIST_LEASE_NS;
-	if (d->api->dist_ack(d->r, &a) < 0)
+	/* The leader waits for this follower, and declares it lost, no
+	 * sooner than it would notice the leader's silence (and be stale). */
+	a.lease_ns = (d->stale_ns > 0 ? d->stale_ns : 3 * d->fn.heartbeat_ns) + 500000000;
+	if (a.lease_ns < DIST_LEASE_NS)
+		a.lease_ns = DIST_LEASE_NS;
+	if (d->api->dist_ack(d->r, &a, lease) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
 	d->ack_sent_acked = a.acked;
 	d->ack_sent_plan = a.plan;
@@ -1181,12 +1194,30 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	d->next_ack = now + DIST_ACK_HB_NS;
 }
 
-/* Follower: the commits heard mark what waits. */
-static void mark_committed(struct dist *d)
+/* Follower: the commits heard (under @plan) mark what waits, only what
+ * it holds under that same plan: a change it holds under an earlier plan
+ * may have been moved without it hearing (the leader went on without this
+ * follower, lost): never applied at the instant it knows, it is held
+ * there and the clock goes stale. (A change decided before a re-plan and
+ * whose commit this follower missed is held too: stale, never wrong.) */
+static void mark_committed(struct dist *d, uint64_t plan)
 {
 	for (unsigned i = 0; i < d->q_n; i++)
-		if (q_at(d, i)->fn.change <= d->commit_seen)
+		if (q_at(d, i)->fn.change <= d->commit_seen && q_at(d, i)->fn.plan == plan)
 			q_at(d, i)->committed = true;
+}
+
+/* Follower: a change was missed. Its instant comes after every change
+ * queued (changes are ordered): once they took effect, readers hold at
+ * once, behind the leader and never ahead, until the leader repeats it. */
+static void gap_hold(struct dist *d, const struct clock_env *env)
+{
+	if (d->gap_held || d->q_n || shmclock_writer_freeze_at(env->w, mono_ns()))
+		return;
+	d->gap_held = true;
+	pthread_mutex_lock(&d->mu);
+	d->holds++;
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* A follower's sample from the leader (CMD_FUNCTION): checked, then
@@ -1222,10 +1253,9 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	fresh = new_leader || stale;
 	now = mono_ns();
 	if (!fresh) {
-		if (f->committed > d->commit_seen) {
+		if (f->committed > d->commit_seen)
 			d->commit_seen = f->committed;
-			mark_committed(d);
-		}
+		mark_committed(d, f->plan);
 		/* An announcement of a change already held, under a later plan:
 		 * it moved (postponed). */
 		for (unsigned i = 0; i < d->q_n; i++)
@@ -1240,10 +1270,19 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 			return 0;
 		}
 		/* An announcement after a gap (one lost): its function starts
-		 * from the one missing; the leader repeats that one. */
+		 * from the one missing, whose instant this follower does not
+		 * know: its readers hold now (behind the leader, never ahead)
+		 * until the leader's repetition fills the gap, stale if that
+		 * lasts (tick). */
 		if (!replan && !committed && f->change > d->fn.change + 1 &&
-		    f->change - 1 > f->committed)
+		    f->change - 1 > f->committed) {
+			if (!d->gap) {
+				d->gap = true;
+				d->gap_since = now;
+				gap_hold(d, env);
+			}
 			return 0;
+		}
 		if (!committed && f->plan < d->fplan)
 			return 0; /* announced under a plan that moved on */
 	} else if (!committed) {
@@ -1251,6 +1290,9 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		 * (the leader says its commits in every sample). */
 		return 0;
 	}
+	if (d->gap_held)
+		close_open(env); /* the gap is filled: readers go on from there */
+	d->gap = d->gap_held = false;
 	if (replan) {
 		/* Drop the change moved and everything after it: announced
 		 * again, in order. An instant already held is let go on the
@@ -1369,7 +1411,9 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		log_msg(LOG_INFO, "distribute: follower %s joined clock '%s'", a->follower, d->clock);
 	}
 	m->seen = now;
-	m->lease = a->lease_ns < 100000000 ? 100000000 : a->lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000) : a->lease_ns;
+	m->lease = a->lease_ns < DIST_LEASE_NS ? DIST_LEASE_NS
+		   : a->lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000)
+							      : a->lease_ns;
 	if (a->plan == d->plan && (m->plan != d->plan || a->acked > m->acked)) {
 		/* The first acknowledgement of the change announced last. */
 		if (a->acked == d->fn.change && d->q_n && (m->plan != d->plan || m->acked < a->acked))
@@ -1600,6 +1644,25 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	q = run_queue(d, env, now);
 	if (q < next)
 		next = q;
+	if (!d->leader && d->gap)
+		gap_hold(d, env);
+	if (!d->leader && d->gap && !d->hold_stale) {
+		int64_t bound = DIST_LOST_BASE_NS + 2 * d->fn.lead_ns;
+
+		if (now - d->gap_since >= bound) {
+			log_msg(LOG_WARN, "distribute: a change of leader %s was missed and not repeated "
+					  "for %.3f s: the clock is stale until it hears the leader",
+				d->fn.leader, (double)(now - d->gap_since) / 1e9);
+			d->hold_stale = true;
+			d->joined = false;
+			clock_env_set_stale(env, true);
+			pthread_mutex_lock(&d->mu);
+			d->hold_stales++;
+			pthread_mutex_unlock(&d->mu);
+		} else if (d->gap_since + bound < next) {
+			next = d->gap_since + bound;
+		}
+	}
 	if (!d->leader && d->joined) {
 		follower_ack(d, now, false);
 		if (d->next_ack < next)

@@ -23,6 +23,9 @@
  * and not committed (DIST_QUEUE_MAX in mode_distribute.c) and a few more,
  * so that reliable delivery loses no announcement to a newer sample. */
 #define DIST_DEPTH 72
+/* The sample numbers a follower remembers, to take each once of its two
+ * readers. */
+#define DIST_SEEN_N 512
 #define DIST_POLL_NS 10000000 /* how often the follower looks at the leader's silence */
 
 /* A reader with a thread that waits on it (the /clock follower, the
@@ -30,6 +33,10 @@
  * that stops the thread. */
 struct follower {
 	dds_entity_t reader, readcond, waitset, guard;
+	/* a second, best-effort reader of the same topic (TimeFunction): it
+	 * gets each sample as it arrives, where the reliable one waits for a
+	 * lost one's repair (in order) */
+	dds_entity_t reader2, readcond2;
 	pthread_t thread;
 	bool started;
 };
@@ -50,10 +57,12 @@ struct ros2 {
 	/* between hosts */
 	dds_entity_t dist_topic, dist_writer;
 	struct follower fn;         /* TimeFunction */
-	dds_entity_t ack_topic, ack_writer;
+	dds_entity_t ack_topic, ack_writer, ack_lease_writer;
 	struct follower acks;       /* TimeAck (leader) */
 	char dist_clock[65];
 	int64_t dist_stale_ns;
+	dds_time_t dist_created;    /* the follower's reader: what is older is history */
+	uint64_t dist_seen[DIST_SEEN_N]; /* the sample numbers taken lately, by number */
 	/* under mu */
 	uint64_t dist_sent, dist_received, dist_lost, dist_last_seq, acks_sent, acks_received;
 	int64_t dist_last_mono, dist_hb_ns;
@@ -215,9 +224,11 @@ static void *follow_main(void *arg)
 	return NULL;
 }
 
-/* Creates @f's reader of @topic with @qos and starts @main on it. */
+/* Creates @f's reader of @topic with @qos (and a second one with @qos2,
+ * unless NULL) and starts @main on it. */
 static int follower_start(struct ros2 *r, struct follower *f, dds_entity_t topic, dds_qos_t *qos,
-			  void *(*main)(void *), const char *what, char *err, size_t errlen)
+			  dds_qos_t *qos2, void *(*main)(void *), const char *what, char *err,
+			  size_t errlen)
 {
 	char why[96];
 	int rc;
@@ -227,12 +238,19 @@ static int follower_start(struct ros2 *r, struct follower *f, dds_entity_t topic
 		snprintf(why, sizeof(why), "cannot create the %s reader", what);
 		return dds_fail(err, errlen, why, f->reader);
 	}
+	if (qos2) {
+		f->reader2 = dds_create_reader(r->participant, topic, qos2, NULL);
+		f->readcond2 = f->reader2 < 0 ? f->reader2
+					      : dds_create_readcondition(f->reader2, DDS_ANY_STATE);
+	}
 	f->readcond = dds_create_readcondition(f->reader, DDS_ANY_STATE);
 	f->waitset = dds_create_waitset(r->participant);
 	f->guard = dds_create_guardcondition(r->participant);
 	if (f->readcond < 0 || f->waitset < 0 || f->guard < 0 ||
 	    dds_waitset_attach(f->waitset, f->readcond, (dds_attach_t)f->readcond) < 0 ||
-	    dds_waitset_attach(f->waitset, f->guard, (dds_attach_t)f->guard) < 0) {
+	    dds_waitset_attach(f->waitset, f->guard, (dds_attach_t)f->guard) < 0 ||
+	    (qos2 && (f->readcond2 < 0 ||
+		      dds_waitset_attach(f->waitset, f->readcond2, (dds_attach_t)f->readcond2) < 0))) {
 		snprintf(why, sizeof(why), "cannot wait for %s", what);
 		return dds_fail(err, errlen, why, DDS_RETCODE_ERROR);
 	}
@@ -261,7 +279,7 @@ static int ros2_follow(struct ros2 *r, int64_t stale_ns, char *err, size_t errle
 	int rc;
 
 	r->stale_ns = stale_ns;
-	rc = follower_start(r, &r->clk, r->topic, qos, follow_main, "/clock", err, errlen);
+	rc = follower_start(r, &r->clk, r->topic, qos, NULL, follow_main, "/clock", err, errlen);
 	dds_delete_qos(qos);
 	return rc;
 }
@@ -334,11 +352,11 @@ static int ack_topic(struct ros2 *r, char *err, size_t errlen)
 }
 
 /* The leader's acknowledgements: each to host->ack. */
-static void ack_take(struct ros2 *r)
+static void ack_take_from(struct ros2 *r, dds_entity_t cond)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
-	int n = dds_take(r->acks.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+	int n = dds_take(cond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
 
 	for (int i = 0; i < n; i++) {
 		const shmclock_TimeAck *m = ptrs[i];
@@ -361,16 +379,22 @@ static void ack_take(struct ros2 *r)
 		r->host.ack(r->host.ctx, &a);
 	}
 	if (n > 0)
-		dds_return_loan(r->acks.readcond, ptrs, n);
+		dds_return_loan(cond, ptrs, n);
+}
+
+static void ack_take(struct ros2 *r)
+{
+	ack_take_from(r, r->acks.readcond2);
+	ack_take_from(r, r->acks.readcond);
 }
 
 static void *ack_main(void *arg)
 {
 	struct ros2 *r = arg;
-	dds_attach_t hits[2];
+	dds_attach_t hits[3];
 
 	for (;;) {
-		int n = dds_waitset_wait(r->acks.waitset, hits, 2, DDS_INFINITY);
+		int n = dds_waitset_wait(r->acks.waitset, hits, 3, DDS_INFINITY);
 		bool stop = false;
 
 		for (int i = 0; i < n; i++)
@@ -383,11 +407,12 @@ static void *ack_main(void *arg)
 	return NULL;
 }
 
-static int dist_ack(struct ros2 *r, const struct dist_ack *a)
+static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 {
 	shmclock_TimeAck m;
+	dds_entity_t w = reliable ? r->ack_lease_writer : r->ack_writer;
 
-	if (r->ack_writer <= 0)
+	if (w <= 0)
 		return -ENOTCONN;
 	memset(&m, 0, sizeof(m));
 	snprintf(m.clock, sizeof(m.clock), "%s", a->clock);
@@ -398,7 +423,7 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a)
 	m.acked = a->acked;
 	m.committed = a->committed;
 	m.lease_ns = a->lease_ns;
-	if (dds_write(r->ack_writer, &m) < 0)
+	if (dds_write(w, &m) < 0)
 		return -EIO;
 	pthread_mutex_lock(&r->mu);
 	r->acks_sent++;
@@ -419,7 +444,7 @@ static int dist_topic(struct ros2 *r, char *err, size_t errlen)
 
 static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t errlen)
 {
-	dds_qos_t *qos;
+	dds_qos_t *qos, *qos2;
 	int rc = dist_topic(r, err, errlen);
 
 	if (!rc)
@@ -438,9 +463,15 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	dds_delete_qos(qos);
 	if (r->dist_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeFunction writer", r->dist_writer);
-	qos = dist_qos(4, false);
-	rc = follower_start(r, &r->acks, r->ack_topic, qos, ack_main, "TimeAck", err, errlen);
+	/* Two readers: a reliable one for the leases (a best-effort writer
+	 * does not match it) and a best-effort one for the acknowledgements
+	 * (it takes the leases too: duplicates are harmless). */
+	qos = dist_qos(16, false);
+	qos2 = dist_qos(16, false);
+	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
+	rc = follower_start(r, &r->acks, r->ack_topic, qos, qos2, ack_main, "TimeAck", err, errlen);
 	dds_delete_qos(qos);
+	dds_delete_qos(qos2);
 	return rc;
 }
 
@@ -475,17 +506,52 @@ static int dist_publish(struct ros2 *r, const struct dist_fn *f)
 	return 0;
 }
 
-static void dist_take(struct ros2 *r)
+/* Has this sample (by its number) come already, on the other reader?
+ * Counts the gaps in the numbers as lost until a late one fills them.
+ * Under mu. */
+static bool dist_seen(struct ros2 *r, const char *leader, uint64_t seq)
 {
-	void *ptrs[ROS2_TAKE_MAX] = { 0 };
-	dds_sample_info_t infos[ROS2_TAKE_MAX];
-	int n = dds_take(r->fn.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+	uint64_t *slot = &r->dist_seen[seq % DIST_SEEN_N];
 
+	if (strcmp(leader, r->dist_leader)) {
+		snprintf(r->dist_leader, sizeof(r->dist_leader), "%s", leader);
+		memset(r->dist_seen, 0, sizeof(r->dist_seen));
+		r->dist_last_seq = seq - 1;
+	}
+	if (*slot == seq)
+		return true;
+	if (seq + DIST_SEEN_N <= r->dist_last_seq)
+		return true; /* too old to tell: as good as seen */
+	*slot = seq;
+	if (seq > r->dist_last_seq) {
+		r->dist_lost += seq - r->dist_last_seq - 1;
+		r->dist_last_seq = seq;
+	} else if (r->dist_lost) {
+		r->dist_lost--; /* a gap filled (the reliable reader's repair) */
+	}
+	return false;
+}
+
+static void dist_take_from(struct ros2 *r, dds_entity_t cond)
+{
+	void *ptrs[DIST_DEPTH + 8] = { 0 };
+	dds_sample_info_t infos[DIST_DEPTH + 8];
+	int n = dds_take(cond, ptrs, infos, DIST_DEPTH + 8, DIST_DEPTH + 8);
+	int last_old = -1;
+
+	/* The leader's history, written before this reader existed: only its
+	 * last sample (a whole function, with the commits so far) matters; the
+	 * ones before it would replay old changes and jumps. */
+	for (int i = 0; i < n; i++)
+		if (infos[i].valid_data && infos[i].source_timestamp < r->dist_created)
+			last_old = i;
 	for (int i = 0; i < n; i++) {
 		const shmclock_TimeFunction *m = ptrs[i];
 		struct dist_fn f;
 
 		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
+			continue;
+		if (infos[i].source_timestamp < r->dist_created && i != last_old)
 			continue;
 		memset(&f, 0, sizeof(f));
 		snprintf(f.clock, sizeof(f.clock), "%s", m->clock);
@@ -507,12 +573,11 @@ static void dist_take(struct ros2 *r)
 		f.plan = m->plan;
 		f.lead_ns = m->lead_ns;
 		pthread_mutex_lock(&r->mu);
-		/* Sample numbers of one leader run: a gap is samples lost (or
-		 * replaced in the leader's keep-last-1 history before we got them). */
-		if (!strcmp(f.leader, r->dist_leader) && f.seq > r->dist_last_seq + 1)
-			r->dist_lost += f.seq - r->dist_last_seq - 1;
-		snprintf(r->dist_leader, sizeof(r->dist_leader), "%s", f.leader);
-		r->dist_last_seq = f.seq;
+		/* Each sample comes on both readers: the first one counts. */
+		if (dist_seen(r, f.leader, f.seq)) {
+			pthread_mutex_unlock(&r->mu);
+			continue;
+		}
 		r->dist_received++;
 		r->dist_last_mono = mono_now();
 		/* An absurd heartbeat (the daemon refuses the sample) must not
@@ -524,16 +589,24 @@ static void dist_take(struct ros2 *r)
 		r->host.function(r->host.ctx, &f);
 	}
 	if (n > 0)
-		dds_return_loan(r->fn.readcond, ptrs, n);
+		dds_return_loan(cond, ptrs, n);
+}
+
+/* Both readers: the best-effort one first (what it has is newest). */
+static void dist_take(struct ros2 *r)
+{
+	if (r->fn.readcond2 > 0)
+		dist_take_from(r, r->fn.readcond2);
+	dist_take_from(r, r->fn.readcond);
 }
 
 static void *dist_main(void *arg)
 {
 	struct ros2 *r = arg;
-	dds_attach_t hits[2];
+	dds_attach_t hits[3];
 
 	for (;;) {
-		int n = dds_waitset_wait(r->fn.waitset, hits, 2, DIST_POLL_NS);
+		int n = dds_waitset_wait(r->fn.waitset, hits, 3, DIST_POLL_NS);
 		bool stop = false, lost = false;
 		int64_t limit;
 
@@ -563,24 +636,37 @@ static void *dist_main(void *arg)
 static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char *err,
 		       size_t errlen)
 {
-	dds_qos_t *qos;
+	dds_qos_t *qos, *qos2;
 	int rc = dist_topic(r, err, errlen);
 
 	if (rc)
 		return rc;
 	snprintf(r->dist_clock, sizeof(r->dist_clock), "%s", clock);
 	r->dist_stale_ns = stale_ns;
+	r->dist_created = dds_time();
 	r->dist_last_mono = -1;
 	if ((rc = ack_topic(r, err, errlen)))
 		return rc;
+	/* Best effort: a follower acknowledges again at each repetition of
+	 * an announcement, no retransmission in order behind a lost one. */
 	qos = dist_qos(1, false);
+	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	r->ack_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->ack_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_writer);
-	qos = dist_qos(DIST_DEPTH, true);
-	rc = follower_start(r, &r->fn, r->dist_topic, qos, dist_main, "TimeFunction", err, errlen);
+	qos = dist_qos(1, false);
+	r->ack_lease_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
 	dds_delete_qos(qos);
+	if (r->ack_lease_writer < 0)
+		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_lease_writer);
+	qos = dist_qos(DIST_DEPTH, true);
+	qos2 = dist_qos(DIST_DEPTH, false);
+	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
+	rc = follower_start(r, &r->fn, r->dist_topic, qos, qos2, dist_main, "TimeFunction", err,
+			    errlen);
+	dds_delete_qos(qos);
+	dds_delete_qos(qos2);
 	return rc;
 }
 

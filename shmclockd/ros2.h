@@ -120,8 +120,10 @@ struct ros2_api {
 	 * @clock, whose samples go to host->ack (leader; a thread) ... */
 	int (*dist_publisher)(struct ros2 *r, const char *clock, char *err, size_t errlen);
 	int (*dist_publish)(struct ros2 *r, const struct dist_fn *f);
-	/* ... a follower's acknowledgement (its writer made by dist_follow) ... */
-	int (*dist_ack)(struct ros2 *r, const struct dist_ack *a);
+	/* ... a follower's acknowledgement (its writers made by dist_follow):
+	 * best effort (an announcement's, repeated with it) or @reliable (the
+	 * lease, which must not lapse for a lost sample) ... */
+	int (*dist_ack)(struct ros2 *r, const struct dist_ack *a, bool reliable);
 	/* ... and the follower: every sample of @clock goes to host->function;
 	 * host->stale(true) after @stale_ns without one (0: three of the
 	 * leader's heartbeats). A thread. */
