@@ -336,7 +336,7 @@ static int watch_start_locked(struct shmclock *clk)
 	int r;
 
 	atomic_store_explicit(&clk->watch_stop, false, memory_order_relaxed);
-	r = -pthread_create(&clk->watcher, NULL, watcher, clk);
+	r = -shmclock__thread_start(&clk->watcher, NULL, watcher, clk);
 	clk->watching = r == 0;
 	return r;
 }
@@ -492,6 +492,56 @@ static bool fork_resume_locked(struct shmclock *clk)
 static void fork_register(void)
 {
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/*
+ * The threads the library starts (watchers, timers, a close on behalf of a
+ * watcher) never start while another thread forks. glibc's pthread_create,
+ * when it reuses the stack of a thread that has ended, frees that thread's
+ * dynamically allocated TLS blocks (those of libraries loaded by dlopen: a
+ * Python module's) after it has released the lock of its stack lists, and
+ * fork() does not wait for it. A child forked in between gets that stack
+ * with pointers to blocks freed already, and the child's next thread on it
+ * frees them again: heap corruption in the child ("double free or
+ * corruption (fasttop)", a block two threads use at once). So each thread
+ * of ours is created under spawn_lock, which the prepare handler takes:
+ * a fork waits for a pthread_create of ours to return. It is held across
+ * pthread_create alone, which waits for nothing a forking thread holds in
+ * its prepare handlers (glibc takes its malloc locks after them). Handlers
+ * of their own, not fork_prepare's: a program that only starts timers
+ * keeps liburcu-bp out of its forks.
+ */
+static pthread_mutex_t spawn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t spawn_once = PTHREAD_ONCE_INIT;
+
+static void spawn_prepare(void)
+{
+	pthread_mutex_lock(&spawn_lock);
+}
+
+/* In the parent and in the child alike: the forking thread holds it. */
+static void spawn_release(void)
+{
+	pthread_mutex_unlock(&spawn_lock);
+}
+
+static void spawn_register(void)
+{
+	pthread_atfork(spawn_prepare, spawn_release, spawn_release);
+}
+
+int shmclock__thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+			   void *arg)
+{
+	int r;
+
+	/* Before the lock: pthread_atfork waits for a fork in progress,
+	 * whose prepare handler may be waiting for this lock. */
+	pthread_once(&spawn_once, spawn_register);
+	pthread_mutex_lock(&spawn_lock);
+	r = pthread_create(thread, attr, fn, arg);
+	pthread_mutex_unlock(&spawn_lock);
+	return r;
 }
 
 void shmclock__fork_track(struct shmclock *clk)

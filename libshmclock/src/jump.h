@@ -17,5 +17,9 @@ bool shmclock__jump_deliver(struct shmclock *clk);
 void shmclock__fork_track(struct shmclock *clk);
 /* Whether this thread is @clk's watcher. */
 bool shmclock__on_own_watcher(const struct shmclock *clk);
+/* pthread_create for every thread the library starts: never while another
+ * thread forks (see jump.c). Returns pthread_create's result. */
+int shmclock__thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+			   void *arg);
 
 #endif

@@ -234,7 +234,7 @@ SHMCLOCK_EXPORT void shmclock_close(shmclock_t *clk)
 
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		pthread_create(&t, &a, close_later, clk);
+		shmclock__thread_start(&t, &a, close_later, clk);
 		pthread_attr_destroy(&a);
 		return;
 	}

@@ -466,7 +466,7 @@ SHMCLOCK_EXPORT int shmclock_timer_start(shmclock_t *clk, shmclock_duration_t pe
 	t->user = user;
 	shmclock_rate_init(&t->rate, clk, period);
 	t->rate.cancel = &t->cancel;
-	r = pthread_create(&t->thread, NULL, timer_main, t);
+	r = shmclock__thread_start(&t->thread, NULL, timer_main, t);
 	if (r) {
 		free(t);
 		return -r;

@@ -22,6 +22,11 @@
  * fork(): the library keeps a child's clocks usable and restarts their
  * watchers; os.register_at_fork (in __init__.py) renews what this module
  * keeps per clock there and holds those watchers until Python is ready.
+ * No thread may be created while another forks (glibc can then give the
+ * child a thread stack whose TLS it frees twice): the library's own
+ * (watchers, opened here without the GIL) wait for a fork in progress, and
+ * this module creates its one kind of thread (release_now) with the GIL
+ * held, which os.fork() holds throughout.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
