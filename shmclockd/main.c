@@ -371,16 +371,52 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 	return 0;
 }
 
+/* The clock's segment file, /dev/shm/shmclock.NAME. */
+static void segment_path(const char *name, char *path, size_t n)
+{
+	snprintf(path, n, "/dev/shm/shmclock.%s", name);
+}
+
 /* The owner of the clock's segment file, -1 if it cannot be seen. */
 static int segment_owner(const char *name)
 {
 	char path[128];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	segment_path(name, path, sizeof(path));
 	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
 }
 
+
+/*
+ * Whether /dev/shm/shmclock.NAME no longer is the file this daemon holds:
+ * someone removed it (a careless rm, a package purge) or put another file
+ * there. Readers that open the name find no clock, or another one, while
+ * this daemon would go on serving a file nobody can open: it says so and
+ * stops (shmclockd(8), THE SEGMENT). True once, with the message logged.
+ */
+static bool segment_gone(const char *name, dev_t dev, ino_t ino)
+{
+	char path[128];
+	struct stat st;
+
+	bool removed;
+
+	segment_path(name, path, sizeof(path));
+	if (lstat(path, &st) == 0) {
+		if (st.st_dev == dev && st.st_ino == ino)
+			return false;
+		removed = false;
+	} else if (errno == ENOENT) {
+		removed = true;
+	} else {
+		return false; /* cannot look (ENOMEM): not proof of anything */
+	}
+	log_msg(LOG_ERROR, "%s was %s under this daemon: readers that open clock '%s' no longer "
+		"find the clock it serves; stopping (a restart makes a new one)", path,
+		removed ? "removed" : "replaced", name);
+	return true;
+}
 
 static void notify_ready(const struct overrides *o)
 {
@@ -485,6 +521,10 @@ struct daemon {
 	char sock[108];
 	struct clock_mode *mode;  /* the clock thread's: plain, lockstep or distribute */
 	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
+	bool created;             /* this start made the segment (it was not initialised) */
+	bool seg_lost;            /* the segment was removed under us (segment_gone) */
+	dev_t seg_dev;            /* the segment file we hold, to notice its removal */
+	ino_t seg_ino;
 };
 
 /* The clock mode the config asks for (mode.h), before the clock thread
@@ -533,8 +573,26 @@ static int open_writer(struct daemon *d, char *err, size_t errlen)
 	int r = shmclock_writer_open_mode(name, d->cfg.segment_mode, &d->w);
 
 	switch (r) {
-	case 0:
+	case 0: {
+		shmclock_info_t in;
+		char path[128];
+		struct stat st;
+
+		/* Holding the clock, nobody else can replace the file: what the
+		 * name refers to now is ours (segment_gone() watches it). */
+		segment_path(name, path, sizeof(path));
+		if (lstat(path, &st) < 0) {
+			r = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(-r));
+			return r;
+		}
+		d->seg_dev = st.st_dev;
+		d->seg_ino = st.st_ino;
+		/* A fresh segment (never initialised): a start that fails takes
+		 * it away again, not to leave readers a clock that never was. */
+		d->created = shmclock_writer_info(d->w, &in) == 0 && !in.initialized;
 		return 0;
+	}
 	case -EBUSY:
 		say_busy(name, err, errlen);
 		break;
@@ -652,7 +710,7 @@ static void stop(struct daemon *d, bool remove)
 		return;
 	/* Removed while we still hold the clock: a successor that starts now
 	 * either waits for us or creates a new segment, which we never touch. */
-	if (remove) {
+	if (remove && !d->seg_lost) {
 		int r = shmclock_writer_unlink(d->w, d->cfg.name);
 
 		if (r)
@@ -691,7 +749,9 @@ int main(int argc, char **argv)
 		}
 		if (start(&d, err, sizeof(err))) {
 			fprintf(stderr, "shmclockd: %s\n", err);
-			stop(&d, false);
+			/* A segment this start made goes with it: nothing
+			 * uninitialised is left for readers to open. */
+			stop(&d, d.created);
 			return 1;
 		}
 	}
@@ -720,6 +780,13 @@ int main(int argc, char **argv)
 		if (poll(fds, (nfds_t)n + 2, poll_ms) < 0 && errno != EINTR)
 			break;
 		control_handle(&d.ctl, fds, n);
+		if (segment_gone(d.cfg.name, d.seg_dev, d.seg_ino)) {
+			d.seg_lost = true;
+			status = 1;
+			if (child > 0)
+				kill(child, SIGTERM); /* its clock is gone */
+			break;
+		}
 		if (fds[n + 1].revents) {
 			char msg[MODE_LOCKSTEP_ABORT_MAX];
 
@@ -758,7 +825,7 @@ int main(int argc, char **argv)
 		}
 	}
 	stop(&d, command || d.o.remove_on_exit);
-	if (!command && !d.o.remove_on_exit)
+	if (!command && !d.o.remove_on_exit && !d.seg_lost)
 		log_msg(LOG_INFO, "stopped; clock '%s' stays for the next shmclockd to continue", d.cfg.name);
 	return status;
 }

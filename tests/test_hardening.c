@@ -302,67 +302,7 @@ Test(hardening, the_shim_never_falls_back_to_the_real_clock_while_the_writer_is_
 	shmclock_writer_close(w);
 }
 
-/* ------------------------------------------------------------- item 5 */
-
-Test(hardening, a_full_dev_shm_gives_a_clear_error_and_leaves_nothing_behind)
-{
-	const char *name = test_clock_name();
-	char errpath[256];
-	pid_t p;
-	int st;
-
-	need_root();
-	snprintf(errpath, sizeof(errpath), "%s/daemon.err", rt_dir);
-	p = test_fork();
-	if (p == 0) {
-		char fill[4096];
-		pid_t d;
-		int fd, dst;
-		DIR *dir;
-		struct dirent *e;
-
-		memset(fill, 'x', sizeof(fill));
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-		    mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k"))
-			_exit(70);
-		fd = open("/dev/shm/filler", O_WRONLY | O_CREAT, 0600);
-		while (write(fd, fill, sizeof(fill)) > 0)
-			;
-		close(fd);
-		d = fork();
-		if (d == 0) {
-			int efd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-			dup2(efd, 2);
-			execl(bin("SHMCLOCKD"), "shmclockd", "-n", name, "--log-level=warn", (char *)NULL);
-			_exit(127);
-		}
-		waitpid(d, &dst, 0);
-		dir = opendir("/dev/shm");
-		while (dir && (e = readdir(dir)))
-			if (!strncmp(e->d_name, "shmclock", 8))
-				_exit(71); /* a segment or a temporary file left behind */
-		if (!WIFEXITED(dst))
-			_exit(72 + (WTERMSIG(dst) == SIGBUS));
-		_exit(WEXITSTATUS(dst));
-	}
-	st = test_wait(p);
-	if (st == 70)
-		cr_skip_test("cannot mount a tmpfs in a new mount namespace here");
-	cr_assert_neq(st, 73, "shmclockd died of SIGBUS");
-	cr_assert_neq(st, 71, "a file was left in /dev/shm");
-	cr_assert_eq(st, 1, "exit status %d", st);
-	{
-		char err[1024];
-		int fd = open(errpath, O_RDONLY);
-
-		cr_assert_geq(fd, 0);
-		slurp(fd, err, sizeof(err));
-		cr_assert(strstr(err, "no space left"), "message: %s", err);
-	}
-}
-
-/* ------------------------------------------------------------- item 6 */
+/* ------------------------------------------------------------- item 5: tests/daemon (a_full_dev_shm_...) */
 
 Test(hardening, the_fixed_source_runs_at_the_scale_asked)
 {

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <sched.h>
 #include <stddef.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -885,4 +886,171 @@ Test(daemon, idle_clients_are_dropped_after_ControlIdleTimeout)
 		cr_assert_eq(st, 2, "exit %d: %s", st, err);
 		cr_assert(strstr(err, "ControlIdleTimeout"), "%s", err);
 	}
+}
+
+/* ------------------------------------------------ the daemon owns its segment */
+
+/*
+ * Runs shmclockd ARGS (NULL-terminated, without the program name) in a
+ * mount namespace of its own whose /dev/shm is a tmpfs of @size ("64k"),
+ * filled first when @fill. Returns the daemon's exit status (72: killed,
+ * 73: killed by SIGBUS, 71: a shmclock file was left in that /dev/shm), or
+ * skips the test where a tmpfs cannot be mounted. Its stderr in @err.
+ */
+static int run_in_small_shm(const char *size, bool fill, char *err, size_t errlen,
+			    char *const *args)
+{
+	char errpath[256], opts[32];
+	pid_t p;
+	int st;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root (a mount namespace with a small /dev/shm)");
+	snprintf(errpath, sizeof(errpath), "%s/daemon.err", rt_dir);
+	snprintf(opts, sizeof(opts), "size=%s", size);
+	p = test_fork();
+	if (p == 0) {
+		char fillbuf[4096], *argv[32];
+		pid_t d;
+		int fd, dst, n = 0;
+		DIR *dir;
+		struct dirent *e;
+
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("tmpfs", "/dev/shm", "tmpfs", 0, opts))
+			_exit(70);
+		if (fill) {
+			memset(fillbuf, 'x', sizeof(fillbuf));
+			fd = open("/dev/shm/filler", O_WRONLY | O_CREAT, 0600);
+			while (write(fd, fillbuf, sizeof(fillbuf)) > 0)
+				;
+			close(fd);
+		}
+		argv[n++] = (char *)bin("SHMCLOCKD");
+		argv[n++] = (char *)"--log-level=warn";
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		d = fork();
+		if (d == 0) {
+			int efd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+			dup2(efd, 2);
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		waitpid(d, &dst, 0);
+		dir = opendir("/dev/shm");
+		while (dir && (e = readdir(dir)))
+			if (!strncmp(e->d_name, "shmclock", 8))
+				_exit(71); /* a segment or a temporary file left behind */
+		if (!WIFEXITED(dst))
+			_exit(72 + (WTERMSIG(dst) == SIGBUS));
+		_exit(WEXITSTATUS(dst));
+	}
+	st = test_wait(p);
+	if (st == 70)
+		cr_skip_test("cannot mount a tmpfs in a new mount namespace here");
+	{
+		int fd = open(errpath, O_RDONLY);
+
+		cr_assert_geq(fd, 0);
+		slurp(fd, err, errlen);
+	}
+	return st;
+}
+
+Test(daemon, a_full_dev_shm_gives_a_clear_error_and_leaves_nothing_behind)
+{
+	const char *name = test_clock_name();
+	char sock[256], err[1024];
+	char *args[] = { "-n", (char *)name, "--socket", sock, NULL };
+	int st;
+
+	socket_path(sock, sizeof(sock), name);
+	st = run_in_small_shm("64k", true, err, sizeof(err), args);
+	cr_assert_neq(st, 73, "shmclockd died of SIGBUS");
+	cr_assert_neq(st, 71, "a file was left in /dev/shm");
+	cr_assert_eq(st, 1, "exit status %d", st);
+	cr_assert(strstr(err, "no space left"), "message: %s", err);
+}
+
+/* The clock's page fits, the participants' segment does not: the start
+ * fails after the clock's segment was made, and takes it away again (a
+ * clock nobody initialised, left in /dev/shm, is one readers would open). */
+Test(daemon, a_lockstep_start_without_room_leaves_no_clock_behind)
+{
+	const char *name = test_clock_name();
+	char sock[256], err[1024];
+	char *args[] = { "-n", (char *)name, "--socket", sock, "--source", "fixed",
+			 "--lockstep", "2", NULL };
+	int st;
+
+	socket_path(sock, sizeof(sock), name);
+	st = run_in_small_shm("8k", false, err, sizeof(err), args);
+	cr_assert_neq(st, 71, "the clock's segment was left in /dev/shm");
+	cr_assert_eq(st, 1, "exit status %d: %s", st, err);
+	cr_assert(strstr(err, "lockstep") && strstr(err, "no space left"), "message: %s", err);
+	cr_assert_eq(access(sock, F_OK), -1, "%s left behind", sock);
+}
+
+/* A start that fails on an existing clock leaves it there, as it was. */
+Test(daemon, a_failed_start_keeps_an_existing_clock)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--start", "42s", "--paused", NULL);
+	char sock[256], err[1024], out[256];
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "--socket", sock,
+			 "--log-level=warn", NULL };
+	shmclock_t *r;
+	int64_t t = 0;
+	int st;
+
+	cr_assert_eq(daemon_stop(d), 0);
+	/* A socket under a regular file, which no directory can be made
+	 * at: the start fails after the clock was opened. */
+	snprintf(sock, sizeof(sock), "%s/file", rt_dir);
+	write_file(sock, "");
+	snprintf(sock, sizeof(sock), "%s/file/x.sock", rt_dir);
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 1, "exit %d: %s", st, err);
+	r = open_reader(name);
+	cr_assert(info_of(r).initialized, "the existing clock was lost");
+	/* No writer now: -ESTALE, with the time it held (paused at 42 s). */
+	cr_assert_eq(shmclock_now(r, &t), -ESTALE);
+	cr_assert_eq(t, 42000000000LL, "the clock moved: %lld", (long long)t);
+	shmclock_close(r);
+}
+
+/*
+ * Someone removes /dev/shm/shmclock.NAME under a running daemon (a careless
+ * rm, a purge): readers that open the name would find no clock while the
+ * daemon serves one nobody can open. It says so and stops (shmclockd(8),
+ * THE SEGMENT), exiting with status 1 so that its unit restarts it.
+ */
+Test(daemon, a_removed_segment_is_noticed_logged_and_ends_the_daemon)
+{
+	const char *name = test_clock_name();
+	char shm[128], errpath[256], err[2048];
+	char *args[] = { "-n", (char *)name, NULL };
+	pid_t d;
+	int efd, st, saved = dup(2);
+
+	snprintf(errpath, sizeof(errpath), "%s/daemon.err", rt_dir);
+	efd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(efd, 0);
+	dup2(efd, 2); /* the daemon inherits it */
+	d = daemon_start_v(args, NULL);
+	dup2(saved, 2);
+	close(saved);
+	cr_assert_gt(d, 0, "shmclockd did not start");
+	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+	cr_assert_eq(unlink(shm), 0, "%s: %s", shm, strerror(errno));
+	/* No timeout here: the test's own (60 s) ends a daemon that never
+	 * notices. */
+	st = test_wait(d);
+	slurp(efd, err, sizeof(err));
+	cr_assert_eq(st, 1, "exit %d: %s", st, err);
+	cr_assert(strstr(err, shm) && strstr(err, "removed"), "log: %s", err);
+	cr_assert_eq(access(shm, F_OK), -1, "a segment appeared again at %s", shm);
 }
