@@ -890,6 +890,63 @@ Test(daemon, idle_clients_are_dropped_after_ControlIdleTimeout)
 
 /* ------------------------------------------------ the daemon owns its segment */
 
+/* Starts shmclockd ARGS as must_start() does, its log (stderr) going to a
+ * file whose descriptor is *@logfd (read it with slurp()). */
+static pid_t start_logged(char *const *args, int *logfd)
+{
+	char path[256];
+	int saved = dup(2);
+	pid_t d;
+
+	snprintf(path, sizeof(path), "%s/daemon.log", rt_dir);
+	*logfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(*logfd, 0);
+	dup2(*logfd, 2); /* the daemon inherits it */
+	d = daemon_start_v(args, NULL);
+	dup2(saved, 2);
+	close(saved);
+	cr_assert_gt(d, 0, "shmclockd did not start");
+	return d;
+}
+
+/* SIGHUP and the config's table (config.c): a key a reload applies does,
+ * one that describes a new clock changes nothing and the log says so (it
+ * said nothing), one that takes a restart has the reload refused whole. */
+Test(daemon, sighup_applies_live_keys_and_says_what_it_does_not)
+{
+	const char *name = test_clock_name();
+	char cfg[256], log[4096];
+	char *args[] = { "-n", (char *)name, "-c", cfg, "--log-level=info", NULL };
+	shmclock_t *r;
+	int fd;
+	pid_t d;
+	double scale = 0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{ \"StartTime\": \"10s\", \"Paused\": true, \"TimeScale\": 2 }\n");
+	d = start_logged(args, &fd);
+	r = open_reader(name);
+	write_file(cfg, "{ \"StartTime\": \"99s\", \"TimeScale\": 3 }\n");
+	kill(d, SIGHUP);
+	for (int i = 0; i < 250 && scale != 3.0; i++) {
+		sleep_ns(20000000);
+		scale = info_of(r).scale;
+	}
+	cr_assert_float_eq(scale, 3.0, 1e-12, "TimeScale applies on a reload");
+	cr_assert(info_of(r).paused, "Paused describes a new clock: the running one stays paused");
+	cr_assert_eq(now_of(r), 10000000000LL, "StartTime describes a new clock: no jump");
+	write_file(cfg, "{ \"StartTime\": \"99s\", \"TimeScale\": 4, \"SegmentMode\": \"0640\" }\n");
+	kill(d, SIGHUP);
+	sleep_ns(300000000);
+	cr_assert_float_eq(info_of(r).scale, 3.0, 1e-12, "a refused reload changed the scale");
+	slurp(fd, log, sizeof(log));
+	cr_assert(strstr(log, "StartTime applies to a new clock"), "log: %s", log);
+	cr_assert(strstr(log, "Paused applies to a new clock"), "log: %s", log);
+	cr_assert(strstr(log, "SegmentMode changes only with a restart"), "log: %s", log);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
 /*
  * Runs shmclockd ARGS (NULL-terminated, without the program name) in a
  * mount namespace of its own whose /dev/shm is a tmpfs of @size ("64k"),
@@ -1031,19 +1088,11 @@ Test(daemon, a_failed_start_keeps_an_existing_clock)
 Test(daemon, a_removed_segment_is_noticed_logged_and_ends_the_daemon)
 {
 	const char *name = test_clock_name();
-	char shm[128], errpath[256], err[2048];
+	char shm[128], err[2048];
 	char *args[] = { "-n", (char *)name, NULL };
-	pid_t d;
-	int efd, st, saved = dup(2);
+	int efd, st;
+	pid_t d = start_logged(args, &efd);
 
-	snprintf(errpath, sizeof(errpath), "%s/daemon.err", rt_dir);
-	efd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	cr_assert_geq(efd, 0);
-	dup2(efd, 2); /* the daemon inherits it */
-	d = daemon_start_v(args, NULL);
-	dup2(saved, 2);
-	close(saved);
-	cr_assert_gt(d, 0, "shmclockd did not start");
 	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
 	cr_assert_eq(unlink(shm), 0, "%s: %s", shm, strerror(errno));
 	/* No timeout here: the test's own (60 s) ends a daemon that never
