@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cli.h"
 
 static void usage(FILE *f)
 {
@@ -159,11 +160,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-bench: unexpected argument '%s' (try --help)\n",
-			argv[optind]);
+	if (cli_no_args("shmclock-bench", argc, argv, optind))
 		return 2;
-	}
 	return -1;
 }
 

@@ -136,16 +136,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-cat: unexpected argument '%s' (try --help)\n", argv[optind]);
+	if (cli_no_args("shmclock-cat", argc, argv, optind))
 		return 2;
-	}
 	name = cli_clock_name(name);
 	r = shmclock_open_ex(name, flags, &clk);
-	if (r) {
-		fprintf(stderr, "shmclock-cat: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclock-cat", name, r);
 	if (hz == 0) {
 		r = print_one(clk, fmt);
 	} else {

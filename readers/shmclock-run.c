@@ -115,10 +115,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	name = cli_clock_name(name);
-	if (shmclock_check_name(name)) {
-		fprintf(stderr, PROG ": '%s' is not a clock name ([A-Za-z0-9_.-], 1-64)\n", name);
+	if (cli_check_name(PROG, name))
 		return 2;
-	}
 
 	/* Refuse early, with the reason, rather than run on the real clocks
 	 * by surprise; the shim itself would only warn. */

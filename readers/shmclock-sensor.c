@@ -190,10 +190,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-sensor: unexpected argument '%s' (try --help)\n", argv[optind]);
+	if (cli_no_args("shmclock-sensor", argc, argv, optind))
 		return 2;
-	}
 	name = cli_clock_name(name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (lockstep) {
@@ -206,10 +204,8 @@ int main(int argc, char **argv)
 		return run_lockstep(name, who, (int64_t)(1e9 / hz), latency, frames);
 	}
 	r = shmclock_open_wait(name, 0, shmclock_sec(10), &clk);
-	if (r) {
-		fprintf(stderr, "shmclock-sensor: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclock-sensor", name, r);
 	shmclock_jump_callback_add(clk, th, on_jump, NULL, NULL);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

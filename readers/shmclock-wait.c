@@ -82,10 +82,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shmclock-wait: clock '%s' did not start within the timeout\n", name);
 		return 3;
 	}
-	if (r) {
-		fprintf(stderr, "shmclock-wait: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclock-wait", name, r);
 	if (timeout.ns >= 0) {
 		timeout.ns -= shmclock_steady_now().ns - t0;
 		if (timeout.ns < 0)

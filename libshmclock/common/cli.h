@@ -1,12 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* Argument helpers shared by the reader programs: one message style, exit 2. */
-#ifndef SHMCLOCK_READERS_CLI_H
-#define SHMCLOCK_READERS_CLI_H
+/*
+ * What every program's command line does the same way (shmclockctl, the
+ * readers, shmclock-bench, shmclock-panel): the clock's name, its checks,
+ * opening it, the arguments left over, option values; one message style,
+ * "PROG: ...", exit status 2 for a bad command line and 1 for a clock that
+ * cannot be opened. Header-only: the programs each take what they use.
+ */
+#ifndef SHMCLOCK_COMMON_CLI_H
+#define SHMCLOCK_COMMON_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <shmclock/shmclock.h>
 
 #include "duration.h"
 
@@ -57,7 +65,7 @@ static inline bool cli_duration(const char *prog, const char *opt, const char *a
 	return true;
 }
 
-/* -n NAME, else $SHMCLOCK_NAME, else "default" (as shmclockctl). */
+/* -n NAME, else $SHMCLOCK_NAME, else "default". */
 static inline const char *cli_clock_name(const char *given)
 {
 	const char *env = getenv("SHMCLOCK_NAME");
@@ -65,6 +73,33 @@ static inline const char *cli_clock_name(const char *given)
 	if (given && *given)
 		return given;
 	return env && *env ? env : "default";
+}
+
+/* 0 for a valid clock name, else 2 after "PROG: bad clock name ...". */
+static inline int cli_check_name(const char *prog, const char *name)
+{
+	if (!shmclock_check_name(name))
+		return 0;
+	fprintf(stderr, "%s: bad clock name '%s' (1 to 64 of [A-Za-z0-9_.-])\n", prog, name);
+	return 2;
+}
+
+/* A clock that could not be opened (@err from shmclock_open*()): 1, the
+ * programs' exit status for it, after "PROG: clock 'NAME': why". */
+static inline int cli_open_failed(const char *prog, const char *name, int err)
+{
+	fprintf(stderr, "%s: clock '%s': %s\n", prog, name, shmclock_strerror(err));
+	return 1;
+}
+
+/* After the options: 0 when no argument is left, else 2 after "PROG:
+ * unexpected argument 'ARG' (try --help)". */
+static inline int cli_no_args(const char *prog, int argc, char *const *argv, int optind)
+{
+	if (optind >= argc)
+		return 0;
+	fprintf(stderr, "%s: unexpected argument '%s' (try --help)\n", prog, argv[optind]);
+	return 2;
 }
 
 #endif
