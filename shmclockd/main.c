@@ -434,19 +434,17 @@ static int segment_owner(const char *name)
 	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
 }
 
-
 /*
  * Whether /dev/shm/shmclock.NAME no longer is the file this daemon holds:
  * someone removed it (a careless rm, a package purge) or put another file
  * there. Readers that open the name find no clock, or another one, while
  * this daemon would go on serving a file nobody can open: it says so and
- * stops (shmclockd(8), THE SEGMENT). True once, with the message logged.
+ * stops (shmclockd(8), THE SEGMENT). True with the message logged.
  */
 static bool segment_gone(const char *name, dev_t dev, ino_t ino)
 {
 	char path[128];
 	struct stat st;
-
 	bool removed;
 
 	segment_path(name, path, sizeof(path));
