@@ -115,7 +115,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 		{ "period", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "subscribers", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	double v;
@@ -153,11 +153,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 			o->subscribers = (int)v;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
 	if (cli_no_args("shmclock-bench", argc, argv, optind))

@@ -136,12 +136,12 @@ static int run_lockstep(const char *name, const char *who, int64_t period, int64
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "rate", required_argument, NULL, 'r' },
 		{ "latency", required_argument, NULL, 'l' },
 		{ "frames", required_argument, NULL, 'N' },
 		{ "lockstep", optional_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 }
 	};
 	const char *name = NULL, *who = NULL;
@@ -183,11 +183,8 @@ int main(int argc, char **argv)
 			who = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
 	if (cli_no_args("shmclock-sensor", argc, argv, optind))

@@ -244,7 +244,7 @@ static int watch(const char *name, const char *sock, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	long interval = 100, count = -1;
@@ -310,7 +310,7 @@ static int top(const char *sock, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	static const char line[] = "{\"v\":1,\"cmd\":\"status\"}\n";
@@ -407,10 +407,10 @@ static int top(const char *sock, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "socket", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	const char *name = cli_clock_name(NULL), *sockopt = getenv("SHMCLOCK_SOCKET");
@@ -444,11 +444,8 @@ int main(int argc, char **argv)
 			sockopt = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
 	if (optind >= argc) {

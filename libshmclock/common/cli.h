@@ -9,6 +9,7 @@
 #ifndef SHMCLOCK_COMMON_CLI_H
 #define SHMCLOCK_COMMON_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,23 @@
 #include <shmclock/shmclock.h>
 
 #include "duration.h"
+
+/* The rows every program's option table has: -n/--name NAME, -h/--help. */
+#define CLI_OPTION_NAME { "name", required_argument, NULL, 'n' }
+#define CLI_OPTION_HELP { "help", no_argument, NULL, 'h' }
+
+/*
+ * The end of an option switch, for -h and for whatever getopt refused
+ * (it said why): the usage on stdout and 0 for -h, on stderr and 2 else.
+ *	case 'h':
+ *	default:
+ *		return cli_help(usage, c);
+ */
+static inline int cli_help(void (*usage)(FILE *f), int c)
+{
+	usage(c == 'h' ? stdout : stderr);
+	return c == 'h' ? 0 : 2;
+}
 
 /* A number in (0, max]; false after printing "PROG: --OPT ..." to stderr. */
 static inline bool cli_positive(const char *prog, const char *opt, const char *arg, double max,
