@@ -62,7 +62,6 @@ start() {
 }
 
 start live
-live=$last
 start killed
 kill -9 "$last"
 wait "$last"
@@ -94,6 +93,7 @@ sh "$postrm" purge
 check "the purge succeeds" test $? = 0
 check "a live clock of a daemon run by hand stays" test -f /dev/shm/shmclock.live
 check "its socket stays" test -S /run/shmclock/live.sock
+# shellcheck disable=SC2016 # $0 is the inner shell's
 check "and the daemon still serves it" sh -c '"$0" -n live status >/dev/null' "$ctl"
 check "a clock whose writer was killed is removed" test ! -e /dev/shm/shmclock.killed
 check "with the socket it left" test ! -e /run/shmclock/killed.sock
