@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cli.h"
 
 static void usage(FILE *f)
 {
@@ -114,7 +115,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 		{ "period", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "subscribers", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	double v;
@@ -152,18 +153,12 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 			o->subscribers = (int)v;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-bench: unexpected argument '%s' (try --help)\n",
-			argv[optind]);
+	if (cli_no_args("shmclock-bench", argc, argv, optind))
 		return 2;
-	}
 	return -1;
 }
 

@@ -84,12 +84,12 @@ static int print_one(shmclock_t *clk, enum fmt fmt)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "follow", required_argument, NULL, 'f' },
 		{ "count", required_argument, NULL, 'c' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "fallback-system", no_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 }
 	};
 	const char *name = NULL;
@@ -129,23 +129,16 @@ int main(int argc, char **argv)
 			flags |= SHMCLOCK_OPEN_FALLBACK_SYSTEM;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-cat: unexpected argument '%s' (try --help)\n", argv[optind]);
+	if (cli_no_args("shmclock-cat", argc, argv, optind))
 		return 2;
-	}
 	name = cli_clock_name(name);
 	r = shmclock_open_ex(name, flags, &clk);
-	if (r) {
-		fprintf(stderr, "shmclock-cat: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclock-cat", name, r);
 	if (hz == 0) {
 		r = print_one(clk, fmt);
 	} else {

@@ -60,12 +60,12 @@ static const char *find_shim(char *buf, size_t len)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "clocks", required_argument, NULL, 'c' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "fallback", no_argument, NULL, 'F' },
 		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 }
 	};
 	const char *name = NULL, *clocks = "all", *shim, *old, *bad = NULL;
@@ -103,11 +103,8 @@ int main(int argc, char **argv)
 			quiet = true;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
 	if (optind >= argc) {
@@ -115,10 +112,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	name = cli_clock_name(name);
-	if (shmclock_check_name(name)) {
-		fprintf(stderr, PROG ": '%s' is not a clock name ([A-Za-z0-9_.-], 1-64)\n", name);
+	if (cli_check_name(PROG, name))
 		return 2;
-	}
 
 	/* Refuse early, with the reason, rather than run on the real clocks
 	 * by surprise; the shim itself would only warn. */

@@ -136,12 +136,12 @@ static int run_lockstep(const char *name, const char *who, int64_t period, int64
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "rate", required_argument, NULL, 'r' },
 		{ "latency", required_argument, NULL, 'l' },
 		{ "frames", required_argument, NULL, 'N' },
 		{ "lockstep", optional_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 }
 	};
 	const char *name = NULL, *who = NULL;
@@ -183,17 +183,12 @@ int main(int argc, char **argv)
 			who = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-sensor: unexpected argument '%s' (try --help)\n", argv[optind]);
+	if (cli_no_args("shmclock-sensor", argc, argv, optind))
 		return 2;
-	}
 	name = cli_clock_name(name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (lockstep) {
@@ -206,10 +201,8 @@ int main(int argc, char **argv)
 		return run_lockstep(name, who, (int64_t)(1e9 / hz), latency, frames);
 	}
 	r = shmclock_open_wait(name, 0, shmclock_sec(10), &clk);
-	if (r) {
-		fprintf(stderr, "shmclock-sensor: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclock-sensor", name, r);
 	shmclock_jump_callback_add(clk, th, on_jump, NULL, NULL);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -32,10 +32,10 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "timeout", required_argument, NULL, 't' },
 		{ "for", no_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 }
 	};
 	const char *name = NULL;
@@ -60,11 +60,8 @@ int main(int argc, char **argv)
 			relative = true;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
 	if (optind != argc - 1) {
@@ -82,10 +79,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shmclock-wait: clock '%s' did not start within the timeout\n", name);
 		return 3;
 	}
-	if (r) {
-		fprintf(stderr, "shmclock-wait: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclock-wait", name, r);
 	if (timeout.ns >= 0) {
 		timeout.ns -= shmclock_steady_now().ns - t0;
 		if (timeout.ns < 0)

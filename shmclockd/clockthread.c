@@ -99,19 +99,23 @@ void cmd_orphan(struct cmd *c)
 /* A reload: what the writer holds first, then the whole new config, not
  * the fields someone remembered to copy (main.c checked equal what a
  * reload may not change). */
-static int apply_reload(struct clockthread *ct, const struct shmclockd_config *n)
+static int apply_reload(struct clockthread *ct, struct cmd *c)
 {
+	const struct shmclockd_config *n = c->arg_config;
 	shmclock_writer_t *w = ct->w;
 	int r = 0;
 
+	/* The mode first: it may refuse (a key live only until the clock
+	 * started), and then nothing has changed. */
+	if (ct->mode->ops->reload &&
+	    (r = ct->mode->ops->reload(ct->mode, &ct->env, n, c->err, sizeof(c->err))))
+		return r;
 	if (ct->cfg.source->scalable && n->scale != ct->cfg.scale)
 		r = shmclock_writer_set_scale(w, n->scale);
 	if (!r && (n->has_unix_zero != ct->cfg.has_unix_zero || n->unix_zero_ns != ct->cfg.unix_zero_ns))
 		r = shmclock_writer_set_unix_at_zero(w, n->has_unix_zero ? &n->unix_zero_ns : NULL);
 	if (r)
 		return r;
-	if (ct->mode->ops->reload)
-		ct->mode->ops->reload(ct->mode, &ct->env, n);
 	if (n->sched_priority != ct->cfg.sched_priority)
 		thread_set_sched(n->sched_priority);
 	ct->cfg = *n;
@@ -261,7 +265,7 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		r = shmclock_writer_advance(w, c->req.ns);
 		break;
 	case CMD_RELOAD:
-		r = apply_reload(ct, c->arg_config);
+		r = apply_reload(ct, c);
 		break;
 	case CMD_EVICT:
 		return cmd_fail(c, -EINVAL, "evict is for a lockstep clock (shmclockd --lockstep N)");

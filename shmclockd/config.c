@@ -426,71 +426,108 @@ int config_on_death(const char *s, bool *abort_run)
 
 /*
  * Every key of the config, once: its section (NULL: the top level), how it
- * is read, its range, where it is stored and whether a reload may change
- * it. The parser, the keys' lists in messages, the command line's ranges
- * and SIGHUP's refusals come from here; tests/doc/man_options.py checks
- * that shmclock.json(5) and the fuzz dictionary name every key of this
- * file. The order is the order the messages list them in.
+ * is read, its range, where it is stored, what a reload does with it, the
+ * option that sets it and its help line. The parser, the keys' lists in
+ * messages and in --help, the command line's ranges, SIGHUP's rules and
+ * --help-config come from here; tests/doc/config_keys.py checks that
+ * shmclock.json(5) and the fuzz dictionary list exactly these keys, with
+ * the restart keys marked. The order is the order the messages list them
+ * in.
  */
 const struct config_key config_keys[] = {
-	{ NULL, "TimeSource", KEY_OWN, FIELD(source), .own = own_source, .restart = true },
-	{ NULL, "TimeScale", KEY_SCALE, FIELD(scale), .expect = "a number from 1e-6 to 1e6" },
+	{ NULL, "TimeSource", KEY_OWN, FIELD(source), .own = own_source, .reload = RELOAD_RESTART,
+	  .option = "--source", .help = "where time comes from (shmclockd(8), TIME SOURCES)" },
+	{ NULL, "TimeScale", KEY_SCALE, FIELD(scale), .expect = "a number from 1e-6 to 1e6",
+	  .option = "--scale", .help = "simulated seconds per real second" },
 	{ NULL, "PublishHz", KEY_INT, FIELD(hz), .min = 1, .max = 10000,
-	  .expect = "a whole number from 1 to 10000" },
-	{ NULL, "StartTime", KEY_DATE, FIELD(start_ns), .flag = offsetof(struct shmclockd_config, has_start) },
+	  .expect = "a whole number from 1 to 10000", .option = "--hz",
+	  .help = "clock-thread tick rate (the fixed source's frame rate)" },
+	{ NULL, "StartTime", KEY_DATE, FIELD(start_ns), .flag = offsetof(struct shmclockd_config, has_start),
+	  .reload = RELOAD_FRESH, .option = "--start", .help = "simulation time of a fresh clock" },
 	{ NULL, "UnixTimeAtZero", KEY_DATE, FIELD(unix_zero_ns),
-	  .flag = offsetof(struct shmclockd_config, has_unix_zero) },
-	{ NULL, "Paused", KEY_BOOL, FIELD(paused) },
-	{ NULL, "StepNs", KEY_OWN, FIELD(step_ns), .own = own_step },
-	{ NULL, "Name", KEY_OWN, STR(name), .own = own_name, .restart = true },
-	{ NULL, "ControlSocket", KEY_OWN, STR(socket_path), .own = own_socket, .restart = true },
-	{ NULL, "SegmentMode", KEY_OWN, FIELD(segment_mode), .own = own_mode, .restart = true },
-	{ NULL, "ControlGroup", KEY_OWN, FIELD(group), .own = own_group },
+	  .flag = offsetof(struct shmclockd_config, has_unix_zero), .option = "--unix-zero",
+	  .help = "UNIX time of simulation zero (OSI stamping)" },
+	{ NULL, "Paused", KEY_BOOL, FIELD(paused), .reload = RELOAD_FRESH, .option = "--paused",
+	  .help = "a fresh clock starts paused" },
+	{ NULL, "StepNs", KEY_OWN, FIELD(step_ns), .own = own_step, .option = "--step",
+	  .help = "fixed source: simulated time per tick" },
+	{ NULL, "Name", KEY_OWN, STR(name), .own = own_name, .reload = RELOAD_RESTART,
+	  .option = "--name", .help = "the clock's name: /dev/shm/shmclock.NAME" },
+	{ NULL, "ControlSocket", KEY_OWN, STR(socket_path), .own = own_socket,
+	  .reload = RELOAD_RESTART, .option = "--socket", .help = "the control socket's path" },
+	{ NULL, "SegmentMode", KEY_OWN, FIELD(segment_mode), .own = own_mode,
+	  .reload = RELOAD_RESTART, .help = "mode of the clock's segment, \"0644\" or narrower" },
+	{ NULL, "ControlGroup", KEY_OWN, FIELD(group), .own = own_group,
+	  .help = "a group that may control the clock too" },
 	{ NULL, "ControlIdleTimeout", KEY_TIME, FIELD(control_idle_ns), .min = 1e8,
-	  .max = 8.64e13, .expect = "a duration from 100ms to 24h" },
+	  .max = 8.64e13, .expect = "a duration from 100ms to 24h",
+	  .help = "drop a control client that sends nothing for this long" },
 	{ NULL, "SchedPriority", KEY_INT, FIELD(sched_priority), .min = 0, .max = 99,
-	  .expect = "a whole number from 0 (normal) to 99 (SCHED_FIFO)" },
-	{ NULL, "Lockstep", KEY_SECTION, .expect = "{\"Participants\": 3}" },
+	  .expect = "a whole number from 0 (normal) to 99 (SCHED_FIFO)", .option = "--sched-priority",
+	  .help = "run the clock thread SCHED_FIFO at this priority (0: normal)" },
+	/* Adding or removing the Lockstep object takes a restart (main.c);
+	 * each key of Ros2 and Distribute does (a section row's rule is what
+	 * --help-config shows for it; it stores nothing to compare). */
+	{ NULL, "Lockstep", KEY_SECTION, .expect = "{\"Participants\": 3}", .reload = RELOAD_RESTART,
+	  .help = "run in lockstep with participants (an object)" },
 	{ NULL, "Distribute", KEY_SECTION, .expect = "{\"Publish\": true}",
-	  .missing = WITHOUT_DDS("this shmclockd was built without DDS (Cyclone DDS) support") },
+	  .missing = WITHOUT_DDS("this shmclockd was built without DDS (Cyclone DDS) support"),
+	  .reload = RELOAD_RESTART, .help = "lead or follow the clock between hosts (an object)" },
 	{ NULL, "Ros2", KEY_SECTION, .expect = "{\"Publish\": true}",
-	  .missing = WITHOUT_DDS("this shmclockd was built without ROS 2 support") },
+	  .missing = WITHOUT_DDS("this shmclockd was built without ROS 2 support"),
+	  .reload = RELOAD_RESTART, .help = "ROS 2 /clock (an object)" },
 
 	/* "Lockstep": { "Participants": 3, "MaxScale": 1, "StallAfter": "2s", "OnDeath": "evict",
 	 *              "EvictAfter": "500ms", "OnStall": "evict", "MaxGrantAhead": "1h" }
-	 * Every key applies on a live clock; turning lockstep on or off takes
-	 * a restart (main.c). */
+	 * Every key applies on a live clock, Participants until it started
+	 * (mode_lockstep.c). */
 	{ "Lockstep", "Participants", KEY_INT, FIELD(ls_participants), .min = 1,
-	  .max = CONFIG_LOCKSTEP_MAX, .required = true, .expect = "a whole number from 1 to 64" },
-	{ "Lockstep", "MaxScale", KEY_SCALE, FIELD(ls_max_scale), .expect = "a number from 1e-6 to 1e6" },
-	{ "Lockstep", "StallAfter", KEY_TIME, FIELD(ls_stall_ns), .min = 1 },
-	{ "Lockstep", "OnDeath", KEY_OWN, FIELD(ls_abort), .own = own_on_death },
-	{ "Lockstep", "EvictAfter", KEY_TIME, FIELD(ls_evict_ns), .min = 1 },
-	{ "Lockstep", "OnStall", KEY_OWN, FIELD(ls_on_stall), .own = own_on_stall },
-	{ "Lockstep", "MaxGrantAhead", KEY_TIME, FIELD(ls_max_ahead_ns), .min = 1 },
+	  .max = CONFIG_LOCKSTEP_MAX, .required = true, .expect = "a whole number from 1 to 64",
+	  .reload = RELOAD_UNTIL_START, .option = "--lockstep",
+	  .help = "the clock starts once this many participants joined" },
+	{ "Lockstep", "MaxScale", KEY_SCALE, FIELD(ls_max_scale), .expect = "a number from 1e-6 to 1e6",
+	  .option = "--max-scale", .help = "never faster than this times real time" },
+	{ "Lockstep", "StallAfter", KEY_TIME, FIELD(ls_stall_ns), .min = 1, .option = "--stall-after",
+	  .help = "log who holds the clock after this much real time" },
+	{ "Lockstep", "OnDeath", KEY_OWN, FIELD(ls_abort), .own = own_on_death, .option = "--on-death",
+	  .help = "a dead participant: evict it, or abort the run (status 86)" },
+	{ "Lockstep", "EvictAfter", KEY_TIME, FIELD(ls_evict_ns), .min = 1, .option = "--evict-after",
+	  .help = "a participant holding the clock this long has stalled" },
+	{ "Lockstep", "OnStall", KEY_OWN, FIELD(ls_on_stall), .own = own_on_stall, .option = "--on-stall",
+	  .help = "a stalled participant: wait, evict it, or abort the run (status 87)" },
+	{ "Lockstep", "MaxGrantAhead", KEY_TIME, FIELD(ls_max_ahead_ns), .min = 1,
+	  .option = "--max-grant-ahead", .help = "refuse grants beyond the clock's time plus this" },
 
 	/* "Distribute": { "Publish": true, "Clock": "sim", "Lead": "5ms", "Heartbeat":
 	 * "200ms", "StaleAfter": "600ms", "OnLeaderLoss": "hold" } */
-	{ "Distribute", "Publish", KEY_BOOL, FIELD(dist_publish), .restart = true },
-	{ "Distribute", "Clock", KEY_OWN, STR(dist_clock), .own = own_dist_clock, .restart = true },
+	{ "Distribute", "Publish", KEY_BOOL, FIELD(dist_publish), .reload = RELOAD_RESTART,
+	  .help = "this clock leads: publish its time function" },
+	{ "Distribute", "Clock", KEY_OWN, STR(dist_clock), .own = own_dist_clock,
+	  .reload = RELOAD_RESTART, .help = "the clock's name on the wire (default: Name)" },
 	/* Changes wait for their instants in the mode's queue, not on the
 	 * clock thread (mode_distribute.c). */
 	{ "Distribute", "Lead", KEY_TIME, FIELD(dist_lead_ns), .min = 0, .max = 1e9,
-	  .expect = "a duration from 0 to 1s", .restart = true },
+	  .expect = "a duration from 0 to 1s", .reload = RELOAD_RESTART,
+	  .help = "leader: changes take effect this much later" },
 	{ "Distribute", "Heartbeat", KEY_TIME, FIELD(dist_hb_ns), .min = 1e8,
 	  .max = 6e10, .expect = "a duration from 100ms (10 messages/s) to 60s",
-	  .restart = true },
-	{ "Distribute", "StaleAfter", KEY_TIME, FIELD(dist_stale_ns), .min = 1, .restart = true },
+	  .reload = RELOAD_RESTART, .help = "leader: the period of its messages" },
+	{ "Distribute", "StaleAfter", KEY_TIME, FIELD(dist_stale_ns), .min = 1,
+	  .reload = RELOAD_RESTART, .help = "follower: stale without its leader this long" },
 	{ "Distribute", "OnLeaderLoss", KEY_OWN, FIELD(dist_run_on_loss), .own = own_leader_loss,
-	  .restart = true },
+	  .reload = RELOAD_RESTART, .help = "follower without its leader: hold (pause) or run" },
 
 	/* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
-	{ "Ros2", "Publish", KEY_BOOL, FIELD(ros2_publish), .restart = true },
+	{ "Ros2", "Publish", KEY_BOOL, FIELD(ros2_publish), .reload = RELOAD_RESTART,
+	  .help = "publish the clock on /clock" },
 	{ "Ros2", "PublishHz", KEY_INT, FIELD(ros2_hz), .min = 1, .max = 10000,
-	  .expect = "a whole number from 1 to 10000", .restart = true },
+	  .expect = "a whole number from 1 to 10000", .reload = RELOAD_RESTART,
+	  .help = "the /clock rate, in real time" },
 	{ "Ros2", "Domain", KEY_INT, FIELD(ros2_domain), .min = 0, .max = 232,
-	  .expect = "a DDS domain id from 0 to 232", .restart = true },
-	{ "Ros2", "StaleAfter", KEY_TIME, FIELD(ros2_stale_ns), .min = 1, .restart = true },
+	  .expect = "a DDS domain id from 0 to 232", .reload = RELOAD_RESTART,
+	  .help = "the DDS domain (default $ROS_DOMAIN_ID, else 0)" },
+	{ "Ros2", "StaleAfter", KEY_TIME, FIELD(ros2_stale_ns), .min = 1, .reload = RELOAD_RESTART,
+	  .help = "ros2 source: stale without a sample this long" },
 };
 
 const size_t config_nkeys = sizeof(config_keys) / sizeof(config_keys[0]);
@@ -508,8 +545,7 @@ const struct config_key *config_key_find(const char *section, const char *name)
 	return NULL;
 }
 
-/* "A, B, C": the keys of @section, for messages. */
-static const char *key_names(const char *section, char *buf, size_t n)
+const char *config_key_names(const char *section, char *buf, size_t n)
 {
 	size_t len = 0;
 
@@ -602,7 +638,7 @@ static int apply_section(const struct config_ctx *x, const struct config_key *se
 		key = config_key_find(sec->name, v->string);
 		if (!key)
 			return key_error(&in, v->string, "unknown key in %s (known: %s)", sec->name,
-					 key_names(sec->name, names, sizeof(names)));
+					 config_key_names(sec->name, names, sizeof(names)));
 		if (apply_one(&in, key, v, c))
 			return -EINVAL;
 	}
@@ -619,21 +655,51 @@ static int apply_key(const struct config_ctx *x, const cJSON *v, struct shmclock
 
 	if (!key)
 		return key_error(x, v->string, "unknown key (known: %s)",
-				 key_names(NULL, names, sizeof(names)));
+				 config_key_names(NULL, names, sizeof(names)));
 	return apply_one(x, key, v, c);
 }
 
-const struct config_key *config_restart_change(const struct shmclockd_config *a,
-					       const struct shmclockd_config *b)
+const struct config_key *config_reload_change(const struct shmclockd_config *a,
+					      const struct shmclockd_config *b,
+					      enum config_reload rule,
+					      const struct config_key *from)
 {
-	for (size_t i = 0; i < config_nkeys; i++) {
+	for (size_t i = from ? (size_t)(from - config_keys) + 1 : 0; i < config_nkeys; i++) {
 		const struct config_key *k = &config_keys[i];
 		const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
 
-		if (k->restart && (k->str ? strcmp(pa, pb) : memcmp(pa, pb, k->size)))
+		if (k->reload == rule && (k->str ? strcmp(pa, pb) : memcmp(pa, pb, k->size)))
 			return k;
 	}
 	return NULL;
+}
+
+const char *config_key_path(const struct config_key *k, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s%s%s", k->section ? k->section : "", k->section ? "." : "", k->name);
+	return buf;
+}
+
+void config_print_keys(FILE *f)
+{
+	static const char *const rules[] = {
+		[RELOAD_LIVE] = "live", [RELOAD_RESTART] = "restart",
+		[RELOAD_FRESH] = "fresh", [RELOAD_UNTIL_START] = "until-start",
+	};
+	char path[64];
+
+	fprintf(f, "%-26s %-11s %s\n", "KEY", "ON SIGHUP", "WHAT (OPTION)");
+	for (size_t i = 0; i < config_nkeys; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		fprintf(f, "%-26s %-11s %s%s%s%s\n", config_key_path(k, path, sizeof(path)),
+			rules[k->reload], k->help, k->option ? " (" : "", k->option ? k->option : "",
+			k->option ? ")" : "");
+	}
+	fprintf(f, "\nlive: a reload applies it; restart: a reload that changes it is refused; "
+		   "fresh: it describes\na fresh clock (a start, --reset), a reload keeps it for "
+		   "the next one; until-start:\nlive until the lockstep clock started, then as "
+		   "restart. See shmclock.json(5).\n");
 }
 
 int config_load_text(const char *what, const char *text, size_t len, struct shmclockd_config *c,

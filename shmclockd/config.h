@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define CONFIG_ERR_MAX 512
@@ -111,6 +112,16 @@ enum config_kind {
 	KEY_OWN,     /* by its own function */
 };
 
+/* What a reload (SIGHUP) does with a key whose value changed. */
+enum config_reload {
+	RELOAD_LIVE,        /* applies to the running clock */
+	RELOAD_RESTART,     /* changes only with a restart: the reload is refused */
+	RELOAD_FRESH,       /* describes a fresh clock (a start, --reset): kept for
+			     * the next one, nothing changes now (the log says so) */
+	RELOAD_UNTIL_START, /* applies until the clock has started (lockstep's
+			     * Participants); after that the reload is refused */
+};
+
 struct config_ctx;
 struct cJSON;
 
@@ -124,7 +135,9 @@ struct config_key {
 	size_t flag;             /* KEY_DATE: the bool saying it was given */
 	double min, max;         /* KEY_INT, KEY_TIME */
 	bool required;           /* a section's key that must be given */
-	bool restart;            /* changes only with a restart: SIGHUP refuses */
+	enum config_reload reload; /* what SIGHUP does with a change */
+	const char *option;      /* the command-line option that sets it, or NULL */
+	const char *help;        /* one line: what it is (shmclockd --help-config) */
 	const char *expect;      /* what a message says is expected; a section's example */
 	const char *missing;     /* a section this build lacks: why */
 	int (*own)(const struct config_ctx *x, const struct cJSON *v, struct shmclockd_config *c);
@@ -136,10 +149,24 @@ extern const size_t config_nkeys;
 /* The key @name of @section (NULL: the top level), NULL if none. */
 const struct config_key *config_key_find(const char *section, const char *name);
 
-/* The first key a reload may not change that differs between @a and @b,
- * or NULL. */
-const struct config_key *config_restart_change(const struct shmclockd_config *a,
-					       const struct shmclockd_config *b);
+/* The first key after @from (NULL: from the first) whose reload rule is
+ * @rule and whose value differs between @a and @b, or NULL. */
+const struct config_key *config_reload_change(const struct shmclockd_config *a,
+					      const struct shmclockd_config *b,
+					      enum config_reload rule,
+					      const struct config_key *from);
+
+/* "Section.Key" or "Key", in @buf. */
+const char *config_key_path(const struct config_key *k, char *buf, size_t n);
+
+/* The table as shmclockd --help-config prints it: a line per key, its
+ * path, its rule on SIGHUP (live, restart, fresh, until-start), its help
+ * line and the option that sets it. */
+void config_print_keys(FILE *f);
+
+/* "TimeSource, TimeScale, ...": the keys of @section (NULL: the top
+ * level), in the table's order. */
+const char *config_key_names(const char *section, char *buf, size_t n);
 
 int config_load_file(const char *path, struct shmclockd_config *c, char *err, size_t errlen);
 

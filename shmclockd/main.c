@@ -52,18 +52,31 @@ struct overrides {
 	const char *ls_evict, *ls_on_stall, *ls_max_ahead;
 };
 
+/* "MIN to MAX" of a key of the table, for --help. */
+static const char *range_of(const char *section, const char *key, char *buf, size_t n)
+{
+	const struct config_key *k = config_key_find(section, key);
+
+	if (k->kind == KEY_SCALE)
+		snprintf(buf, n, "%g to %g", CONFIG_SCALE_MIN, CONFIG_SCALE_MAX);
+	else
+		snprintf(buf, n, "%g to %g", k->min, k->max);
+	return buf;
+}
+
 static void usage(FILE *f)
 {
+	char scale[32], hz[32], prio[32];
+
+	range_of(NULL, "TimeScale", scale, sizeof(scale));
+	range_of(NULL, "PublishHz", hz, sizeof(hz));
+	range_of(NULL, "SchedPriority", prio, sizeof(prio));
 	fprintf(f,
 		"usage: shmclockd [options] [-- COMMAND [ARGS...]]\n"
 		"\n"
 		"Serve a shared simulation clock in /dev/shm/shmclock.NAME.\n"
 		"\n"
-		"  -c, --config FILE      JSON config (keys: TimeSource, TimeScale, PublishHz,\n"
-		"                         StartTime, UnixTimeAtZero, Paused, StepNs, Name,\n"
-		"                         ControlSocket, SegmentMode, ControlGroup,\n"
-		"                         ControlIdleTimeout, SchedPriority, Lockstep, Ros2,\n"
-		"                         Distribute; see shmclock.json(5))\n"
+		"  -c, --config FILE      JSON config (keys: see --help-config and shmclock.json(5))\n"
 		"      --config-if-present FILE\n"
 		"                         as -c, but a missing FILE means the defaults (the\n"
 		"                         systemd unit's /etc/shmclock/NAME.json); SIGHUP reads\n"
@@ -71,10 +84,10 @@ static void usage(FILE *f)
 		"  -n, --name NAME        clock name (default: default)\n"
 		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
 		"                         | leader (a leader on another host: see Distribute)\n"
-		"      --scale X          time scale, 1e-6 to 1e6 (default 1); applied to a\n"
+		"      --scale X          time scale, %s (default 1); applied to a\n"
 		"                         continued clock too (as --paused)\n"
-		"      --hz N             clock-thread rate, 1..10000 (default 100)\n"
-		"      --sched-priority N run the clock thread SCHED_FIFO at N, 1..99 (needs\n"
+		"      --hz N             clock-thread rate, %s (default 100)\n"
+		"      --sched-priority N run the clock thread SCHED_FIFO at N, %s (needs\n"
 		"                         CAP_SYS_NICE; default 0: normal scheduling)\n"
 		"      --start TIME       start time: 1.5s, 250ms, seconds, or an ISO-8601 UTC date\n"
 		"      --unix-zero TIME   UNIX time of simulation zero (OSI stamping)\n"
@@ -104,6 +117,8 @@ static void usage(FILE *f)
 		"                         supported through $NOTIFY_SOCKET)\n"
 		"      --log-level L      error | warn | info | debug (default info)\n"
 		"  -h, --help             this help\n"
+		"      --help-config      the config's keys: what each is, its option, and what a\n"
+		"                         reload (SIGHUP) does with it\n"
 		"  -V, --version          version\n"
 		"\n"
 		"With -- COMMAND, shmclockd starts the clock, runs COMMAND with SHMCLOCK_NAME\n"
@@ -111,7 +126,8 @@ static void usage(FILE *f)
 		"it ends, and exits with its status (86 when a lockstep participant died with\n"
 		"--on-death abort, 87 when one stalled with --on-stall abort: the command is\n"
 		"stopped and the participant named).\n"
-		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n");
+		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n",
+		scale, hz, prio);
 }
 
 static int die_usage(const char *msg, const char *arg)
@@ -133,6 +149,38 @@ static int int_arg(const char *what, const char *section, const char *key, const
 	if (end != arg && !*end && *out >= k->min && *out <= k->max)
 		return 0;
 	snprintf(msg, sizeof(msg), "%s from %g to %g", what, k->min, k->max);
+	return die_usage(msg, arg);
+}
+
+/* A number option in the range of config key @section.@key (KEY_SCALE):
+ * 0, or 2 with "@option must be EXPECTED" printed. */
+static int scale_arg(const char *option, const char *section, const char *key, const char *arg,
+		     double *out)
+{
+	const struct config_key *k = config_key_find(section, key);
+	char *end, msg[128];
+
+	*out = strtod(arg, &end);
+	if (end != arg && !*end && config_scale_ok(*out))
+		return 0;
+	snprintf(msg, sizeof(msg), "%s must be %s", option, k->expect);
+	return die_usage(msg, arg);
+}
+
+/* A duration option in the range of config key @section.@key (KEY_TIME):
+ * 0, or 2 with a message printed. */
+static int time_arg(const char *option, const char *section, const char *key, const char *arg,
+		    int64_t *out)
+{
+	const struct config_key *k = config_key_find(section, key);
+	char why[256], msg[128];
+
+	if (!duration_parse(arg, out, why, sizeof(why)) && *out >= k->min && (!k->max || *out <= k->max))
+		return 0;
+	if (k->max)
+		snprintf(msg, sizeof(msg), "%s must be %s", option, k->expect);
+	else
+		snprintf(msg, sizeof(msg), "%s must be a positive duration", option);
 	return die_usage(msg, arg);
 }
 
@@ -185,23 +233,20 @@ static int apply_overrides(struct shmclockd_config *c, const struct overrides *o
 		c->ls_participants = o->ls_participants;
 	if (!isnan(o->ls_max_scale))
 		c->ls_max_scale = o->ls_max_scale;
-	if (o->ls_stall && (duration_parse(o->ls_stall, &c->ls_stall_ns, why, sizeof(why)) ||
-			    c->ls_stall_ns <= 0))
-		return die_usage("--stall-after must be a positive duration", o->ls_stall);
+	if (o->ls_stall && time_arg("--stall-after", "Lockstep", "StallAfter", o->ls_stall, &c->ls_stall_ns))
+		return 2;
 	if (o->ls_on_death && config_on_death(o->ls_on_death, &c->ls_abort))
 		return die_usage("--on-death must be evict or abort", o->ls_on_death);
-	if (o->ls_evict && (duration_parse(o->ls_evict, &c->ls_evict_ns, why, sizeof(why)) ||
-			    c->ls_evict_ns <= 0))
-		return die_usage("--evict-after must be a positive duration", o->ls_evict);
+	if (o->ls_evict && time_arg("--evict-after", "Lockstep", "EvictAfter", o->ls_evict, &c->ls_evict_ns))
+		return 2;
 	if (o->ls_on_stall) {
 		if (config_on_stall(o->ls_on_stall, &c->ls_on_stall))
 			return die_usage("--on-stall must be wait, evict or abort", o->ls_on_stall);
 		c->ls_on_stall_given = true;
 	}
-	if (o->ls_max_ahead &&
-	    (duration_parse(o->ls_max_ahead, &c->ls_max_ahead_ns, why, sizeof(why)) ||
-	     c->ls_max_ahead_ns <= 0))
-		return die_usage("--max-grant-ahead must be a positive duration", o->ls_max_ahead);
+	if (o->ls_max_ahead && time_arg("--max-grant-ahead", "Lockstep", "MaxGrantAhead", o->ls_max_ahead,
+					&c->ls_max_ahead_ns))
+		return 2;
 	if (!c->ls_participants && (!isnan(o->ls_max_scale) || o->ls_stall || o->ls_on_death ||
 				    o->ls_evict || o->ls_on_stall || o->ls_max_ahead))
 		return die_usage("--max-scale, --stall-after, --on-death, --evict-after, --on-stall "
@@ -260,6 +305,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "notify-fd", required_argument, NULL, 'N' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "help-config", no_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
@@ -285,9 +331,8 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			o->source = optarg;
 			break;
 		case 'x':
-			o->scale = strtod(optarg, &end);
-			if (end == optarg || *end || !config_scale_ok(o->scale))
-				return die_usage("--scale must be a number from 1e-6 to 1e6", optarg);
+			if (scale_arg("--scale", NULL, "TimeScale", optarg, &o->scale))
+				return 2;
 			break;
 		case 'z':
 			if (int_arg("--hz must be a whole number", NULL, "PublishHz", optarg, &o->hz))
@@ -316,9 +361,8 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 				return 2;
 			break;
 		case 'M':
-			o->ls_max_scale = strtod(optarg, &end);
-			if (end == optarg || *end || !config_scale_ok(o->ls_max_scale))
-				return die_usage("--max-scale must be a number from 1e-6 to 1e6", optarg);
+			if (scale_arg("--max-scale", "Lockstep", "MaxScale", optarg, &o->ls_max_scale))
+				return 2;
 			break;
 		case 'A':
 			o->ls_stall = optarg;
@@ -358,6 +402,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case 'H':
+			config_print_keys(stdout);
+			exit(0);
 		case 'V':
 			printf("shmclockd %s\n", shmclock_version());
 			exit(0);
@@ -371,16 +418,50 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 	return 0;
 }
 
+/* The clock's segment file, /dev/shm/shmclock.NAME. */
+static void segment_path(const char *name, char *path, size_t n)
+{
+	snprintf(path, n, "/dev/shm/shmclock.%s", name);
+}
+
 /* The owner of the clock's segment file, -1 if it cannot be seen. */
 static int segment_owner(const char *name)
 {
 	char path[128];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	segment_path(name, path, sizeof(path));
 	return lstat(path, &st) == 0 ? (int)st.st_uid : -1;
 }
 
+/*
+ * Whether /dev/shm/shmclock.NAME no longer is the file this daemon holds:
+ * someone removed it (a careless rm, a package purge) or put another file
+ * there. Readers that open the name find no clock, or another one, while
+ * this daemon would go on serving a file nobody can open: it says so and
+ * stops (shmclockd(8), THE SEGMENT). True with the message logged.
+ */
+static bool segment_gone(const char *name, dev_t dev, ino_t ino)
+{
+	char path[128];
+	struct stat st;
+	bool removed;
+
+	segment_path(name, path, sizeof(path));
+	if (lstat(path, &st) == 0) {
+		if (st.st_dev == dev && st.st_ino == ino)
+			return false;
+		removed = false;
+	} else if (errno == ENOENT) {
+		removed = true;
+	} else {
+		return false; /* cannot look (ENOMEM): not proof of anything */
+	}
+	log_msg(LOG_ERROR, "%s was %s under this daemon: readers that open clock '%s' no longer "
+		"find the clock it serves; stopping (a restart makes a new one)", path,
+		removed ? "removed" : "replaced", name);
+	return true;
+}
 
 static void notify_ready(const struct overrides *o)
 {
@@ -428,7 +509,7 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 	static struct shmclockd_config next; /* the clock thread copies what it keeps */
 	struct cmd cmd = { .req.kind = CMD_RELOAD };
 	const struct config_key *k;
-	char err[256];
+	char err[256], path[64];
 
 	if (!o->config_path) {
 		log_msg(LOG_INFO, "SIGHUP: no config file to reload");
@@ -444,9 +525,9 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		return;
 	}
 	/* The keys the config's table marks as changing only with a restart. */
-	if ((k = config_restart_change(&next, cur))) {
-		log_msg(LOG_ERROR, "SIGHUP: %s%s%s changes only with a restart; the new config is rejected",
-			k->section ? k->section : "", k->section ? "." : "", k->name);
+	if ((k = config_reload_change(&next, cur, RELOAD_RESTART, NULL))) {
+		log_msg(LOG_ERROR, "SIGHUP: %s changes only with a restart; the new config is rejected",
+			config_key_path(k, path, sizeof(path)));
 		return;
 	}
 	if (!next.ls_participants != !cur->ls_participants) {
@@ -461,6 +542,10 @@ static void reload(const struct overrides *o, struct shmclockd_config *cur,
 		return;
 	}
 	log_msg(LOG_INFO, "SIGHUP: reloaded %s (scale %g, %d Hz)", o->config_path, next.scale, next.hz);
+	/* What describes a fresh clock changes nothing now: said, not hidden. */
+	for (k = NULL; (k = config_reload_change(&next, cur, RELOAD_FRESH, k));)
+		log_msg(LOG_INFO, "SIGHUP: %s applies to a new clock (a first start, or --reset); "
+			"the running clock keeps its own", config_key_path(k, path, sizeof(path)));
 	/* The whole new config, not the fields someone remembered to copy:
 	 * the control side (this thread: ControlGroup, ControlIdleTimeout,
 	 * what status reports) reads *cur. A copy of one field once let a
@@ -485,6 +570,10 @@ struct daemon {
 	char sock[108];
 	struct clock_mode *mode;  /* the clock thread's: plain, lockstep or distribute */
 	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
+	bool created;             /* this start made the segment (it was not initialised) */
+	bool seg_lost;            /* the segment was removed under us (segment_gone) */
+	dev_t seg_dev;            /* the segment file we hold, to notice its removal */
+	ino_t seg_ino;
 };
 
 /* The clock mode the config asks for (mode.h), before the clock thread
@@ -533,8 +622,26 @@ static int open_writer(struct daemon *d, char *err, size_t errlen)
 	int r = shmclock_writer_open_mode(name, d->cfg.segment_mode, &d->w);
 
 	switch (r) {
-	case 0:
+	case 0: {
+		shmclock_info_t in;
+		char path[128];
+		struct stat st;
+
+		/* Holding the clock, nobody else can replace the file: what the
+		 * name refers to now is ours (segment_gone() watches it). */
+		segment_path(name, path, sizeof(path));
+		if (lstat(path, &st) < 0) {
+			r = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(-r));
+			return r;
+		}
+		d->seg_dev = st.st_dev;
+		d->seg_ino = st.st_ino;
+		/* A fresh segment (never initialised): a start that fails takes
+		 * it away again, not to leave readers a clock that never was. */
+		d->created = shmclock_writer_info(d->w, &in) == 0 && !in.initialized;
 		return 0;
+	}
 	case -EBUSY:
 		say_busy(name, err, errlen);
 		break;
@@ -652,7 +759,7 @@ static void stop(struct daemon *d, bool remove)
 		return;
 	/* Removed while we still hold the clock: a successor that starts now
 	 * either waits for us or creates a new segment, which we never touch. */
-	if (remove) {
+	if (remove && !d->seg_lost) {
 		int r = shmclock_writer_unlink(d->w, d->cfg.name);
 
 		if (r)
@@ -691,7 +798,9 @@ int main(int argc, char **argv)
 		}
 		if (start(&d, err, sizeof(err))) {
 			fprintf(stderr, "shmclockd: %s\n", err);
-			stop(&d, false);
+			/* A segment this start made goes with it: nothing
+			 * uninitialised is left for readers to open. */
+			stop(&d, d.created);
 			return 1;
 		}
 	}
@@ -720,6 +829,13 @@ int main(int argc, char **argv)
 		if (poll(fds, (nfds_t)n + 2, poll_ms) < 0 && errno != EINTR)
 			break;
 		control_handle(&d.ctl, fds, n);
+		if (segment_gone(d.cfg.name, d.seg_dev, d.seg_ino)) {
+			d.seg_lost = true;
+			status = 1;
+			if (child > 0)
+				kill(child, SIGTERM); /* its clock is gone */
+			break;
+		}
 		if (fds[n + 1].revents) {
 			char msg[MODE_LOCKSTEP_ABORT_MAX];
 
@@ -758,7 +874,7 @@ int main(int argc, char **argv)
 		}
 	}
 	stop(&d, command || d.o.remove_on_exit);
-	if (!command && !d.o.remove_on_exit)
+	if (!command && !d.o.remove_on_exit && !d.seg_lost)
 		log_msg(LOG_INFO, "stopped; clock '%s' stays for the next shmclockd to continue", d.cfg.name);
 	return status;
 }

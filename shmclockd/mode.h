@@ -72,9 +72,11 @@ struct clock_mode_ops {
 	int (*change)(struct clock_mode *m, const struct clock_env *env, struct cmd *c,
 		      const shmclock_info_t *in);
 	/* A reload, before the clock thread's config becomes @next (env->cfg
-	 * is still the old one); the keys a reload may not change are equal. */
-	void (*reload)(struct clock_mode *m, const struct clock_env *env,
-		       const struct shmclockd_config *next);
+	 * is still the old one); the keys a reload may not change are equal.
+	 * 0, or -errno with a message in @err: the reload is refused and
+	 * nothing has changed (the mode checks before it applies). */
+	int (*reload)(struct clock_mode *m, const struct clock_env *env,
+		      const struct shmclockd_config *next, char *err, size_t errlen);
 	/* Before the commands are drained: read wk->token, whatever a wait
 	 * after the drain must not miss. */
 	void (*arm)(struct clock_mode *m, struct clock_wake *wk);

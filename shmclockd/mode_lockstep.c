@@ -428,13 +428,30 @@ static int ls_change(struct clock_mode *m, const struct clock_env *env, struct c
 }
 
 /* Every Lockstep key applies on a live clock (main.c refused turning
- * lockstep on or off). Participants only matters until the clock has
- * started; the horizon goes to the participants' segment. */
-static void ls_reload(struct clock_mode *m, const struct clock_env *env,
-		      const struct shmclockd_config *next)
+ * lockstep on or off): they are read from the config where they are used.
+ * Participants only matters until the clock has started (RELOAD_UNTIL_START
+ * in config.c): a change after that would show in status a number the
+ * clock no longer waits for, so it is refused. The horizon goes to the
+ * participants' segment. */
+static int ls_reload(struct clock_mode *m, const struct clock_env *env,
+		     const struct shmclockd_config *next, char *err, size_t errlen)
 {
+	struct mode_lockstep *l = ls_of(m);
+	const struct config_key *k = NULL;
+
+	while ((k = config_reload_change(next, env->cfg, RELOAD_UNTIL_START, k))) {
+		char path[64];
+
+		if (!atomic_load_explicit(&l->started, memory_order_relaxed))
+			continue;
+		snprintf(err, errlen, "%s changes only until the clock has started, and it has "
+			 "(with %d participants)", config_key_path(k, path, sizeof(path)),
+			 env->cfg->ls_participants);
+		return -EINVAL;
+	}
 	if (next->ls_max_ahead_ns != env->cfg->ls_max_ahead_ns)
-		shmclock_lockstep_host_set_max_ahead(ls_of(m)->host, next->ls_max_ahead_ns);
+		shmclock_lockstep_host_set_max_ahead(l->host, next->ls_max_ahead_ns);
+	return 0;
 }
 
 /* A member's own figures (it writes them in the participants' segment). */

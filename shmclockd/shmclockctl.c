@@ -21,6 +21,7 @@
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
 
+#include "cli.h"
 #include "control_client.h"
 #include "ctl_trace.h"
 #include "duration.h"
@@ -243,7 +244,7 @@ static int watch(const char *name, const char *sock, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	long interval = 100, count = -1;
@@ -267,10 +268,8 @@ static int watch(const char *name, const char *sock, int argc, char **argv)
 		return 2;
 	}
 	r = shmclock_open(name, &clk);
-	if (r) {
-		fprintf(stderr, "shmclockctl: clock '%s': %s\n", name, shmclock_strerror(r));
-		return 1;
-	}
+	if (r)
+		return cli_open_failed("shmclockctl", name, r);
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);
 	for (long i = 0; !interrupted && (count < 0 || i < count); i++) {
@@ -311,7 +310,7 @@ static int top(const char *sock, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	static const char line[] = "{\"v\":1,\"cmd\":\"status\"}\n";
@@ -408,13 +407,13 @@ static int top(const char *sock, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, 'n' },
+		CLI_OPTION_NAME,
 		{ "socket", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
+		CLI_OPTION_HELP,
 		{ 0 },
 	};
-	const char *name = getenv("SHMCLOCK_NAME"), *sockopt = getenv("SHMCLOCK_SOCKET");
+	const char *name = cli_clock_name(NULL), *sockopt = getenv("SHMCLOCK_SOCKET");
 	char sock[108], *line = NULL;
 	const struct proto_cmd *pc;
 	cJSON *req, *reply;
@@ -423,8 +422,6 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int c, rc;
 
-	if (!name || !*name)
-		name = "default";
 	while ((c = getopt_long(argc, argv, "+n:t:h", opts, NULL)) != -1) {
 		char *end;
 		double t;
@@ -447,21 +444,16 @@ int main(int argc, char **argv)
 			sockopt = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return cli_help(usage, c);
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
 		return 2;
 	}
-	if (shmclock_check_name(name)) {
-		fprintf(stderr, "shmclockctl: bad clock name '%s' (1 to 64 of [A-Za-z0-9_.-])\n", name);
+	if (cli_check_name("shmclockctl", name))
 		return 2;
-	}
 	cmd = argv[optind];
 	argc -= optind;
 	argv += optind;

@@ -234,6 +234,39 @@ static inline pid_t must_start(const char *name, ...)
 	return pid;
 }
 
+#define MS 1000000LL
+#define SEC 1000000000LL
+
+/* shmclockd ARGS... (NULL-terminated) run to its end: its exit status,
+ * its stderr in err. */
+static inline int daemon_run(char *err, size_t errlen, ...)
+{
+	char *argv[32], out[1024];
+	int n = 0;
+	va_list ap;
+
+	argv[n++] = (char *)bin("SHMCLOCKD");
+	va_start(ap, errlen);
+	for (const char *a; (a = va_arg(ap, const char *)) && n < 31;)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	return run_capture(argv, out, sizeof(out), err, errlen);
+}
+
+static inline void need_root(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root (another uid, or a mount namespace)");
+}
+
+/* The "status" object of `shmclockctl status --json`, as text (ctl_out). */
+static inline const char *status_json(const char *name)
+{
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "status: %s", ctl_err);
+	return ctl_out;
+}
+
 static inline void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "control_client.h"
 #include "panel.h"
 #include "paths.h"
@@ -802,11 +803,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "n:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			if (shmclock_check_name(optarg)) {
-				fprintf(stderr, "shmclock-panel: bad clock name '%s' (1 to 64 of [A-Za-z0-9_.-])\n",
-					optarg);
+			if (cli_check_name("shmclock-panel", optarg))
 				return 2;
-			}
 			if (panel_add_clock(&P, optarg, true) == -ENOSPC) {
 				fprintf(stderr, "shmclock-panel: at most %d clocks\n", PANEL_CLOCKS_MAX);
 				return 2;
@@ -845,10 +843,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "shmclock-panel: unexpected argument '%s' (see --help)\n", argv[optind]);
+	if (cli_no_args("shmclock-panel", argc, argv, optind))
 		return 2;
-	}
 	if (parse_listen(listen, &ss)) {
 		fprintf(stderr, "shmclock-panel: --listen takes ADDR:PORT (127.0.0.1:8077, [::1]:8077), not '%s'\n",
 			listen);

@@ -7,7 +7,10 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sched.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <stddef.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -885,4 +888,716 @@ Test(daemon, idle_clients_are_dropped_after_ControlIdleTimeout)
 		cr_assert_eq(st, 2, "exit %d: %s", st, err);
 		cr_assert(strstr(err, "ControlIdleTimeout"), "%s", err);
 	}
+}
+
+/* ------------------------------------------------ the daemon owns its segment */
+
+/* Starts shmclockd ARGS as must_start() does, its log (stderr) going to a
+ * file whose descriptor is *@logfd (read it with slurp()). */
+static pid_t start_logged(char *const *args, int *logfd)
+{
+	char path[256];
+	int saved = dup(2);
+	pid_t d;
+
+	snprintf(path, sizeof(path), "%s/daemon.log", rt_dir);
+	*logfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(*logfd, 0);
+	dup2(*logfd, 2); /* the daemon inherits it */
+	d = daemon_start_v(args, NULL);
+	dup2(saved, 2);
+	close(saved);
+	cr_assert_gt(d, 0, "shmclockd did not start");
+	return d;
+}
+
+/* SIGHUP and the config's table (config.c): a key a reload applies does,
+ * one that describes a new clock changes nothing and the log says so (it
+ * said nothing), one that takes a restart has the reload refused whole. */
+Test(daemon, sighup_applies_live_keys_and_says_what_it_does_not)
+{
+	const char *name = test_clock_name();
+	char cfg[256], log[4096];
+	char *args[] = { "-n", (char *)name, "-c", cfg, "--log-level=info", NULL };
+	shmclock_t *r;
+	int fd;
+	pid_t d;
+	double scale = 0;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{ \"StartTime\": \"10s\", \"Paused\": true, \"TimeScale\": 2 }\n");
+	d = start_logged(args, &fd);
+	r = open_reader(name);
+	write_file(cfg, "{ \"StartTime\": \"99s\", \"TimeScale\": 3 }\n");
+	kill(d, SIGHUP);
+	for (int i = 0; i < 250 && scale != 3.0; i++) {
+		sleep_ns(20000000);
+		scale = info_of(r).scale;
+	}
+	cr_assert_float_eq(scale, 3.0, 1e-12, "TimeScale applies on a reload");
+	cr_assert(info_of(r).paused, "Paused describes a new clock: the running one stays paused");
+	cr_assert_eq(now_of(r), 10000000000LL, "StartTime describes a new clock: no jump");
+	write_file(cfg, "{ \"StartTime\": \"99s\", \"TimeScale\": 4, \"SegmentMode\": \"0640\" }\n");
+	kill(d, SIGHUP);
+	sleep_ns(300000000);
+	cr_assert_float_eq(info_of(r).scale, 3.0, 1e-12, "a refused reload changed the scale");
+	slurp(fd, log, sizeof(log));
+	cr_assert(strstr(log, "StartTime applies to a new clock"), "log: %s", log);
+	cr_assert(strstr(log, "Paused applies to a new clock"), "log: %s", log);
+	cr_assert(strstr(log, "SegmentMode changes only with a restart"), "log: %s", log);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
+/*
+ * Runs shmclockd ARGS (NULL-terminated, without the program name) in a
+ * mount namespace of its own whose /dev/shm is a tmpfs of @size ("64k"),
+ * filled first when @fill. Returns the daemon's exit status (72: killed,
+ * 73: killed by SIGBUS, 71: a shmclock file was left in that /dev/shm), or
+ * skips the test where a tmpfs cannot be mounted. Its stderr in @err.
+ */
+static int run_in_small_shm(const char *size, bool fill, char *err, size_t errlen,
+			    char *const *args)
+{
+	char errpath[256], opts[32];
+	pid_t p;
+	int st;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root (a mount namespace with a small /dev/shm)");
+	snprintf(errpath, sizeof(errpath), "%s/daemon.err", rt_dir);
+	snprintf(opts, sizeof(opts), "size=%s", size);
+	p = test_fork();
+	if (p == 0) {
+		char fillbuf[4096], *argv[32];
+		pid_t d;
+		int fd, dst, n = 0;
+		DIR *dir;
+		struct dirent *e;
+
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("tmpfs", "/dev/shm", "tmpfs", 0, opts))
+			_exit(70);
+		if (fill) {
+			memset(fillbuf, 'x', sizeof(fillbuf));
+			fd = open("/dev/shm/filler", O_WRONLY | O_CREAT, 0600);
+			while (write(fd, fillbuf, sizeof(fillbuf)) > 0)
+				;
+			close(fd);
+		}
+		argv[n++] = (char *)bin("SHMCLOCKD");
+		argv[n++] = (char *)"--log-level=warn";
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		d = fork();
+		if (d == 0) {
+			int efd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+			dup2(efd, 2);
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		waitpid(d, &dst, 0);
+		dir = opendir("/dev/shm");
+		while (dir && (e = readdir(dir)))
+			if (!strncmp(e->d_name, "shmclock", 8))
+				_exit(71); /* a segment or a temporary file left behind */
+		if (!WIFEXITED(dst))
+			_exit(72 + (WTERMSIG(dst) == SIGBUS));
+		_exit(WEXITSTATUS(dst));
+	}
+	st = test_wait(p);
+	if (st == 70)
+		cr_skip_test("cannot mount a tmpfs in a new mount namespace here");
+	{
+		int fd = open(errpath, O_RDONLY);
+
+		cr_assert_geq(fd, 0);
+		slurp(fd, err, errlen);
+	}
+	return st;
+}
+
+Test(daemon, a_full_dev_shm_gives_a_clear_error_and_leaves_nothing_behind)
+{
+	const char *name = test_clock_name();
+	char sock[256], err[1024];
+	char *args[] = { "-n", (char *)name, "--socket", sock, NULL };
+	int st;
+
+	socket_path(sock, sizeof(sock), name);
+	st = run_in_small_shm("64k", true, err, sizeof(err), args);
+	cr_assert_neq(st, 73, "shmclockd died of SIGBUS");
+	cr_assert_neq(st, 71, "a file was left in /dev/shm");
+	cr_assert_eq(st, 1, "exit status %d", st);
+	cr_assert(strstr(err, "no space left"), "message: %s", err);
+}
+
+/* The clock's page fits, the participants' segment does not: the start
+ * fails after the clock's segment was made, and takes it away again (a
+ * clock nobody initialised, left in /dev/shm, is one readers would open). */
+Test(daemon, a_lockstep_start_without_room_leaves_no_clock_behind)
+{
+	const char *name = test_clock_name();
+	char sock[256], err[1024];
+	char *args[] = { "-n", (char *)name, "--socket", sock, "--source", "fixed",
+			 "--lockstep", "2", NULL };
+	int st;
+
+	socket_path(sock, sizeof(sock), name);
+	st = run_in_small_shm("8k", false, err, sizeof(err), args);
+	cr_assert_neq(st, 71, "the clock's segment was left in /dev/shm");
+	cr_assert_eq(st, 1, "exit status %d: %s", st, err);
+	cr_assert(strstr(err, "lockstep") && strstr(err, "no space left"), "message: %s", err);
+	cr_assert_eq(access(sock, F_OK), -1, "%s left behind", sock);
+}
+
+/* A start that fails on an existing clock leaves it there, as it was. */
+Test(daemon, a_failed_start_keeps_an_existing_clock)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--start", "42s", "--paused", NULL);
+	char sock[256], err[1024], out[256];
+	char *argv[] = { (char *)bin("SHMCLOCKD"), "-n", (char *)name, "--socket", sock,
+			 "--log-level=warn", NULL };
+	shmclock_t *r;
+	int64_t t = 0;
+	int st;
+
+	cr_assert_eq(daemon_stop(d), 0);
+	/* A socket under a regular file, which no directory can be made
+	 * at: the start fails after the clock was opened. */
+	snprintf(sock, sizeof(sock), "%s/file", rt_dir);
+	write_file(sock, "");
+	snprintf(sock, sizeof(sock), "%s/file/x.sock", rt_dir);
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 1, "exit %d: %s", st, err);
+	r = open_reader(name);
+	cr_assert(info_of(r).initialized, "the existing clock was lost");
+	/* No writer now: -ESTALE, with the time it held (paused at 42 s). */
+	cr_assert_eq(shmclock_now(r, &t), -ESTALE);
+	cr_assert_eq(t, 42000000000LL, "the clock moved: %lld", (long long)t);
+	shmclock_close(r);
+}
+
+/*
+ * Someone removes /dev/shm/shmclock.NAME under a running daemon (a careless
+ * rm, a purge): readers that open the name would find no clock while the
+ * daemon serves one nobody can open. It says so and stops (shmclockd(8),
+ * THE SEGMENT), exiting with status 1 so that its unit restarts it.
+ */
+Test(daemon, a_removed_segment_is_noticed_logged_and_ends_the_daemon)
+{
+	const char *name = test_clock_name();
+	char shm[128], err[2048];
+	char *args[] = { "-n", (char *)name, NULL };
+	int efd, st;
+	pid_t d = start_logged(args, &efd);
+
+	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+	cr_assert_eq(unlink(shm), 0, "%s: %s", shm, strerror(errno));
+	/* No timeout here: the test's own (60 s) ends a daemon that never
+	 * notices. */
+	st = test_wait(d);
+	slurp(efd, err, sizeof(err));
+	cr_assert_eq(st, 1, "exit %d: %s", st, err);
+	cr_assert(strstr(err, shm) && strstr(err, "removed"), "log: %s", err);
+	cr_assert_eq(access(shm, F_OK), -1, "a segment appeared again at %s", shm);
+}
+
+/* ---------------------------------------- hardening (issues 17 and 21) */
+
+Test(daemon, a_clock_once_stepped_runs_again_under_a_continuous_source)
+{
+	const char *name = test_clock_name();
+	const char *from[][4] = { { "--source", "fixed", NULL, NULL },
+				  { "--source", "external", "--start", "1s" } };
+
+	for (int k = 0; k < 2; k++) {
+		pid_t d = must_start(name, from[k][0], from[k][1], from[k][2], from[k][3], NULL);
+		shmclock_t *r;
+		int64_t a, b;
+
+		cr_assert_eq(daemon_stop(d), 0);
+		d = must_start(name, "--source", "simulation", "--reset", NULL);
+		r = open_reader(name);
+		cr_assert_not(info_of(r).stepped, "still stepped after a reset from %s", from[k][1]);
+		a = now_of(r);
+		sleep_ns(100 * MS);
+		b = now_of(r);
+		cr_assert_gt(b - a, 50 * MS, "from %s: time stood still (%lld ns in 100 ms)", from[k][1],
+			     (long long)(b - a));
+		shmclock_close(r);
+		cr_assert_eq(daemon_stop(d), 0);
+	}
+}
+
+Test(daemon, a_reader_holding_flock_cannot_lock_the_writer_out)
+{
+	const char *name = test_clock_name();
+	_Atomic int *locked = shared_alloc(sizeof(*locked));
+	pid_t d = must_start(name, NULL), reader;
+	shmclock_t *r;
+
+	reader = test_fork();
+	if (reader == 0) {
+		char path[128];
+		int fd;
+
+		/* As an unprivileged user where we can: read access is all it takes. */
+		if (geteuid() == 0 && (setgid(65534) || setuid(65534)))
+			_exit(3);
+		snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			_exit(4);
+		/* Waits while the daemon runs if the daemon holds it. */
+		if (flock(fd, LOCK_EX) < 0)
+			_exit(5);
+		atomic_store(locked, 1);
+		pause();
+		_exit(0);
+	}
+	sleep_ns(100 * MS);
+	kill(d, SIGKILL);
+	test_wait(d);
+	for (int i = 0; i < 200 && !atomic_load(locked); i++)
+		sleep_ns(5 * MS);
+	cr_assert(atomic_load(locked), "the reader never got its flock");
+	/* A new daemon takes the clock over although the reader holds a lock. */
+	d = must_start(name, NULL);
+	r = open_reader(name);
+	{
+		int64_t t;
+
+		cr_assert_eq(shmclock_now(r, &t), 0, "readers see a live writer");
+	}
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, the_fixed_source_runs_at_the_scale_asked)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--source", "fixed", "--scale", "1000", NULL);
+	shmclock_t *r = open_reader(name);
+	int64_t a, b, t0, t1;
+	const char *st;
+
+	sleep_ns(100 * MS);
+	t0 = now_mono();
+	a = now_of(r);
+	sleep_ns(1200 * MS);
+	t1 = now_mono();
+	b = now_of(r);
+	{
+		double achieved = (double)(b - a) / (double)(t1 - t0);
+
+		fprintf(stderr, "# fixed at scale 1000: achieved %.0f\n", achieved);
+		cr_assert(achieved > 800 && achieved < 1200, "achieved scale %.1f", achieved);
+	}
+	st = status_json(name);
+	cr_assert(strstr(st, "\"scale_achieved\":"), "status: %s", st);
+	{
+		double s = atof(strstr(st, "\"scale_achieved\":") + 17);
+
+		cr_assert(s > 800 && s < 1200, "status says it achieved %g", s);
+	}
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, a_start_that_fails_leaves_the_clock_untouched)
+{
+	const char *name = test_clock_name(), *other = test_clock_name();
+	char other_sock[256], err[2048];
+	pid_t d = must_start(name, NULL), o;
+	shmclock_t *r;
+	shmclock_info_t before, after;
+	int st;
+
+	cr_assert_eq(daemon_stop(d), 0);
+	o = must_start(other, NULL);
+	socket_path(other_sock, sizeof(other_sock), other);
+	r = open_reader(name);
+	before = info_of(r);
+	/* The control socket is another live daemon's: refused, after the
+	 * writer was opened but before the clock is touched. */
+	st = daemon_run(err, sizeof(err), "-n", name, "--socket", other_sock, "--reset", "--paused",
+			"--start", "100s", "--log-level=warn", NULL);
+	cr_assert_eq(st, 1, "exit %d: %s", st, err);
+	cr_assert(strstr(err, "in use"), "message: %s", err);
+	after = info_of(r);
+	cr_assert_not(after.paused, "the failed start paused the clock");
+	cr_assert_eq(after.jump_epoch, before.jump_epoch, "the failed start jumped the clock");
+	cr_assert_lt(after.sim_ns, 100 * SEC);
+	cr_assert_eq(after.commits, before.commits, "the failed start committed");
+	/* Out-of-range scales are refused on the command line, by name. */
+	for (int k = 0; k < 3; k++) {
+		const char *bad[] = { "1e-300", "3e9", "1e7" };
+
+		st = daemon_run(err, sizeof(err), "-n", name, "--scale", bad[k], NULL);
+		cr_assert_eq(st, 2, "--scale %s: exit %d", bad[k], st);
+		cr_assert(strstr(err, "--scale"), "message: %s", err);
+	}
+	cr_assert_eq(info_of(r).commits, before.commits);
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(o), 0);
+}
+
+Test(daemon, a_fifo_as_config_is_refused_at_start_and_on_SIGHUP)
+{
+	const char *name = test_clock_name();
+	char fifo[256], cfg[256], err[1024];
+	int64_t t0;
+	pid_t d;
+	int st;
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo.json", rt_dir);
+	snprintf(cfg, sizeof(cfg), "%s/cfg.json", rt_dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	t0 = now_mono();
+	st = daemon_run(err, sizeof(err), "-n", name, "-c", fifo, NULL);
+	cr_assert_eq(st, 2, "exit %d: %s", st, err);
+	cr_assert(strstr(err, "not a regular file"), "message: %s", err);
+	cr_assert_lt(now_mono() - t0, 3 * SEC);
+
+	write_file(cfg, "{ \"TimeScale\": 2 }\n");
+	d = must_start(name, "-c", cfg, NULL);
+	cr_assert_eq(rename(fifo, cfg), 0);
+	kill(d, SIGHUP);
+	sleep_ns(200 * MS);
+	cr_assert_eq(ctl(name, "--timeout", "2", "status", NULL), 0, "no status after SIGHUP: %s", ctl_err);
+	t0 = now_mono();
+	cr_assert_eq(daemon_stop(d), 0);
+	cr_assert_lt(now_mono() - t0, 3 * SEC);
+}
+
+Test(daemon, status_world_time_near_2262_does_not_wrap_to_1969)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, "--start", "2262-04-01T00:00:00Z", "--unix-zero",
+			     "2000-01-01T00:00:00Z", "--paused", NULL);
+	const char *st = status_json(name), *u = strstr(st, "\"sim_unix\":\"");
+
+	cr_assert_not_null(u, "status: %s", st);
+	cr_assert(!strncmp(u + 12, "2262-", 5), "world time %.30s", u + 12);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, remove_on_exit_never_deletes_a_successors_clock)
+{
+	const char *name = test_clock_name();
+	_Atomic pid_t *holder = shared_alloc(sizeof(*holder));
+
+	for (int k = 0; k < 10; k++) {
+		pid_t d = must_start(name, "--remove-on-exit", NULL), succ;
+		shmclock_t *r;
+		shmclock_info_t in;
+
+		atomic_store(holder, 0);
+		succ = test_fork();
+		if (succ == 0) {
+			shmclock_writer_t *w;
+			int e;
+
+			/* No pause between tries: the window between the old
+			 * daemon's release and its removal is microseconds. */
+			while ((e = shmclock_writer_open(name, &w)) == -EBUSY || e == -ENOENT)
+				;
+			if (e || shmclock_writer_set_time(w, 42 * SEC))
+				_exit(3);
+			atomic_store(holder, getpid());
+			pause();
+			_exit(0);
+		}
+		sleep_ns((k % 5) * MS);
+		cr_assert_eq(daemon_stop(d), 0);
+		for (int i = 0; i < 400 && !atomic_load(holder); i++)
+			sleep_ns(5 * MS);
+		cr_assert_eq(atomic_load(holder), succ, "try %d: the successor never took the clock", k);
+		cr_assert_eq(shmclock_open(name, &r), 0, "try %d: the successor's clock was removed", k);
+		in = info_of(r);
+		cr_assert(in.writer_alive && in.writer_pid == succ, "try %d: clock served by %d", k,
+			  (int)in.writer_pid);
+		shmclock_close(r);
+		kill(succ, SIGKILL);
+		test_wait(succ);
+		shmclock_unlink(name);
+	}
+}
+
+static int64_t cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	long long ut = 0, st = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	slurp(fd, buf, sizeof(buf));
+	p = strrchr(buf, ')');
+	cr_assert_not_null(p);
+	/* fields 14 and 15 (utime, stime), counted after the comm field */
+	cr_assert_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st), 2);
+	return ut + st;
+}
+
+static int count_fds(pid_t pid)
+{
+	char path[64];
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	cr_assert_not_null(d);
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+Test(daemon, out_of_descriptors_the_control_loop_neither_spins_nor_hangs_clients)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	char sock[256], buf[512];
+	struct rlimit rl;
+	int fds[3], lowest_free = 0;
+	int64_t c0, c1;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	socket_path(sock, sizeof(sock), name);
+	/* The daemon may open no descriptor numbered at or above its lowest
+	 * free one now: its next accept() fails with EMFILE. */
+	{
+		char path[64];
+		bool used[1024] = { false };
+		DIR *dir;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)d);
+		dir = opendir(path);
+		cr_assert_not_null(dir);
+		for (struct dirent *e; (e = readdir(dir));)
+			if (e->d_name[0] != '.' && atoi(e->d_name) < 1024)
+				used[atoi(e->d_name)] = true;
+		closedir(dir);
+		while (used[lowest_free])
+			lowest_free++;
+	}
+	fprintf(stderr, "# shmclockd holds %d descriptors, lowest free %d\n", count_fds(d), lowest_free);
+	cr_assert_eq(prlimit(d, RLIMIT_NOFILE, NULL, &rl), 0);
+	rl.rlim_cur = (rlim_t)lowest_free;
+	cr_assert_eq(prlimit(d, RLIMIT_NOFILE, &rl, NULL), 0, "prlimit: %s", strerror(errno));
+	for (int i = 0; i < 3; i++) {
+		fds[i] = control_client_connect(sock);
+		cr_assert_geq(fds[i], 0);
+	}
+	/* The first is told why, at once, rather than left hanging. */
+	control_client_read_line(fds[0], buf, sizeof(buf), 2000);
+	cr_assert(strstr(buf, "out of file descriptors"), "reply: '%s'", buf);
+	c0 = cpu_ticks(d);
+	sleep_ns(1 * SEC);
+	c1 = cpu_ticks(d);
+	fprintf(stderr, "# out of descriptors: %lld ms of CPU in 1 s\n", (long long)((c1 - c0) * 1000 / hz));
+	cr_assert_lt((c1 - c0) * 1000 / hz, 300, "the daemon used %lld ms of CPU in 1 s",
+		     (long long)((c1 - c0) * 1000 / hz));
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	/* With descriptors back, it serves again. */
+	rl.rlim_cur = 1024;
+	cr_assert_eq(prlimit(d, RLIMIT_NOFILE, &rl, NULL), 0);
+	sleep_ns(300 * MS);
+	cr_assert_eq(ctl(name, "status", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, SegmentMode_refuses_write_for_others_and_is_applied_on_every_start)
+{
+	const char *name = test_clock_name();
+	char cfg[256], shm[128], err[1024];
+	struct stat st;
+	pid_t d;
+
+	snprintf(cfg, sizeof(cfg), "%s/mode.json", rt_dir);
+	snprintf(shm, sizeof(shm), "/dev/shm/shmclock.%s", name);
+	for (int k = 0; k < 3; k++) {
+		const char *bad[] = { "{ \"SegmentMode\": \"0666\" }", "{ \"SegmentMode\": \"0400\" }",
+				      "{ \"SegmentMode\": \"0620\" }" };
+
+		write_file(cfg, bad[k]);
+		cr_assert_eq(daemon_run(err, sizeof(err), "-n", name, "-c", cfg, NULL), 2, "%s", bad[k]);
+		cr_assert(strstr(err, "SegmentMode"), "message: %s", err);
+	}
+	cr_assert_eq(shmclock_writer_check_mode(0640), 0);
+	cr_assert_eq(shmclock_writer_check_mode(0666), -EINVAL);
+	d = must_start(name, NULL);
+	cr_assert_eq(daemon_stop(d), 0);
+	/* As an older shmclockd with "0666" would have left it. */
+	cr_assert_eq(chmod(shm, 0666), 0);
+	d = must_start(name, NULL);
+	cr_assert_eq(stat(shm, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0644, "mode %o after a restart", st.st_mode & 0777);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, shmclockctl_gives_up_on_a_stopped_daemon)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	int64_t t0;
+	int st;
+
+	kill(d, SIGSTOP);
+	t0 = now_mono();
+	st = ctl(name, "--timeout", "0.5", "status", NULL);
+	kill(d, SIGCONT);
+	cr_assert_eq(st, 3, "exit %d: %s", st, ctl_err);
+	cr_assert(strstr(ctl_err, "did not answer"), "message: %s", ctl_err);
+	cr_assert_lt(now_mono() - t0, 2 * SEC);
+	cr_assert_eq(ctl(name, "--timeout", "x", "status", NULL), 2);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, config_errors_point_at_the_right_line)
+{
+	const char *name = test_clock_name();
+	char cfg[256], err[1024], loc[300];
+	int st;
+
+	snprintf(cfg, sizeof(cfg), "%s/c.json", rt_dir);
+	write_file(cfg, "{\n\"TimeScale\": 2,\n\"PublishHz\": 50,\n\"TimeScale\": 3\n}\n");
+	st = daemon_run(err, sizeof(err), "-n", name, "-c", cfg, NULL);
+	snprintf(loc, sizeof(loc), "%s:4:", cfg);
+	cr_assert_eq(st, 2);
+	cr_assert(strstr(err, loc) && strstr(err, "given twice"), "duplicate: %s", err);
+
+	write_file(cfg, "{\n\n\"\\u0054imeScale\": -1\n}\n");
+	st = daemon_run(err, sizeof(err), "-n", name, "-c", cfg, NULL);
+	snprintf(loc, sizeof(loc), "%s:3:", cfg);
+	cr_assert_eq(st, 2);
+	cr_assert(strstr(err, loc), "escaped key: %s", err);
+
+	write_file(cfg, "{ \"TimeScale\": 2 }\n{ \"TimeScale\": 3 }\n");
+	st = daemon_run(err, sizeof(err), "-n", name, "-c", cfg, NULL);
+	cr_assert_eq(st, 2, "trailing content accepted");
+	cr_assert(strstr(err, "after the config object"), "message: %s", err);
+#ifdef SHMCLOCK_HAVE_ROS2
+	write_file(cfg, "{\n\"Ros2\": {\n  \"PublishHz\": 10,\n  \"PublishHz\": 20 }\n}\n");
+	st = daemon_run(err, sizeof(err), "-n", name, "-c", cfg, NULL);
+	snprintf(loc, sizeof(loc), "%s:4:", cfg);
+	cr_assert_eq(st, 2, "a duplicate inside Ros2 was accepted");
+	cr_assert(strstr(err, loc) && strstr(err, "given twice"), "Ros2 duplicate: %s", err);
+#endif
+}
+
+Test(daemon, scale_and_paused_apply_to_a_continued_clock)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL);
+	shmclock_t *r;
+	shmclock_info_t in;
+
+	cr_assert_eq(daemon_stop(d), 0);
+	d = must_start(name, "--scale", "5", "--paused", NULL);
+	r = open_reader(name);
+	in = info_of(r);
+	cr_assert_eq(in.scale, 5.0);
+	cr_assert(in.paused);
+	cr_assert_eq(in.jump_epoch, 0, "continuing must not jump");
+	shmclock_close(r);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+/* As uid/gid 65534 (a member of ControlGroup "nogroup" by its gid): 1 if
+ * the daemon answers a status request, 0 if it refuses. */
+static int nobody_may_control(const char *sock)
+{
+	struct {
+		_Atomic int ok, err;
+		char reply[256];
+	} *res = shared_alloc(sizeof(*res));
+	pid_t c = test_fork();
+
+	if (c == 0) {
+		char reply[8192];
+		int e;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		e = control_client_request(sock, "{\"cmd\":\"status\"}\n", reply, sizeof(reply), 2000);
+		atomic_store(&res->err, e);
+		snprintf(res->reply, sizeof(res->reply), "%.200s", reply);
+		atomic_store(&res->ok, !e && strstr(reply, "\"ok\":true") != NULL);
+		_exit(0);
+	}
+	cr_assert_eq(test_wait(c), 0);
+	fprintf(stderr, "# uid 65534 asks for status: %.40s (%s)\n", res->reply,
+		atomic_load(&res->err) ? strerror(-atomic_load(&res->err)) : "answered");
+	return atomic_load(&res->ok);
+}
+
+Test(daemon, SIGHUP_applies_ControlGroup_and_what_status_reports)
+{
+	const char *name = test_clock_name();
+	char cfg[256], sock[256];
+	pid_t d;
+
+	need_root();
+	snprintf(cfg, sizeof(cfg), "%s/group.json", rt_dir);
+	socket_path(sock, sizeof(sock), name);
+	write_file(cfg, "{ \"ControlGroup\": \"nogroup\", \"PublishHz\": 50 }\n");
+	d = must_start(name, "-c", cfg, NULL);
+	chmod(rt_dir, 0755); /* only the credential check stands */
+	cr_assert_eq(nobody_may_control(sock), 1, "a ControlGroup member was refused");
+	/* Revoked by a reload: refused from then on. */
+	write_file(cfg, "{ \"PublishHz\": 40 }\n");
+	kill(d, SIGHUP);
+	sleep_ns(300 * MS);
+	chmod(sock, 0666);
+	cr_assert_eq(nobody_may_control(sock), 0, "a revoked ControlGroup still controls the clock");
+	cr_assert(strstr(status_json(name), "\"publish_hz\":40"), "status: %s", ctl_out);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(daemon, a_client_whose_credentials_cannot_be_read_is_refused_and_logged_as_nobody)
+{
+	const char *name = test_clock_name();
+	char sock[256], reply[512], logpath[300], log[4096];
+	pid_t d;
+	int fd;
+
+	snprintf(logpath, sizeof(logpath), "%s/daemon.log", rt_dir);
+	/* An ASan shmclockd accepts a library loaded before its runtime. */
+	setenv("LD_PRELOAD", bin("FAIL_PEERCRED"), 1);
+	setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+	fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	{
+		int saved = dup(2);
+
+		dup2(fd, 2); /* the daemon inherits it as its log */
+		d = must_start(name, NULL);
+		dup2(saved, 2);
+		close(saved);
+	}
+	close(fd);
+	unsetenv("LD_PRELOAD");
+	unsetenv("ASAN_OPTIONS");
+	socket_path(sock, sizeof(sock), name);
+	/* The daemon refuses on accept, before any request: just read. */
+	fd = control_client_connect(sock);
+	cr_assert_geq(fd, 0);
+	control_client_read_line(fd, reply, sizeof(reply), 2000);
+	close(fd);
+	cr_assert(strstr(reply, "permission denied"), "reply: %s", reply);
+	cr_assert_eq(daemon_stop(d), 0);
+	fd = open(logpath, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	slurp(fd, log, sizeof(log));
+	/* Not whatever the stack held: the credentials nobody has. */
+	cr_assert(strstr(log, "refused uid 4294967295 (pid 0)"), "log: %s", log);
 }

@@ -286,3 +286,60 @@ Test(units, evict_takes_a_participants_name)
 	l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"a-name-that-is-longer-than-sixty-four-bytes-which-is-the-limit-xx\"}";
 	cr_expect_neq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0);
 }
+
+/*
+ * The config's table (config.c) says each thing once, and what it says
+ * agrees with itself: every key has a help line and a unique name in its
+ * section, a ranged key's message names its range (min and max are what the
+ * parser checks, expect is what a refusal says), and the parser refuses
+ * just past each end and takes each end.
+ */
+Test(units, the_config_table_agrees_with_itself)
+{
+	for (size_t i = 0; i < config_nkeys; i++) {
+		const struct config_key *k = &config_keys[i];
+		char path[64], lo[32], hi[32];
+
+		config_key_path(k, path, sizeof(path));
+		cr_expect(k->help && k->help[0], "%s has no help line", path);
+		cr_expect_eq(config_key_find(k->section, k->name), k, "%s is in the table twice", path);
+		if (k->kind == KEY_SECTION)
+			cr_expect_not_null(k->expect, "section %s has no example", path);
+		if (k->kind != KEY_INT && !(k->kind == KEY_TIME && k->max))
+			continue;
+		cr_assert_not_null(k->expect, "%s has a range but no message for it", path);
+		if (k->kind == KEY_INT) {
+			snprintf(lo, sizeof(lo), "%g", k->min);
+			snprintf(hi, sizeof(hi), "%g", k->max);
+			cr_expect(strstr(k->expect, lo) && strstr(k->expect, hi),
+				  "%s: range %s to %s, but its message says \"%s\"", path, lo, hi, k->expect);
+		} else {
+			/* "a duration from 100ms (...) to 24h": the words after
+			 * "from" and "to", read as durations. */
+			const char *f = strstr(k->expect, "from "), *t = f ? strstr(f, " to ") : NULL;
+			int64_t a = -1, b = -1;
+			char why[128];
+
+			cr_assert(f && t, "%s: its message \"%s\" names no range", path, k->expect);
+			sscanf(f + 5, "%31[^ )]", lo);
+			sscanf(t + 4, "%31[^ )]", hi);
+			cr_expect(!duration_parse(lo, &a, why, sizeof(why)) && a == (int64_t)k->min &&
+					  !duration_parse(hi, &b, why, sizeof(why)) && b == (int64_t)k->max,
+				  "%s: range %.0f to %.0f ns, but its message says \"%s\"", path, k->min, k->max,
+				  k->expect);
+		}
+		/* The parser holds each end, and the messages past them. */
+		if (k->kind == KEY_INT && !k->section) {
+			struct shmclockd_config c;
+			char text[128], err[512];
+
+			snprintf(text, sizeof(text), "{ \"%s\": %g }", k->name, k->min);
+			cr_expect_eq(load(text, &c, err, sizeof(err)), 0, "%s: %s", text, err);
+			snprintf(text, sizeof(text), "{ \"%s\": %g }", k->name, k->max);
+			cr_expect_eq(load(text, &c, err, sizeof(err)), 0, "%s: %s", text, err);
+			snprintf(text, sizeof(text), "{ \"%s\": %g }", k->name, k->max + 1);
+			cr_expect_eq(load(text, &c, err, sizeof(err)), -EINVAL, "%s taken", text);
+			cr_expect(strstr(err, k->expect), "%s: %s", text, err);
+		}
+	}
+}

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """Every option a program's --help names is in its man page.
 
-Also: every shmclockctl and shmclock-bench command, every config key the
-daemon's parser knows (shmclock.json(5), and the fuzz dictionary), and every public function and error
-code of the library (libshmclock(3)). The pages are read as the built roff
+Also: every shmclockctl and shmclock-bench command, and every public
+function and error code of the library (libshmclock(3)); the config's keys
+are checked by config_keys.py. The pages are read as the built roff
 (scdoc's output) with its markup removed, so the check is on what is
 installed. TAP, one line per program or page.
 
@@ -76,17 +76,7 @@ for exe, page in programs.items():
         words += re.findall(r"^  ([a-z0-9]+)\s", h.split("commands")[1].split("options:")[0], re.M)
     check(os.path.basename(exe) + " --help", page, words)
 
-with open(os.path.join(src, "shmclockd", "config.c"), encoding="utf-8") as f:
-    keys = set(re.findall(r'"([A-Z][A-Za-z0-9]+)"', f.read()))
-check("config keys of shmclockd/config.c", "shmclock.json.5", keys)
-# The fuzz dictionary (libFuzzer's format: one quoted token a line) has
-# every key as a JSON string, so the fuzzers reach each key's parser.
-with open(os.path.join(src, "tests", "fuzz", "dict.json"), encoding="utf-8") as f:
-    tokens = set(re.findall(r'^"\\"([A-Za-z0-9]+)\\""$', f.read(), re.M))
-missing = sorted(keys - tokens)
-results.append((not missing and bool(keys),
-                f"config keys of shmclockd/config.c: {len(keys)} in tests/fuzz/dict.json"
-                + (f"; missing: {' '.join(missing)}" if missing else "")))
+# The config's keys: tests/doc/config_keys.py (from the daemon's table).
 
 inc = os.path.join(src, "libshmclock", "include", "shmclock")
 funcs, errs = set(), set()

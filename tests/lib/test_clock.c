@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "../helpers.h"
+#include "stuck_writer.h"
 #include <shmclock/static/shmclock.h>
 
 TestSuite(clock, .fini = test_cleanup, .timeout = 30);
@@ -536,4 +537,60 @@ Test(clock, freeze_at_schedules_the_next_change_exactly_at_its_instant)
 	cr_expect_eq(in.sim_ns, want + (in.mono_ns - (mono + 20000000)),
 		     "running again from the instant on");
 	close_pair(&p);
+}
+
+/* ---------------------------------------- hardening (issue 17) */
+
+#define MS 1000000LL
+
+Test(clock, a_writer_stopped_mid_update_freezes_time_and_never_blocks_readers)
+{
+	const char *name = test_clock_name();
+	shmclock_writer_t *w;
+	struct shmclock_seg *seg;
+	shmclock_t *r;
+	int64_t anchor, t0, v, prev = INT64_MIN, worst = 0;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, 0), 0);
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	sleep_ns(20 * MS);
+	cr_assert_eq(shmclock_now(r, &prev), 0);
+	seg = stop_mid_update(name, &anchor);
+	for (int i = 0; i < 50; i++) {
+		int e;
+
+		t0 = now_mono();
+		e = shmclock_now(r, &v);
+		if (now_mono() - t0 > worst)
+			worst = now_mono() - t0;
+		cr_assert_eq(e, 0, "read %d: %s", i, shmclock_strerror(e));
+		cr_assert_geq(v, prev, "time went back while the writer was stuck");
+		prev = v;
+		sleep_ns(2 * MS);
+	}
+	/* Frozen at the anchor: the last committed function's value there. */
+	cr_assert_eq(v, shmclock_static_eval(atomic_load(&seg->b_mono_base), atomic_load(&seg->b_sim_base),
+					     atomic_load(&seg->b_mult), anchor));
+	cr_assert_lt(worst, 50 * MS, "a read took %lld ms", (long long)(worst / MS));
+	/* The update completes as a pause at its anchor: nothing goes back. */
+	finish_as_pause(seg, anchor);
+	cr_assert_eq(shmclock_now(r, &v), 0);
+	cr_assert_geq(v, prev);
+	shmclock_close(r);
+	shmclock_writer_close(w);
+}
+
+Test(clock, scales_the_rate_cannot_hold_within_a_tenth_of_a_percent_are_refused)
+{
+	const char *name = test_clock_name();
+	shmclock_writer_t *w;
+	shmclock_info_t in;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_set_scale(w, 1e-9), -ERANGE);
+	cr_assert_eq(shmclock_writer_set_scale(w, 1e-6), 0);
+	cr_assert_eq(shmclock_writer_info(w, &in), 0);
+	cr_assert_lt(fabs(in.scale / 1e-6 - 1), 1e-3, "scale 1e-6 became %g", in.scale);
+	shmclock_writer_close(w);
 }

@@ -305,7 +305,7 @@ static int64_t cpu_ns(void)
 
 /* Holds seq odd for `stall_ns` as a writer descheduled between its odd
  * store and the publication of its anchor would (the one place where
- * readers must wait: a writer stopped after it is test_hardening's), with
+ * readers must wait: a writer stopped after it is tests/lib/test_clock.c's), with
  * `nreaders` reader processes (more than cores) calling now() meanwhile. */
 static void stall(const char *name, int64_t stall_ns, int nreaders, struct stall_result *res)
 {

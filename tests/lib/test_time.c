@@ -1034,3 +1034,41 @@ Test(time, a_rate_boundary_at_time_zero_keeps_the_schedule)
 	shmclock_close(c);
 	shmclock_writer_close(w);
 }
+
+/* ---------------------------------------- hardening (issue 17) */
+
+Test(time, huge_jumps_saturate_instead_of_wrapping)
+{
+	const char *name = test_clock_name();
+	shmclock_writer_t *w;
+	shmclock_info_t in;
+	shmclock_rate_t rate;
+	shmclock_t *r;
+	uint64_t missed = 1;
+	int64_t t0;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, -9200000000LL * SEC), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, 9200000000LL * SEC), 0);
+	cr_assert_eq(shmclock_writer_info(w, &in), 0);
+	cr_assert_eq(in.last_jump_ns, INT64_MAX, "jump of %lld", (long long)in.last_jump_ns);
+	cr_assert_eq(shmclock_writer_set_time(w, -9200000000LL * SEC), 0);
+	cr_assert_eq(shmclock_writer_info(w, &in), 0);
+	cr_assert_eq(in.last_jump_ns, INT64_MIN);
+
+	/* A rate across a huge forward jump: a new schedule, nothing missed,
+	 * and it still waits its period. */
+	cr_assert_eq(shmclock_writer_set_time(w, 0), 0);
+	r = reader(name);
+	cr_assert_eq(shmclock_rate_init(&rate, r, shmclock_msec(10)), 0);
+	cr_assert_eq(shmclock_rate_sleep(&rate, &missed), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, INT64_MAX - 1000 * SEC), 0);
+	t0 = now_mono();
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(shmclock_rate_sleep(&rate, &missed), 0);
+		cr_assert_eq(missed, 0, "missed %llu", (unsigned long long)missed);
+	}
+	cr_assert_geq(now_mono() - t0, 20 * MS, "the rate stopped waiting");
+	shmclock_close(r);
+	shmclock_writer_close(w);
+}

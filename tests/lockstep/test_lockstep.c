@@ -974,6 +974,16 @@ Test(lockstep, sighup_applies_lockstep_keys_to_the_running_clock)
 	cr_assert_eq(shmclock_lockstep_advance(a, 60 * MS, shmclock_sec(5)), 0);
 	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
 	cr_assert(strstr(ctl_out, "\"participants_required\":2"), "%s", ctl_out);
+	/* Participants counts only until the clock started: a reload that
+	 * changes it now is refused, and status does not show a number the
+	 * clock no longer waits for (it once did). */
+	write_file(cfg, "{\"TimeSource\": \"fixed\", \"Lockstep\": {\"Participants\": 3, "
+			"\"OnDeath\": \"evict\"}}");
+	kill(d, SIGHUP);
+	sleep_ns(200 * MS);
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"participants_required\":2"), "%s", ctl_out);
+	cr_assert_eq(shmclock_lockstep_advance(a, 65 * MS, shmclock_sec(5)), 0);
 	/* The stall keys and the horizon apply too: a participant holding
 	 * the clock since before EvictAfter was set is evicted once it is,
 	 * and a lower MaxGrantAhead refuses a grant the old one allowed. */

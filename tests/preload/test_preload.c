@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include "../daemon.h"
+#include "../lib/stuck_writer.h"
 
 TestSuite(preload, .init = daemon_setup, .fini = daemon_teardown, .timeout = 120);
 
@@ -453,4 +454,90 @@ Test(preload, dup2_onto_a_number_where_the_shim_is_placing_a_copy_stays_the_prog
 Test(preload, a_vfork_child_closing_a_timerfds_second_name_leaves_the_parents)
 {
 	harmless("vfork-close");
+}
+
+/* ---------------------------------------- hardening (issues 17 and 21) */
+
+Test(preload, the_shim_never_falls_back_to_the_real_clock_while_the_writer_is_stuck)
+{
+	const char *name = test_clock_name();
+	char *argv[] = { (char *)bin("SHMCLOCK_RUN"), "-n", (char *)name, "--clocks", "monotonic", "--",
+			 "python3", "-c",
+			 "import time\nfor _ in range(5): print(time.monotonic())", NULL };
+	shmclock_writer_t *w;
+	struct shmclock_seg *seg;
+	int64_t anchor, t0;
+	int st;
+
+	if (access("/usr/bin/python3", X_OK))
+		cr_skip_test("python3 is not installed (.ci/setup installs it)");
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, 5 * SEC), 0);
+	seg = stop_mid_update(name, &anchor);
+	t0 = now_mono();
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	cr_assert_eq(st, 0, "exit %d: %s", st, err);
+	/* Each reading is the frozen simulated 5 s, not the machine's uptime,
+	 * and nobody waited a second per read. */
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+		double m = atof(l);
+
+		cr_assert(m >= 5.0 && m < 6.0, "CLOCK_MONOTONIC read %s under the shim", l);
+	}
+	cr_assert_lt(now_mono() - t0, 3 * SEC);
+	finish_as_pause(seg, anchor);
+	shmclock_writer_close(w);
+}
+
+Test(preload, the_shims_cut_short_messages_end_in_a_newline)
+{
+	char name[301], *argv[] = { "/bin/true", NULL };
+	char *env_preload;
+	int st;
+
+	memset(name, 'a', 300);
+	name[300] = 0;
+	env_preload = getenv("SHMCLOCK_PRELOAD");
+	cr_assert_not_null(env_preload);
+	setenv("LD_PRELOAD", env_preload, 1);
+	setenv("SHMCLOCK_NAME", name, 1);
+	st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+	unsetenv("LD_PRELOAD");
+	unsetenv("SHMCLOCK_NAME");
+	cr_assert_eq(st, 0);
+	cr_assert_gt(strlen(err), 0);
+	cr_assert_eq(err[strlen(err) - 1], '\n', "message: %s", err);
+}
+
+/* preload-probe MODE under shmclock-run, against a daemon of its own; its
+ * output in out (the probe must exit 0). */
+static void probe_under_shim(const char *mode)
+{
+	const char *name = test_clock_name();
+	char *argv[] = { (char *)bin("SHMCLOCK_RUN"), "-n", (char *)name, "--",
+			 (char *)bin("PRELOAD_PROBE"), (char *)mode, NULL };
+	pid_t d = must_start(name, NULL);
+	int st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+
+	cr_assert_eq(st, 0, "preload-probe %s: exit %d: %s", mode, st, err);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
+Test(preload, the_shim_takes_a_timeout_of_centuries_as_a_long_wait)
+{
+	/* {LONG_MAX, 0}: 9.2e27 ns. Multiplied before saturating, it wrapped
+	 * into a timeout in the past: select returned at once, nothing ready. */
+	probe_under_shim("forever");
+	cr_assert(!strncmp(out, "ready", 5), "select(..., {LONG_MAX, 0}) under the shim: %s", out);
+}
+
+Test(preload, a_periodic_timer_looked_at_loses_no_expiry)
+{
+	int n = -1;
+
+	probe_under_shim("timer");
+	cr_assert_eq(sscanf(out, "expiries %d", &n), 1, "output: %s", out);
+	fprintf(stderr, "# 100 ms timer over 2 s with one timer_gettime: %d expiries\n", n);
+	/* 20 due; one either side for where the 2 s fall on a loaded machine. */
+	cr_assert(n >= 19 && n <= 21, "%d expiries in 2 s of a 100 ms timer", n);
 }
