@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* shmclock-run: run a command under libshmclock-preload.so (like faketime). */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,8 +21,8 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: shmclock-run [-n NAME] [--clocks LIST] [-w DURATION] [--fallback] [-q]\n"
-	      "                    -- COMMAND [ARG...]\n"
+	fputs("usage: shmclock-run [-n NAME] [--clocks LIST] [-w DURATION] [--fallback]\n"
+	      "                    [--trap | --no-trap] [-q] -- COMMAND [ARG...]\n"
 	      "\n"
 	      "Run COMMAND (and everything it starts) with simulated time from clock NAME:\n"
 	      "its clocks follow the live clock through pause, scale, steps and jumps, and\n"
@@ -36,12 +38,17 @@ static void usage(FILE *f)
 	      "                       and start (default: do not wait)\n"
 	      "      --fallback       run COMMAND with the real clocks if the clock is not\n"
 	      "                       there (default: refuse, exit 1)\n"
+	      "      --trap           trap the time system calls a program makes without\n"
+	      "                       libc (seccomp), whatever the program; default: Go\n"
+	      "                       programs only (and their children)\n"
+	      "      --no-trap        never trap them (Go's waits then keep real time)\n"
 	      "  -q, --quiet          the shim says nothing on stderr\n"
 	      "  -h, --help           this help\n"
 	      "\n"
 	      "Exit status: COMMAND's; 1 clock error, 2 bad arguments, 126/127 COMMAND\n"
-	      "could not be run. Not caught: static binaries, raw system calls, Go\n"
-	      "programs (they bypass libc); set-user-ID programs ignore LD_PRELOAD.\n",
+	      "could not be run (126 also for a statically linked COMMAND, which cannot\n"
+	      "load the shim). Under the trap, set-user-ID programs run with the\n"
+	      "caller's rights (no_new_privs).\n",
 	      f);
 }
 
@@ -57,6 +64,47 @@ static const char *find_shim(char *buf, size_t len)
 	return beside ? beside : SHMCLOCK_PRELOAD_INSTALLED;
 }
 
+/* @path (found in $PATH as execvp does, into @buf) is an ELF executable
+ * without an interpreter. Anything else (a script, not found, unreadable)
+ * is left to execvp to run or to refuse. */
+static bool is_static(const char *cmd, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	bool found = false, interp = false;
+	int fd = -1;
+
+	if (strchr(cmd, '/')) {
+		snprintf(buf, len, "%s", cmd);
+		found = access(buf, X_OK) == 0;
+	} else {
+		for (const char *p = path ? path : "/usr/local/bin:/usr/bin:/bin"; !found && *p;) {
+			size_t n = strcspn(p, ":");
+
+			snprintf(buf, len, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd);
+			found = access(buf, X_OK) == 0;
+			p += n + (p[n] == ':');
+		}
+	}
+	if (!found || (fd = open(buf, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph)) {
+		close(fd);
+		return false;
+	}
+	for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+		    (ssize_t)sizeof(ph))
+			break;
+		interp = ph.p_type == PT_INTERP;
+	}
+	close(fd);
+	return !interp;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -65,6 +113,8 @@ int main(int argc, char **argv)
 		{ "wait", required_argument, NULL, 'w' },
 		{ "fallback", no_argument, NULL, 'F' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "trap", no_argument, NULL, 'T' },
+		{ "no-trap", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -73,6 +123,7 @@ int main(int argc, char **argv)
 	size_t badlen = 0;
 	shmclock_duration_t wait = { 0 };
 	bool fallback = false, quiet = false;
+	const char *trap = NULL;
 	char shimbuf[PATH_MAX], *preload;
 	shmclock_t *clk = NULL;
 	int c, r;
@@ -101,6 +152,12 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			break;
+		case 'T':
+			trap = "1";
+			break;
+		case 'N':
+			trap = "0";
 			break;
 		case 'h':
 			usage(stdout);
@@ -142,6 +199,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	/* A static executable cannot load the shim: it would run on the real
+	 * clocks without a word. */
+	if (is_static(argv[optind], shimbuf, sizeof(shimbuf))) {
+		fprintf(stderr, PROG ": %s is statically linked: it cannot load the shim and would "
+				"run on the real clocks (static programs are not supported yet)\n",
+			shimbuf);
+		return 126;
+	}
 	shim = find_shim(shimbuf, sizeof(shimbuf));
 	if (access(shim, R_OK)) {
 		fprintf(stderr, PROG ": %s: %s (set SHMCLOCK_PRELOAD to the library)\n", shim,
@@ -163,7 +228,8 @@ int main(int argc, char **argv)
 		preload = (char *)shim;
 	}
 	if (setenv("LD_PRELOAD", preload, 1) || setenv("SHMCLOCK_NAME", name, 1) ||
-	    setenv("SHMCLOCK_CLOCKS", clocks, 1) || (quiet && setenv("SHMCLOCK_QUIET", "1", 1))) {
+	    setenv("SHMCLOCK_CLOCKS", clocks, 1) || (quiet && setenv("SHMCLOCK_QUIET", "1", 1)) ||
+	    (trap && setenv("SHMCLOCK_TRAP", trap, 1))) {
 		fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
 		return 1;
 	}

@@ -1,0 +1,698 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The system-call trap: simulated time for the calls a program makes
+ * without libc (Go's runtime, syscall(2), inline assembly). A seccomp
+ * filter makes the time-bearing system calls raise SIGSYS instead of
+ * running (SECCOMP_RET_TRAP); the shim's handler answers them as the
+ * interposed libc functions do, with the registers of the call:
+ *
+ *   clock_gettime, gettimeofday, time      the simulated clocks
+ *   nanosleep, clock_nanosleep             sleeps in simulated time
+ *   futex FUTEX_WAIT(_BITSET) with a       waits re-planned in slices
+ *     timeout, poll, ppoll, select,          (core.c, shim_wait), as the
+ *     pselect6, epoll_wait, epoll_pwait,     libc wrappers are
+ *     epoll_pwait2, rt_sigtimedwait with
+ *     a timeout
+ *   rt_sigaction(SIGSYS)                   kept for the program (below)
+ *
+ * Only calls that carry a timeout trap (a poll with 0 or -1, a futex wait
+ * without one go to the kernel at full speed), and never the shim's own:
+ * its raw calls go through one small function at a fixed address, the
+ * gadget, which the filter lets through by instruction pointer. The
+ * address is the same in every process so that the filter, which every
+ * child inherits across fork and exec and nobody can remove, still lets
+ * the child's own shim through. The shim's calls into libc that trap (a
+ * slice of a wait, made through libc's ppoll or pthread_cond_clockwait)
+ * are marked by a thread-local flag: the handler makes them as they are.
+ *
+ * Signals: Go's runtime installs its handler for every signal with raw
+ * rt_sigaction, SIGSYS included; the filter traps rt_sigaction on SIGSYS
+ * and the handler keeps the program's action aside (what it set is what
+ * it reads back), so the trap's handler stays. A SIGSYS that is not the
+ * trap's (kill, another seccomp filter's trap) goes to the program's
+ * action. The handler runs on the thread's alternate stack when it has one
+ * (SA_ONSTACK: Go's signal stack), keeps errno, and is re-entrant.
+ *
+ * When: SHMCLOCK_TRAP=1 (shmclock-run --trap) always, 0 never, otherwise
+ * (auto) for Go programs (their executable has a .go.buildinfo or
+ * .note.go.buildid section) and in every process that inherited the
+ * filter. A seccomp filter needs no_new_privs: under the trap a set-user-ID
+ * program runs with the caller's rights. x86-64 only; elsewhere the shim
+ * says so once and the calls keep real time.
+ */
+#include "preload.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/filter.h>
+#include <linux/futex.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+/* Set while the shim makes a call through libc that may trap: the handler
+ * makes it as it is. Initial-exec: read in a signal handler. */
+__thread int shim_passthru __attribute__((tls_model("initial-exec")));
+
+_Atomic bool shim_trap_on;
+
+#if defined(__x86_64__)
+
+#include <linux/audit.h>
+
+#ifndef SYS_SECCOMP
+#define SYS_SECCOMP 1
+#endif
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000
+#endif
+
+/* The gadget's page: the same in every process (see above). 60 TiB up,
+ * below where Linux places mappings top-down even with 32 bits of ASLR,
+ * above where programs and Go's arenas (0xc000000000) go. */
+#define GADGET_ADDR 0x3c10c0000000UL
+/* SECCOMP_RET_DATA of our traps (si_errno): tells them from another
+ * filter's. */
+#define TRAP_TAG 0x5c1
+/* clock_getres(PROBE_ID, NULL) fails with PROBE_ERRNO only under the
+ * filter: a process sees whether it inherited it. */
+#define PROBE_ID 0x5c10c1c5
+#define PROBE_ERRNO ENOANO
+
+typedef long (*gadget_fn)(long nr, long a, long b, long c, long d, long e, long f);
+
+/* The gadget: a system call with the C calling convention. Copied to
+ * GADGET_ADDR (it is position-independent). */
+__asm__(".pushsection .text\n"
+	".type shim_gadget_code, @function\n"
+	"shim_gadget_code:\n"
+	"\tmovq %rdi, %rax\n"
+	"\tmovq %rsi, %rdi\n"
+	"\tmovq %rdx, %rsi\n"
+	"\tmovq %rcx, %rdx\n"
+	"\tmovq %r8, %r10\n"
+	"\tmovq %r9, %r8\n"
+	"\tmovq 8(%rsp), %r9\n"
+	"\tsyscall\n"
+	"\tret\n"
+	/* The signal handler's return (rt_sigreturn), as libc's restorer:
+	 * its system call must come from the gadget's page too. */
+	"shim_restorer_code:\n"
+	"\tmovq $15, %rax\n"
+	"\tsyscall\n"
+	"shim_gadget_end:\n"
+	".popsection\n");
+extern const char shim_gadget_code[], shim_restorer_code[], shim_gadget_end[];
+
+static _Atomic bool gadget_mapped;
+
+static inline long raw6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	return ((gadget_fn)GADGET_ADDR)(nr, a, b, c, d, e, f);
+}
+
+/* A raw call: -errno on failure. Through the gadget once it is mapped,
+ * else straight (nothing traps yet). */
+long shim_raw(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long r;
+
+	if (atomic_load_explicit(&gadget_mapped, memory_order_acquire))
+		return raw6(nr, a, b, c, d, e, f);
+	__asm__ volatile("movq %5, %%r10\n\tmovq %6, %%r8\n\tmovq %7, %%r9\n\tsyscall"
+			 : "=a"(r)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(d), "r"(e), "r"(f)
+			 : "rcx", "r11", "r8", "r9", "r10", "memory");
+	return r;
+}
+
+/*
+ * syscall(2) for the shim's own objects and its copy of libshmclock (the
+ * futex waits of sleeps and of the timer threads), linked with
+ * --wrap=syscall: through the gadget, so they never trap.
+ */
+long __wrap_syscall(long nr, ...);
+long __wrap_syscall(long nr, ...)
+{
+	va_list ap;
+	long a[6], r;
+
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	r = shim_raw(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+static bool map_gadget(void)
+{
+	size_t len = (size_t)(shim_gadget_end - shim_gadget_code);
+	void *p;
+
+	if (atomic_load_explicit(&gadget_mapped, memory_order_acquire))
+		return true;
+	p = mmap((void *)GADGET_ADDR, 4096, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED || p != (void *)GADGET_ADDR) {
+		if (p != MAP_FAILED)
+			munmap(p, 4096); /* a kernel before 4.17 took it as a hint */
+		return false;
+	}
+	memcpy(p, shim_gadget_code, len);
+	if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+		return false;
+	/* Release pairs with the acquire in shim_raw(): who sees the flag
+	 * sees the code. */
+	atomic_store_explicit(&gadget_mapped, true, memory_order_release);
+	return true;
+}
+
+/* ------------------------------------------------------------ the filter */
+
+#define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define JEQ(k, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (t), (f))
+#define JSET(k, t, f) BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (k), (t), (f))
+#define RET(k) BPF_STMT(BPF_RET | BPF_K, (k))
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+#define ARG_HI(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
+#define IP_LO offsetof(struct seccomp_data, instruction_pointer)
+#define IP_HI (offsetof(struct seccomp_data, instruction_pointer) + 4)
+#define ALLOW SECCOMP_RET_ALLOW
+#define TRAP (SECCOMP_RET_TRAP | TRAP_TAG)
+
+/*
+ * Blocks of the program: jumps are relative and forward only (at most
+ * 255), so the checks jump by label to blocks placed after them, each
+ * block to the two returns at the end. Built at run time into this table.
+ */
+enum {
+	L_ALLOW,
+	L_TRAP,
+	L_PTR3,  /* trap if args[3] is not NULL */
+	L_PTR2,  /* args[2] */
+	L_PTR4,  /* args[4] */
+	L_INT3,  /* trap if (int)args[3] is > 0 */
+	L_INT2,  /* (int)args[2] */
+	L_FUTEX, /* the futex checks */
+	L_SIGACT, /* trap rt_sigaction on SIGSYS */
+	L_N
+};
+
+struct prog {
+	struct sock_filter f[160];
+	unsigned n;
+	unsigned label[L_N];
+	struct {
+		unsigned at;
+		int t, f; /* label or -1 (next) */
+	} fix[64];
+	unsigned nfix;
+};
+
+static void emit(struct prog *p, struct sock_filter s)
+{
+	p->f[p->n++] = s;
+}
+
+/* A conditional jump to labels (-1: the next instruction). */
+static void jump(struct prog *p, uint16_t code, uint32_t k, int t, int f)
+{
+	p->fix[p->nfix].at = p->n;
+	p->fix[p->nfix].t = t;
+	p->fix[p->nfix].f = f;
+	p->nfix++;
+	emit(p, (struct sock_filter)BPF_JUMP(code, k, 0, 0));
+}
+
+static void here(struct prog *p, int label)
+{
+	p->label[label] = p->n;
+}
+
+static void resolve(struct prog *p)
+{
+	for (unsigned i = 0; i < p->nfix; i++) {
+		unsigned at = p->fix[i].at;
+
+		if (p->fix[i].t >= 0)
+			p->f[at].jt = (uint8_t)(p->label[p->fix[i].t] - at - 1);
+		if (p->fix[i].f >= 0)
+			p->f[at].jf = (uint8_t)(p->label[p->fix[i].f] - at - 1);
+	}
+}
+
+static void build(struct prog *p)
+{
+	static const struct {
+		int nr;
+		int label;
+	} calls[] = {
+		{ SYS_clock_gettime, L_TRAP },  { SYS_gettimeofday, L_TRAP },
+		{ SYS_time, L_TRAP },           { SYS_nanosleep, L_TRAP },
+		{ SYS_clock_nanosleep, L_TRAP }, { SYS_futex, L_FUTEX },
+		{ SYS_epoll_wait, L_INT3 },     { SYS_epoll_pwait, L_INT3 },
+		{ SYS_poll, L_INT2 },           { SYS_ppoll, L_PTR2 },
+		{ SYS_select, L_PTR4 },         { SYS_pselect6, L_PTR4 },
+		{ SYS_rt_sigtimedwait, L_PTR2 }, { SYS_rt_sigaction, L_SIGACT },
+#ifdef SYS_epoll_pwait2
+		{ SYS_epoll_pwait2, L_PTR3 },
+#endif
+	};
+
+	memset(p, 0, sizeof(*p));
+	/* Another architecture's calls (int 0x80): let be. */
+	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, arch)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, -1, L_ALLOW);
+	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, nr)));
+	/* The probe: answers only under this filter. */
+	emit(p, (struct sock_filter)JEQ(SYS_clock_getres, 0, 3));
+	emit(p, (struct sock_filter)LD(ARG_LO(0)));
+	emit(p, (struct sock_filter)JEQ(PROBE_ID, 0, 1));
+	emit(p, (struct sock_filter)RET(SECCOMP_RET_ERRNO | PROBE_ERRNO));
+	/* The gadget's page. */
+	emit(p, (struct sock_filter)LD(IP_HI));
+	emit(p, (struct sock_filter)JEQ((uint32_t)(GADGET_ADDR >> 32), 0, 3));
+	emit(p, (struct sock_filter)LD(IP_LO));
+	emit(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xfffff000u));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)GADGET_ADDR, L_ALLOW, -1);
+	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, nr)));
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)calls[i].nr, calls[i].label, -1);
+	emit(p, (struct sock_filter)RET(ALLOW));
+	/* rt_sigaction(SIGSYS, ...). */
+	here(p, L_SIGACT);
+	emit(p, (struct sock_filter)LD(ARG_LO(0)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, L_TRAP, L_ALLOW);
+	/* futex: FUTEX_WAIT and FUTEX_WAIT_BITSET with a timeout. */
+	here(p, L_FUTEX);
+	emit(p, (struct sock_filter)LD(ARG_LO(1)));
+	emit(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, FUTEX_CMD_MASK));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAIT, L_PTR3, -1);
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAIT_BITSET, L_PTR3, L_ALLOW);
+	/* An int timeout: 0 (just look) and negative (forever) need no plan. */
+	here(p, L_INT3);
+	emit(p, (struct sock_filter)LD(ARG_LO(3)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, -1);
+	jump(p, BPF_JMP | BPF_JSET | BPF_K, 0x80000000u, L_ALLOW, L_TRAP);
+	here(p, L_INT2);
+	emit(p, (struct sock_filter)LD(ARG_LO(2)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, -1);
+	jump(p, BPF_JMP | BPF_JSET | BPF_K, 0x80000000u, L_ALLOW, L_TRAP);
+	/* A timeout pointer: NULL is forever. */
+	here(p, L_PTR2);
+	emit(p, (struct sock_filter)LD(ARG_LO(2)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
+	emit(p, (struct sock_filter)LD(ARG_HI(2)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
+	here(p, L_PTR3);
+	emit(p, (struct sock_filter)LD(ARG_LO(3)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
+	emit(p, (struct sock_filter)LD(ARG_HI(3)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
+	here(p, L_PTR4);
+	emit(p, (struct sock_filter)LD(ARG_LO(4)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
+	emit(p, (struct sock_filter)LD(ARG_HI(4)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
+	here(p, L_ALLOW);
+	emit(p, (struct sock_filter)RET(ALLOW));
+	here(p, L_TRAP);
+	emit(p, (struct sock_filter)RET(TRAP));
+	resolve(p);
+}
+
+/* ------------------------------------------------------------ SIGSYS */
+
+/* The kernel's struct sigaction (rt_sigaction's). */
+struct ksigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
+/* The program's SIGSYS action, as it set it (or as it was before us). A
+ * seqcount guards it: rt_sigaction may come from any thread. */
+static struct ksigaction prog_act;
+static _Atomic unsigned prog_seq;
+static _Atomic int prog_lock;
+
+static void act_lock(void)
+{
+	int z = 0;
+
+	while (!atomic_compare_exchange_weak_explicit(&prog_lock, &z, 1, memory_order_acquire,
+						      memory_order_relaxed))
+		z = 0;
+}
+
+static void act_unlock(void)
+{
+	/* Pairs with the acquire of the next act_lock(). */
+	atomic_store_explicit(&prog_lock, 0, memory_order_release);
+}
+
+static long emu_sigaction(const struct ksigaction *act, struct ksigaction *old, size_t sz)
+{
+	struct ksigaction o;
+
+	if (sz != 8)
+		return -EINVAL;
+	act_lock();
+	o = prog_act;
+	if (act)
+		prog_act = *act;
+	atomic_fetch_add_explicit(&prog_seq, 1, memory_order_relaxed);
+	act_unlock();
+	if (old)
+		*old = o;
+	return 0;
+}
+
+/* A SIGSYS that is not ours: what the program asked for. */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	struct ksigaction a;
+	void (*hp)(int);
+
+	act_lock();
+	a = prog_act;
+	act_unlock();
+	memcpy(&hp, &a.handler, sizeof(hp));
+	if (hp == SIG_IGN)
+		return;
+	if (hp == SIG_DFL) {
+		struct ksigaction dfl = { NULL, 0, NULL, 0 }; /* SIG_DFL is 0 */
+
+		/* Dies of it, as without us. */
+		shim_raw(SYS_rt_sigaction, SIGSYS, (long)&dfl, 0, 8, 0, 0);
+		shim_raw(SYS_tgkill, getpid(), shim_raw(SYS_gettid, 0, 0, 0, 0, 0, 0), SIGSYS, 0, 0,
+			 0);
+		return;
+	}
+	if (a.flags & SA_SIGINFO) {
+		void (*h)(int, siginfo_t *, void *);
+
+		memcpy(&h, &a.handler, sizeof(h));
+		h(sig, si, uc);
+	} else {
+		void (*h)(int);
+
+		memcpy(&h, &a.handler, sizeof(h));
+		h(sig);
+	}
+}
+
+static long neg_errno(long r)
+{
+	return r < 0 ? -errno : r;
+}
+
+/* A futex wait with a timeout, in simulated time. */
+struct futex_ctx {
+	long uaddr;
+	int op;
+	uint32_t val, bits;
+};
+
+static int futex_once(void *ctx, int64_t slice, bool *expired)
+{
+	struct futex_ctx *c = ctx;
+	struct timespec abs;
+	long r;
+
+	ns_to_ts(shmclock__mono_ns() + slice, &abs);
+	r = raw6(SYS_futex, c->uaddr, FUTEX_WAIT_BITSET | (c->op & FUTEX_PRIVATE_FLAG), c->val,
+		 (long)&abs, 0, c->bits);
+	*expired = r == -ETIMEDOUT;
+	return (int)r;
+}
+
+static long emu_futex(const long *a, long nr)
+{
+	int cmd = (int)a[1] & FUTEX_CMD_MASK;
+	const struct timespec *ts = (const struct timespec *)a[3];
+	struct futex_ctx c = { a[0], (int)a[1], (uint32_t)a[2], FUTEX_BITSET_MATCH_ANY };
+	clockid_t id = cmd == FUTEX_WAIT_BITSET && (a[1] & FUTEX_CLOCK_REALTIME) ? CLOCK_REALTIME
+										: CLOCK_MONOTONIC;
+	struct deadline d;
+
+	if (cmd == FUTEX_WAIT_BITSET)
+		c.bits = (uint32_t)a[5];
+	if (!ts || bad_ts(ts) || !c.bits || !sim_on(id))
+		return raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	d = cmd == FUTEX_WAIT ? dl_after(ts_to_ns(ts)) : dl_at(id, ts);
+	return shim_wait(&d, futex_once, &c);
+}
+
+static long emulate(long nr, const long *a)
+{
+	switch (nr) {
+	case SYS_clock_gettime:
+		return neg_errno(clock_gettime((clockid_t)a[0], (struct timespec *)a[1]));
+	case SYS_gettimeofday:
+		return neg_errno(gettimeofday((struct timeval *)a[0], (void *)a[1]));
+	case SYS_time:
+		return (long)time((time_t *)a[0]);
+	case SYS_nanosleep:
+		return neg_errno(nanosleep((const struct timespec *)a[0], (struct timespec *)a[1]));
+	case SYS_clock_nanosleep:
+		return -clock_nanosleep((clockid_t)a[0], (int)a[1], (const struct timespec *)a[2],
+					(struct timespec *)a[3]);
+	case SYS_futex:
+		return emu_futex(a, nr);
+	case SYS_poll:
+		return neg_errno(poll((struct pollfd *)a[0], (nfds_t)a[1], (int)a[2]));
+	case SYS_ppoll:
+		return neg_errno(ppoll((struct pollfd *)a[0], (nfds_t)a[1],
+				       (const struct timespec *)a[2], (const sigset_t *)a[3]));
+	case SYS_select:
+		return neg_errno(select((int)a[0], (fd_set *)a[1], (fd_set *)a[2], (fd_set *)a[3],
+					(struct timeval *)a[4]));
+	case SYS_pselect6: {
+		/* The sixth argument: { const sigset_t *ss; size_t len }. */
+		const long *sm = (const long *)a[5];
+
+		return neg_errno(pselect((int)a[0], (fd_set *)a[1], (fd_set *)a[2], (fd_set *)a[3],
+					 (const struct timespec *)a[4],
+					 sm ? (const sigset_t *)sm[0] : NULL));
+	}
+	case SYS_epoll_wait:
+		return neg_errno(epoll_wait((int)a[0], (struct epoll_event *)a[1], (int)a[2],
+					    (int)a[3]));
+	case SYS_epoll_pwait:
+		return neg_errno(epoll_pwait((int)a[0], (struct epoll_event *)a[1], (int)a[2],
+					     (int)a[3], (const sigset_t *)a[4]));
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+		return neg_errno(epoll_pwait2((int)a[0], (struct epoll_event *)a[1], (int)a[2],
+					      (const struct timespec *)a[3], (const sigset_t *)a[4]));
+#endif
+	case SYS_rt_sigtimedwait:
+		return neg_errno(sigtimedwait((const sigset_t *)a[0], (siginfo_t *)a[1],
+					      (const struct timespec *)a[2]));
+	case SYS_rt_sigaction:
+		if (a[0] == SIGSYS)
+			return emu_sigaction((const struct ksigaction *)a[1],
+					     (struct ksigaction *)a[2], (size_t)a[3]);
+		break;
+	}
+	return raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static _Atomic unsigned long ntraps;
+
+static void on_sigsys(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	greg_t *g = uc->uc_mcontext.gregs;
+	long a[6], nr, r;
+	int e;
+
+	if (si->si_code != SYS_SECCOMP || si->si_errno != TRAP_TAG) {
+		forward(sig, si, uc_);
+		return;
+	}
+	e = errno;
+	nr = si->si_syscall;
+	a[0] = g[REG_RDI];
+	a[1] = g[REG_RSI];
+	a[2] = g[REG_RDX];
+	a[3] = g[REG_R10];
+	a[4] = g[REG_R8];
+	a[5] = g[REG_R9];
+	atomic_fetch_add_explicit(&ntraps, 1, memory_order_relaxed);
+	if (shim_passthru || !sim_active()) {
+		r = raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	} else {
+		/* Whatever the emulation calls through libc that traps again
+		 * is the real call, made as it is. */
+		shim_passthru++;
+		r = emulate(nr, a);
+		shim_passthru--;
+	}
+	g[REG_RAX] = r;
+	errno = e;
+}
+
+unsigned long shim_trap_count(void)
+{
+	return atomic_load_explicit(&ntraps, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------ set-up */
+
+/* Whether /proc/self/exe is a Go program: a .go.buildinfo or
+ * .note.go.buildid section (every Go linker since 1.13 writes one). */
+static bool exe_is_go(void)
+{
+	char shstr[4096], name[32];
+	Elf64_Ehdr eh;
+	Elf64_Shdr sh;
+	bool go = false;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_shentsize != sizeof(sh) || eh.e_shstrndx >= eh.e_shnum)
+		goto out;
+	if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof(sh))) !=
+	    (ssize_t)sizeof(sh))
+		goto out;
+	memset(shstr, 0, sizeof(shstr));
+	if (pread(fd, shstr, sh.sh_size < sizeof(shstr) - 1 ? sh.sh_size : sizeof(shstr) - 1,
+		  (off_t)sh.sh_offset) <= 0)
+		goto out;
+	for (unsigned i = 0; i < eh.e_shnum && !go; i++) {
+		if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + i * sizeof(sh))) !=
+		    (ssize_t)sizeof(sh))
+			break;
+		if (sh.sh_name >= sizeof(shstr) - 1)
+			continue;
+		snprintf(name, sizeof(name), "%s", shstr + sh.sh_name);
+		go = !strcmp(name, ".go.buildinfo") || !strcmp(name, ".note.go.buildid");
+	}
+out:
+	shim_real_close(fd);
+	return go;
+}
+
+static bool filter_inherited(void)
+{
+	return shim_raw(SYS_clock_getres, PROBE_ID, 0, 0, 0, 0, 0) == -PROBE_ERRNO;
+}
+
+/*
+ * Installs the trap when SHMCLOCK_TRAP asks for it (or auto finds a Go
+ * program), and the handler in every process that inherited the filter.
+ * Returns whether the trap is on; says why not when it was asked for.
+ */
+bool shim_trap_setup(bool live)
+{
+	const char *env = getenv("SHMCLOCK_TRAP");
+	bool want, inherited;
+	struct ksigaction sa = { 0 }, old;
+	struct prog *p;
+	struct sock_fprog fp;
+	long r;
+
+	inherited = filter_inherited();
+	if (!inherited && (!live || (env && !strcmp(env, "0"))))
+		return false;
+	want = inherited || (env && !strcmp(env, "1")) || exe_is_go();
+	if (!want)
+		return false;
+	if (!map_gadget()) {
+		shim_say("shmclock-preload: the system-call trap needs address %#lx, which is taken; "
+			 "raw system calls keep real time\n",
+			 GADGET_ADDR);
+		return false;
+	}
+	{
+		void (*h)(int, siginfo_t *, void *) = on_sigsys;
+
+		memcpy(&sa.handler, &h, sizeof(h));
+	}
+	/* SA_NODEFER: a trap within the handler (a slice of a wait made through
+	 * libc) must not find SIGSYS blocked: the kernel would kill. */
+	sa.flags = SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART | SA_NODEFER;
+	sa.restorer = (void *)(GADGET_ADDR + (uintptr_t)(shim_restorer_code - shim_gadget_code));
+	/* Raw, through the gadget: under an inherited filter libc's sigaction
+	 * would trap before there is a handler. What was there is the
+	 * program's (a fresh exec: the default). */
+	r = shim_raw(SYS_rt_sigaction, SIGSYS, (long)&sa, (long)&old, 8, 0, 0);
+	if (r) {
+		shim_say("shmclock-preload: SIGSYS: %s; raw system calls keep real time\n",
+			 strerror((int)-r));
+		return false;
+	}
+	prog_act = old;
+	if (inherited) {
+		atomic_store_explicit(&shim_trap_on, true, memory_order_release);
+		return true;
+	}
+	p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	build(p);
+	fp.len = (unsigned short)p->n;
+	fp.filter = p->f;
+	r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	if (!r)
+		r = shim_raw(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, (long)&fp,
+			     0, 0, 0);
+	munmap(p, sizeof(*p));
+	if (r) {
+		shim_say("shmclock-preload: cannot install the system-call trap (%s); raw system "
+			 "calls keep real time\n",
+			 strerror(r < 0 ? (int)-r : errno));
+		return false;
+	}
+	atomic_store_explicit(&shim_trap_on, true, memory_order_release);
+	return true;
+}
+
+#else /* !__x86_64__ */
+
+long shim_raw(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long r = syscall(nr, a, b, c, d, e, f);
+
+	return r < 0 ? -errno : r;
+}
+
+bool shim_trap_setup(bool live)
+{
+	const char *env = getenv("SHMCLOCK_TRAP");
+
+	if (live && env && !strcmp(env, "1"))
+		shim_say("shmclock-preload: the system-call trap is for x86-64 only; raw system "
+			 "calls keep real time\n");
+	return false;
+}
+
+unsigned long shim_trap_count(void)
+{
+	return 0;
+}
+
+#endif
