@@ -42,6 +42,8 @@
  */
 #include "preload.h"
 
+#include <dlfcn.h>
+
 #include <elf.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -212,6 +214,7 @@ enum {
 	L_INT2,  /* (int)args[2] */
 	L_FUTEX, /* the futex checks */
 	L_SIGACT, /* trap rt_sigaction on SIGSYS */
+	L_MASK,   /* trap rt_sigprocmask that may block (SIG_BLOCK, SIG_SETMASK) */
 	L_N
 };
 
@@ -271,6 +274,8 @@ static void build(struct prog *p)
 		{ SYS_poll, L_INT2 },           { SYS_ppoll, L_PTR2 },
 		{ SYS_select, L_PTR4 },         { SYS_pselect6, L_PTR4 },
 		{ SYS_rt_sigtimedwait, L_PTR2 }, { SYS_rt_sigaction, L_SIGACT },
+		{ SYS_rt_sigprocmask, L_MASK },  { SYS_execve, L_TRAP },
+		{ SYS_execveat, L_TRAP },
 #ifdef SYS_epoll_pwait2
 		{ SYS_epoll_pwait2, L_PTR3 },
 #endif
@@ -300,6 +305,14 @@ static void build(struct prog *p)
 	here(p, L_SIGACT);
 	emit(p, (struct sock_filter)LD(ARG_LO(0)));
 	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, L_TRAP, L_ALLOW);
+	/* rt_sigprocmask(SIG_BLOCK or SIG_SETMASK, set != NULL). */
+	here(p, L_MASK);
+	emit(p, (struct sock_filter)LD(ARG_LO(0)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIG_UNBLOCK, L_ALLOW, -1);
+	emit(p, (struct sock_filter)LD(ARG_LO(1)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
+	emit(p, (struct sock_filter)LD(ARG_HI(1)));
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
 	/* futex: FUTEX_WAIT and FUTEX_WAIT_BITSET with a timeout. */
 	here(p, L_FUTEX);
 	emit(p, (struct sock_filter)LD(ARG_LO(1)));
@@ -508,16 +521,204 @@ static long emulate(long nr, const long *a)
 	case SYS_rt_sigtimedwait:
 		return neg_errno(sigtimedwait((const sigset_t *)a[0], (siginfo_t *)a[1],
 					      (const struct timespec *)a[2]));
-	case SYS_rt_sigaction:
-		if (a[0] == SIGSYS)
-			return emu_sigaction((const struct ksigaction *)a[1],
-					     (struct ksigaction *)a[2], (size_t)a[3]);
-		break;
 	}
 	return raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 static _Atomic unsigned long ntraps;
+
+/*
+ * rt_sigprocmask that would block SIGSYS: everything else is blocked. With
+ * SIGSYS blocked a trap would kill the thread (the kernel resets the
+ * action of a blocked forced signal): Go blocks every signal on a thread
+ * it is setting up for a callback from C, and may sleep meanwhile. The old
+ * mask the program reads never shows SIGSYS blocked.
+ */
+static long emu_sigprocmask(const long *a)
+{
+	uint64_t set;
+
+	if (!a[1] || a[3] != 8)
+		return raw6(SYS_rt_sigprocmask, a[0], a[1], a[2], a[3], 0, 0);
+	memcpy(&set, (const void *)a[1], sizeof(set));
+	set &= ~(1ULL << (SIGSYS - 1));
+	return raw6(SYS_rt_sigprocmask, a[0], (long)&set, a[2], a[3], 0, 0);
+}
+
+/* What a child needs to find the clock: copied from this process's
+ * environment at set-up, added to an exec's environment that lacks them. */
+static const char *const keep_vars[] = { "LD_PRELOAD", "SHMCLOCK_NAME", "SHMCLOCK_CLOCKS",
+					 "SHMCLOCK_QUIET", "SHMCLOCK_TRAP" };
+#define NKEEP (sizeof(keep_vars) / sizeof(keep_vars[0]))
+static char keep[NKEEP][512];
+static char shim_path[PATH_MAX];
+
+/* Whether the ELF file at @fd has no interpreter (a static executable);
+ * for a script ("#!"), whether its interpreter has none. */
+static bool fd_is_static(int fd, int depth)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	bool interp = false;
+
+	if (shim_raw(SYS_pread64, fd, (long)&eh, sizeof(eh), 0, 0, 0) != (long)sizeof(eh))
+		return false;
+	if (!memcmp(eh.e_ident, "#!", 2) && depth == 0) {
+		char line[256], *p, *e;
+		long n = shim_raw(SYS_pread64, fd, (long)line, sizeof(line) - 1, 0, 0, 0);
+		bool st;
+		long ifd;
+
+		if (n <= 2)
+			return false;
+		line[n] = 0;
+		for (p = line + 2; *p == ' ' || *p == '\t'; p++)
+			;
+		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n'; e++)
+			;
+		*e = 0;
+		ifd = shim_raw(SYS_openat, AT_FDCWD, (long)p, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+		if (ifd < 0)
+			return false;
+		st = fd_is_static((int)ifd, 1);
+		shim_raw(SYS_close, ifd, 0, 0, 0, 0, 0);
+		return st;
+	}
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph))
+		return false;
+	for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+		if (shim_raw(SYS_pread64, fd, (long)&ph, sizeof(ph),
+			     (long)(eh.e_phoff + i * sizeof(ph)), 0, 0) != (long)sizeof(ph))
+			return false;
+		interp = ph.p_type == PT_INTERP;
+	}
+	return !interp;
+}
+
+/* Which of keep_vars @envp lacks (bit i), and whether its LD_PRELOAD
+ * names the shim. */
+static unsigned env_missing(char *const *envp, bool *preload_ok)
+{
+	unsigned miss = 0;
+
+	*preload_ok = false;
+	for (size_t k = 0; k < NKEEP; k++) {
+		size_t n = strlen(keep_vars[k]);
+		bool found = false;
+
+		if (!keep[k][0])
+			continue;
+		for (char *const *e = envp; e && *e && !found; e++) {
+			if (strncmp(*e, keep_vars[k], n) || (*e)[n] != '=')
+				continue;
+			found = true;
+			if (k == 0)
+				*preload_ok = strstr(*e + n + 1, shim_path) != NULL;
+		}
+		if (!found)
+			miss |= 1u << k;
+	}
+	return miss;
+}
+
+/*
+ * execve and execveat under the trap. The filter goes with the new program
+ * and cannot be taken off, so the new program must be one whose shim
+ * answers its traps: a static executable would be killed by its first
+ * one, and is refused with EPERM and a line on stderr (run it with
+ * shmclock-run, not from a program under the trap); an environment
+ * without the shim or the clock's name gets them back (a program that
+ * clears its child's environment, as Go's exec.Cmd{Env: ...} may).
+ */
+static long emu_exec(long nr, const long *a)
+{
+	const char *path = (const char *)(nr == SYS_execve ? a[0] : a[1]);
+	char *const *envp = (char *const *)(nr == SYS_execve ? a[2] : a[3]);
+	long dirfd = nr == SYS_execve ? AT_FDCWD : a[0];
+	long fd, r;
+	bool st, preload_ok;
+	unsigned miss;
+	char **nenv = NULL;
+	size_t len = 0;
+
+	if (nr == SYS_execveat && (a[4] & AT_EMPTY_PATH) && path && !*path)
+		fd = shim_raw(SYS_fcntl, dirfd, F_DUPFD_CLOEXEC, 0, 0, 0, 0);
+	else
+		fd = shim_raw(SYS_openat, dirfd, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+	if (fd >= 0) {
+		st = fd_is_static((int)fd, 0);
+		shim_raw(SYS_close, fd, 0, 0, 0, 0, 0);
+		if (st) {
+			shim_say("shmclock-preload: %s is statically linked: it cannot follow the "
+				 "clock from under the system-call trap; not run (EPERM)\n",
+				 path && *path ? path : "the program");
+			return -EPERM;
+		}
+	}
+	miss = env_missing(envp, &preload_ok);
+	if (miss || !preload_ok) {
+		size_t n = 0, extra = 0;
+		char *sp;
+
+		for (char *const *e = envp; e && *e; e++)
+			n++;
+		for (size_t k = 0; k < NKEEP; k++)
+			extra += strlen(keep_vars[k]) + strlen(keep[k]) + strlen(shim_path) + 3;
+		len = (n + NKEEP + 1) * sizeof(char *) + extra;
+		nenv = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (nenv == MAP_FAILED)
+			return -ENOMEM;
+		sp = (char *)(nenv + n + NKEEP + 1);
+		n = 0;
+		for (char *const *e = envp; e && *e; e++) {
+			if (!preload_ok && !(miss & 1) && !strncmp(*e, "LD_PRELOAD=", 11)) {
+				/* Ours first, theirs after. */
+				nenv[n++] = sp;
+				sp += sprintf(sp, "LD_PRELOAD=%s:%s", shim_path, *e + 11) + 1;
+				continue;
+			}
+			nenv[n++] = *e;
+		}
+		for (size_t k = 0; k < NKEEP; k++) {
+			if (!(miss & (1u << k)))
+				continue;
+			nenv[n++] = sp;
+			sp += sprintf(sp, "%s=%s", keep_vars[k], keep[k]) + 1;
+		}
+		nenv[n] = NULL;
+		envp = nenv;
+	}
+	if (nr == SYS_execve)
+		r = raw6(nr, a[0], a[1], (long)envp, 0, 0, 0);
+	else
+		r = raw6(nr, a[0], a[1], a[2], (long)envp, a[4], 0);
+	/* Only a failed exec comes back. */
+	if (nenv)
+		munmap(nenv, len);
+	return r;
+}
+
+/* The environment a child gets back (emu_exec), and the shim's path. */
+static void keep_env(void)
+{
+	Dl_info di;
+
+	for (size_t k = 0; k < NKEEP; k++) {
+		const char *v = getenv(keep_vars[k]);
+
+		if (v && strlen(v) < sizeof(keep[k]))
+			snprintf(keep[k], sizeof(keep[k]), "%s", v);
+	}
+	if (dladdr((const void *)&shim_trap_on, &di) && di.dli_fname &&
+	    strlen(di.dli_fname) < sizeof(shim_path))
+		snprintf(shim_path, sizeof(shim_path), "%s", di.dli_fname);
+	if (!shim_path[0] || !keep[0][0] || !strstr(keep[0], shim_path)) {
+		/* Loaded some other way (dlopen, a relative path): LD_PRELOAD
+		 * is what it is; only the clock's variables are kept. */
+		keep[0][0] = 0;
+	}
+}
 
 static void on_sigsys(int sig, siginfo_t *si, void *uc_)
 {
@@ -539,7 +740,14 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc_)
 	a[4] = g[REG_R8];
 	a[5] = g[REG_R9];
 	atomic_fetch_add_explicit(&ntraps, 1, memory_order_relaxed);
-	if (shim_passthru || !sim_active()) {
+	if (nr == SYS_rt_sigprocmask) {
+		r = emu_sigprocmask(a);
+	} else if (nr == SYS_rt_sigaction && a[0] == SIGSYS) {
+		r = emu_sigaction((const struct ksigaction *)a[1], (struct ksigaction *)a[2],
+				  (size_t)a[3]);
+	} else if (nr == SYS_execve || nr == SYS_execveat) {
+		r = emu_exec(nr, a);
+	} else if (shim_passthru || !sim_active()) {
 		r = raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	} else {
 		/* Whatever the emulation calls through libc that traps again
@@ -618,6 +826,7 @@ bool shim_trap_setup(bool live)
 	inherited = filter_inherited();
 	if (!inherited && (!live || (env && !strcmp(env, "0"))))
 		return false;
+	keep_env();
 	want = inherited || (env && !strcmp(env, "1")) || exe_is_go();
 	if (!want)
 		return false;

@@ -69,7 +69,7 @@ NODE = ["setTimeout", "setInterval", "execFile"]
 # the runtime reads the vDSO and waits with raw system calls), and C that
 # makes the system calls itself or calls the vDSO's function. The raw C
 # cases run with --trap (a C program is not taken for one that needs it).
-GO = ["sleep", "after", "ctx", "ticker", "http"]
+GO = ["sleep", "after", "ctx", "ticker", "http", "exec"]
 RAW_REL = ["raw_nanosleep", "raw_clock_nanosleep", "raw_futex", "raw_ppoll", "raw_epoll_pwait",
            "raw_pselect6"]
 RAW_RT = ["raw_clock_nanosleep_abs_rt"]

@@ -19,7 +19,8 @@
 // (context.WithTimeout), ticker (a 100 Hz time.Ticker counted while a 5 s
 // timer runs: "timeout" if 250..501 ticks came), http (an HTTP server with
 // a 5 s ReadTimeout; a client connects and sends nothing: "timeout" when
-// the server has closed the connection).
+// the server has closed the connection), exec (runs sleep 5 with an
+// environment that has neither LD_PRELOAD nor the clock's name).
 package main
 
 // #include <stdlib.h>
@@ -32,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"syscall"
 	"time"
 	"unsafe"
@@ -90,6 +92,16 @@ func run(name string) string {
 				return fmt.Sprintf("ticks-%d", n)
 			}
 		}
+	case "exec":
+		// A child with an environment of its own (no LD_PRELOAD, no
+		// clock name): it follows the clock all the same.
+		cmd := exec.Command("sleep", "5")
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		ready()
+		if err := cmd.Run(); err != nil {
+			return fmt.Sprintf("exec-%v", err)
+		}
+		return "timeout"
 	case "http":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
