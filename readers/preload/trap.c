@@ -81,17 +81,14 @@ _Atomic bool shim_trap_on;
 #define SA_RESTORER 0x04000000
 #endif
 
-/* The gadget's page: the same in every process (see above). 60 TiB up,
- * below where Linux places mappings top-down even with 32 bits of ASLR,
- * above where programs and Go's arenas (0xc000000000) go. */
-#define GADGET_ADDR 0x3c10c0000000UL
+#include "filter.h"
+
+#define GADGET_ADDR SHIM_GADGET_ADDR
 /* SECCOMP_RET_DATA of our traps (si_errno): tells them from another
  * filter's. */
 #define TRAP_TAG 0x5c1
-/* clock_getres(PROBE_ID, NULL) fails with PROBE_ERRNO only under the
- * filter: a process sees whether it inherited it. */
-#define PROBE_ID 0x5c10c1c5
-#define PROBE_ERRNO ENOANO
+#define PROBE_ID SHIM_PROBE_ID
+#define PROBE_ERRNO SHIM_PROBE_ERRNO
 
 typedef long (*gadget_fn)(long nr, long a, long b, long c, long d, long e, long f);
 
@@ -184,171 +181,6 @@ static bool map_gadget(void)
 	 * sees the code. */
 	atomic_store_explicit(&gadget_mapped, true, memory_order_release);
 	return true;
-}
-
-/* ------------------------------------------------------------ the filter */
-
-#define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
-#define JEQ(k, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (t), (f))
-#define JSET(k, t, f) BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (k), (t), (f))
-#define RET(k) BPF_STMT(BPF_RET | BPF_K, (k))
-#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
-#define ARG_HI(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
-#define IP_LO offsetof(struct seccomp_data, instruction_pointer)
-#define IP_HI (offsetof(struct seccomp_data, instruction_pointer) + 4)
-#define ALLOW SECCOMP_RET_ALLOW
-#define TRAP (SECCOMP_RET_TRAP | TRAP_TAG)
-
-/*
- * Blocks of the program: jumps are relative and forward only (at most
- * 255), so the checks jump by label to blocks placed after them, each
- * block to the two returns at the end. Built at run time into this table.
- */
-enum {
-	L_ALLOW,
-	L_TRAP,
-	L_PTR3,  /* trap if args[3] is not NULL */
-	L_PTR2,  /* args[2] */
-	L_PTR4,  /* args[4] */
-	L_INT3,  /* trap if (int)args[3] is > 0 */
-	L_INT2,  /* (int)args[2] */
-	L_FUTEX, /* the futex checks */
-	L_SIGACT, /* trap rt_sigaction on SIGSYS */
-	L_MASK,   /* trap rt_sigprocmask that may block (SIG_BLOCK, SIG_SETMASK) */
-	L_N
-};
-
-struct prog {
-	struct sock_filter f[160];
-	unsigned n;
-	unsigned label[L_N];
-	struct {
-		unsigned at;
-		int t, f; /* label or -1 (next) */
-	} fix[64];
-	unsigned nfix;
-};
-
-static void emit(struct prog *p, struct sock_filter s)
-{
-	p->f[p->n++] = s;
-}
-
-/* A conditional jump to labels (-1: the next instruction). */
-static void jump(struct prog *p, uint16_t code, uint32_t k, int t, int f)
-{
-	p->fix[p->nfix].at = p->n;
-	p->fix[p->nfix].t = t;
-	p->fix[p->nfix].f = f;
-	p->nfix++;
-	emit(p, (struct sock_filter)BPF_JUMP(code, k, 0, 0));
-}
-
-static void here(struct prog *p, int label)
-{
-	p->label[label] = p->n;
-}
-
-static void resolve(struct prog *p)
-{
-	for (unsigned i = 0; i < p->nfix; i++) {
-		unsigned at = p->fix[i].at;
-
-		if (p->fix[i].t >= 0)
-			p->f[at].jt = (uint8_t)(p->label[p->fix[i].t] - at - 1);
-		if (p->fix[i].f >= 0)
-			p->f[at].jf = (uint8_t)(p->label[p->fix[i].f] - at - 1);
-	}
-}
-
-static void build(struct prog *p)
-{
-	static const struct {
-		int nr;
-		int label;
-	} calls[] = {
-		{ SYS_clock_gettime, L_TRAP },  { SYS_gettimeofday, L_TRAP },
-		{ SYS_time, L_TRAP },           { SYS_nanosleep, L_TRAP },
-		{ SYS_clock_nanosleep, L_TRAP }, { SYS_futex, L_FUTEX },
-		{ SYS_epoll_wait, L_INT3 },     { SYS_epoll_pwait, L_INT3 },
-		{ SYS_poll, L_INT2 },           { SYS_ppoll, L_PTR2 },
-		{ SYS_select, L_PTR4 },         { SYS_pselect6, L_PTR4 },
-		{ SYS_rt_sigtimedwait, L_PTR2 }, { SYS_rt_sigaction, L_SIGACT },
-		{ SYS_rt_sigprocmask, L_MASK },  { SYS_execve, L_TRAP },
-		{ SYS_execveat, L_TRAP },
-#ifdef SYS_epoll_pwait2
-		{ SYS_epoll_pwait2, L_PTR3 },
-#endif
-	};
-
-	memset(p, 0, sizeof(*p));
-	/* Another architecture's calls (int 0x80): let be. */
-	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, arch)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, -1, L_ALLOW);
-	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, nr)));
-	/* The probe: answers only under this filter. */
-	emit(p, (struct sock_filter)JEQ(SYS_clock_getres, 0, 3));
-	emit(p, (struct sock_filter)LD(ARG_LO(0)));
-	emit(p, (struct sock_filter)JEQ(PROBE_ID, 0, 1));
-	emit(p, (struct sock_filter)RET(SECCOMP_RET_ERRNO | PROBE_ERRNO));
-	/* The gadget's page. */
-	emit(p, (struct sock_filter)LD(IP_HI));
-	emit(p, (struct sock_filter)JEQ((uint32_t)(GADGET_ADDR >> 32), 0, 3));
-	emit(p, (struct sock_filter)LD(IP_LO));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xfffff000u));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)GADGET_ADDR, L_ALLOW, -1);
-	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, nr)));
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
-		jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)calls[i].nr, calls[i].label, -1);
-	emit(p, (struct sock_filter)RET(ALLOW));
-	/* rt_sigaction(SIGSYS, ...). */
-	here(p, L_SIGACT);
-	emit(p, (struct sock_filter)LD(ARG_LO(0)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, L_TRAP, L_ALLOW);
-	/* rt_sigprocmask(SIG_BLOCK or SIG_SETMASK, set != NULL). */
-	here(p, L_MASK);
-	emit(p, (struct sock_filter)LD(ARG_LO(0)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIG_UNBLOCK, L_ALLOW, -1);
-	emit(p, (struct sock_filter)LD(ARG_LO(1)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
-	emit(p, (struct sock_filter)LD(ARG_HI(1)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
-	/* futex: FUTEX_WAIT and FUTEX_WAIT_BITSET with a timeout. */
-	here(p, L_FUTEX);
-	emit(p, (struct sock_filter)LD(ARG_LO(1)));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, FUTEX_CMD_MASK));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAIT, L_PTR3, -1);
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAIT_BITSET, L_PTR3, L_ALLOW);
-	/* An int timeout: 0 (just look) and negative (forever) need no plan. */
-	here(p, L_INT3);
-	emit(p, (struct sock_filter)LD(ARG_LO(3)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, -1);
-	jump(p, BPF_JMP | BPF_JSET | BPF_K, 0x80000000u, L_ALLOW, L_TRAP);
-	here(p, L_INT2);
-	emit(p, (struct sock_filter)LD(ARG_LO(2)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, -1);
-	jump(p, BPF_JMP | BPF_JSET | BPF_K, 0x80000000u, L_ALLOW, L_TRAP);
-	/* A timeout pointer: NULL is forever. */
-	here(p, L_PTR2);
-	emit(p, (struct sock_filter)LD(ARG_LO(2)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
-	emit(p, (struct sock_filter)LD(ARG_HI(2)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
-	here(p, L_PTR3);
-	emit(p, (struct sock_filter)LD(ARG_LO(3)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
-	emit(p, (struct sock_filter)LD(ARG_HI(3)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
-	here(p, L_PTR4);
-	emit(p, (struct sock_filter)LD(ARG_LO(4)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
-	emit(p, (struct sock_filter)LD(ARG_HI(4)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
-	here(p, L_ALLOW);
-	emit(p, (struct sock_filter)RET(ALLOW));
-	here(p, L_TRAP);
-	emit(p, (struct sock_filter)RET(TRAP));
-	resolve(p);
 }
 
 /* ------------------------------------------------------------ SIGSYS */
@@ -819,7 +651,7 @@ bool shim_trap_setup(bool live)
 	const char *env = getenv("SHMCLOCK_TRAP");
 	bool want, inherited;
 	struct ksigaction sa = { 0 }, old;
-	struct prog *p;
+	struct sock_filter *p;
 	struct sock_fprog fp;
 	long r;
 
@@ -859,17 +691,17 @@ bool shim_trap_setup(bool live)
 		atomic_store_explicit(&shim_trap_on, true, memory_order_release);
 		return true;
 	}
-	p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, sizeof(*p) * SHIM_FILTER_MAX, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return false;
-	build(p);
-	fp.len = (unsigned short)p->n;
-	fp.filter = p->f;
+	fp.len = (unsigned short)shim_filter_build(p, SECCOMP_RET_TRAP | TRAP_TAG, true);
+	fp.filter = p;
 	r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	if (!r)
 		r = shim_raw(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, (long)&fp,
 			     0, 0, 0);
-	munmap(p, sizeof(*p));
+	munmap(p, sizeof(*p) * SHIM_FILTER_MAX);
 	if (r) {
 		shim_say("shmclock-preload: cannot install the system-call trap (%s); raw system "
 			 "calls keep real time\n",
