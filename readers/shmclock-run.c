@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "clocks.h"
 #include "paths.h"
+#include "supervise.h"
 
 #define PROG "shmclock-run"
 
@@ -42,13 +43,15 @@ static void usage(FILE *f)
 	      "                       libc (seccomp), whatever the program; default: Go\n"
 	      "                       programs only (and their children)\n"
 	      "      --no-trap        never trap them (Go's waits then keep real time)\n"
+	      "      --no-supervise   refuse a statically linked COMMAND rather than run it\n"
+	      "                       under ptrace (which answers its time system calls)\n"
 	      "  -q, --quiet          the shim says nothing on stderr\n"
 	      "  -h, --help           this help\n"
 	      "\n"
 	      "Exit status: COMMAND's; 1 clock error, 2 bad arguments, 126/127 COMMAND\n"
-	      "could not be run (126 also for a statically linked COMMAND, which cannot\n"
-	      "load the shim). Under the trap, set-user-ID programs run with the\n"
-	      "caller's rights (no_new_privs).\n",
+	      "could not be run (126 also when a statically linked COMMAND cannot be\n"
+	      "supervised: ptrace denied). Under the trap or the supervisor,\n"
+	      "set-user-ID programs run with the caller's rights (no_new_privs).\n",
 	      f);
 }
 
@@ -115,6 +118,7 @@ int main(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "trap", no_argument, NULL, 'T' },
 		{ "no-trap", no_argument, NULL, 'N' },
+		{ "no-supervise", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -124,6 +128,7 @@ int main(int argc, char **argv)
 	shmclock_duration_t wait = { 0 };
 	bool fallback = false, quiet = false;
 	const char *trap = NULL;
+	bool supervised, nosuper = false;
 	char shimbuf[PATH_MAX], *preload;
 	shmclock_t *clk = NULL;
 	int c, r;
@@ -158,6 +163,9 @@ int main(int argc, char **argv)
 			break;
 		case 'N':
 			trap = "0";
+			break;
+		case 'S':
+			nosuper = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -199,11 +207,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* A static executable cannot load the shim: it would run on the real
-	 * clocks without a word. */
-	if (is_static(argv[optind], shimbuf, sizeof(shimbuf))) {
-		fprintf(stderr, PROG ": %s is statically linked: it cannot load the shim and would "
-				"run on the real clocks (static programs are not supported yet)\n",
+	/* A static executable cannot load the shim: it runs supervised
+	 * (supervise.c), or not at all, never on the real clocks unsaid. */
+	supervised = is_static(argv[optind], shimbuf, sizeof(shimbuf));
+	if (supervised && nosuper) {
+		fprintf(stderr, PROG ": %s is statically linked: it cannot load the shim, and "
+				"--no-supervise forbids running it under ptrace; not run\n",
 			shimbuf);
 		return 126;
 	}
@@ -232,6 +241,17 @@ int main(int argc, char **argv)
 	    (trap && setenv("SHMCLOCK_TRAP", trap, 1))) {
 		fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
 		return 1;
+	}
+	if (supervised) {
+		/* Dynamic programs it starts trap their own calls (the
+		 * supervisor only answers static ones). */
+		if (!trap && setenv("SHMCLOCK_TRAP", "1", 1)) {
+			fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
+			return 1;
+		}
+		if (shmclock_parse_clocks(clocks, &mask, &bad, &badlen))
+			mask = 0;
+		return supervise(argv + optind, name, mask, quiet);
 	}
 	execvp(argv[optind], argv + optind);
 	r = errno;

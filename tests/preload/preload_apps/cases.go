@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 
-// Go's timeouts, run under the preload shim by tests/preload/preload_apps.py
-// (issue 33). Built at test time with cgo and external linking, so that the
-// shim is loaded; Go's runtime still reads the clock through the vDSO and
-// waits with raw system calls (futex, epoll_pwait, nanosleep), which is
-// what the shim has to catch.
+// Go's timeouts, run under shmclock-run by tests/preload/preload_apps.py
+// (issue 33). Built at test time twice: with cgo and external linking (net
+// brings runtime/cgo in), a dynamic executable that loads the shim, whose
+// runtime still reads the clock through the vDSO and waits with raw system
+// calls (futex, epoll_pwait, nanosleep), which the shim has to catch; and
+// with CGO_ENABLED=0, a static executable that runs under shmclock-run's
+// supervisor.
 //
 //	cases CASE
 //
@@ -22,9 +24,6 @@
 // the server has closed the connection), exec (runs sleep 5 with an
 // environment that has neither LD_PRELOAD nor the clock's name).
 package main
-
-// #include <stdlib.h>
-import "C"
 
 import (
 	"context"

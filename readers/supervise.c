@@ -1,0 +1,793 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmclock-run's supervisor: simulated time for programs that cannot load
+ * the shim (statically linked C, Go built with CGO_ENABLED=0), issue 33.
+ *
+ * The program runs under ptrace, with a seccomp filter (filter.h) that
+ * sends only the time system calls to the tracer (SECCOMP_RET_TRACE): the
+ * rest of its calls run at full speed, never stopping. At each exec of a
+ * static program the tracer hides the vDSO from it (its AT_SYSINFO_EHDR
+ * auxiliary vector entry becomes AT_IGNORE, before any of its code runs),
+ * so that libc and Go's runtime, finding none, read the clock with the
+ * system call, which the tracer answers:
+ *
+ *   clock_gettime, gettimeofday, time     written into the program, the
+ *                                         call skipped
+ *   nanosleep, clock_nanosleep, futex     re-planned: the call runs with a
+ *     waits with a timeout, poll, ppoll,  real timeout of at most 20 ms,
+ *     epoll_wait, epoll_pwait(2),         and is made again, with the
+ *     rt_sigtimedwait                     program's own arguments, until
+ *                                         the simulated deadline is
+ *                                         reached or something else ends it
+ *
+ * Relative waits end on the jump-free timeline, absolute CLOCK_REALTIME
+ * ones on the world's, as in the shim (preload.h). The real timeout of a
+ * slice goes in 16 bytes below the thread's red zone (rsp - 144 and
+ * lower): the kernel reads it on entry, before anything could be put
+ * there. select and pselect6 keep real time (their sets would need saving
+ * between slices).
+ *
+ * The tracer follows fork, vfork, clone and exec of the whole tree. A
+ * dynamic program in it loads the shim (LD_PRELOAD stays set, with
+ * SHMCLOCK_TRAP=1): its own trap sees its calls first (SECCOMP_RET_TRAP
+ * wins over RET_TRACE), and the tracer lets through what it sends. One
+ * whose environment lost LD_PRELOAD is supervised as a static one is. When the tracer dies its tracees die with it
+ * (PTRACE_O_EXITKILL). x86-64 only.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmclock/shmclock.h>
+
+#include "clocks.h"
+#include "preload/filter.h"
+#include "supervise.h"
+
+#define PROG "shmclock-run"
+#define NS 1000000000LL
+#define SLICE_NS 20000000LL
+#define SCRATCH_BELOW 160
+
+#if defined(__x86_64__)
+
+/* What a thread is doing for the tracer. */
+struct thr {
+	pid_t tid;
+	bool used;
+	bool known;  /* has stopped once (a new one starts with SIGSTOP) */
+	bool waiting; /* a re-planned wait is under way */
+	bool in_slice; /* its slice runs: the exit stop comes next */
+	long nr;
+	struct user_regs_struct orig; /* the program's registers at the call */
+	bool mono;     /* deadline on the jump-free timeline, else the world's */
+	int64_t target;
+	int64_t start; /* jump-free time at the start (rem of nanosleep) */
+};
+
+static struct thr *thr;
+static size_t nthr;
+static shmclock_t *clk;
+static unsigned mask;
+static bool quiet;
+
+static struct thr *find(pid_t tid, bool add)
+{
+	struct thr *free_slot = NULL;
+
+	for (size_t i = 0; i < nthr; i++) {
+		if (thr[i].used && thr[i].tid == tid)
+			return &thr[i];
+		if (!thr[i].used && !free_slot)
+			free_slot = &thr[i];
+	}
+	if (!add)
+		return NULL;
+	if (!free_slot) {
+		struct thr *n = realloc(thr, (nthr * 2 + 16) * sizeof(*thr));
+
+		if (!n)
+			return NULL;
+		memset(n + nthr, 0, (nthr + 16) * sizeof(*thr));
+		thr = n;
+		free_slot = &thr[nthr];
+		nthr = nthr * 2 + 16;
+	}
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->used = true;
+	free_slot->tid = tid;
+	return free_slot;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static bool peek(pid_t pid, uintptr_t addr, void *buf, size_t len)
+{
+	struct iovec l = { buf, len }, r = { (void *)addr, len };
+
+	return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
+}
+
+/* Through /proc/PID/mem when process_vm_writev cannot (a read-only page). */
+static bool poke(pid_t pid, uintptr_t addr, const void *buf, size_t len)
+{
+	struct iovec l = { (void *)buf, len }, r = { (void *)addr, len };
+	char path[64];
+	ssize_t w;
+	int fd;
+
+	if (process_vm_writev(pid, &l, 1, &r, 1, 0) == (ssize_t)len)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	w = pwrite(fd, buf, len, (off_t)addr);
+	close(fd);
+	return w == (ssize_t)len;
+}
+
+/* ------------------------------------------------------------ the clock */
+
+static bool is_rt(long id)
+{
+	return (SHMCLOCK_G_REALTIME >> id) & 1;
+}
+
+static bool sim(long id)
+{
+	return id >= 0 && id < 32 && (mask & (1u << id));
+}
+
+static bool read_clock(bool rt, int64_t *ns)
+{
+	for (int i = 0; i < 1000; i++) {
+		int r = rt ? shmclock_now_unix(clk, ns) : shmclock_now_monotonic(clk, ns);
+
+		if (r == 0 || r == -ESTALE)
+			return true;
+		if (r != -EAGAIN)
+			return false;
+	}
+	return false;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * NS + ts->tv_nsec;
+}
+
+static struct timespec ns_ts(int64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / NS), (long)(ns % NS) };
+
+	if (ts.tv_nsec < 0) {
+		ts.tv_nsec += NS;
+		ts.tv_sec--;
+	}
+	return ts;
+}
+
+/* Simulated ns left before @t's deadline (<= 0: reached). */
+static int64_t left(const struct thr *t)
+{
+	int64_t now;
+
+	if (!read_clock(!t->mono, &now))
+		return 0;
+	return t->target - now;
+}
+
+/* The real length of the next slice. */
+static int64_t slice(const struct thr *t)
+{
+	shmclock_info_t i;
+	int64_t l = left(t), real;
+
+	if (l <= 0)
+		return 0;
+	if (shmclock_info(clk, &i) || !i.initialized || i.paused || i.stepped || i.scale <= 0)
+		return SLICE_NS;
+	real = (int64_t)((double)l / i.scale);
+	return real < 1000 ? 1000 : real > SLICE_NS ? SLICE_NS : real;
+}
+
+/* ------------------------------------------------------------ the calls */
+
+static bool is_static_exe(pid_t pid)
+{
+	char path[64];
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	bool interp = false;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64) {
+		close(fd);
+		return false;
+	}
+	for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+		    (ssize_t)sizeof(ph))
+			break;
+		interp = ph.p_type == PT_INTERP;
+	}
+	close(fd);
+	return !interp;
+}
+
+/* Whether process @pid's environment preloads the shim (LD_PRELOAD names
+ * libshmclock-preload): a dynamic program that has it answers its own
+ * calls. */
+static bool env_has_shim(pid_t pid)
+{
+	char path[64], *buf;
+	size_t cap = 1 << 16, len = 0;
+	bool found = false;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	buf = malloc(cap + 1);
+	while (buf && len < cap && (n = read(fd, buf + len, cap - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	if (!buf)
+		return false;
+	buf[len] = 0;
+	for (size_t i = 0; i < len && !found; i += strlen(buf + i) + 1)
+		found = !strncmp(buf + i, "LD_PRELOAD=", 11) &&
+			strstr(buf + i, "libshmclock-preload") != NULL;
+	free(buf);
+	return found;
+}
+
+/* Supervised or not, by process (the thread group): a static program, or a
+ * dynamic one that does not preload the shim (its environment was
+ * cleared); asked at its first time call after an exec. */
+struct proc {
+	pid_t tgid;
+	int st; /* 0 unknown, 1 static, 2 dynamic */
+};
+static struct proc procs[256];
+
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tid;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return tid;
+	buf[n] = 0;
+	p = strstr(buf, "\nTgid:");
+	return p ? (pid_t)atoi(p + 6) : tid;
+}
+
+static bool proc_static(pid_t tid)
+{
+	pid_t tgid = tgid_of(tid);
+	struct proc *slot = &procs[(unsigned)tgid % 256];
+
+	if (slot->tgid != tgid || !slot->st) {
+		slot->tgid = tgid;
+		slot->st = is_static_exe(tgid) || !env_has_shim(tgid) ? 1 : 2;
+	}
+	return slot->st == 1;
+}
+
+static void proc_forget(pid_t tgid)
+{
+	struct proc *slot = &procs[(unsigned)tgid % 256];
+
+	if (slot->tgid == tgid)
+		slot->st = 0;
+}
+
+/* The AT_SYSINFO_EHDR entry of a program just exec'd becomes AT_IGNORE. */
+static void hide_vdso(pid_t pid)
+{
+	struct user_regs_struct r;
+	uint64_t w[4096];
+	size_t i, n;
+
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
+		return;
+	/* argc, argv..., NULL, envp..., NULL, auxv pairs. */
+	n = sizeof(w) / sizeof(w[0]);
+	while (n > 64 && !peek(pid, r.rsp, w, n * sizeof(w[0])))
+		n /= 2;
+	if (n <= 64)
+		return;
+	i = 1 + w[0] + 1;
+	while (i < n && w[i])
+		i++;
+	for (i++; i + 1 < n && w[i] != AT_NULL; i += 2) {
+		if (w[i] == AT_SYSINFO_EHDR) {
+			uint64_t ign = AT_IGNORE;
+
+			poke(pid, r.rsp + i * sizeof(w[0]), &ign, sizeof(ign));
+			return;
+		}
+	}
+}
+
+/* Skip the call with @ret as its result. */
+static void skip(pid_t pid, struct user_regs_struct *r, long ret)
+{
+	r->orig_rax = (unsigned long long)-1;
+	r->rax = (unsigned long long)ret;
+	ptrace(PTRACE_SETREGS, pid, NULL, r);
+}
+
+static bool answer_read(pid_t pid, struct user_regs_struct *r)
+{
+	int64_t ns;
+
+	switch (r->orig_rax) {
+	case SYS_clock_gettime: {
+		struct timespec ts;
+
+		if (!sim((long)r->rdi) || !read_clock(is_rt((long)r->rdi), &ns))
+			return false;
+		ts = ns_ts(ns);
+		skip(pid, r, poke(pid, r->rsi, &ts, sizeof(ts)) ? 0 : -EFAULT);
+		return true;
+	}
+	case SYS_gettimeofday: {
+		struct timeval tv;
+		struct timespec ts;
+
+		if (!sim(CLOCK_REALTIME) || !read_clock(true, &ns))
+			return false;
+		ts = ns_ts(ns);
+		tv.tv_sec = ts.tv_sec;
+		tv.tv_usec = ts.tv_nsec / 1000;
+		if (r->rsi) { /* the obsolete timezone: zero */
+			uint64_t z = 0;
+
+			poke(pid, r->rsi, &z, sizeof(z));
+		}
+		skip(pid, r, !r->rdi || poke(pid, r->rdi, &tv, sizeof(tv)) ? 0 : -EFAULT);
+		return true;
+	}
+	case SYS_time: {
+		time_t t;
+
+		if (!sim(CLOCK_REALTIME) || !read_clock(true, &ns))
+			return false;
+		t = (time_t)(ns_ts(ns).tv_sec);
+		if (r->rdi)
+			poke(pid, r->rdi, &t, sizeof(t));
+		skip(pid, r, (long)t);
+		return true;
+	}
+	}
+	return false;
+}
+
+/* A relative timeout of @ns from now, on the jump-free timeline. */
+static bool plan_after(struct thr *t, int64_t ns)
+{
+	int64_t now;
+
+	if (!read_clock(false, &now))
+		return false;
+	t->mono = true;
+	t->start = now;
+	t->target = now + ns;
+	return true;
+}
+
+/* An absolute timeout @abs on clock @id. */
+static bool plan_at(struct thr *t, long id, int64_t abs)
+{
+	t->mono = !is_rt(id);
+	t->target = abs;
+	return read_clock(false, &t->start);
+}
+
+static bool read_ts(pid_t pid, uint64_t addr, int64_t *ns)
+{
+	struct timespec ts;
+
+	if (!addr || !peek(pid, addr, &ts, sizeof(ts)) || ts.tv_nsec < 0 || ts.tv_nsec >= NS ||
+	    ts.tv_sec < 0)
+		return false;
+	*ns = ts_ns(&ts);
+	return true;
+}
+
+/* Whether @r is a wait the tracer re-plans; plans @t's deadline. */
+static bool plan_wait(pid_t pid, struct thr *t, const struct user_regs_struct *r)
+{
+	int64_t ns;
+	long cmd;
+
+	switch (r->orig_rax) {
+	case SYS_nanosleep:
+		return sim(CLOCK_MONOTONIC) && read_ts(pid, r->rdi, &ns) && plan_after(t, ns);
+	case SYS_clock_nanosleep:
+		if (!sim((long)r->rdi) || !read_ts(pid, r->rdx, &ns))
+			return false;
+		return r->rsi & TIMER_ABSTIME ? plan_at(t, (long)r->rdi, ns) : plan_after(t, ns);
+	case SYS_futex:
+		cmd = (long)r->rsi & FUTEX_CMD_MASK;
+		if ((cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET) || !read_ts(pid, r->r10, &ns))
+			return false;
+		if (cmd == FUTEX_WAIT)
+			return sim(CLOCK_MONOTONIC) && plan_after(t, ns);
+		{
+			long id = (long)r->rsi & FUTEX_CLOCK_REALTIME ? CLOCK_REALTIME
+								       : CLOCK_MONOTONIC;
+
+			return sim(id) && plan_at(t, id, ns);
+		}
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+		return (int)r->r10 > 0 && sim(CLOCK_MONOTONIC) &&
+		       plan_after(t, (int64_t)(int)r->r10 * 1000000);
+	case SYS_poll:
+		return (int)r->rdx > 0 && sim(CLOCK_MONOTONIC) &&
+		       plan_after(t, (int64_t)(int)r->rdx * 1000000);
+	case SYS_ppoll:
+	case SYS_rt_sigtimedwait:
+		return sim(CLOCK_MONOTONIC) && read_ts(pid, r->rdx, &ns) && plan_after(t, ns);
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+		return sim(CLOCK_MONOTONIC) && read_ts(pid, r->r10, &ns) && plan_after(t, ns);
+#endif
+	}
+	return false;
+}
+
+/* The program's call, made with a real timeout of @sl ns instead of its
+ * own (the registers are the program's: t->orig). */
+static void run_slice(pid_t pid, struct thr *t, int64_t sl)
+{
+	struct user_regs_struct r = t->orig;
+	uint64_t scratch = ((uint64_t)r.rsp - SCRATCH_BELOW) & ~(uint64_t)15;
+	struct timespec ts = ns_ts(sl);
+	int ms = (int)((sl + 999999) / 1000000);
+
+	switch (t->nr) {
+	case SYS_nanosleep:
+	case SYS_clock_nanosleep:
+		r.orig_rax = SYS_nanosleep;
+		r.rdi = scratch;
+		r.rsi = 0;
+		break;
+	case SYS_futex: {
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ts = ns_ts(ts_ns(&now) + sl);
+		if (((long)r.rsi & FUTEX_CMD_MASK) == FUTEX_WAIT)
+			r.r9 = FUTEX_BITSET_MATCH_ANY;
+		r.rsi = (uint64_t)(FUTEX_WAIT_BITSET | ((long)r.rsi & FUTEX_PRIVATE_FLAG));
+		r.r10 = scratch;
+		break;
+	}
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+		r.r10 = (uint64_t)ms;
+		break;
+	case SYS_poll:
+		r.rdx = (uint64_t)ms;
+		break;
+	case SYS_ppoll:
+	case SYS_rt_sigtimedwait:
+		r.rdx = scratch;
+		break;
+	default: /* epoll_pwait2 */
+		r.r10 = scratch;
+		break;
+	}
+	poke(pid, scratch, &ts, sizeof(ts));
+	ptrace(PTRACE_SETREGS, pid, NULL, &r);
+	t->in_slice = true;
+	ptrace(PTRACE_SYSCALL, pid, NULL, NULL);
+}
+
+/* A seccomp stop. */
+static void on_call(pid_t pid, struct thr *t)
+{
+	struct user_regs_struct r;
+	int64_t sl;
+
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
+		return;
+	if (!proc_static(pid) || answer_read(pid, &r)) {
+		ptrace(PTRACE_CONT, pid, NULL, NULL);
+		return;
+	}
+	/* The same call again after a slice: the same deadline. */
+	if (!t->waiting || t->nr != (long)r.orig_rax) {
+		if (!plan_wait(pid, t, &r)) {
+			ptrace(PTRACE_CONT, pid, NULL, NULL);
+			return;
+		}
+		t->waiting = true;
+		t->nr = (long)r.orig_rax;
+		t->orig = r;
+	}
+	sl = slice(t);
+	run_slice(pid, t, sl > 0 ? sl : 0);
+}
+
+static bool slice_expired(long nr, long ret)
+{
+	switch (nr) {
+	case SYS_nanosleep:
+	case SYS_clock_nanosleep:
+		return ret == 0;
+	case SYS_futex:
+		return ret == -ETIMEDOUT;
+	case SYS_rt_sigtimedwait:
+		return ret == -EAGAIN;
+	default:
+		return ret == 0;
+	}
+}
+
+/* The exit of a slice: again, or the program's result. */
+static void on_slice_exit(pid_t pid, struct thr *t)
+{
+	struct user_regs_struct r, o = t->orig;
+	long ret;
+
+	t->in_slice = false;
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
+		return;
+	ret = (long)r.rax;
+	/* Interrupted by a signal the kernel would restart the call for, or
+	 * a slice that ran out before the deadline: the program's call is
+	 * made again (its stop comes back here with the same deadline). */
+	if ((ret <= -512 && ret >= -516) || (slice_expired(t->nr, ret) && left(t) > 0)) {
+		o.rip -= 2; /* the syscall instruction */
+		o.rax = o.orig_rax;
+		ptrace(PTRACE_SETREGS, pid, NULL, &o);
+		ptrace(PTRACE_CONT, pid, NULL, NULL);
+		return;
+	}
+	t->waiting = false;
+	if (slice_expired(t->nr, ret) && (t->nr == SYS_clock_nanosleep))
+		ret = 0;
+	if (ret == -EINTR && t->nr == SYS_nanosleep && o.rsi) {
+		int64_t now = t->start, rem;
+		struct timespec ts;
+
+		read_clock(false, &now);
+		rem = t->target - now;
+		ts = ns_ts(rem > 0 ? rem : 0);
+		poke(pid, o.rsi, &ts, sizeof(ts));
+	}
+	o.rax = (unsigned long long)ret;
+	ptrace(PTRACE_SETREGS, pid, NULL, &o);
+	ptrace(PTRACE_CONT, pid, NULL, NULL);
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static int install_filter(void)
+{
+	struct sock_filter f[SHIM_FILTER_MAX];
+	struct sock_fprog fp;
+
+	fp.len = (unsigned short)shim_filter_build(f, SECCOMP_RET_TRACE, false);
+	fp.filter = f;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp))
+		return -errno;
+	return 0;
+}
+
+int supervise(char **argv, const char *name, unsigned clocks, bool q)
+{
+	int rep[2], st, main_status = 0;
+	pid_t child, pid;
+	long opts = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+		    PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL |
+		    PTRACE_O_TRACESYSGOOD;
+	size_t live = 1;
+	int r;
+
+	mask = clocks;
+	quiet = q;
+	r = shmclock_open(name, &clk);
+	if (r) {
+		fprintf(stderr, PROG ": clock '%s': %s\n", name, shmclock_strerror(r));
+		return 1;
+	}
+	if (pipe2(rep, O_CLOEXEC)) {
+		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
+		return 1;
+	}
+	child = fork();
+	if (child < 0) {
+		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (child == 0) {
+		/* Says what went wrong on the pipe (an int: the step, then
+		 * errno); an exec that works closes it. */
+		int msg[2] = { 0, 0 };
+
+		close(rep[0]);
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL)) {
+			msg[0] = 1;
+			msg[1] = errno;
+		} else if (raise(SIGSTOP)) {
+			msg[0] = 2;
+			msg[1] = errno;
+		} else if ((r = install_filter())) {
+			msg[0] = 3;
+			msg[1] = -r;
+		} else {
+			execvp(argv[0], argv);
+			msg[0] = 4;
+			msg[1] = errno;
+		}
+		(void)!write(rep[1], msg, sizeof(msg));
+		_exit(127);
+	}
+	close(rep[1]);
+	if (waitpid(child, &st, __WALL) != child || !WIFSTOPPED(st)) {
+		int msg[2] = { 0, 0 };
+
+		if (read(rep[0], msg, sizeof(msg)) == (ssize_t)sizeof(msg) && msg[0] == 1)
+			fprintf(stderr,
+				PROG ": %s is statically linked and must run under ptrace, which "
+				     "this system denies (%s: YAMA ptrace_scope, a container or a "
+				     "seccomp policy); not run\n",
+				argv[0], strerror(msg[1]));
+		else
+			fprintf(stderr, PROG ": %s: the supervised process did not start\n",
+				argv[0]);
+		return 126;
+	}
+	if (ptrace(PTRACE_SETOPTIONS, child, NULL, (void *)opts)) {
+		fprintf(stderr, PROG ": %s: ptrace options: %s; not run\n", argv[0], strerror(errno));
+		kill(child, SIGKILL);
+		waitpid(child, NULL, __WALL);
+		return 126;
+	}
+	find(child, true)->known = true;
+	ptrace(PTRACE_CONT, child, NULL, NULL);
+	while (live > 0 && (pid = waitpid(-1, &st, __WALL)) > 0) {
+		struct thr *t = find(pid, true);
+		int sig, ev;
+
+		if (!t)
+			continue;
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			if (pid == child)
+				main_status = st;
+			t->used = false;
+			live--;
+			continue;
+		}
+		if (!WIFSTOPPED(st))
+			continue;
+		if (!t->known) {
+			/* A new tracee: its first stop. */
+			t->known = true;
+			live++;
+			if (WSTOPSIG(st) == SIGSTOP) {
+				ptrace(PTRACE_CONT, pid, NULL, NULL);
+				continue;
+			}
+		}
+		sig = WSTOPSIG(st);
+		ev = st >> 16;
+		if (sig == (SIGTRAP | 0x80)) {
+			if (t->in_slice)
+				on_slice_exit(pid, t);
+			else
+				ptrace(PTRACE_CONT, pid, NULL, NULL);
+		} else if (sig == SIGTRAP && ev == PTRACE_EVENT_SECCOMP) {
+			on_call(pid, t);
+		} else if (sig == SIGTRAP && ev == PTRACE_EVENT_EXEC) {
+			/* After exec the thread group is one thread, with the
+			 * group leader's id; the others are gone, and the thread
+			 * that called exec (if not the leader) is never reported
+			 * again under its own id. */
+			unsigned long former;
+
+			if (!ptrace(PTRACE_GETEVENTMSG, pid, NULL, &former) && (pid_t)former != pid) {
+				struct thr *f = find((pid_t)former, false);
+
+				if (f) {
+					f->used = false;
+					live--;
+				}
+			}
+			t->waiting = t->in_slice = false;
+			proc_forget(pid);
+			if (proc_static(pid))
+				hide_vdso(pid);
+			ptrace(PTRACE_CONT, pid, NULL, NULL);
+		} else if (sig == SIGTRAP && ev) {
+			/* fork, vfork, clone: the new one is traced already,
+			 * and stops on its own. */
+			unsigned long msg;
+
+			if (!ptrace(PTRACE_GETEVENTMSG, pid, NULL, &msg)) {
+				struct thr *c = find((pid_t)msg, false);
+
+				if (!c) {
+					c = find((pid_t)msg, true);
+					if (c) {
+						c->known = false;
+					}
+				}
+			}
+			ptrace(PTRACE_CONT, pid, NULL, NULL);
+		} else {
+			siginfo_t si;
+
+			/* A signal for the program: delivered. A group stop
+			 * (no siginfo) is let go: job control is not kept
+			 * under the supervisor. */
+			if ((sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) &&
+			    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si))
+				sig = 0;
+			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+		}
+	}
+	shmclock_close(clk);
+	if (WIFSIGNALED(main_status)) {
+		/* Die of the same signal, as a shell expects of the command. */
+		signal(WTERMSIG(main_status), SIG_DFL);
+		kill(getpid(), WTERMSIG(main_status));
+		return 128 + WTERMSIG(main_status);
+	}
+	return WEXITSTATUS(main_status);
+}
+
+#else
+
+int supervise(char **argv, const char *name, unsigned clocks, bool q)
+{
+	(void)name;
+	(void)clocks;
+	(void)q;
+	fprintf(stderr, PROG ": %s is statically linked: supervising it is for x86-64 only; not "
+			"run\n",
+		argv[0]);
+	return 126;
+}
+
+#endif
