@@ -28,13 +28,15 @@ simulated instant.
 Programs that skip libc (issue 33) run in the same scenarios: Go built
 with cgo (cases.go, built here if go is installed), C calling the system
 calls itself (preload-raw, under shmclock-run --trap) and C calling the
-vDSO's function. --mutant runs them with the trap off (Go and raw calls
+vDSO's function; and programs that cannot load the shim, under
+shmclock-run's supervisor: Go built with CGO_ENABLED=0 and static C
+(preload-static), one of which runs a dynamic sleep(1). --mutant runs them with the trap off (Go and raw calls
 must then fail), then with the vDSO left as it is (Go and the vDSO caller
 must fail): or the test does not test them.
 
 usage: preload_apps.py [--source S]... [--scenario S]... [--case NAME]... [--mutant]
 Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_RUN, SHMCLOCK_PRELOAD,
-PRELOAD_WAITS, PRELOAD_RAW (the C programs), CASES_DIR (cases.py, cases.js,
+PRELOAD_WAITS, PRELOAD_RAW, PRELOAD_STATIC (the C programs), CASES_DIR (cases.py, cases.js,
 cases.go), GO_CACHE (optional: Go's build cache).
 Exit 0 all passed, 1 a failure, 77 nothing could run.
 """
@@ -73,36 +75,54 @@ GO = ["sleep", "after", "ctx", "ticker", "http", "exec"]
 RAW_REL = ["raw_nanosleep", "raw_clock_nanosleep", "raw_futex", "raw_ppoll", "raw_epoll_pwait",
            "raw_pselect6"]
 RAW_RT = ["raw_clock_nanosleep_abs_rt"]
+# Programs that cannot load the shim: statically linked C and Go built with
+# CGO_ENABLED=0, under shmclock-run's supervisor. static:exec runs the
+# dynamic sleep(1) from the static program: both follow.
+STATIC_REL = ["nanosleep", "poll", "futex"]
+STATIC_RT = ["clock_nanosleep_abs_rt"]
 
 
 def build_go(env, tmp):
-    """Builds cases.go with cgo and external linking (a dynamic executable
-    that loads the shim); None, saying why, when Go is not there."""
+    """Builds cases.go twice: with cgo and external linking (a dynamic
+    executable that loads the shim) and with CGO_ENABLED=0 (static). (None,
+    None), saying why, when Go is not there."""
     go = shutil.which("go")
     if not go:
         print("# skip go cases: go is not installed (apt-get install golang-go)")
-        return None
-    out = os.path.join(tmp, "go-cases")
+        return None, None
     cache = env.get("GO_CACHE") or os.path.join(tmp, "go-cache")
-    r = subprocess.run([go, "build", "-ldflags=-linkmode=external", "-o", out,
-                        os.path.join(env["CASES_DIR"], "cases.go")],
-                       env=dict(os.environ, CGO_ENABLED="1", GOCACHE=cache, GOFLAGS="-mod=mod",
-                                GO111MODULE="off", GOPATH=os.path.join(tmp, "gopath")),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode:
-        raise RuntimeError("go build cases.go failed: " + r.stdout.strip())
-    return out
+    out = []
+    for cgo, flags in (("1", ["-ldflags=-linkmode=external"]), ("0", [])):
+        exe = os.path.join(tmp, "go-cases-cgo" + cgo)
+        r = subprocess.run([go, "build"] + flags + ["-o", exe,
+                                                    os.path.join(env["CASES_DIR"], "cases.go")],
+                           env=dict(os.environ, CGO_ENABLED=cgo, GOCACHE=cache,
+                                    GO111MODULE="off", GOPATH=os.path.join(tmp, "gopath")),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode:
+            raise RuntimeError("go build cases.go (CGO_ENABLED=%s) failed: %s"
+                               % (cgo, r.stdout.strip()))
+        out.append(exe)
+    return out[0], out[1]
 
 
-def cases(env, go_cases=None):
+def cases(env, go_cases=(None, None)):
     out = []
     for m in C_REL:
         out.append(("c:" + m, [env["PRELOAD_WAITS"], m], "rel", True))
     for m in C_RT:
         out.append(("c:" + m, [env["PRELOAD_WAITS"], m], "rt", True))
-    if go_cases:
+    if go_cases[0]:
         for m in GO:
-            out.append(("go:" + m, [go_cases, m], "rel", True))
+            out.append(("go:" + m, [go_cases[0], m], "rel", True))
+    if go_cases[1]:
+        for m in GO:
+            out.append(("go-static:" + m, [go_cases[1], m], "rel", True))
+    for m in STATIC_REL:
+        out.append(("static:" + m, [env["PRELOAD_STATIC"], m], "rel", True))
+    for m in STATIC_RT:
+        out.append(("static:" + m, [env["PRELOAD_STATIC"], m], "rt", True))
+    out.append(("static:exec", [env["PRELOAD_STATIC"], "exec", "sleep", "5"], "rel", True))
     for m in RAW_REL:
         out.append(("raw:" + m, ["--trap", "--", env["PRELOAD_RAW"], m], "rel", True))
     for m in RAW_RT:
@@ -229,7 +249,7 @@ def fmt_s(ns):
 # The mutation check: each half of issue 33 off in turn, and the cases
 # that must fail then.
 MUTANTS = [("trap off", {"SHMCLOCK_TRAP": "0"}, ("go", "raw")),
-           ("vDSO left as it is", {"SHMCLOCK_VDSO": "0"}, ("go", "vdso"))]
+           ("vDSO left as it is", {"SHMCLOCK_VDSO": "0"}, ("go", "vdso", "go-static", "static"))]
 
 
 def run_group(env, source, scenario, selected, tmp, mutant=None):
@@ -341,7 +361,7 @@ def main():
                     "and the vDSO left as it is, must each fail (plain scenario unless told)")
     a = ap.parse_args()
     need = ["SHMCLOCKD", "SHMCLOCKCTL", "SHMCLOCK_RUN", "SHMCLOCK_PRELOAD", "PRELOAD_WAITS",
-            "PRELOAD_RAW", "CASES_DIR"]
+            "PRELOAD_RAW", "PRELOAD_STATIC", "CASES_DIR"]
     missing = [k for k in need if not os.environ.get(k)]
     if missing:
         print("preload_apps.py: set %s" % ", ".join(missing), file=sys.stderr)
@@ -353,11 +373,11 @@ def main():
     try:
         def chosen(name):
             if a.mutant and not a.case:
-                return name.split(":")[0] in ("go", "raw", "vdso")
+                return name.split(":")[0] in ("go", "raw", "vdso", "go-static", "static")
             return not a.case or any(name == c or (c.endswith(":") and name.startswith(c))
                                      for c in a.case)
-        want_go = any(chosen("go:" + m) for m in GO)
-        selected = [c for c in cases(env, build_go(env, tmp) if want_go else None)
+        want_go = any(chosen("go:" + m) or chosen("go-static:" + m) for m in GO)
+        selected = [c for c in cases(env, build_go(env, tmp) if want_go else (None, None))
                     if chosen(c[0])]
         if not selected:
             print("skip: no case selected")
