@@ -23,7 +23,8 @@
 static void usage(FILE *f)
 {
 	fputs("usage: shmclock-run [-n NAME] [--clocks LIST] [-w DURATION] [--fallback]\n"
-	      "                    [--trap | --no-trap] [-q] -- COMMAND [ARG...]\n"
+	      "                    [--trap | --no-trap] [--supervise | --no-supervise] [-q]\n"
+	      "                    -- COMMAND [ARG...]\n"
 	      "\n"
 	      "Run COMMAND (and everything it starts) with simulated time from clock NAME:\n"
 	      "its clocks follow the live clock through pause, scale, steps and jumps, and\n"
@@ -43,6 +44,8 @@ static void usage(FILE *f)
 	      "                       libc (seccomp), whatever the program; default: Go\n"
 	      "                       programs only (and their children)\n"
 	      "      --no-trap        never trap them (Go's waits then keep real time)\n"
+	      "      --supervise      run COMMAND under ptrace, without the shim, whatever\n"
+	      "                       its linking (default: only a static COMMAND is)\n"
 	      "      --no-supervise   refuse a statically linked COMMAND rather than run it\n"
 	      "                       under ptrace (which answers its time system calls)\n"
 	      "  -q, --quiet          the shim says nothing on stderr\n"
@@ -119,6 +122,7 @@ int main(int argc, char **argv)
 		{ "trap", no_argument, NULL, 'T' },
 		{ "no-trap", no_argument, NULL, 'N' },
 		{ "no-supervise", no_argument, NULL, 'S' },
+		{ "supervise", no_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
 	shmclock_duration_t wait = { 0 };
 	bool fallback = false, quiet = false;
 	const char *trap = NULL;
-	bool supervised, nosuper = false;
+	bool supervised, nosuper = false, force_super = false;
 	char shimbuf[PATH_MAX], *preload;
 	shmclock_t *clk = NULL;
 	int c, r;
@@ -166,6 +170,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			nosuper = true;
+			break;
+		case 'U':
+			force_super = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -210,6 +217,20 @@ int main(int argc, char **argv)
 	/* A static executable cannot load the shim: it runs supervised
 	 * (supervise.c), or not at all, never on the real clocks unsaid. */
 	supervised = is_static(argv[optind], shimbuf, sizeof(shimbuf));
+	if (force_super && nosuper) {
+		fprintf(stderr, PROG ": --supervise and --no-supervise: choose one\n");
+		return 2;
+	}
+	if (force_super) {
+		/* Everything under the supervisor, nothing preloaded. */
+		if (setenv("SHMCLOCK_NAME", name, 1) || setenv("SHMCLOCK_CLOCKS", clocks, 1)) {
+			fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
+			return 1;
+		}
+		if (shmclock_parse_clocks(clocks, &mask, &bad, &badlen))
+			mask = 0;
+		return supervise(argv + optind, name, mask, quiet);
+	}
 	if (supervised && nosuper) {
 		fprintf(stderr, PROG ": %s is statically linked: it cannot load the shim, and "
 				"--no-supervise forbids running it under ptrace; not run\n",

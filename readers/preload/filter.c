@@ -31,6 +31,7 @@
 enum {
 	L_ALLOW,
 	L_TRAP,
+	L_READ, /* a read of the clock */
 	L_PTR3,  /* trap if args[3] is not NULL */
 	L_PTR2,  /* args[2] */
 	L_PTR4,  /* args[4] */
@@ -85,7 +86,8 @@ static void resolve(struct prog *p)
 	}
 }
 
-unsigned shim_filter_build(struct sock_filter *out, uint32_t action, bool shim)
+unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t read_action,
+			   bool shim)
 {
 	static struct prog prog;
 	struct prog *p = &prog;
@@ -94,8 +96,8 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, bool shim)
 		int nr;
 		int label;
 	} calls[] = {
-		{ SYS_clock_gettime, L_TRAP },  { SYS_gettimeofday, L_TRAP },
-		{ SYS_time, L_TRAP },           { SYS_nanosleep, L_TRAP },
+		{ SYS_clock_gettime, L_READ },  { SYS_gettimeofday, L_READ },
+		{ SYS_time, L_READ },           { SYS_nanosleep, L_TRAP },
 		{ SYS_clock_nanosleep, L_TRAP }, { SYS_futex, L_FUTEX },
 		{ SYS_epoll_wait, L_INT3 },     { SYS_epoll_pwait, L_INT3 },
 		{ SYS_poll, L_INT2 },           { SYS_ppoll, L_PTR2 },
@@ -180,6 +182,8 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, bool shim)
 	emit(p, (struct sock_filter)RET(ALLOW));
 	here(p, L_TRAP);
 	emit(p, (struct sock_filter)RET(action));
+	here(p, L_READ);
+	emit(p, (struct sock_filter)RET(read_action));
 	resolve(p);
 	memcpy(out, p->f, p->n * sizeof(p->f[0]));
 	return p->n;

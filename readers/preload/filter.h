@@ -3,7 +3,8 @@
  * The seccomp filter of the time system calls (x86-64), shared by the
  * shim's trap (readers/preload/trap.c: SECCOMP_RET_TRAP, answered in the
  * process) and shmclock-run's supervisor (readers/supervise.c:
- * SECCOMP_RET_TRACE, answered by the tracer). Both let through the calls
+ * SECCOMP_RET_TRACE for waits, answered by the tracer, and
+ * SECCOMP_RET_USER_NOTIF for reads, answered by its listener). Both let through the calls
  * made from the gadget's page, the shim's own.
  */
 #ifndef SHMCLOCK_PRELOAD_FILTER_H
@@ -26,10 +27,12 @@
 
 /*
  * Writes the program into @out (SHIM_FILTER_MAX entries) and returns its
- * length. @action is what a time call with a timeout (or a read) gets;
+ * length. @action is what a time call with a timeout gets, @read_action
+ * what a read (clock_gettime, gettimeofday, time) gets;
  * @shim adds the probe and what the shim's trap needs besides:
  * rt_sigaction(SIGSYS), rt_sigprocmask that may block, execve(at).
  */
-unsigned shim_filter_build(struct sock_filter *out, uint32_t action, bool shim);
+unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t read_action,
+			   bool shim);
 
 #endif

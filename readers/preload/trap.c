@@ -695,7 +695,8 @@ bool shim_trap_setup(bool live)
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return false;
-	fp.len = (unsigned short)shim_filter_build(p, SECCOMP_RET_TRAP | TRAP_TAG, true);
+	fp.len = (unsigned short)shim_filter_build(p, SECCOMP_RET_TRAP | TRAP_TAG,
+						   SECCOMP_RET_TRAP | TRAP_TAG, true);
 	fp.filter = p;
 	r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	if (!r)
