@@ -538,8 +538,12 @@ static void on_call(pid_t pid, struct thr *t)
 		ptrace(PTRACE_CONT, pid, NULL, NULL);
 		return;
 	}
-	/* The same call again after a slice: the same deadline. */
-	if (!t->waiting || t->nr != (long)r.orig_rax) {
+	/* The same call again after a slice or a restart: the same deadline
+	 * (after an EINTR the program's next call has other arguments, or
+	 * is the same call resumed, which ends at the same time anyway). */
+	if (!t->waiting || t->nr != (long)r.orig_rax || r.rdi != t->orig.rdi ||
+	    r.rsi != t->orig.rsi || r.rdx != t->orig.rdx || r.r10 != t->orig.r10 ||
+	    r.r8 != t->orig.r8 || r.r9 != t->orig.r9) {
 		if (!plan_wait(pid, t, &r)) {
 			ptrace(PTRACE_CONT, pid, NULL, NULL);
 			return;
@@ -577,10 +581,33 @@ static void on_slice_exit(pid_t pid, struct thr *t)
 	if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
 		return;
 	ret = (long)r.rax;
-	/* Interrupted by a signal the kernel would restart the call for, or
-	 * a slice that ran out before the deadline: the program's call is
-	 * made again (its stop comes back here with the same deadline). */
-	if ((ret <= -512 && ret >= -516) || (slice_expired(t->nr, ret) && left(t) > 0)) {
+	/* Interrupted by a signal: the program's own registers back, with the
+	 * kernel's restart code, and the kernel decides as for any call:
+	 * made again (the same deadline: its stop comes back here) when no
+	 * handler runs or SA_RESTART says so, else EINTR for the program. A
+	 * restart block would resume the slice instead of the program's call,
+	 * so it becomes ERESTARTNOHAND. */
+	if (ret <= -512 && ret >= -516) {
+		/* A relative sleep ended by a handler reports what is left
+		 * (the slice's own remainder went nowhere). */
+		uint64_t rem = t->nr == SYS_nanosleep ? o.rsi
+			       : t->nr == SYS_clock_nanosleep && !(o.rsi & TIMER_ABSTIME) ? o.r10
+										  : 0;
+
+		if (rem) {
+			int64_t l = left(t);
+			struct timespec ts = ns_ts(l > 0 ? l : 0);
+
+			poke(pid, rem, &ts, sizeof(ts));
+		}
+		o.rax = (unsigned long long)(ret == -516 ? -514 : ret);
+		ptrace(PTRACE_SETREGS, pid, NULL, &o);
+		ptrace(PTRACE_CONT, pid, NULL, NULL);
+		return;
+	}
+	/* A slice that ran out before the deadline: the program's call is
+	 * made again. */
+	if (slice_expired(t->nr, ret) && left(t) > 0) {
 		o.rip -= 2; /* the syscall instruction */
 		o.rax = o.orig_rax;
 		ptrace(PTRACE_SETREGS, pid, NULL, &o);

@@ -77,8 +77,9 @@ RAW_REL = ["raw_nanosleep", "raw_clock_nanosleep", "raw_futex", "raw_ppoll", "ra
 RAW_RT = ["raw_clock_nanosleep_abs_rt"]
 # Programs that cannot load the shim: statically linked C and Go built with
 # CGO_ENABLED=0, under shmclock-run's supervisor. static:exec runs the
-# dynamic sleep(1) from the static program: both follow.
-STATIC_REL = ["nanosleep", "poll", "futex"]
+# dynamic sleep(1) from the static program: both follow; static:eintr has
+# a signal handler end its sleep with EINTR and the rest slept.
+STATIC_REL = ["nanosleep", "poll", "futex", "eintr"]
 STATIC_RT = ["clock_nanosleep_abs_rt"]
 
 

@@ -15,12 +15,16 @@
  * Modes: nanosleep, clock_nanosleep_abs_rt (absolute CLOCK_REALTIME), poll
  * (no descriptor), futex (FUTEX_WAIT on a word nobody changes); exec: forks
  * and runs COMMAND (a dynamic program: it follows through the shim), and
- * "timeout" when it exits 0.
+ * "timeout" when it exits 0; eintr: a child sends SIGUSR1 (a handler
+ * without SA_RESTART) 2 simulated s into a 5 s nanosleep, which must end
+ * with EINTR and a remainder of about 3 s, slept then: "timeout" when both
+ * held.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +58,14 @@ static bool clocks_agree(void)
 	return llabs(tod - rt) < 2 * NS && llabs(t - rt) < 2 * NS;
 }
 
+static volatile sig_atomic_t got_usr1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	got_usr1 = 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -80,6 +92,26 @@ int main(int argc, char **argv)
 
 		ok = syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &rel, NULL, 0) < 0 &&
 		     errno == ETIMEDOUT;
+	} else if (!strcmp(m, "eintr")) {
+		struct sigaction sa;
+		struct timespec rem = { 0, 0 }, two = { 2, 0 };
+		pid_t pid;
+		int r;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_usr1;
+		sigaction(SIGUSR1, &sa, NULL);
+		pid = fork();
+		if (pid == 0) {
+			nanosleep(&two, NULL);
+			kill(getppid(), SIGUSR1);
+			_exit(0);
+		}
+		r = nanosleep(&rel, &rem);
+		ok = r < 0 && errno == EINTR && got_usr1 && rem.tv_sec >= 2 && rem.tv_sec <= 3;
+		if (ok)
+			ok = nanosleep(&rem, NULL) == 0;
+		waitpid(pid, NULL, 0);
 	} else if (!strcmp(m, "exec") && argc > 2) {
 		pid_t pid = fork();
 		int st = 0;
