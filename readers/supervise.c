@@ -27,8 +27,8 @@
  * ones on the world's, as in the shim (preload.h). The real timeout of a
  * slice goes in 16 bytes below the thread's red zone (rsp - 144 and
  * lower): the kernel reads it on entry, before anything could be put
- * there. select and pselect6 keep real time (their sets would need saving
- * between slices).
+ * there. select and pselect6 start each slice from the program's sets,
+ * saved at the first.
  *
  * The tracer follows fork, vfork, clone and exec of the whole tree. A
  * dynamic program in it loads the shim (LD_PRELOAD stays set, with
@@ -86,6 +86,11 @@ struct thr {
 	bool mono;     /* deadline on the jump-free timeline, else the world's */
 	int64_t target;
 	int64_t start; /* jump-free time at the start (rem of nanosleep) */
+	/* select, pselect6: the program's three sets as it passed them
+	 * (each slice starts from them; the kernel rewrites them), @setlen
+	 * bytes each, NULL for a set it did not pass. */
+	uint8_t *sets[3];
+	size_t setlen;
 };
 
 static struct thr *thr;
@@ -435,6 +440,35 @@ static bool read_ts(pid_t pid, uint64_t addr, int64_t *ns)
 	return true;
 }
 
+static void drop_sets(struct thr *t)
+{
+	for (int k = 0; k < 3; k++) {
+		free(t->sets[k]);
+		t->sets[k] = NULL;
+	}
+	t->setlen = 0;
+}
+
+/* select's sets, saved before the first slice (rdi: nfds; rsi, rdx, r10:
+ * the sets). */
+static bool save_sets(pid_t pid, struct thr *t, const struct user_regs_struct *r)
+{
+	uint64_t at[3] = { r->rsi, r->rdx, r->r10 };
+
+	drop_sets(t);
+	t->setlen = (((size_t)(int)r->rdi + 63) / 64) * 8;
+	for (int k = 0; k < 3; k++) {
+		if (!at[k] || !t->setlen)
+			continue;
+		t->sets[k] = malloc(t->setlen);
+		if (!t->sets[k] || !peek(pid, at[k], t->sets[k], t->setlen)) {
+			drop_sets(t);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Whether @r is a wait the tracer re-plans; plans @t's deadline. */
 static bool plan_wait(pid_t pid, struct thr *t, const struct user_regs_struct *r)
 {
@@ -470,6 +504,21 @@ static bool plan_wait(pid_t pid, struct thr *t, const struct user_regs_struct *r
 	case SYS_ppoll:
 	case SYS_rt_sigtimedwait:
 		return sim(CLOCK_MONOTONIC) && read_ts(pid, r->rdx, &ns) && plan_after(t, ns);
+	case SYS_select:
+	case SYS_pselect6:
+		if (!sim(CLOCK_MONOTONIC) || (int)r->rdi < 0 || (int)r->rdi > 65536)
+			return false;
+		if (r->orig_rax == SYS_select) {
+			struct timeval tv;
+
+			if (!r->r8 || !peek(pid, r->r8, &tv, sizeof(tv)) || tv.tv_sec < 0 ||
+			    tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+				return false;
+			ns = (int64_t)tv.tv_sec * NS + (int64_t)tv.tv_usec * 1000;
+		} else if (!read_ts(pid, r->r8, &ns)) {
+			return false;
+		}
+		return save_sets(pid, t, r) && plan_after(t, ns);
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
 		return sim(CLOCK_MONOTONIC) && read_ts(pid, r->r10, &ns) && plan_after(t, ns);
@@ -516,6 +565,20 @@ static void run_slice(pid_t pid, struct thr *t, int64_t sl)
 	case SYS_rt_sigtimedwait:
 		r.rdx = scratch;
 		break;
+	case SYS_select:
+	case SYS_pselect6: {
+		uint64_t at[3] = { r.rsi, r.rdx, r.r10 };
+
+		for (int k = 0; k < 3; k++)
+			if (t->sets[k])
+				poke(pid, at[k], t->sets[k], t->setlen);
+		if (t->nr == SYS_select) {
+			/* A timeval, not a timespec. */
+			ts.tv_nsec /= 1000;
+		}
+		r.r8 = scratch;
+		break;
+	}
 	default: /* epoll_pwait2 */
 		r.r10 = scratch;
 		break;
@@ -615,6 +678,16 @@ static void on_slice_exit(pid_t pid, struct thr *t)
 		return;
 	}
 	t->waiting = false;
+	if (t->nr == SYS_select || t->nr == SYS_pselect6) {
+		/* Linux reports the simulated time not waited. */
+		int64_t l = left(t);
+		struct timespec ts = ns_ts(l > 0 ? l : 0);
+
+		if (t->nr == SYS_select)
+			ts.tv_nsec /= 1000;
+		poke(pid, o.r8, &ts, sizeof(ts));
+		drop_sets(t);
+	}
 	if (slice_expired(t->nr, ret) && (t->nr == SYS_clock_nanosleep))
 		ret = 0;
 	if (ret == -EINTR && t->nr == SYS_nanosleep && o.rsi) {

@@ -13,7 +13,7 @@
  * OUTCOME is "clock-mismatch".
  *
  * Modes: nanosleep, clock_nanosleep_abs_rt (absolute CLOCK_REALTIME), poll
- * (no descriptor), futex (FUTEX_WAIT on a word nobody changes); exec: forks
+ * (no descriptor), select (a pipe nobody writes), futex (FUTEX_WAIT on a word nobody changes); exec: forks
  * and runs COMMAND (a dynamic program: it follows through the shim), and
  * "timeout" when it exits 0; eintr: a child sends SIGUSR1 (a handler
  * without SA_RESTART) 2 simulated s into a 5 s nanosleep, which must end
@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -85,6 +86,17 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &abs);
 		abs.tv_sec += WAIT_S;
 		ok = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &abs, NULL) == 0;
+	} else if (!strcmp(m, "select")) {
+		/* A pipe's read end that never becomes readable. */
+		int p[2];
+		fd_set rd;
+		struct timeval tv = { WAIT_S, 0 };
+
+		if (pipe(p))
+			return 1;
+		FD_ZERO(&rd);
+		FD_SET(p[0], &rd);
+		ok = select(p[0] + 1, &rd, NULL, NULL, &tv) == 0 && !FD_ISSET(p[0], &rd);
 	} else if (!strcmp(m, "poll")) {
 		ok = poll(NULL, 0, WAIT_S * 1000) == 0;
 	} else if (!strcmp(m, "futex")) {
