@@ -52,6 +52,7 @@
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -839,9 +840,23 @@ static int receive_listener(int sock)
 	return fd;
 }
 
-int supervise(char **argv, const char *name, unsigned clocks, bool q)
+/*
+ * The tracer process: starts the program and follows its tree until the
+ * last of it has exited. Reports to shmclock-run on @report: { 0, pid }
+ * once the program runs, { 1, wait status } when it exits, or { 2, exit
+ * code } when it could not be run (having said why).
+ */
+static void report_to(int fd, int kind, int v)
 {
-	int rep[2], lsock[2], st, main_status = 0;
+	int m[2] = { kind, v };
+
+	if (fd >= 0)
+		(void)!write(fd, m, sizeof(m));
+}
+
+static int tracer(char **argv, const char *name, unsigned clocks, bool q, int report)
+{
+	int rep[2], lsock[2], st;
 	pid_t child, pid;
 	long opts = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
 		    PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL |
@@ -860,15 +875,18 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 	r = shmclock_open(name, &clk);
 	if (r) {
 		fprintf(stderr, PROG ": clock '%s': %s\n", name, shmclock_strerror(r));
+		report_to(report, 2, 1);
 		return 1;
 	}
 	if (pipe2(rep, O_CLOEXEC) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lsock)) {
 		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
+		report_to(report, 2, 1);
 		return 1;
 	}
 	child = fork();
 	if (child < 0) {
 		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
+		report_to(report, 2, 1);
 		return 1;
 	}
 	if (child == 0) {
@@ -878,6 +896,8 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 
 		close(rep[0]);
 		close(lsock[0]);
+		if (report >= 0)
+			close(report);
 		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL)) {
 			msg[0] = 1;
 			msg[1] = errno;
@@ -909,16 +929,38 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 		else
 			fprintf(stderr, PROG ": %s: the supervised process did not start\n",
 				argv[0]);
+		report_to(report, 2, 126);
 		return 126;
 	}
 	if (ptrace(PTRACE_SETOPTIONS, child, NULL, (void *)opts)) {
 		fprintf(stderr, PROG ": %s: ptrace options: %s; not run\n", argv[0], strerror(errno));
 		kill(child, SIGKILL);
 		waitpid(child, NULL, __WALL);
+		report_to(report, 2, 126);
 		return 126;
 	}
 	find(child, true)->known = true;
+	/* A terminal's ^C or ^\ reaches the program itself (the same process
+	 * group): the tracer stays to see it through rather than die and take
+	 * the tree with it (EXITKILL). */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
 	ptrace(PTRACE_CONT, child, NULL, NULL);
+	report_to(report, 0, child);
+	/* Nothing more to say: the terminal and the pipes of shmclock-run's
+	 * caller are not held open by the tracer (it may outlive the
+	 * program, for an orphan of its tree). */
+	{
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+			if (null > 2)
+				close(null);
+		}
+	}
 	/* The filter is in place (or the child failed: no message). */
 	listener = receive_listener(lsock[0]);
 	close(lsock[0]);
@@ -933,19 +975,30 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 					"run\n",
 				argv[0]);
 			kill(child, SIGKILL);
-			return 126;
+			report_to(report, 2, 126);
+		return 126;
 		}
 		pthread_attr_destroy(&a);
 	}
-	while (live > 0 && (pid = waitpid(-1, &st, __WALL)) > 0) {
+	while (live > 0) {
+		pid = waitpid(-1, &st, __WALL);
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0)
+			break;
 		struct thr *t = find(pid, true);
 		int sig, ev;
 
 		if (!t)
 			continue;
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
-			if (pid == child)
-				main_status = st;
+			if (pid == child) {
+				/* shmclock-run returns now; the tracer stays
+				 * while anything of the tree lives on. */
+				report_to(report, 1, st);
+				close(report);
+				report = -1;
+			}
 			t->used = false;
 			live--;
 			continue;
@@ -1019,13 +1072,92 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 		}
 	}
 	shmclock_close(clk);
-	if (WIFSIGNALED(main_status)) {
-		/* Die of the same signal, as a shell expects of the command. */
-		signal(WTERMSIG(main_status), SIG_DFL);
-		kill(getpid(), WTERMSIG(main_status));
-		return 128 + WTERMSIG(main_status);
+	return 0;
+}
+
+static volatile pid_t main_child;
+
+static void pass_on(int sig)
+{
+	int e = errno;
+
+	if (main_child > 0)
+		kill(main_child, sig);
+	errno = e;
+}
+
+/*
+ * shmclock-run's part: the tracer runs in a process of its own, so that
+ * shmclock-run returns with the program's status when the program exits,
+ * as without a supervisor, while the tracer stays as long as something it
+ * traces lives (an orphan the program left still needs it: its time calls
+ * go nowhere without it) and ends with the last.
+ */
+int supervise(char **argv, const char *name, unsigned clocks, bool q)
+{
+	int rep[2], m[2] = { 0, 0 }, got = 0;
+	pid_t tr;
+
+	if (pipe2(rep, O_CLOEXEC)) {
+		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
+		return 1;
 	}
-	return WEXITSTATUS(main_status);
+	tr = fork();
+	if (tr < 0) {
+		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (tr == 0) {
+		close(rep[0]);
+		_exit(tracer(argv, name, clocks, q, rep[1]));
+	}
+	close(rep[1]);
+	/* SIGTERM and SIGHUP sent to shmclock-run go on to the program; a
+	 * terminal's ^C and ^\ reach it anyway (the same process group). */
+	{
+		struct sigaction fwd = { .sa_handler = pass_on, .sa_flags = SA_RESTART };
+
+		sigaction(SIGTERM, &fwd, NULL);
+		sigaction(SIGHUP, &fwd, NULL);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGQUIT, SIG_IGN);
+	}
+	for (;;) {
+		ssize_t n = read(rep[0], m, sizeof(m));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(m))
+			break;
+		if (m[0] == 0) {
+			main_child = m[1];
+			continue;
+		}
+		got = 1;
+		break;
+	}
+	close(rep[0]);
+	if (!got) {
+		fprintf(stderr, PROG ": %s: the supervisor ended before the program\n", argv[0]);
+		return 126;
+	}
+	if (m[0] == 2) {
+		waitpid(tr, NULL, 0);
+		return m[1];
+	}
+	/* The tracer goes on alone while the tree lives (then exits,
+	 * reparented). */
+	if (WIFSIGNALED(m[1])) {
+		/* Die of the same signal, as a shell expects of the command
+		 * (without a core of our own). */
+		struct rlimit no = { 0, 0 };
+
+		setrlimit(RLIMIT_CORE, &no);
+		signal(WTERMSIG(m[1]), SIG_DFL);
+		kill(getpid(), WTERMSIG(m[1]));
+		return 128 + WTERMSIG(m[1]);
+	}
+	return WEXITSTATUS(m[1]);
 }
 
 #else

@@ -7,9 +7,15 @@
                    `sleep 100`; the sleep is killed: the program sees it
                    die, ends, and shmclock-run exits with its status;
                    nothing is left stopped or traced;
-  supervisor-killed  shmclock-run itself is killed while the tree waits:
-                   every process of the tree dies with it (none is left
-                   to run with time calls nobody answers);
+  supervisor-killed  the tracer (shmclock-run's child, the program's
+                   parent) is killed while the tree waits: every process
+                   of the tree dies with it (none is left to run with time
+                   calls nobody answers), and shmclock-run ends;
+  sigterm-passed-on  a SIGTERM to shmclock-run goes on to the program,
+                   which dies of it, and shmclock-run with it at once,
+                   while the program's orphan (sleep) still runs, still
+                   supervised; a SIGINT to shmclock-run alone (a terminal's
+                   goes to the program too) does not end it;
   ptrace-denied    a supervisor inside the tree of another cannot trace
                    (a traced process's child cannot PTRACE_TRACEME): a
                    clear error, exit 126, the program never runs;
@@ -108,19 +114,63 @@ def child_killed(env, clock):
     return fails
 
 
+def ppid(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def supervisor_killed(env, clock):
     p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
     sid = p.pid
     try:
-        if not wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
+        prog = wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "preload-static"],
+                        10)
+        if not prog or not wait_for(
+                lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
             return ["the supervised tree never ran sleep"]
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+        # The tracer: the program's parent (shmclock-run's child).
+        os.kill(ppid(prog[0][0]), signal.SIGKILL)
+        try:
+            p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return ["shmclock-run did not end when its tree died"]
         # EXITKILL: the static program dies at once; its child, a dynamic
         # program with the shim's own trap, is killed with it too (traced).
         left = wait_for(lambda: not procs_in_session(sid), 5)
         if left is not True:
             return ["after the supervisor died, left running: %s" % procs_in_session(sid)]
+        return []
+    finally:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def sigterm_passed_on(env, clock):
+    # SIGTERM to shmclock-run goes to the program (which dies of it, as
+    # without the supervisor), and shmclock-run then ends the same way;
+    # SIGINT to shmclock-run alone does not take the tree down.
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
+    sid = p.pid
+    try:
+        if not wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
+            return ["the supervised tree never ran sleep"]
+        os.kill(p.pid, signal.SIGINT)
+        time.sleep(0.3)
+        if p.poll() is not None:
+            return ["a SIGINT to the supervisor alone ended it (exit %d)" % p.returncode]
+        os.kill(p.pid, signal.SIGTERM)
+        try:
+            p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return ["shmclock-run did not end after a SIGTERM"]
+        if p.returncode != -signal.SIGTERM:
+            return ["shmclock-run ended with %d, not by the SIGTERM its program died of"
+                    % p.returncode]
+        orphan = [x for x in procs_in_session(sid) if x[2] == "sleep"]
+        if not orphan or orphan[0][1] in "tT":
+            return ["the program's orphan is not running on (%s)" % procs_in_session(sid)]
         return []
     finally:
         try:
@@ -173,6 +223,7 @@ def main():
         try:
             for name, fn in (("child-killed", child_killed),
                              ("supervisor-killed", supervisor_killed),
+                             ("sigterm-passed-on", sigterm_passed_on),
                              ("ptrace-denied", ptrace_denied), ("no-supervise", no_supervise)):
                 f = fn(env, clock)
                 for line in f:
