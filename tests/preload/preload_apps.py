@@ -97,7 +97,9 @@ def build_go(env, tmp):
         exe = os.path.join(tmp, "go-cases-cgo" + cgo)
         r = subprocess.run([go, "build"] + flags + ["-o", exe,
                                                     os.path.join(env["CASES_DIR"], "cases.go")],
-                           env=dict(os.environ, CGO_ENABLED=cgo, GOCACHE=cache,
+                           # No user configuration, no $HOME needed (a
+                           # package build may have none).
+                           env=dict(os.environ, CGO_ENABLED=cgo, GOCACHE=cache, GOENV="off",
                                     GO111MODULE="off", GOPATH=os.path.join(tmp, "gopath")),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode:
