@@ -39,7 +39,6 @@ enum {
 	L_INT2,  /* (int)args[2] */
 	L_FUTEX, /* the futex checks */
 	L_SIGACT, /* trap rt_sigaction on SIGSYS */
-	L_MASK,   /* trap rt_sigprocmask that may block (SIG_BLOCK, SIG_SETMASK) */
 	L_N
 };
 
@@ -103,12 +102,13 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 		{ SYS_poll, L_INT2 },           { SYS_ppoll, L_PTR2 },
 		{ SYS_select, L_PTR4 },         { SYS_pselect6, L_PTR4 },
 		{ SYS_rt_sigtimedwait, L_PTR2 },
-	}, shim_calls[] = {
-		{ SYS_rt_sigaction, L_SIGACT }, { SYS_rt_sigprocmask, L_MASK },
-		{ SYS_execve, L_TRAP },         { SYS_execveat, L_TRAP },
 #ifdef SYS_epoll_pwait2
 		{ SYS_epoll_pwait2, L_PTR3 },
 #endif
+	}, shim_calls[] = {
+		/* rt_sigprocmask, every one: trap.c keeps SIGSYS's state. */
+		{ SYS_rt_sigaction, L_SIGACT }, { SYS_rt_sigprocmask, L_TRAP },
+		{ SYS_execve, L_TRAP },         { SYS_execveat, L_TRAP },
 	};
 
 	memset(p, 0, sizeof(*p));
@@ -139,14 +139,6 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 	here(p, L_SIGACT);
 	emit(p, (struct sock_filter)LD(ARG_LO(0)));
 	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, L_TRAP, L_ALLOW);
-	/* rt_sigprocmask(SIG_BLOCK or SIG_SETMASK, set != NULL). */
-	here(p, L_MASK);
-	emit(p, (struct sock_filter)LD(ARG_LO(0)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIG_UNBLOCK, L_ALLOW, -1);
-	emit(p, (struct sock_filter)LD(ARG_LO(1)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, L_TRAP);
-	emit(p, (struct sock_filter)LD(ARG_HI(1)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_TRAP);
 	/* futex: FUTEX_WAIT and FUTEX_WAIT_BITSET with a timeout. */
 	here(p, L_FUTEX);
 	emit(p, (struct sock_filter)LD(ARG_LO(1)));

@@ -360,21 +360,57 @@ static long emulate(long nr, const long *a)
 static _Atomic unsigned long ntraps;
 
 /*
- * rt_sigprocmask that would block SIGSYS: everything else is blocked. With
- * SIGSYS blocked a trap would kill the thread (the kernel resets the
- * action of a blocked forced signal): Go blocks every signal on a thread
- * it is setting up for a callback from C, and may sleep meanwhile. The old
- * mask the program reads never shows SIGSYS blocked.
+ * rt_sigprocmask: SIGSYS is never really blocked, with SIGSYS blocked a
+ * trap would kill the thread (the kernel resets the action of a blocked
+ * forced signal): Go blocks every signal on a thread it is setting up for
+ * a callback from C, and may sleep meanwhile. Whether the program has it
+ * blocked is kept per thread and shown in the old masks it reads, so that
+ * the masks it sets are the masks it gets back (CPython's test_signal
+ * compares them).
  */
-static long emu_sigprocmask(const long *a)
-{
-	uint64_t set;
+static __thread bool sigsys_blocked __attribute__((tls_model("initial-exec")));
 
-	if (!a[1] || a[3] != 8)
-		return raw6(SYS_rt_sigprocmask, a[0], a[1], a[2], a[3], 0, 0);
-	memcpy(&set, (const void *)a[1], sizeof(set));
-	set &= ~(1ULL << (SIGSYS - 1));
-	return raw6(SYS_rt_sigprocmask, a[0], (long)&set, a[2], a[3], 0, 0);
+static long emu_sigprocmask(const long *a, ucontext_t *uc)
+{
+	const uint64_t sys = 1ULL << (SIGSYS - 1);
+	const uint64_t never = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
+	bool was = sigsys_blocked, now = was;
+	uint64_t cur, set = 0, next;
+
+	if (a[3] != 8)
+		return -EINVAL;
+	/* The mask of the code that made the call: the handler's return
+	 * restores it, so a change made here must be made there. */
+	memcpy(&cur, &uc->uc_sigmask, sizeof(cur));
+	next = cur;
+	if (a[1]) {
+		memcpy(&set, (const void *)a[1], sizeof(set));
+		switch (a[0]) {
+		case SIG_BLOCK:
+			next = cur | set;
+			now = was || (set & sys);
+			break;
+		case SIG_UNBLOCK:
+			next = cur & ~set;
+			now = was && !(set & sys);
+			break;
+		case SIG_SETMASK:
+			next = set;
+			now = set & sys;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (a[2]) {
+		uint64_t old = cur | (was ? sys : 0);
+
+		memcpy((void *)a[2], &old, sizeof(old));
+	}
+	next &= ~(sys | never);
+	memcpy(&uc->uc_sigmask, &next, sizeof(next));
+	sigsys_blocked = now;
+	return 0;
 }
 
 /* What a child needs to find the clock: copied from this process's
@@ -573,7 +609,7 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc_)
 	a[5] = g[REG_R9];
 	atomic_fetch_add_explicit(&ntraps, 1, memory_order_relaxed);
 	if (nr == SYS_rt_sigprocmask) {
-		r = emu_sigprocmask(a);
+		r = emu_sigprocmask(a, uc);
 	} else if (nr == SYS_rt_sigaction && a[0] == SIGSYS) {
 		r = emu_sigaction((const struct ksigaction *)a[1], (struct ksigaction *)a[2],
 				  (size_t)a[3]);

@@ -315,7 +315,7 @@ Test(preload, a_stopped_writer_means_real_clocks_at_start)
  * first run: the case itself is right), and must pass under it, on a
  * system-source clock at scale 1, where the program sees the host's time.
  */
-static void harmless(const char *kase)
+static void harmless_with(const char *kase, const char *opt)
 {
 	const char *name = test_clock_name();
 	pid_t d = start(name, "--source=system", NULL);
@@ -328,9 +328,23 @@ static void harmless(const char *kase)
 		cr_skip_test("%s", out);
 	}
 	cr_assert_eq(r, 0, "without the shim: %s%s", out, err);
-	r = run(name, "--", bin("PRELOAD_HARM"), kase, NULL);
-	cr_expect_eq(r, 0, "under the shim (status %d): %s%s", r, out, err);
+	r = opt ? run(name, opt, "--", bin("PRELOAD_HARM"), kase, NULL)
+		: run(name, "--", bin("PRELOAD_HARM"), kase, NULL);
+	cr_expect_eq(r, 0, "under the shim%s%s (status %d): %s%s", opt ? " " : "", opt ? opt : "",
+		     r, out, err);
 	daemon_stop(d);
+}
+
+static void harmless(const char *kase)
+{
+	harmless_with(kase, NULL);
+}
+
+/* The same under the system-call trap (issue 33), which answers
+ * sigprocmask and the waits itself. */
+static void harmless_trapped(const char *kase)
+{
+	harmless_with(kase, "--trap");
 }
 
 Test(preload, a_select_set_sized_to_nfds_is_all_the_shim_touches)
@@ -453,4 +467,19 @@ Test(preload, dup2_onto_a_number_where_the_shim_is_placing_a_copy_stays_the_prog
 Test(preload, a_vfork_child_closing_a_timerfds_second_name_leaves_the_parents)
 {
 	harmless("vfork-close");
+}
+
+Test(preload, signal_masks_are_the_programs_under_the_trap)
+{
+	harmless("sigmask");
+	harmless_trapped("sigmask");
+}
+
+Test(preload, the_harm_cases_pass_under_the_trap)
+{
+	harmless_trapped("alarm-read");
+	harmless_trapped("cancel-sleep");
+	harmless_trapped("vfork-alarm");
+	harmless_trapped("select-small");
+	harmless_trapped("tfd-move");
 }
