@@ -109,6 +109,13 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 		/* rt_sigprocmask, every one: trap.c keeps SIGSYS's state. */
 		{ SYS_rt_sigaction, L_SIGACT }, { SYS_rt_sigprocmask, L_TRAP },
 		{ SYS_execve, L_TRAP },         { SYS_execveat, L_TRAP },
+		/* Timers: rare calls, all of them (trap.c hands them to
+		 * timers.c). */
+		{ SYS_timer_create, L_TRAP },   { SYS_timer_settime, L_TRAP },
+		{ SYS_timer_gettime, L_TRAP },  { SYS_timer_delete, L_TRAP },
+		{ SYS_setitimer, L_TRAP },      { SYS_getitimer, L_TRAP },
+		{ SYS_alarm, L_TRAP },          { SYS_timerfd_create, L_TRAP },
+		{ SYS_timerfd_settime, L_TRAP }, { SYS_timerfd_gettime, L_TRAP },
 	};
 
 	memset(p, 0, sizeof(*p));

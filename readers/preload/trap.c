@@ -61,6 +61,7 @@
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -353,6 +354,46 @@ static long emulate(long nr, const long *a)
 	case SYS_rt_sigtimedwait:
 		return neg_errno(sigtimedwait((const sigset_t *)a[0], (siginfo_t *)a[1],
 					      (const struct timespec *)a[2]));
+	/* Timers, by timers.c's functions. A kernel timer's id is an int;
+	 * glibc's timer_t for one (not SIGEV_THREAD, which the kernel does
+	 * not have) is that int. */
+	case SYS_timer_create: {
+		const struct sigevent *sev = (const struct sigevent *)a[1];
+		timer_t t;
+		int r;
+
+		if (sev && sev->sigev_notify == SIGEV_THREAD)
+			return -EINVAL;
+		r = timer_create((clockid_t)a[0], (struct sigevent *)a[1], &t);
+		if (r)
+			return -errno;
+		*(int *)a[2] = (int)(intptr_t)t;
+		return 0;
+	}
+	case SYS_timer_settime:
+		return neg_errno(timer_settime((timer_t)(intptr_t)(int)a[0], (int)a[1],
+					       (const struct itimerspec *)a[2],
+					       (struct itimerspec *)a[3]));
+	case SYS_timer_gettime:
+		return neg_errno(timer_gettime((timer_t)(intptr_t)(int)a[0],
+					       (struct itimerspec *)a[1]));
+	case SYS_timer_delete:
+		return neg_errno(timer_delete((timer_t)(intptr_t)(int)a[0]));
+	case SYS_setitimer:
+		return neg_errno(setitimer((__itimer_which_t)a[0], (const struct itimerval *)a[1],
+					   (struct itimerval *)a[2]));
+	case SYS_getitimer:
+		return neg_errno(getitimer((__itimer_which_t)a[0], (struct itimerval *)a[1]));
+	case SYS_alarm:
+		return (long)alarm((unsigned)a[0]);
+	case SYS_timerfd_create:
+		return neg_errno(timerfd_create((int)a[0], (int)a[1]));
+	case SYS_timerfd_settime:
+		return neg_errno(timerfd_settime((int)a[0], (int)a[1],
+						 (const struct itimerspec *)a[2],
+						 (struct itimerspec *)a[3]));
+	case SYS_timerfd_gettime:
+		return neg_errno(timerfd_gettime((int)a[0], (struct itimerspec *)a[1]));
 	}
 	return raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -73,7 +73,7 @@ NODE = ["setTimeout", "setInterval", "execFile"]
 # cases run with --trap (a C program is not taken for one that needs it).
 GO = ["sleep", "after", "ctx", "ticker", "http", "exec"]
 RAW_REL = ["raw_nanosleep", "raw_clock_nanosleep", "raw_futex", "raw_ppoll", "raw_epoll_pwait",
-           "raw_pselect6"]
+           "raw_pselect6", "raw_timerfd", "raw_alarm", "raw_timer"]
 RAW_RT = ["raw_clock_nanosleep_abs_rt"]
 # Programs that cannot load the shim: statically linked C and Go built with
 # CGO_ENABLED=0, under shmclock-run's supervisor. static:exec runs the

@@ -18,7 +18,10 @@
  *   (FUTEX_WAIT on a word nobody changes), raw_ppoll (no descriptor),
  *   raw_epoll_pwait (an empty epoll), raw_pselect6 (no descriptor);
  *   raw_clock_nanosleep_abs_rt: an absolute CLOCK_REALTIME target 5 s on
- *   (it follows jumps);
+ *   (it follows jumps); raw_timerfd (timerfd_create and timerfd_settime
+ *   made raw, then a blocking read), raw_alarm (alarm made raw, SIGALRM
+ *   blocked and waited for), raw_timer (timer_create and timer_settime
+ *   made raw, SIGUSR1 waited for);
  *   vdso: polls the vDSO's __vdso_clock_gettime (looked up as programs do,
  *   dlsym on linux-vdso.so.1) every simulated ms (libc's usleep) until it
  *   shows 5 s more.
@@ -37,6 +40,7 @@
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,6 +150,38 @@ int main(int argc, char **argv)
 	} else if (!strcmp(m, "raw_pselect6")) {
 		r = syscall(SYS_pselect6, 0, NULL, NULL, NULL, &rel, NULL);
 		ok = r == 0;
+	} else if (!strcmp(m, "raw_timerfd")) {
+		struct itimerspec v = { { 0, 0 }, { WAIT_S, 0 } };
+		uint64_t n = 0;
+		int fd = (int)syscall(SYS_timerfd_create, CLOCK_MONOTONIC, 0);
+
+		r = fd >= 0 ? syscall(SYS_timerfd_settime, fd, 0, &v, NULL) : -1;
+		ok = r == 0 && read(fd, &n, sizeof(n)) == (ssize_t)sizeof(n) && n >= 1;
+	} else if (!strcmp(m, "raw_alarm")) {
+		sigset_t usr, old;
+
+		/* SIGALRM blocked, then waited for. */
+		sigemptyset(&usr);
+		sigaddset(&usr, SIGALRM);
+		sigprocmask(SIG_BLOCK, &usr, &old);
+		r = syscall(SYS_alarm, WAIT_S);
+		ok = r == 0 && sigwaitinfo(&usr, NULL) == SIGALRM;
+	} else if (!strcmp(m, "raw_timer")) {
+		struct sigevent sev;
+		struct itimerspec v = { { 0, 0 }, { WAIT_S, 0 } };
+		sigset_t usr;
+		int id = -1;
+
+		sigemptyset(&usr);
+		sigaddset(&usr, SIGUSR1);
+		sigprocmask(SIG_BLOCK, &usr, NULL);
+		memset(&sev, 0, sizeof(sev));
+		sev.sigev_notify = SIGEV_SIGNAL;
+		sev.sigev_signo = SIGUSR1;
+		r = syscall(SYS_timer_create, CLOCK_MONOTONIC, &sev, &id);
+		if (r == 0)
+			r = syscall(SYS_timer_settime, id, 0, &v, NULL);
+		ok = r == 0 && sigwaitinfo(&usr, NULL) == SIGUSR1;
 	} else {
 		fprintf(stderr, "preload-raw: unknown mode '%s'\n", m);
 		return 2;
