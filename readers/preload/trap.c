@@ -71,6 +71,43 @@ __thread int shim_passthru __attribute__((tls_model("initial-exec")));
 
 _Atomic bool shim_trap_on;
 
+/* Whether /proc/self/exe is a Go program: a .go.buildinfo or
+ * .note.go.buildid section (every Go linker since 1.13 writes one). */
+static bool exe_is_go(void)
+{
+	char shstr[4096], name[32];
+	Elf64_Ehdr eh;
+	Elf64_Shdr sh;
+	bool go = false;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_shentsize != sizeof(sh) || eh.e_shstrndx >= eh.e_shnum)
+		goto out;
+	if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof(sh))) !=
+	    (ssize_t)sizeof(sh))
+		goto out;
+	memset(shstr, 0, sizeof(shstr));
+	if (pread(fd, shstr, sh.sh_size < sizeof(shstr) - 1 ? sh.sh_size : sizeof(shstr) - 1,
+		  (off_t)sh.sh_offset) <= 0)
+		goto out;
+	for (unsigned i = 0; i < eh.e_shnum && !go; i++) {
+		if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + i * sizeof(sh))) !=
+		    (ssize_t)sizeof(sh))
+			break;
+		if (sh.sh_name >= sizeof(shstr) - 1)
+			continue;
+		snprintf(name, sizeof(name), "%s", shstr + sh.sh_name);
+		go = !strcmp(name, ".go.buildinfo") || !strcmp(name, ".note.go.buildid");
+	}
+out:
+	shim_real_close(fd);
+	return go;
+}
+
 #if defined(__x86_64__)
 
 #include <linux/audit.h>
@@ -676,43 +713,6 @@ unsigned long shim_trap_count(void)
 
 /* ------------------------------------------------------------ set-up */
 
-/* Whether /proc/self/exe is a Go program: a .go.buildinfo or
- * .note.go.buildid section (every Go linker since 1.13 writes one). */
-static bool exe_is_go(void)
-{
-	char shstr[4096], name[32];
-	Elf64_Ehdr eh;
-	Elf64_Shdr sh;
-	bool go = false;
-	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_shentsize != sizeof(sh) || eh.e_shstrndx >= eh.e_shnum)
-		goto out;
-	if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof(sh))) !=
-	    (ssize_t)sizeof(sh))
-		goto out;
-	memset(shstr, 0, sizeof(shstr));
-	if (pread(fd, shstr, sh.sh_size < sizeof(shstr) - 1 ? sh.sh_size : sizeof(shstr) - 1,
-		  (off_t)sh.sh_offset) <= 0)
-		goto out;
-	for (unsigned i = 0; i < eh.e_shnum && !go; i++) {
-		if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + i * sizeof(sh))) !=
-		    (ssize_t)sizeof(sh))
-			break;
-		if (sh.sh_name >= sizeof(shstr) - 1)
-			continue;
-		snprintf(name, sizeof(name), "%s", shstr + sh.sh_name);
-		go = !strcmp(name, ".go.buildinfo") || !strcmp(name, ".note.go.buildid");
-	}
-out:
-	shim_real_close(fd);
-	return go;
-}
-
 static bool filter_inherited(void)
 {
 	return shim_raw(SYS_clock_getres, PROBE_ID, 0, 0, 0, 0, 0) == -PROBE_ERRNO;
@@ -803,9 +803,10 @@ bool shim_trap_setup(bool live)
 {
 	const char *env = getenv("SHMCLOCK_TRAP");
 
-	if (live && env && !strcmp(env, "1"))
+	/* Asked for, or a Go program (whose waits it would need): said. */
+	if (live && (env ? !strcmp(env, "1") : exe_is_go()))
 		shim_say("shmclock-preload: the system-call trap is for x86-64 only; raw system "
-			 "calls keep real time\n");
+			 "calls (Go's waits) keep real time\n");
 	return false;
 }
 
