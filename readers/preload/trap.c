@@ -13,9 +13,14 @@
  *     pselect6, epoll_wait, epoll_pwait,     libc wrappers are
  *     epoll_pwait2, rt_sigtimedwait with
  *     a timeout
+ *   timer_*, setitimer, getitimer, alarm,  timers.c's simulated timers
+ *     timerfd_*
  *   rt_sigaction(SIGSYS)                   kept for the program (below)
+ *   rt_sigprocmask                         SIGSYS never really blocked
+ *   execve, execveat                       the child keeps the shim; a
+ *                                          static one is refused
  *
- * Only calls that carry a timeout trap (a poll with 0 or -1, a futex wait
+ * Only waits that carry a timeout trap (a poll with 0 or -1, a futex wait
  * without one go to the kernel at full speed), and never the shim's own:
  * its raw calls go through one small function at a fixed address, the
  * gadget, which the filter lets through by instruction pointer. The
@@ -43,7 +48,6 @@
 #include "preload.h"
 
 #include <dlfcn.h>
-
 #include <elf.h>
 #include <fcntl.h>
 #include <limits.h>
