@@ -221,6 +221,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --supervise and --no-supervise: choose one\n");
 		return 2;
 	}
+	/* --fallback with the clock missing: the real clocks, as asked, with
+	 * nothing to supervise. */
+	if (r && (force_super || supervised)) {
+		execvp(argv[optind], argv + optind);
+		r = errno;
+		fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(r));
+		return r == ENOENT ? 127 : 126;
+	}
 	if (force_super) {
 		/* Everything under the supervisor, nothing preloaded. */
 		if (setenv("SHMCLOCK_NAME", name, 1) || setenv("SHMCLOCK_CLOCKS", clocks, 1)) {
