@@ -16,6 +16,8 @@
  *
  *   clock_gettime, gettimeofday, time     written into the program, the
  *                                         call skipped
+ *   alarm, setitimer, getitimer           ITIMER_REAL kept by the
+ *     (ITIMER_REAL)                       supervisor, SIGALRM sent when due
  *   nanosleep, clock_nanosleep, futex     re-planned: the call runs with a
  *     waits with a timeout, poll, ppoll,  real timeout of at most 20 ms,
  *     epoll_wait, epoll_pwait(2),         and is made again, with the
@@ -56,6 +58,7 @@
 #include <sys/socket.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -715,6 +718,182 @@ static void on_slice_exit(pid_t pid, struct thr *t)
  */
 static int listener = -1;
 
+/*
+ * ITIMER_REAL (alarm, setitimer) of the supervised processes, in simulated
+ * time on the jump-free timeline: the listener answers the calls, a thread
+ * sends SIGALRM when one is due (to the process, as the kernel's timer
+ * does). Kept per process, across exec, as the kernel keeps it; a fork
+ * child starts without one.
+ */
+struct itimer {
+	pid_t tgid;
+	bool armed;
+	int64_t next;     /* jump-free simulated ns */
+	int64_t interval; /* 0: one-shot */
+};
+
+static struct itimer itimers[256];
+static pthread_mutex_t it_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t it_cond;
+
+static struct itimer *it_find(pid_t tgid, bool add)
+{
+	struct itimer *free_slot = NULL;
+
+	for (size_t i = 0; i < sizeof(itimers) / sizeof(itimers[0]); i++) {
+		if (itimers[i].tgid == tgid)
+			return &itimers[i];
+		if (!itimers[i].tgid && !free_slot)
+			free_slot = &itimers[i];
+	}
+	if (add && free_slot) {
+		memset(free_slot, 0, sizeof(*free_slot));
+		free_slot->tgid = tgid;
+	}
+	return add ? free_slot : NULL;
+}
+
+/* it_lock held: what is left of @t, as an itimerval. */
+static struct itimerval it_get(const struct itimer *t)
+{
+	struct itimerval v = { { 0, 0 }, { 0, 0 } };
+	int64_t now = 0, left;
+
+	if (!t || !t->armed)
+		return v;
+	read_clock(false, &now);
+	left = t->next - now;
+	if (left <= 0)
+		left = 1000; /* due: as the kernel, never 0 while armed */
+	v.it_value.tv_sec = left / NS;
+	v.it_value.tv_usec = (left % NS + 999) / 1000;
+	if (v.it_value.tv_usec >= 1000000) {
+		v.it_value.tv_sec++;
+		v.it_value.tv_usec -= 1000000;
+	}
+	v.it_interval.tv_sec = t->interval / NS;
+	v.it_interval.tv_usec = t->interval % NS / 1000;
+	return v;
+}
+
+/* it_lock held: arm @t with @v (all zero: disarm). */
+static void it_set(struct itimer *t, const struct itimerval *v)
+{
+	int64_t now = 0, val = (int64_t)v->it_value.tv_sec * NS + (int64_t)v->it_value.tv_usec * 1000;
+
+	read_clock(false, &now);
+	t->armed = val > 0;
+	t->next = now + val;
+	t->interval = (int64_t)v->it_interval.tv_sec * NS + (int64_t)v->it_interval.tv_usec * 1000;
+	if (!t->armed)
+		t->tgid = 0;
+	pthread_cond_signal(&it_cond);
+}
+
+/* The answer to alarm, setitimer or getitimer from @pid: true with
+ * *@val, or false to let the kernel make it (not ITIMER_REAL). */
+static bool answer_itimer(pid_t pid, long nr, const uint64_t *args, long *val, bool *ok)
+{
+	pid_t tgid = tgid_of(pid);
+	struct itimerval old, nv;
+	struct itimer *t;
+
+	if (nr != SYS_alarm && args[0] != ITIMER_REAL)
+		return false;
+	if (!sim(CLOCK_REALTIME))
+		return false;
+	if (nr == SYS_setitimer && args[1] && !peek(pid, args[1], &nv, sizeof(nv))) {
+		*ok = false;
+		return true;
+	}
+	pthread_mutex_lock(&it_lock);
+	t = it_find(tgid, nr != SYS_getitimer);
+	old = it_get(t);
+	if (t && nr == SYS_alarm) {
+		struct itimerval a = { { 0, 0 }, { (time_t)(unsigned)args[0], 0 } };
+
+		it_set(t, &a);
+	} else if (t && nr == SYS_setitimer && args[1]) {
+		it_set(t, &nv);
+	}
+	pthread_mutex_unlock(&it_lock);
+	*val = 0;
+	if (nr == SYS_alarm) {
+		/* Seconds left, rounded as Linux's alarm rounds them. */
+		*val = old.it_value.tv_sec;
+		if ((!old.it_value.tv_sec && old.it_value.tv_usec) ||
+		    old.it_value.tv_usec >= 500000)
+			(*val)++;
+	} else if (nr == SYS_setitimer && args[2]) {
+		*ok = poke(pid, args[2], &old, sizeof(old));
+	} else if (nr == SYS_getitimer) {
+		*ok = poke(pid, args[1], &old, sizeof(old));
+	}
+	return true;
+}
+
+/* Sends SIGALRM as each timer comes due; sleeps in slices meanwhile. */
+static void *fire_itimers(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&it_lock);
+	for (;;) {
+		int64_t now = 0, soonest = INT64_MAX, real;
+		struct timespec until;
+		shmclock_info_t i;
+
+		read_clock(false, &now);
+		for (size_t k = 0; k < sizeof(itimers) / sizeof(itimers[0]); k++) {
+			struct itimer *t = &itimers[k];
+
+			if (!t->tgid || !t->armed)
+				continue;
+			if (t->next <= now) {
+				kill(t->tgid, SIGALRM);
+				if (t->interval > 0) {
+					t->next += t->interval;
+					if (t->next <= now)
+						t->next = now + t->interval;
+				} else {
+					t->armed = false;
+					t->tgid = 0;
+					continue;
+				}
+			}
+			if (t->next < soonest)
+				soonest = t->next;
+		}
+		if (soonest == INT64_MAX) {
+			pthread_cond_wait(&it_cond, &it_lock);
+			continue;
+		}
+		real = SLICE_NS;
+		if (!shmclock_info(clk, &i) && i.initialized && !i.paused && !i.stepped &&
+		    i.scale > 0) {
+			real = (int64_t)((double)(soonest - now) / i.scale);
+			real = real < 1000 ? 1000 : real > SLICE_NS ? SLICE_NS : real;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until = ns_ts(ts_ns(&until) + real);
+		pthread_cond_timedwait(&it_cond, &it_lock, &until);
+	}
+	return NULL;
+}
+
+/* A process has exited: its timer goes with it. */
+static void itimer_exit(pid_t tgid)
+{
+	struct itimer *t;
+
+	pthread_mutex_lock(&it_lock);
+	t = it_find(tgid, false);
+	if (t) {
+		t->armed = false;
+		t->tgid = 0;
+	}
+	pthread_mutex_unlock(&it_lock);
+}
+
 static void *answer_reads(void *arg)
 {
 	struct seccomp_notif *req;
@@ -729,7 +908,7 @@ static void *answer_reads(void *arg)
 							       : sizeof(*resp));
 	while (req && resp) {
 		int64_t ns;
-		long nr;
+		long nr, val = 0;
 		bool ok = true;
 		pid_t pid;
 
@@ -768,6 +947,9 @@ static void *answer_reads(void *arg)
 			if (req->data.args[0])
 				ok = poke(pid, req->data.args[0], &t, sizeof(t));
 			resp->val = t;
+		} else if ((nr == SYS_alarm || nr == SYS_setitimer || nr == SYS_getitimer) &&
+			   answer_itimer(pid, nr, (const uint64_t *)req->data.args, &val, &ok)) {
+			resp->val = val;
 		} else {
 			/* Not a simulated clock: the kernel's call. */
 			resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -970,7 +1152,13 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&th, &a, answer_reads, NULL)) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&it_cond, &ca);
+		if (pthread_create(&th, &a, answer_reads, NULL) ||
+		    pthread_create(&th, &a, fire_itimers, NULL)) {
 			fprintf(stderr, PROG ": %s: cannot start the thread that answers reads; not "
 					"run\n",
 				argv[0]);
@@ -992,6 +1180,7 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 		if (!t)
 			continue;
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			itimer_exit(pid); /* a group leader: its process is gone */
 			if (pid == child) {
 				/* shmclock-run returns now; the tracer stays
 				 * while anything of the tree lives on. */

@@ -102,6 +102,10 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 		{ SYS_poll, L_INT2 },           { SYS_ppoll, L_PTR2 },
 		{ SYS_select, L_PTR4 },         { SYS_pselect6, L_PTR4 },
 		{ SYS_rt_sigtimedwait, L_PTR2 },
+		/* The interval timers go where the reads go (the supervisor's
+		 * listener answers them). */
+		{ SYS_alarm, L_READ },          { SYS_setitimer, L_READ },
+		{ SYS_getitimer, L_READ },
 #ifdef SYS_epoll_pwait2
 		{ SYS_epoll_pwait2, L_PTR3 },
 #endif
@@ -113,8 +117,7 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 		 * timers.c). */
 		{ SYS_timer_create, L_TRAP },   { SYS_timer_settime, L_TRAP },
 		{ SYS_timer_gettime, L_TRAP },  { SYS_timer_delete, L_TRAP },
-		{ SYS_setitimer, L_TRAP },      { SYS_getitimer, L_TRAP },
-		{ SYS_alarm, L_TRAP },          { SYS_timerfd_create, L_TRAP },
+		{ SYS_timerfd_create, L_TRAP },
 		{ SYS_timerfd_settime, L_TRAP }, { SYS_timerfd_gettime, L_TRAP },
 	};
 

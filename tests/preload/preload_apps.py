@@ -79,7 +79,7 @@ RAW_RT = ["raw_clock_nanosleep_abs_rt"]
 # CGO_ENABLED=0, under shmclock-run's supervisor. static:exec runs the
 # dynamic sleep(1) from the static program: both follow; static:eintr has
 # a signal handler end its sleep with EINTR and the rest slept.
-STATIC_REL = ["nanosleep", "poll", "select", "futex", "eintr"]
+STATIC_REL = ["nanosleep", "poll", "select", "futex", "eintr", "alarm", "setitimer"]
 STATIC_RT = ["clock_nanosleep_abs_rt"]
 
 

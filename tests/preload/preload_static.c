@@ -13,7 +13,8 @@
  * OUTCOME is "clock-mismatch".
  *
  * Modes: nanosleep, clock_nanosleep_abs_rt (absolute CLOCK_REALTIME), poll
- * (no descriptor), select (a pipe nobody writes), futex (FUTEX_WAIT on a word nobody changes); exec: forks
+ * (no descriptor), select (a pipe nobody writes), alarm (SIGALRM blocked
+ * and waited for), setitimer (five periods of 1 s, counted), futex (FUTEX_WAIT on a word nobody changes); exec: forks
  * and runs COMMAND (a dynamic program: it follows through the shim), and
  * "timeout" when it exits 0; eintr: a child sends SIGUSR1 (a handler
  * without SA_RESTART) 2 simulated s into a 5 s nanosleep, which must end
@@ -124,6 +125,29 @@ int main(int argc, char **argv)
 		if (ok)
 			ok = nanosleep(&rem, NULL) == 0;
 		waitpid(pid, NULL, 0);
+	} else if (!strcmp(m, "alarm")) {
+		sigset_t al;
+
+		/* SIGALRM blocked, then waited for. */
+		sigemptyset(&al);
+		sigaddset(&al, SIGALRM);
+		sigprocmask(SIG_BLOCK, &al, NULL);
+		ok = alarm(WAIT_S) == 0 && sigwaitinfo(&al, NULL) == SIGALRM;
+	} else if (!strcmp(m, "setitimer")) {
+		/* Five periods of 1 s: the fifth SIGALRM ends the wait. */
+		struct itimerval v = { { 1, 0 }, { 1, 0 } }, cur;
+		sigset_t al;
+		int n = 0;
+
+		sigemptyset(&al);
+		sigaddset(&al, SIGALRM);
+		sigprocmask(SIG_BLOCK, &al, NULL);
+		ok = setitimer(ITIMER_REAL, &v, NULL) == 0 && getitimer(ITIMER_REAL, &cur) == 0 &&
+		     cur.it_interval.tv_sec == 1 && cur.it_value.tv_sec <= 1;
+		while (ok && n < 5)
+			ok = sigwaitinfo(&al, NULL) == SIGALRM && ++n;
+		v.it_value.tv_sec = v.it_interval.tv_sec = 0;
+		setitimer(ITIMER_REAL, &v, NULL);
 	} else if (!strcmp(m, "exec") && argc > 2) {
 		pid_t pid = fork();
 		int st = 0;
