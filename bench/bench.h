@@ -103,6 +103,8 @@ int bench_propagate(const struct bench_opts *o, cJSON *out);
 int bench_sleep(const struct bench_opts *o, cJSON *out);
 int bench_waits(const struct bench_opts *o, cJSON *out);
 int bench_waits_child(const char *mode);
+int bench_bypass(const struct bench_opts *o, cJSON *out);
+int bench_bypass_child(const char *args);
 int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_lockstep(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);

@@ -40,6 +40,9 @@ static void usage(FILE *f)
 	      "  waits      a waiter under the preload shim on a paused clock: wake-ups and\n"
 	      "             CPU per second (poll, select, epoll, semaphore, condvar, sleep)\n"
 	      "             vs the same epoll wait without the shim\n"
+	      "  bypass     programs that skip libc under the shim: a read through libc,\n"
+	      "             through the vDSO's symbol and as a raw system call (trapped),\n"
+	      "             and a 1 us sleep through libc and raw, trap on and off, vs bare\n"
 	      "  lockstep   steps/s and one step's round trip with 1, 2, 4, 8 participants:\n"
 	      "             shmclockd --lockstep vs a coordinator over Unix sockets\n"
 	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
@@ -78,6 +81,7 @@ static const struct {
 	{ "flood", bench_flood },
 	{ "panel", bench_panel },
 	{ "waits", bench_waits },
+	{ "bypass", bench_bypass },
 	{ "lockstep", bench_lockstep },
 #ifdef SHMCLOCK_HAVE_BINDINGS
 	{ "bindings", bench_bindings },
@@ -176,6 +180,9 @@ int main(int argc, char **argv)
 	/* Internal: the waiter bench_waits runs under the shim. */
 	if (!strcmp(argv[1], "__waits-child") && argc == 3)
 		return bench_waits_child(argv[2]);
+	/* Internal: bench_bypass's figures under the shim. */
+	if (!strcmp(argv[1], "__bypass-child") && argc == 3)
+		return bench_bypass_child(argv[2]);
 	if (!strcmp(argv[1], "plot")) {
 		if (argc < 4 || argc > 5 ||
 		    (argc == 5 && strcmp(argv[4], "read") && strcmp(argv[4], "lockstep"))) {

@@ -125,6 +125,26 @@ static int do_init(void)
 	return ST_SIM;
 }
 
+/*
+ * For the programs that skip libc (after ST_SIM: the replacements read the
+ * clock without initialising): the vDSO's time symbols, then the
+ * system-call trap. SHMCLOCK_VDSO=0 leaves the vDSO as it is (the tests
+ * check that the redirection is what makes a program follow).
+ */
+static void bypass_setup(void)
+{
+	const char *v = getenv("SHMCLOCK_VDSO");
+	int r = 0;
+
+	if (!v || strcmp(v, "0"))
+		r = shim_vdso_redirect();
+	if (r < 0)
+		shim_say("shmclock-preload: the vDSO's time functions cannot be redirected (%s); "
+			 "programs that call them directly read the real clocks\n",
+			 strerror(-r));
+	(void)shim_trap_setup(true);
+}
+
 __attribute__((noinline)) bool shim_init_slow(void)
 {
 	int expect = ST_UNINIT;
@@ -143,6 +163,10 @@ __attribute__((noinline)) bool shim_init_slow(void)
 		/* Release pairs with the acquire loads in sim_on(): whoever
 		 * sees ST_SIM sees shim_clk, shim_mask and the real pointers. */
 		atomic_store_explicit(&shim_state, st, memory_order_release);
+		if (st == ST_SIM)
+			bypass_setup();
+		else
+			(void)shim_trap_setup(false); /* an inherited one answers in real time */
 		return st == ST_SIM;
 	}
 	while ((expect = atomic_load_explicit(&shim_state, memory_order_acquire)) == ST_INIT)
@@ -266,7 +290,12 @@ int shim_wait(const struct deadline *d, int (*once)(void *ctx, int64_t slice, bo
 	for (;;) {
 		int64_t sl = dl_slice(d);
 		bool expired = false;
-		int r = once(ctx, sl, &expired);
+		int r;
+
+		/* The slice's real call is the real one, trap or not. */
+		shim_passthru++;
+		r = once(ctx, sl, &expired);
+		shim_passthru--;
 
 		if (!expired || sl == 0)
 			return r;

@@ -126,6 +126,38 @@ void shim_wrefs_probe(void);
 
 bool shim_init_slow(void);
 
+/* The vDSO's time symbols point at the shim's readers (vdso.c): the count
+ * of symbols rewritten, or -errno. */
+int shim_vdso_redirect(void);
+/* The system-call trap (trap.c): installs it as SHMCLOCK_TRAP says
+ * (@live: the clock answers; if not, only the handler of an inherited
+ * filter is installed); whether it is on. */
+bool shim_trap_setup(bool live);
+extern _Atomic bool shim_trap_on;
+/* System calls the trap answered so far in this process. */
+unsigned long shim_trap_count(void);
+/* Set while the shim calls into libc for a real call that the trap would
+ * catch: the trap makes it as it is. */
+extern __thread int shim_passthru __attribute__((tls_model("initial-exec")));
+/* For the rest of the enclosing block, calls into libc that trap are made
+ * as they are (the timers' real calls: the trap also answers the program's
+ * raw timer calls, through the same functions). */
+static inline int shim_passthru_begin(void)
+{
+	return ++shim_passthru;
+}
+static inline void shim_passthru_end(int *unused)
+{
+	(void)unused;
+	--shim_passthru;
+}
+#define SHIM_PASSTHRU_SCOPE \
+	int shim_passthru_guard_ __attribute__((cleanup(shim_passthru_end), unused)) = \
+		shim_passthru_begin()
+
+/* A system call that never traps: -errno on failure. */
+long shim_raw(long nr, long a, long b, long c, long d, long e, long f);
+
 /* Whether @id is simulated (initialising on the first call). */
 static inline bool sim_on(clockid_t id)
 {

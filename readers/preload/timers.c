@@ -491,6 +491,8 @@ static int start_thread(void *(*fn)(void *))
 static void *plan_main(void *arg)
 {
 	(void)arg;
+	/* Its calls are the shim's own, all real. */
+	shim_passthru = 1;
 	for (;;) {
 		/* Taken before planning: a change after this makes the wait
 		 * below return at once. */
@@ -555,6 +557,7 @@ static int64_t tfd_service(void)
 static void *tfd_main(void *arg)
 {
 	(void)arg;
+	shim_passthru = 1;
 	for (;;) {
 		uint32_t seen = atomic_load_explicit(&tfd_kick, memory_order_acquire);
 		struct timespec ts, *tsp = NULL;
@@ -642,6 +645,7 @@ static int timer_add(timer_t real, clockid_t id, const struct sigevent *sev)
 
 EXPORT int timer_create(clockid_t id, struct sigevent *sev, timer_t *out)
 {
+	SHIM_PASSTHRU_SCOPE;
 	sigset_t old;
 	timer_t real_t;
 	int slot;
@@ -766,6 +770,7 @@ static bool gettime(struct tkey k, struct itimerspec *cur)
 
 EXPORT int timer_settime(timer_t id, int flags, const struct itimerspec *v, struct itimerspec *old)
 {
+	SHIM_PASSTHRU_SCOPE;
 	int r;
 
 	if (sim_active() && !foreign() &&
@@ -776,6 +781,7 @@ EXPORT int timer_settime(timer_t id, int flags, const struct itimerspec *v, stru
 
 EXPORT int timer_gettime(timer_t id, struct itimerspec *cur)
 {
+	SHIM_PASSTHRU_SCOPE;
 	if (sim_active() && !foreign() && gettime((struct tkey){ .id = id }, cur))
 		return 0;
 	return r_timer_gettime(id, cur);
@@ -783,6 +789,7 @@ EXPORT int timer_gettime(timer_t id, struct itimerspec *cur)
 
 EXPORT int timer_delete(timer_t id)
 {
+	SHIM_PASSTHRU_SCOPE;
 	struct sim_timer *t;
 	sigset_t o;
 
@@ -825,6 +832,7 @@ static struct sim_timer *alarm_timer(void)
 
 EXPORT int setitimer(__itimer_which_t which, const struct itimerval *nv, struct itimerval *ov)
 {
+	SHIM_PASSTHRU_SCOPE;
 	struct itimerspec v, o;
 	struct sim_timer *t;
 	sigset_t s;
@@ -854,6 +862,7 @@ EXPORT int setitimer(__itimer_which_t which, const struct itimerval *nv, struct 
 
 EXPORT int getitimer(__itimer_which_t which, struct itimerval *cur)
 {
+	SHIM_PASSTHRU_SCOPE;
 	struct itimerspec c = { { 0, 0 }, { 0, 0 } };
 	sigset_t s;
 
@@ -872,6 +881,7 @@ EXPORT int getitimer(__itimer_which_t which, struct itimerval *cur)
 
 EXPORT unsigned alarm(unsigned secs)
 {
+	SHIM_PASSTHRU_SCOPE;
 	struct itimerval nv = { { 0, 0 }, { (time_t)secs, 0 } }, ov;
 
 	if (!sim_on(CLOCK_REALTIME) || foreign())
@@ -891,6 +901,7 @@ EXPORT unsigned alarm(unsigned secs)
 
 EXPORT int timerfd_create(int id, int flags)
 {
+	SHIM_PASSTHRU_SCOPE;
 	int efd, own, slot = -1, err;
 	sigset_t o;
 
@@ -935,6 +946,7 @@ EXPORT int timerfd_create(int id, int flags)
 
 EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct itimerspec *old)
 {
+	SHIM_PASSTHRU_SCOPE;
 	int r;
 
 	if (sim_active() && !foreign() &&
@@ -946,6 +958,7 @@ EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v, struct
 
 EXPORT int timerfd_gettime(int fd, struct itimerspec *cur)
 {
+	SHIM_PASSTHRU_SCOPE;
 	if (sim_active() && !foreign() && gettime((struct tkey){ .tfd = true, .fd = fd }, cur))
 		return 0;
 	return r_timerfd_gettime(fd, cur);

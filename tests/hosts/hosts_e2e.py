@@ -129,6 +129,12 @@ def hub_main(ports, loss, delay_ms, jitter_ms):
     import heapq
     import threading
 
+    # The hub stands for the network, which the hosts' load does not slow
+    # down: it runs at a real-time priority above the CPU hogs.
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(20))
+    except OSError as e:
+        print("hub: no real-time priority (%s)" % e, file=sys.stderr, flush=True)
     socks = {}
     for p in ports:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))  # ETH_P_ALL
@@ -553,38 +559,54 @@ def lossy_phase(leader, followers):
 
 
 def link_drop_phase(leader, followers):
-    """A follower whose link drops for 2 s: it is stale within the bound,
-    the leader and the other follower go on (each change delayed at most by
-    the bound), and it catches up on return without a backward read."""
+    """A follower whose link drops for 2 s: it is stale within its silence
+    bound, the leader and the other follower go on (a change waits at most
+    for the lost follower's lease), and it catches up on return without a
+    backward read."""
+    import threading
     gone, other = followers[1], followers[0]
     readers = Readers([gone])
     gc, oc = shmclock.Clock(gone), shmclock.Clock(other)
     lc = shmclock.Clock(leader)
-    bound = 0.5 + 2 * dist(leader)["lead_current_ns"] / 1e9
-    paused = lc.info().paused
+    # The leader declares a follower lost after 0.5 s + 2 Lead, or its
+    # lease (3.5 s at least) if longer; a change may wait that long.
+    bound = max(0.5 + 2 * dist(leader)["lead_current_ns"] / 1e9, 3.5)
+    worst = [0.0]
+    refused = []
+
+    def changes():
+        paused = lc.info().paused
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.0:
+            cmd, kw = random_command(paused)
+            t = time.monotonic()
+            r = ctl(leader, cmd, **kw)
+            worst[0] = max(worst[0], time.monotonic() - t)
+            if not r.get("ok"):
+                refused.append((cmd, r))
+            paused = cmd == "pause" or (paused and cmd != "resume")
+            time.sleep(0.05)
     nsx("R", "ip", "link", "set", "r" + HOSTS[2], "down")
     t0 = time.monotonic()
-    worst = 0.0
+    th = threading.Thread(target=changes)
+    th.start()
     stale_at = None
     while time.monotonic() - t0 < 2.0:
-        cmd, kw = random_command(paused)
-        t = time.monotonic()
-        r = ctl(leader, cmd, **kw)
-        worst = max(worst, time.monotonic() - t)
-        if not r.get("ok"):
-            check(False, "the leader takes %s while a follower's link is down: %s" % (cmd, r))
-        paused = cmd == "pause" or (paused and cmd != "resume")
         if stale_at is None and gc.info().stale:
             stale_at = time.monotonic() - t0
-        time.sleep(0.05)
+        time.sleep(0.005)
     nsx("R", "ip", "link", "set", "r" + HOSTS[2], "up")
-    print("# link of %s down 2 s: stale after %s s (bound %.3f s + the first change's Lead); "
-          "the worst change on the leader took %.3f s" % (
-              gone, "%.3f" % stale_at if stale_at is not None else "never", bound, worst),
+    th.join()
+    print("# link of %s down 2 s: stale after %s s (StaleAfter 0.6 s); the worst change on the "
+          "leader took %.3f s (bound %.3f s)" % (
+              gone, "%.3f" % stale_at if stale_at is not None else "never", worst[0], bound),
           flush=True)
-    check(stale_at is not None, "%s is stale while its link is down" % gone)
-    check(worst <= bound + 1.0, "the leader goes on without it: the worst change took %.3f s "
-          "(bound %.3f s)" % (worst, bound))
+    check(not refused, "the leader takes every change while a follower's link is down (%s)"
+          % refused[:1])
+    check(stale_at is not None and stale_at <= 0.6 + 0.5,
+          "%s is stale within its bound once its link is down" % gone)
+    check(worst[0] <= bound + 1.5, "the leader goes on without it: the worst change took %.3f s "
+          "(bound %.3f s)" % (worst[0], bound))
     check(not oc.info().stale, "%s stays fresh" % other)
     check(wait_for(lambda: not gc.info().stale, 10), "%s catches up once its link is back" % gone)
     res = readers.finish()

@@ -25,9 +25,19 @@ The clock starts paused; every program says "ready" just before its wait,
 and the clock runs only once all have: they all wait from the same
 simulated instant.
 
-usage: preload_apps.py [--source S]... [--scenario S]... [--case NAME]...
+Programs that skip libc (issue 33) run in the same scenarios: Go built
+with cgo (cases.go, built here if go is installed), C calling the system
+calls itself (preload-raw, under shmclock-run --trap) and C calling the
+vDSO's function; and programs that cannot load the shim, under
+shmclock-run's supervisor: Go built with CGO_ENABLED=0 and static C
+(preload-static), one of which runs a dynamic sleep(1). --mutant runs them with the trap off (Go and raw calls
+must then fail), then with the vDSO left as it is (Go and the vDSO caller
+must fail): or the test does not test them.
+
+usage: preload_apps.py [--source S]... [--scenario S]... [--case NAME]... [--mutant]
 Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_RUN, SHMCLOCK_PRELOAD,
-PRELOAD_WAITS (the C program), CASES_DIR (cases.py, cases.js).
+PRELOAD_WAITS, PRELOAD_RAW, PRELOAD_STATIC (the C programs), CASES_DIR (cases.py, cases.js,
+cases.go), GO_CACHE (optional: Go's build cache).
 Exit 0 all passed, 1 a failure, 77 nothing could run.
 """
 import argparse
@@ -57,14 +67,70 @@ C_RT = ["sem_timedwait", "mutex_timedlock", "rwlock_timedrdlock", "rwlock_timedw
 PY = ["event", "condition", "lock", "queue_get", "timer", "join", "asyncio_sleep",
       "asyncio_wait_for", "selector"]
 NODE = ["setTimeout", "setInterval", "execFile"]
+# Programs that skip libc (issue 33): Go built with cgo (the shim is loaded,
+# the runtime reads the vDSO and waits with raw system calls), and C that
+# makes the system calls itself or calls the vDSO's function. The raw C
+# cases run with --trap (a C program is not taken for one that needs it).
+GO = ["sleep", "after", "ctx", "ticker", "http", "exec"]
+RAW_REL = ["raw_nanosleep", "raw_clock_nanosleep", "raw_futex", "raw_ppoll", "raw_epoll_pwait",
+           "raw_pselect6", "raw_timerfd", "raw_alarm", "raw_timer"]
+RAW_RT = ["raw_clock_nanosleep_abs_rt"]
+# Programs that cannot load the shim: statically linked C and Go built with
+# CGO_ENABLED=0, under shmclock-run's supervisor. static:exec runs the
+# dynamic sleep(1) from the static program: both follow; static:eintr has
+# a signal handler end its sleep with EINTR and the rest slept.
+STATIC_REL = ["nanosleep", "poll", "select", "futex", "eintr", "alarm", "setitimer"]
+STATIC_RT = ["clock_nanosleep_abs_rt"]
 
 
-def cases(env):
+def build_go(env, tmp):
+    """Builds cases.go twice: with cgo and external linking (a dynamic
+    executable that loads the shim) and with CGO_ENABLED=0 (static). (None,
+    None), saying why, when Go is not there."""
+    go = shutil.which("go")
+    if not go:
+        print("# skip go cases: go is not installed (apt-get install golang-go)")
+        return None, None
+    cache = env.get("GO_CACHE") or os.path.join(tmp, "go-cache")
+    out = []
+    for cgo, flags in (("1", ["-ldflags=-linkmode=external"]), ("0", [])):
+        exe = os.path.join(tmp, "go-cases-cgo" + cgo)
+        r = subprocess.run([go, "build"] + flags + ["-o", exe,
+                                                    os.path.join(env["CASES_DIR"], "cases.go")],
+                           # No user configuration, no $HOME needed (a
+                           # package build may have none).
+                           env=dict(os.environ, CGO_ENABLED=cgo, GOCACHE=cache, GOENV="off",
+                                    GO111MODULE="off", GOPATH=os.path.join(tmp, "gopath")),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode:
+            raise RuntimeError("go build cases.go (CGO_ENABLED=%s) failed: %s"
+                               % (cgo, r.stdout.strip()))
+        out.append(exe)
+    return out[0], out[1]
+
+
+def cases(env, go_cases=(None, None)):
     out = []
     for m in C_REL:
         out.append(("c:" + m, [env["PRELOAD_WAITS"], m], "rel", True))
     for m in C_RT:
         out.append(("c:" + m, [env["PRELOAD_WAITS"], m], "rt", True))
+    if go_cases[0]:
+        for m in GO:
+            out.append(("go:" + m, [go_cases[0], m], "rel", True))
+    if go_cases[1]:
+        for m in GO:
+            out.append(("go-static:" + m, [go_cases[1], m], "rel", True))
+    for m in STATIC_REL:
+        out.append(("static:" + m, [env["PRELOAD_STATIC"], m], "rel", True))
+    for m in STATIC_RT:
+        out.append(("static:" + m, [env["PRELOAD_STATIC"], m], "rt", True))
+    out.append(("static:exec", [env["PRELOAD_STATIC"], "exec", "sleep", "5"], "rel", True))
+    for m in RAW_REL:
+        out.append(("raw:" + m, ["--trap", "--", env["PRELOAD_RAW"], m], "rel", True))
+    for m in RAW_RT:
+        out.append(("raw:" + m, ["--trap", "--", env["PRELOAD_RAW"], m], "rt", True))
+    out.append(("vdso:vdso", [env["PRELOAD_RAW"], "vdso"], "rel", True))
     for m in PY:
         out.append(("py:" + m, [sys.executable, os.path.join(env["CASES_DIR"], "cases.py"), m],
                     "rel", True))
@@ -97,7 +163,12 @@ class Proc:
         self.outcome = None
         self.lines = []
         # stdin: a pipe nobody writes (bash's read -t waits on it).
-        self.p = subprocess.Popen([run, "-n", clock, "--"] + argv, stdin=subprocess.PIPE,
+        # Options for shmclock-run come first, up to a "--" of their own.
+        if "--" not in argv:
+            argv = ["--"] + argv
+        if environ.get("SHMCLOCK_TRAP") == "0":
+            argv = ["--no-trap"] + [a for a in argv if a != "--trap"]
+        self.p = subprocess.Popen([run, "-n", clock] + argv, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   env=environ, text=True, start_new_session=True)
         self.t = threading.Thread(target=self._read, daemon=True)
@@ -178,11 +249,19 @@ def fmt_s(ns):
     return "%s%d.%09d" % (sign, ns // NS, ns % NS)
 
 
-def run_group(env, source, scenario, selected, tmp):
+# The mutation check: each half of issue 33 off in turn, and the cases
+# that must fail then.
+MUTANTS = [("trap off", {"SHMCLOCK_TRAP": "0"}, ("go", "raw")),
+           ("vDSO left as it is", {"SHMCLOCK_VDSO": "0"}, ("go", "vdso", "go-static", "static"))]
+
+
+def run_group(env, source, scenario, selected, tmp, mutant=None):
     """Returns a list of failure lines."""
     fails = []
     d = Daemon(env, source, tmp)
     environ = dict(os.environ, SHMCLOCK_QUIET="1")
+    if mutant:
+        environ.update(mutant)
     procs = []
     try:
         for name, argv, kind, has_mono in selected:
@@ -278,24 +357,53 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", action="append", choices=["system", "simulation"])
     ap.add_argument("--scenario", action="append", choices=["plain", "pause", "back", "fwd"])
-    ap.add_argument("--case", action="append", help="only these cases (e.g. py:event)")
+    ap.add_argument("--case", action="append",
+                    help="only these cases (e.g. py:event; a prefix ending in ':' takes a kind)")
+    ap.add_argument("--mutant", action="store_true",
+                    help="the mutation check: the programs that skip libc, with the trap off "
+                    "and the vDSO left as it is, must each fail (plain scenario unless told)")
     a = ap.parse_args()
     need = ["SHMCLOCKD", "SHMCLOCKCTL", "SHMCLOCK_RUN", "SHMCLOCK_PRELOAD", "PRELOAD_WAITS",
-            "CASES_DIR"]
+            "PRELOAD_RAW", "PRELOAD_STATIC", "CASES_DIR"]
     missing = [k for k in need if not os.environ.get(k)]
     if missing:
         print("preload_apps.py: set %s" % ", ".join(missing), file=sys.stderr)
         return 2
     env = {k: os.environ[k] for k in need}
-    selected = [c for c in cases(env) if not a.case or c[0] in a.case]
-    if not selected:
-        print("skip: no case selected")
-        return 77
+    env["GO_CACHE"] = os.environ.get("GO_CACHE", "")
     failures = []
     tmp = tempfile.mkdtemp(prefix="shmclock-apps.")
     try:
+        def chosen(name):
+            if a.mutant and not a.case:
+                return name.split(":")[0] in ("go", "raw", "vdso", "go-static", "static")
+            return not a.case or any(name == c or (c.endswith(":") and name.startswith(c))
+                                     for c in a.case)
+        want_go = any(chosen("go:" + m) or chosen("go-static:" + m) for m in GO)
+        selected = [c for c in cases(env, build_go(env, tmp) if want_go else (None, None))
+                    if chosen(c[0])]
+        if not selected:
+            print("skip: no case selected")
+            return 77
+        scenarios = a.scenario or (["plain"] if a.mutant else ["plain", "pause", "back", "fwd"])
         for source in a.source or ["system", "simulation"]:
-            for scenario in a.scenario or ["plain", "pause", "back", "fwd"]:
+            for scenario in scenarios:
+                if a.mutant:
+                    for what, menv, kinds in MUTANTS:
+                        sel = [c for c in selected if c[0].split(":")[0] in kinds]
+                        print("# %s source, %s, %s" % (source, scenario, what), flush=True)
+                        f = run_group(env, source, scenario, sel, tmp, menv)
+                        # Every case must fail: one that passes without
+                        # what it tests is not testing it.
+                        for name, *_ in sel:
+                            mine = [x for x in f if x.startswith(name + ":")]
+                            if mine:
+                                print("ok mutant (%s) %s fails: %s" % (what, name, mine[0][:150]))
+                            else:
+                                failures.append("%s passed with the %s" % (name, what))
+                                print("FAIL [%s/%s] %s" % (source, scenario, failures[-1]),
+                                      flush=True)
+                    continue
                 print("# %s source, %s" % (source, scenario), flush=True)
                 f = run_group(env, source, scenario, selected, tmp)
                 for line in f:

@@ -37,6 +37,11 @@
  *                 while other threads create timerfds, whose copies go there
  *   vfork-close   a vfork child closing a timerfd's second name leaves the
  *                 parent's timerfd ticking under it
+ *   sigmask       signal masks as a program sets and reads them: SIGUSR1
+ *                 blocked stays pending until unblocked (then handled
+ *                 once), in the main thread and in a new one; a mask that
+ *                 blocks SIGSYS reads back with SIGSYS (issue 33: the trap
+ *                 answers sigprocmask; a first version lost every change)
  *   timers-across-changes  a 20 ms POSIX timer's expiries and a blocked
  *                 alarm while the test rescales and pauses the clock (run
  *                 by test_preload.c on a clock it changes, not by harmless())
@@ -978,6 +983,78 @@ static int timers_across_changes(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------ masks */
+
+static volatile sig_atomic_t usr1_seen;
+
+static void on_usr1_count(int sig)
+{
+	(void)sig;
+	usr1_seen++;
+}
+
+static int mask_round(const char *who)
+{
+	sigset_t one, cur, pend;
+
+	sigemptyset(&one);
+	sigaddset(&one, SIGUSR1);
+	usr1_seen = 0;
+	if (pthread_sigmask(SIG_BLOCK, &one, NULL))
+		return fail("%s: pthread_sigmask", who);
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	if (!sigismember(&cur, SIGUSR1))
+		return fail("%s: SIGUSR1 not in the mask read back after blocking it", who);
+	pthread_kill(pthread_self(), SIGUSR1);
+	if (usr1_seen)
+		return fail("%s: the handler ran while SIGUSR1 was blocked", who);
+	sigpending(&pend);
+	if (!sigismember(&pend, SIGUSR1))
+		return fail("%s: SIGUSR1 not pending while blocked", who);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+	if (usr1_seen != 1)
+		return fail("%s: the handler ran %d times on unblocking, not once", who,
+			    (int)usr1_seen);
+	return 0;
+}
+
+static void *mask_thread(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)mask_round("a new thread");
+}
+
+static int sigmask_case(void)
+{
+	struct sigaction sa;
+	sigset_t sys, cur, orig;
+	pthread_t th;
+	void *ret;
+	int r;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1_count;
+	sigaction(SIGUSR1, &sa, NULL);
+	if ((r = mask_round("the main thread")))
+		return r;
+	if (pthread_create(&th, NULL, mask_thread, NULL) || pthread_join(th, &ret))
+		return fail("pthread_create");
+	if (ret)
+		return 1;
+	sigemptyset(&sys);
+	sigaddset(&sys, SIGSYS);
+	pthread_sigmask(SIG_BLOCK, &sys, &orig);
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	pthread_sigmask(SIG_SETMASK, &orig, NULL);
+	if (!sigismember(&cur, SIGSYS))
+		return fail("SIGSYS not in the mask read back after blocking it");
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	if (sigismember(&cur, SIGSYS))
+		return fail("SIGSYS still in the mask after restoring the one before");
+	printf("ok %s\n", kase);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1020,9 +1097,11 @@ int main(int argc, char **argv)
 		return vfork_close();
 	if (!strcmp(kase, "timers-across-changes"))
 		return timers_across_changes();
+	if (!strcmp(kase, "sigmask"))
+		return sigmask_case();
 	fprintf(stderr, "usage: preload-harm select-small|select-big|dup2-hidden|close-range|"
 			"closefrom|alarm-read|cancel-sleep|tfd-fast|cancel-close|tfd-move|vfork-alarm|"
 			"select-open-max|tfd-churn|stress|many-timers|select-emfile|place-race|"
-			"vfork-close|timers-across-changes\n");
+			"vfork-close|timers-across-changes|sigmask\n");
 	return 2;
 }

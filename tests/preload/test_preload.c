@@ -316,7 +316,7 @@ Test(preload, a_stopped_writer_means_real_clocks_at_start)
  * first run: the case itself is right), and must pass under it, on a
  * system-source clock at scale 1, where the program sees the host's time.
  */
-static void harmless(const char *kase)
+static void harmless_with(const char *kase, const char *opt)
 {
 	const char *name = test_clock_name();
 	pid_t d = start(name, "--source=system", NULL);
@@ -329,9 +329,23 @@ static void harmless(const char *kase)
 		cr_skip_test("%s", out);
 	}
 	cr_assert_eq(r, 0, "without the shim: %s%s", out, err);
-	r = run(name, "--", bin("PRELOAD_HARM"), kase, NULL);
-	cr_expect_eq(r, 0, "under the shim (status %d): %s%s", r, out, err);
+	r = opt ? run(name, opt, "--", bin("PRELOAD_HARM"), kase, NULL)
+		: run(name, "--", bin("PRELOAD_HARM"), kase, NULL);
+	cr_expect_eq(r, 0, "under the shim%s%s (status %d): %s%s", opt ? " " : "", opt ? opt : "",
+		     r, out, err);
 	daemon_stop(d);
+}
+
+static void harmless(const char *kase)
+{
+	harmless_with(kase, NULL);
+}
+
+/* The same under the system-call trap (issue 33), which answers
+ * sigprocmask and the waits itself. */
+static void harmless_trapped(const char *kase)
+{
+	harmless_with(kase, "--trap");
 }
 
 Test(preload, a_select_set_sized_to_nfds_is_all_the_shim_touches)
@@ -540,4 +554,19 @@ Test(preload, a_periodic_timer_looked_at_loses_no_expiry)
 	fprintf(stderr, "# 100 ms timer over 2 s with one timer_gettime: %d expiries\n", n);
 	/* 20 due; one either side for where the 2 s fall on a loaded machine. */
 	cr_assert(n >= 19 && n <= 21, "%d expiries in 2 s of a 100 ms timer", n);
+}
+
+Test(preload, signal_masks_are_the_programs_under_the_trap)
+{
+	harmless("sigmask");
+	harmless_trapped("sigmask");
+}
+
+Test(preload, the_harm_cases_pass_under_the_trap)
+{
+	harmless_trapped("alarm-read");
+	harmless_trapped("cancel-sleep");
+	harmless_trapped("vfork-alarm");
+	harmless_trapped("select-small");
+	harmless_trapped("tfd-move");
 }

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* shmclock-run's supervisor for programs that cannot load the shim. */
+#ifndef SHMCLOCK_SUPERVISE_H
+#define SHMCLOCK_SUPERVISE_H
+
+#include <stdbool.h>
+
+/*
+ * Runs @argv under ptrace, answering its time system calls from clock
+ * @name (@clocks: the SHMCLOCK_CLOCKS mask), and the whole tree it starts.
+ * The environment (LD_PRELOAD, SHMCLOCK_*) is set already. Returns the
+ * exit status for shmclock-run: the program's, 126 when it could not be
+ * supervised (a line on stderr says why).
+ */
+int supervise(char **argv, const char *name, unsigned clocks, bool quiet);
+
+#endif

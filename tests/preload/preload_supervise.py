@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""shmclock-run's supervisor (issue 33): what must hold beside the waits
+(those are in preload_apps.py).
+
+  child-killed     a static program under the supervisor runs a dynamic
+                   `sleep 100`; the sleep is killed: the program sees it
+                   die, ends, and shmclock-run exits with its status;
+                   nothing is left stopped or traced;
+  supervisor-killed  the tracer (shmclock-run's child, the program's
+                   parent) is killed while the tree waits: every process
+                   of the tree dies with it (none is left to run with time
+                   calls nobody answers), and shmclock-run ends;
+  sigterm-passed-on  a SIGTERM to shmclock-run goes on to the program,
+                   which dies of it, and shmclock-run with it at once,
+                   while the program's orphan (sleep) still runs, still
+                   supervised; a SIGINT to shmclock-run alone (a terminal's
+                   goes to the program too) does not end it;
+  ptrace-denied    a supervisor inside the tree of another cannot trace
+                   (a traced process's child cannot PTRACE_TRACEME): a
+                   clear error, exit 126, the program never runs;
+  no-supervise     --no-supervise refuses a static program, exit 126.
+
+Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_RUN, PRELOAD_STATIC.
+Exit 0 all passed, 1 a failure.
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def procs_in_session(sid):
+    """(pid, state, comm) of the processes in session @sid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        f = st[st.rindex(")") + 2:].split()
+        if int(f[3]) == sid:
+            out.append((int(d), f[0], comm))
+    return out
+
+
+def wait_for(pred, secs):
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    return pred()
+
+
+class Clock:
+    def __init__(self, env, tmp):
+        self.env = env
+        self.name = "sup-%d-%d" % (os.getpid(), int(time.monotonic() * 1000) % 100000)
+        self.sock = os.path.join(tmp, self.name + ".sock")
+        self.p = subprocess.Popen([env["SHMCLOCKD"], "-n", self.name, "--socket", self.sock,
+                                   "--scale", "10", "--remove-on-exit"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(self.sock) and subprocess.run(
+                    [env["SHMCLOCKCTL"], "-n", self.name, "--socket", self.sock, "status"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+                return
+            time.sleep(0.02)
+        raise RuntimeError("shmclockd did not come up")
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(10)
+
+
+def run(env, clock, args, environ=None):
+    return subprocess.Popen([env["SHMCLOCK_RUN"], "-n", clock.name] + args,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=environ)
+
+
+def child_killed(env, clock):
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
+    fails = []
+    try:
+        sleep = wait_for(lambda: [x for x in procs_in_session(p.pid) if x[2] == "sleep"], 10)
+        if not sleep:
+            return ["the supervised tree never ran sleep"]
+        os.kill(sleep[0][0], signal.SIGKILL)
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return ["shmclock-run did not end after the program's child was killed"]
+        if p.returncode != 0 or "no-timeout" not in out:
+            fails.append("the program did not see its child die and end (exit %d, out %r, "
+                         "err %r)" % (p.returncode, out, err))
+        left = wait_for(lambda: not procs_in_session(p.pid), 5) or procs_in_session(p.pid)
+        if left is not True:
+            fails.append("left behind: %s" % left)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    return fails
+
+
+def ppid(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def supervisor_killed(env, clock):
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
+    sid = p.pid
+    try:
+        prog = wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "preload-static"],
+                        10)
+        if not prog or not wait_for(
+                lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
+            return ["the supervised tree never ran sleep"]
+        # The tracer: the program's parent (shmclock-run's child).
+        os.kill(ppid(prog[0][0]), signal.SIGKILL)
+        try:
+            p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return ["shmclock-run did not end when its tree died"]
+        # EXITKILL: the static program dies at once; its child, a dynamic
+        # program with the shim's own trap, is killed with it too (traced).
+        left = wait_for(lambda: not procs_in_session(sid), 5)
+        if left is not True:
+            return ["after the supervisor died, left running: %s" % procs_in_session(sid)]
+        return []
+    finally:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def sigterm_passed_on(env, clock):
+    # SIGTERM to shmclock-run goes to the program (which dies of it, as
+    # without the supervisor), and shmclock-run then ends the same way;
+    # SIGINT to shmclock-run alone does not take the tree down.
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
+    sid = p.pid
+    try:
+        if not wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
+            return ["the supervised tree never ran sleep"]
+        os.kill(p.pid, signal.SIGINT)
+        time.sleep(0.3)
+        if p.poll() is not None:
+            return ["a SIGINT to the supervisor alone ended it (exit %d)" % p.returncode]
+        os.kill(p.pid, signal.SIGTERM)
+        try:
+            p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return ["shmclock-run did not end after a SIGTERM"]
+        if p.returncode != -signal.SIGTERM:
+            return ["shmclock-run ended with %d, not by the SIGTERM its program died of"
+                    % p.returncode]
+        orphan = [x for x in procs_in_session(sid) if x[2] == "sleep"]
+        if not orphan or orphan[0][1] in "tT":
+            return ["the program's orphan is not running on (%s)" % procs_in_session(sid)]
+        return []
+    finally:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def ptrace_denied(env, clock):
+    # The inner shmclock-run is traced (it runs in the outer tree): the
+    # child it forks is traced by the outer supervisor, so its
+    # PTRACE_TRACEME fails (EPERM), as under YAMA or a container.
+    # The inner shmclock-run loads the shim (it is dynamic, in a tree whose
+    # environment preloads it): in a sanitizer build its ASan runtime is
+    # then not first, which ASan accepts when told.
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", env["SHMCLOCK_RUN"], "-n",
+                         clock.name, "--", env["PRELOAD_STATIC"], "nanosleep"],
+            environ=dict(os.environ, ASAN_OPTIONS=(os.environ.get("ASAN_OPTIONS", "") +
+                                                   ":verify_asan_link_order=0").lstrip(":")))
+    try:
+        out, err = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return ["the nested supervisor did not end"]
+    fails = []
+    if "must run under ptrace, which this system denies" not in err:
+        fails.append("no clear error when ptrace is denied: %r" % err)
+    if out.count("ready") != 1:
+        fails.append("the inner program ran although it could not be supervised: %r" % out)
+    if "no-timeout" not in out:
+        fails.append("the outer program did not see the inner shmclock-run fail: %r" % out)
+    return fails
+
+
+def no_supervise(env, clock):
+    p = run(env, clock, ["--no-supervise", "--", env["PRELOAD_STATIC"], "nanosleep"])
+    out, err = p.communicate(timeout=20)
+    if p.returncode != 126 or "statically linked" not in err or "ready" in out:
+        return ["--no-supervise did not refuse the static program (exit %d, %r)"
+                % (p.returncode, err)]
+    return []
+
+
+def main():
+    need = ["SHMCLOCKD", "SHMCLOCKCTL", "SHMCLOCK_RUN", "PRELOAD_STATIC"]
+    missing = [k for k in need if not os.environ.get(k)]
+    if missing:
+        print("preload_supervise.py: set %s" % ", ".join(missing), file=sys.stderr)
+        return 2
+    env = {k: os.environ[k] for k in need}
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="shmclock-sup.") as tmp:
+        clock = Clock(env, tmp)
+        try:
+            for name, fn in (("child-killed", child_killed),
+                             ("supervisor-killed", supervisor_killed),
+                             ("sigterm-passed-on", sigterm_passed_on),
+                             ("ptrace-denied", ptrace_denied), ("no-supervise", no_supervise)):
+                f = fn(env, clock)
+                for line in f:
+                    print("FAIL %s: %s" % (name, line))
+                if not f:
+                    print("ok %s" % name)
+                failures += len(f)
+        finally:
+            clock.stop()
+    print("%d failures" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
