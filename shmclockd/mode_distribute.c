@@ -123,6 +123,7 @@
 #define DIST_LEAD_MIN_NS INT64_C(3000000)
 #define DIST_LEAD_MAX_NS INT64_C(1000000000)
 #define DIST_LEAD_MARGIN 4
+#define DIST_ACK_RECENT 32
 
 /* A change waiting for its instant. */
 struct dist_pending {
@@ -187,6 +188,8 @@ struct dist {
 	struct dist_member members[DIST_MEMBERS_MAX];
 	uint64_t committed, plan;
 	int64_t lead_cur;
+	int64_t recent[DIST_ACK_RECENT]; /* the last acknowledgement delays */
+	unsigned recent_n, recent_i;
 	int64_t next_repeat;
 	bool members_full_logged;
 	/* two-phase, follower: its identity, the commits heard, the plan of
@@ -450,7 +453,7 @@ static void dist_destroy(struct clock_mode *m)
 
 /* Publishes @f (a change queued, or the function in force) with what is
  * committed so far. */
-static void publish_fn(struct dist *d, struct dist_fn *f)
+static void publish_fn(struct dist *d, struct dist_fn *f, unsigned how)
 {
 	struct timespec ts;
 
@@ -463,14 +466,14 @@ static void publish_fn(struct dist *d, struct dist_fn *f)
 	f->committed = d->committed;
 	f->plan = d->plan;
 	f->lead_ns = d->lead_cur;
-	if (d->api->dist_publish(d->r, f) < 0)
+	if (d->api->dist_publish(d->r, f, how) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
 }
 
 /* The latest function: the last change queued, else the one in force. */
-static void publish(struct dist *d)
+static void publish(struct dist *d, unsigned how)
 {
-	publish_fn(d, &d->fn);
+	publish_fn(d, &d->fn, how);
 }
 
 /* The function the writer publishes now, anchored at @mono (its own
@@ -536,12 +539,12 @@ static void announce(struct dist *d, const struct clock_env *env, int64_t now)
 		/* The changes queued meanwhile: announced now, in order. */
 		for (unsigned i = 0; i < d->q_n; i++) {
 			q_at(d, i)->fn.term = d->term;
-			publish_fn(d, &q_at(d, i)->fn);
+			publish_fn(d, &q_at(d, i)->fn, DIST_PUB_FAST | DIST_PUB_RELIABLE);
 		}
 		d->fn.term = d->term;
 	} else {
 		snapshot(env->w, d, now, sample_offset(d->fn.timebase));
-		publish(d);
+		publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE);
 	}
 	d->next_hb = now + d->hb_ns;
 	log_msg(LOG_INFO, "distribute: leading clock '%s' as %s, term %llu (%s, Lead %.3f ms, "
@@ -689,6 +692,8 @@ static void plan_entry(struct dist *d, const struct clock_env *env, const struct
 	p->fl = fl | (jump ? SHMCLOCK_FN_JUMP : 0);
 }
 
+static int64_t repeat_ns(const struct dist *d);
+
 /* A leader's change (pause, resume, scale, set, step): scheduled at leader
  * time + Lead (after the changes already waiting), announced, queued; the
  * clock thread commits it at that instant once every member holds it (or
@@ -738,12 +743,15 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 	plan_entry(d, env, tail, p, now + d->lead_cur);
 	p->announced = p->first_announced = now;
 	d->fn = p->fn;
-	publish(d);
+	/* Twice: announcements travel best effort (a loss costs a round
+	 * trip until the repetition; two cost the square of the loss). */
+	publish(d, DIST_PUB_FAST);
+	publish(d, DIST_PUB_FAST);
 	p->fn = d->fn;
 	/* Repeated until every member holds it (a lost sample is repaired by
 	 * reliable delivery only at DDS's next heartbeat). */
 	if (d->next_repeat == INT64_MAX)
-		d->next_repeat = now + (d->lead_cur / 16 > 250000 ? d->lead_cur / 16 : 250000);
+		d->next_repeat = now + repeat_ns(d);
 	q_count(d);
 	return CLOCK_MODE_HELD;
 }
@@ -783,9 +791,18 @@ static unsigned members_live(const struct dist *d, int64_t now)
 	return n;
 }
 
+/* What members lack goes out again this often: the quickest recent
+ * acknowledgement (a round trip: sooner adds only load; not the median,
+ * which losses raise and which would then slow their own repair), at most
+ * eight times a Lead, never more often than every millisecond. */
 static int64_t repeat_ns(const struct dist *d)
 {
-	return d->lead_cur / 16 > 250000 ? d->lead_cur / 16 : 250000;
+	int64_t r = d->lead_cur / 8;
+
+	for (unsigned i = 0; i < d->recent_n; i++)
+		if (d->recent[i] < r)
+			r = d->recent[i];
+	return r > 1000000 ? r : 1000000;
 }
 
 /* A decision must reach the members before the instant: the leader
@@ -795,16 +812,21 @@ static int64_t guard_ns(const struct dist *d)
 	return d->lead_cur / 2;
 }
 
-/* Lead from the acknowledgements measured: DIST_LEAD_MARGIN times their
- * p99, within its bounds (Distribute.Lead while nobody acknowledged). */
-static void adapt_lead(struct dist *d)
+/* Lead from the acknowledgements measured lately: DIST_LEAD_MARGIN times
+ * the slowest of the last DIST_ACK_RECENT (their p99 over that window),
+ * within its bounds (Distribute.Lead while nobody acknowledged). A window,
+ * not the whole history: a slow spell must not keep Lead up for ever. */
+static void adapt_lead(struct dist *d, int64_t ack_ns)
 {
-	uint64_t counts[LATEHIST_N];
-	int64_t l;
+	int64_t l = 0;
 
-	if (!latehist_copy(&d->acks, counts))
-		return;
-	l = (int64_t)latehist_quantile(counts, 0.99) * DIST_LEAD_MARGIN;
+	d->recent[d->recent_i++ % DIST_ACK_RECENT] = ack_ns;
+	if (d->recent_n < DIST_ACK_RECENT)
+		d->recent_n++;
+	for (unsigned i = 0; i < d->recent_n; i++)
+		if (d->recent[i] > l)
+			l = d->recent[i];
+	l *= DIST_LEAD_MARGIN;
 	if (l < DIST_LEAD_MIN_NS)
 		l = DIST_LEAD_MIN_NS;
 	if (l > DIST_LEAD_MAX_NS)
@@ -846,11 +868,15 @@ static void leader_decide(struct dist *d, int64_t now)
 		any = true;
 		if (members_live(d, now)) {
 			latehist_add(&d->acks, now - p->announced);
-			adapt_lead(d);
+			adapt_lead(d, now - p->announced);
 		}
+		log_msg(LOG_DEBUG, "distribute: change %llu decided %.3f ms after its announcement "
+				   "(plan %llu), Lead now %.3f ms",
+			(unsigned long long)p->fn.change, (double)(now - p->announced) / 1e6,
+			(unsigned long long)d->plan, (double)d->lead_cur / 1e6);
 	}
 	if (any) {
-		publish(d); /* committed now says so */
+		publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE); /* committed now says so */
 		d->next_repeat = now + repeat_ns(d);
 	}
 }
@@ -889,7 +915,9 @@ static void leader_postpone(struct dist *d, const struct clock_env *env, unsigne
 
 		plan_entry(d, env, k ? q_at(d, k - 1) : NULL, e, now + d->lead_cur);
 		e->announced = now;
-		publish_fn(d, &e->fn);
+		e->fn.plan = d->plan;
+		publish_fn(d, &e->fn, DIST_PUB_FAST);
+		publish_fn(d, &e->fn, DIST_PUB_FAST);
 	}
 	d->fn = q_at(d, d->q_n - 1)->fn;
 	d->next_repeat = now + repeat_ns(d);
@@ -917,13 +945,13 @@ static int64_t leader_repeat(struct dist *d, int64_t now)
 		struct dist_pending *p = q_at(d, i);
 
 		if (!p->committed && !all_hold(d, p->fn.change, now)) {
-			publish_fn(d, &p->fn);
+			publish_fn(d, &p->fn, DIST_PUB_FAST);
 			undecided = true;
 		}
 	}
 	unconfirmed = !all_confirmed(d, d->committed, now);
 	if (unconfirmed && !undecided)
-		publish(d);
+		publish(d, DIST_PUB_FAST);
 	d->next_repeat = undecided || unconfirmed ? now + repeat_ns(d) : INT64_MAX;
 	return d->next_repeat;
 }
@@ -1186,7 +1214,9 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	a.lease_ns = (d->stale_ns > 0 ? d->stale_ns : 3 * d->fn.heartbeat_ns) + 500000000;
 	if (a.lease_ns < DIST_LEASE_NS)
 		a.lease_ns = DIST_LEASE_NS;
-	if (d->api->dist_ack(d->r, &a, lease) < 0)
+	/* An acknowledgement goes twice (best effort, as the announcements);
+	 * the lease once, reliably. */
+	if (d->api->dist_ack(d->r, &a, lease) < 0 || (!lease && d->api->dist_ack(d->r, &a, false) < 0))
 		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
 	d->ack_sent_acked = a.acked;
 	d->ack_sent_plan = a.plan;
@@ -1277,17 +1307,27 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		if (!replan && !committed && f->change > d->fn.change + 1 &&
 		    f->change - 1 > f->committed) {
 			if (!d->gap) {
+				log_msg(LOG_DEBUG, "distribute: change %llu announced after a gap "
+						   "(holding %llu): readers hold until it is repeated",
+					(unsigned long long)f->change, (unsigned long long)d->fn.change);
 				d->gap = true;
 				d->gap_since = now;
 				gap_hold(d, env);
 			}
 			return 0;
 		}
-		if (!committed && f->plan < d->fplan)
+		if (!committed && f->plan < d->fplan) {
+			log_msg(LOG_DEBUG, "distribute: change %llu under plan %llu: plan %llu is current",
+				(unsigned long long)f->change, (unsigned long long)f->plan,
+				(unsigned long long)d->fplan);
 			return 0; /* announced under a plan that moved on */
+		}
 	} else if (!committed) {
 		/* After silence, or a new leader: a function in force first
 		 * (the leader says its commits in every sample). */
+		log_msg(LOG_DEBUG, "distribute: change %llu announced while %s: waiting for a "
+				   "function in force", (unsigned long long)f->change,
+			new_leader ? "a new leader" : "stale");
 		return 0;
 	}
 	if (d->gap_held)
@@ -1446,7 +1486,7 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 				  "re-anchoring", (double)(off - d->off) / 1e9);
 		if (d->leader) {
 			snapshot(env->w, d, now, off);
-			publish(d);
+			publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE);
 			d->next_hb = now + d->hb_ns;
 		} else {
 			int64_t e_mono = d->cur.effective_ns - off;
@@ -1487,7 +1527,7 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 		    (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||
 		     scale_mult(in.scale) != d->fn.mult || in.jump_epoch != d->fn.jump_epoch))
 			snapshot(env->w, d, now, d->off);
-		publish(d); /* the current function again: a heartbeat */
+		publish(d, DIST_PUB_RELIABLE); /* the current function again: a heartbeat */
 		d->next_hb = now + d->hb_ns;
 	}
 }

@@ -55,7 +55,7 @@ struct ros2 {
 	int64_t last_mono, ewma_interval_ns;
 	bool stale;
 	/* between hosts */
-	dds_entity_t dist_topic, dist_writer;
+	dds_entity_t dist_topic, dist_writer, dist_fast_writer;
 	struct follower fn;         /* TimeFunction */
 	dds_entity_t ack_topic, ack_writer, ack_lease_writer;
 	struct follower acks;       /* TimeAck (leader) */
@@ -452,17 +452,23 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	if (rc)
 		return rc;
 	snprintf(r->dist_clock, sizeof(r->dist_clock), "%s", clock);
-	qos = dist_qos(DIST_DEPTH, true);
-	/* A late joiner gets the last sample alone (a whole function, with
-	 * the commits so far), not the changes before it: Cyclone keeps
-	 * the durability service's depth for late joiners apart from the
-	 * history that reliable delivery repairs from. */
-	dds_qset_durability_service(qos, 0, DDS_HISTORY_KEEP_LAST, 1, DDS_LENGTH_UNLIMITED,
-				    DDS_LENGTH_UNLIMITED, DDS_LENGTH_UNLIMITED);
+	/* Two writers: a reliable one (the function in force, heartbeats;
+	 * a late joiner gets its last sample), and a best-effort one for the
+	 * announcements and their repetitions, which reliable delivery would
+	 * hold behind a lost sample until DDS repairs it (in order; Cyclone
+	 * does so for a best-effort reader of a reliable writer too). */
+	qos = dist_qos(1, true);
 	r->dist_writer = dds_create_writer(r->participant, r->dist_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->dist_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeFunction writer", r->dist_writer);
+	qos = dist_qos(1, false);
+	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
+	r->dist_fast_writer = dds_create_writer(r->participant, r->dist_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->dist_fast_writer < 0)
+		return dds_fail(err, errlen, "cannot create the TimeFunction writer",
+				r->dist_fast_writer);
 	/* Two readers: a reliable one for the leases (a best-effort writer
 	 * does not match it) and a best-effort one for the acknowledgements
 	 * (it takes the leases too: duplicates are harmless). */
@@ -475,7 +481,7 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	return rc;
 }
 
-static int dist_publish(struct ros2 *r, const struct dist_fn *f)
+static int dist_publish(struct ros2 *r, const struct dist_fn *f, unsigned how)
 {
 	shmclock_TimeFunction m;
 
@@ -498,7 +504,8 @@ static int dist_publish(struct ros2 *r, const struct dist_fn *f)
 	m.committed = f->committed;
 	m.plan = f->plan;
 	m.lead_ns = f->lead_ns;
-	if (dds_write(r->dist_writer, &m) < 0)
+	if (((how & DIST_PUB_FAST) && dds_write(r->dist_fast_writer, &m) < 0) ||
+	    ((how & DIST_PUB_RELIABLE) && dds_write(r->dist_writer, &m) < 0))
 		return -EIO;
 	pthread_mutex_lock(&r->mu);
 	r->dist_sent++;
@@ -660,7 +667,7 @@ static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char
 	dds_delete_qos(qos);
 	if (r->ack_lease_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_lease_writer);
-	qos = dist_qos(DIST_DEPTH, true);
+	qos = dist_qos(4, true);
 	qos2 = dist_qos(DIST_DEPTH, false);
 	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
 	rc = follower_start(r, &r->fn, r->dist_topic, qos, qos2, dist_main, "TimeFunction", err,

@@ -65,6 +65,11 @@ struct dist_ack {
 /* The heartbeats a follower believes (Distribute.Heartbeat's range). */
 #define DIST_HB_MIN_NS INT64_C(100000000)
 #define DIST_HB_MAX_NS INT64_C(60000000000)
+/* How a TimeFunction sample goes (dist_publish): best effort, at once and
+ * never held behind a lost one (announcements, their repetitions); and/or
+ * reliably, kept for late joiners (the function in force, heartbeats). */
+#define DIST_PUB_FAST 1u
+#define DIST_PUB_RELIABLE 2u
 #define DIST_TB_REALTIME 0
 #define DIST_TB_TAI 1
 
@@ -119,7 +124,7 @@ struct ros2_api {
 	/* Between hosts: the TimeFunction writer and the TimeAck reader of
 	 * @clock, whose samples go to host->ack (leader; a thread) ... */
 	int (*dist_publisher)(struct ros2 *r, const char *clock, char *err, size_t errlen);
-	int (*dist_publish)(struct ros2 *r, const struct dist_fn *f);
+	int (*dist_publish)(struct ros2 *r, const struct dist_fn *f, unsigned how);
 	/* ... a follower's acknowledgement (its writers made by dist_follow):
 	 * best effort (an announcement's, repeated with it) or @reliable (the
 	 * lease, which must not lapse for a lost sample) ... */

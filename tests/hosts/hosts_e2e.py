@@ -15,8 +15,12 @@ minus leader time at the same instant measures the protocol alone.
 - SIGKILL the leader: followers are stale (in the segment: info().stale,
   reads raise StaleClockError) within StaleAfter, held; a new leader takes
   over as a jump;
-- netem on the leader's links (loss 20 %, delay 5 ms +- 2 ms): still no
-  backward reads, late changes counted, late by no more than the delay.
+- issue 29: 1,000 random changes with a CPU hog on every core and loss
+  20 %, delay 5 ms +- 2 ms on every link (two-phase commit): no backward
+  read, no follower lost or stale; a sampler compares each follower with
+  two leader readings around it (printed); then a follower's link down for
+  2 s: it is stale within its bound, the leader goes on within the lost
+  follower's lease, it catches up without a backward read.
 
 Needs root (ip netns, tc). Exit 77 with the reason when a capability is
 missing. Environment: SHMCLOCKD, PYTHONPATH (the built module), SANITIZE.
@@ -44,7 +48,7 @@ SANITIZED = os.environ.get("SANITIZE", "none") not in ("", "none")
 COMMANDS = int(os.environ.get("HOSTS_COMMANDS", 2000 if SANITIZED else 10000))
 # Changes under loss and load (issue 29; each takes about a Lead, which
 # grows with the acknowledgements' delay there).
-LOSSY_COMMANDS = int(os.environ.get("HOSTS_LOSSY_COMMANDS", 40 if SANITIZED else 100))
+LOSSY_COMMANDS = int(os.environ.get("HOSTS_LOSSY_COMMANDS", 200 if SANITIZED else 1000))
 SEC = 1_000_000_000
 MS = 1_000_000
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
@@ -538,11 +542,15 @@ def lossy_phase(leader, followers):
           "more than 1 us%s" % (n, stale, len(a), (" (p50 %d ns, max %d ns)" % (a[len(a) // 2], a[-1]))
                                if a else ""), flush=True)
     check(n > 1000, "the sampler compared enough samples (%d)" % n)
-    # Not asserted yet (issue 29 stays open on it): under this load the
-    # acknowledgements take hundreds of ms (the user-space hub and DDS's
-    # threads share the cores with the hogs), a commit then reaches a
-    # follower after the instant, and its readers hold there meanwhile:
-    # behind the leader, never ahead, never back (asserted below).
+    # Not asserted yet (issue 29 stays open on it): each host commits at
+    # the instant on its own clock thread, tens to hundreds of us late
+    # under this load, and its readers hold at the instant until then (a
+    # reader-side switch at the instant needs a segment field); a change
+    # missed (a gap) holds too. Behind the leader, never ahead, never back
+    # (asserted below).
+    check(lst["lost_followers"] == lbefore["lost_followers"],
+          "no follower is declared lost under loss and load (%d)"
+          % (lst["lost_followers"] - lbefore["lost_followers"]))
     for f in followers:
         st = dist(f)
         late = st["late_changes"] - before[f]["late_changes"]
@@ -553,8 +561,9 @@ def lossy_phase(leader, followers):
                         st["lost"] - before[f]["lost"]), flush=True)
         check(res[f]["back"] == 0, "%s: no backward read under loss, delay and load (%d reads, "
               "%d back, worst %d ns)" % (f, res[f]["reads"], res[f]["back"], res[f]["worst"]))
-        check(st["hold_stales"] - before[f]["hold_stales"] <= 1 + st["holds"] - before[f]["holds"],
-              "%s: every stale mark from holding follows a hold (%d)" % (f, late))
+        check(st["hold_stales"] == before[f]["hold_stales"],
+              "%s: never stale from holding an instant while its links work (%d)"
+              % (f, st["hold_stales"] - before[f]["hold_stales"]))
     lc.close()
 
 
