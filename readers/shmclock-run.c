@@ -76,9 +76,7 @@ static const char *find_shim(char *buf, size_t len)
 static bool is_static(const char *cmd, char *buf, size_t len)
 {
 	const char *path = getenv("PATH");
-	Elf64_Ehdr eh;
-	Elf64_Phdr ph;
-	bool found = false, interp = false;
+	bool found = false;
 	int fd = -1;
 
 	if (strchr(cmd, '/')) {
@@ -95,20 +93,9 @@ static bool is_static(const char *cmd, char *buf, size_t len)
 	}
 	if (!found || (fd = open(buf, O_RDONLY | O_CLOEXEC)) < 0)
 		return false;
-	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_phentsize != sizeof(ph)) {
-		close(fd);
-		return false;
-	}
-	for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
-		    (ssize_t)sizeof(ph))
-			break;
-		interp = ph.p_type == PT_INTERP;
-	}
+	found = supervise_elf_static(fd);
 	close(fd);
-	return !interp;
+	return found;
 }
 
 int main(int argc, char **argv)

@@ -226,31 +226,38 @@ static int64_t slice(const struct thr *t)
 
 /* ------------------------------------------------------------ the calls */
 
-static bool is_static_exe(pid_t pid)
+bool supervise_elf_static(int fd)
 {
-	char path[64];
 	Elf64_Ehdr eh;
 	Elf64_Phdr ph;
 	bool interp = false;
-	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
 	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64) {
-		close(fd);
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph))
 		return false;
-	}
 	for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
 		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
 		    (ssize_t)sizeof(ph))
 			break;
 		interp = ph.p_type == PT_INTERP;
 	}
-	close(fd);
 	return !interp;
+}
+
+static bool is_static_exe(pid_t pid)
+{
+	char path[64];
+	bool st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	st = supervise_elf_static(fd);
+	close(fd);
+	return st;
 }
 
 /* Whether process @pid's environment preloads the shim (LD_PRELOAD names

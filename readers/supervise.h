@@ -14,4 +14,8 @@
  */
 int supervise(char **argv, const char *name, unsigned clocks, bool quiet);
 
+/* An ELF64 executable without an interpreter (statically linked), read
+ * from @fd (left open). */
+bool supervise_elf_static(int fd);
+
 #endif

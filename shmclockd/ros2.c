@@ -191,20 +191,24 @@ static void take_samples(struct ros2 *r)
 		dds_return_loan(r->clk.readcond, ptrs, n);
 }
 
+/* Waits on @f's waitset up to @timeout: false once its guard is set (the
+ * thread is to stop), true otherwise (samples may be there, or none). */
+static bool follower_wait(struct follower *f, dds_duration_t timeout)
+{
+	dds_attach_t hits[3];
+	int n = dds_waitset_wait(f->waitset, hits, 3, timeout);
+
+	for (int i = 0; i < n; i++)
+		if (hits[i] == (dds_attach_t)f->guard)
+			return false;
+	return true;
+}
+
 static void *follow_main(void *arg)
 {
 	struct ros2 *r = arg;
-	dds_attach_t hits[2];
 
-	for (;;) {
-		int n = dds_waitset_wait(r->clk.waitset, hits, 2, ROS2_POLL_NS);
-		bool stop = false;
-
-		for (int i = 0; i < n; i++)
-			if (hits[i] == (dds_attach_t)r->clk.guard)
-				stop = true;
-		if (stop)
-			break;
+	while (follower_wait(&r->clk, ROS2_POLL_NS)) {
 		take_samples(r);
 		bool lost = false;
 
@@ -391,19 +395,9 @@ static void ack_take(struct ros2 *r)
 static void *ack_main(void *arg)
 {
 	struct ros2 *r = arg;
-	dds_attach_t hits[3];
 
-	for (;;) {
-		int n = dds_waitset_wait(r->acks.waitset, hits, 3, DDS_INFINITY);
-		bool stop = false;
-
-		for (int i = 0; i < n; i++)
-			if (hits[i] == (dds_attach_t)r->acks.guard)
-				stop = true;
-		if (stop)
-			break;
+	while (follower_wait(&r->acks, DDS_INFINITY))
 		ack_take(r);
-	}
 	return NULL;
 }
 
@@ -610,18 +604,11 @@ static void dist_take(struct ros2 *r)
 static void *dist_main(void *arg)
 {
 	struct ros2 *r = arg;
-	dds_attach_t hits[3];
 
-	for (;;) {
-		int n = dds_waitset_wait(r->fn.waitset, hits, 3, DIST_POLL_NS);
-		bool stop = false, lost = false;
+	while (follower_wait(&r->fn, DIST_POLL_NS)) {
+		bool lost = false;
 		int64_t limit;
 
-		for (int i = 0; i < n; i++)
-			if (hits[i] == (dds_attach_t)r->fn.guard)
-				stop = true;
-		if (stop)
-			break;
 		dist_take(r);
 		pthread_mutex_lock(&r->mu);
 		limit = r->dist_stale_ns > 0 ? r->dist_stale_ns : 3 * r->dist_hb_ns;
