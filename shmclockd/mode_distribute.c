@@ -149,6 +149,7 @@ struct dist_member {
 	uint64_t plan, acked;   /* it holds every change up to acked under plan */
 	uint64_t committed;     /* it heard the commits up to this one */
 	int64_t last_ack_ns;    /* its last acknowledgement's delay */
+	uint64_t late, refused, holds; /* as it reports them */
 	bool used;
 };
 
@@ -1211,6 +1212,11 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	a.committed = d->commit_seen;
 	/* The leader waits for this follower, and declares it lost, no
 	 * sooner than it would notice the leader's silence (and be stale). */
+	pthread_mutex_lock(&d->mu);
+	a.late = d->late;
+	a.refused = d->refused;
+	a.holds = d->holds;
+	pthread_mutex_unlock(&d->mu);
 	a.lease_ns = (d->stale_ns > 0 ? d->stale_ns : 3 * d->fn.heartbeat_ns) + 500000000;
 	if (a.lease_ns < DIST_LEASE_NS)
 		a.lease_ns = DIST_LEASE_NS;
@@ -1463,6 +1469,9 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 	m->plan = a->plan <= d->plan ? (a->plan == d->plan ? a->plan : m->plan) : m->plan;
 	if (a->committed > m->committed)
 		m->committed = a->committed;
+	m->late = a->late;
+	m->refused = a->refused;
+	m->holds = a->holds;
 	return 0;
 }
 
@@ -1587,6 +1596,9 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 			cJSON_AddNumberToObject(f, "committed", (double)mb->committed);
 			cJSON_AddNumberToObject(f, "last_heard_ns", (double)(now - mb->seen));
 			cJSON_AddNumberToObject(f, "last_ack_ns", (double)mb->last_ack_ns);
+			cJSON_AddNumberToObject(f, "late_changes", (double)mb->late);
+			cJSON_AddNumberToObject(f, "refused", (double)mb->refused);
+			cJSON_AddNumberToObject(f, "holds", (double)mb->holds);
 			cJSON_AddItemToArray(fs, f);
 		}
 		if (latehist_copy(&d->acks, counts)) {

@@ -377,6 +377,9 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond)
 		a.acked = m->acked;
 		a.committed = m->committed;
 		a.lease_ns = m->lease_ns;
+		a.late = m->late;
+		a.refused = m->refused;
+		a.holds = m->holds;
 		pthread_mutex_lock(&r->mu);
 		r->acks_received++;
 		pthread_mutex_unlock(&r->mu);
@@ -417,6 +420,9 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 	m.acked = a->acked;
 	m.committed = a->committed;
 	m.lease_ns = a->lease_ns;
+	m.late = a->late;
+	m.refused = a->refused;
+	m.holds = a->holds;
 	if (dds_write(w, &m) < 0)
 		return -EIO;
 	pthread_mutex_lock(&r->mu);

@@ -57,6 +57,7 @@ struct dist_ack {
 	char leader[97];
 	uint64_t term, plan, acked, committed;
 	int64_t lease_ns;
+	uint64_t late, refused, holds; /* the follower's counts, for the leader's status */
 };
 
 #define DIST_F_PAUSED 0x1u

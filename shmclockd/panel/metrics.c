@@ -61,18 +61,18 @@ void sb_label(struct sbuf *b, const char *s)
 }
 
 /* One sample of family @name (its HELP and TYPE first, once: *@head),
- * labelled with @clock and, when not NULL, @participant. */
+ * labelled with @clock and, when @label is not NULL, @label=@who. */
 static void sample(struct sbuf *b, bool *head, const char *name, const char *type,
-		   const char *help, const char *clock, const char *participant, double v)
+		   const char *help, const char *clock, const char *label, const char *who, double v)
 {
 	if (!*head)
 		sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 	*head = true;
 	sb_printf(b, "%s{clock=\"", name);
 	sb_label(b, clock);
-	if (participant) {
-		sb_printf(b, "\",participant=\"");
-		sb_label(b, participant);
+	if (label) {
+		sb_printf(b, "\",%s=\"", label);
+		sb_label(b, who);
 	}
 	sb_printf(b, "\"} %.17g\n", v);
 }
@@ -90,7 +90,7 @@ static void family(struct sbuf *b, struct panel *p, const char *name, const char
 		double v = get(&p->clocks[i]);
 
 		if (!isnan(v))
-			sample(b, &head, name, type, help, p->clocks[i].name, NULL, v);
+			sample(b, &head, name, type, help, p->clocks[i].name, NULL, NULL, v);
 	}
 }
 
@@ -275,25 +275,39 @@ static void lateness(struct sbuf *b, struct panel *p)
 	}
 }
 
-/* Per lockstep participant: one family per figure, label participant. */
-static void participants(struct sbuf *b, struct panel *p, const char *name, const char *type,
-			 const char *help, const char *key, double mul)
+/* Per member of a clock (a lockstep participant, a leader's follower):
+ * one family per figure, labelled @label with the member's @id key. */
+static void members(struct sbuf *b, struct panel *p, const char *section, const char *array,
+		    const char *label, const char *id, const char *name, const char *type,
+		    const char *help, const char *key, double mul)
 {
 	bool head = false;
 
 	for (int i = 0; i < p->nclocks; i++) {
-		const cJSON *m, *ms = cJSON_GetObjectItemCaseSensitive(sub(&p->clocks[i], "lockstep"),
-									"members");
+		const cJSON *m, *ms = cJSON_GetObjectItemCaseSensitive(sub(&p->clocks[i], section),
+									array);
 
 		cJSON_ArrayForEach(m, ms) {
 			const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
 			double x = cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsBool(v) ? cJSON_IsTrue(v) : NAN;
 
 			if (!isnan(x))
-				sample(b, &head, name, type, help, p->clocks[i].name, str_of(m, "name"),
+				sample(b, &head, name, type, help, p->clocks[i].name, label, str_of(m, id),
 				       x * mul);
 		}
 	}
+}
+
+static void participants(struct sbuf *b, struct panel *p, const char *name, const char *type,
+			 const char *help, const char *key, double mul)
+{
+	members(b, p, "lockstep", "members", "participant", "name", name, type, help, key, mul);
+}
+
+static void followers(struct sbuf *b, struct panel *p, const char *name, const char *type,
+		      const char *help, const char *key, double mul)
+{
+	members(b, p, "distribute", "followers", "follower", "id", name, type, help, key, mul);
 }
 
 char *panel_metrics(struct panel *p)
@@ -374,6 +388,13 @@ char *panel_metrics(struct panel *p)
 		     "Advances for which the participant's grant came last.", "last_to_grant", 1);
 	participants(&b, p, "shmclock_lockstep_holding", "gauge",
 		     "1 while the clock waits for this participant.", "holding", 1);
+	followers(&b, p, "shmclock_hosts_follower_late_changes_total", "counter",
+		  "Leader: a follower's changes committed after their instant, as it reports them.",
+		  "late_changes", 1);
+	followers(&b, p, "shmclock_hosts_follower_refused_total", "counter",
+		  "Leader: samples a follower refused, as it reports them.", "refused", 1);
+	followers(&b, p, "shmclock_hosts_follower_last_ack_seconds", "gauge",
+		  "Leader: how long a follower's last acknowledgement took.", "last_ack_ns", 1e-9);
 	sb_printf(&b, "# HELP shmclock_panel_event_streams Event streams the panel serves now.\n"
 		      "# TYPE shmclock_panel_event_streams gauge\nshmclock_panel_event_streams %d\n",
 		  p->streams);

@@ -139,8 +139,15 @@ def main():
     c.request("GET", "/api/status?clock=" + lead)
     ld = find(json.loads(c.getresponse().read()))
     fl = ld.get("followers") or []
-    check(len(fl) == 1 and fl[0].get("acked", 0) >= 1,
-          "/api/status: the leader lists its follower with what it acknowledged (%s)" % fl)
+    check(len(fl) == 1 and fl[0].get("acked", 0) >= 1 and fl[0].get("late_changes") == 0 and
+          fl[0].get("refused") == 0,
+          "/api/status: the leader lists its follower with what it acknowledged, its late and "
+          "refused changes (%s)" % fl)
+    check(m.get(("shmclock_hosts_follower_late_changes_total", lead)) == 0 and
+          m.get(("shmclock_hosts_follower_refused_total", lead)) == 0 and
+          m.get(("shmclock_hosts_follower_last_ack_seconds", lead), 0) > 0,
+          "/metrics: the leader's follower's late and refused changes and last acknowledgement "
+          "(label follower)")
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/api/status?clock=" + fol)
     st = json.loads(c.getresponse().read())

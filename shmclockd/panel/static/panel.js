@@ -214,7 +214,8 @@ function hosts(c, d) {
       `${d.postponed ?? 0} postponed, ${d.lost_followers ?? 0} lost`));
     for (const f of fs)
       c.hosts.append(el('div', {class: 'follower'},
-        `· ${f.id}: acknowledged change ${f.acked}, heard commits to ${f.committed}, last ack ${fmtNs(f.last_ack_ns)}, heard ${fmtNs(f.last_heard_ns)} ago`));
+        `· ${f.id}: acknowledged change ${f.acked}, heard commits to ${f.committed}, last ack ${fmtNs(f.last_ack_ns)}, heard ${fmtNs(f.last_heard_ns)} ago; ` +
+        `${f.late_changes ?? 0} late, ${f.refused ?? 0} refused, ${f.holds ?? 0} held`));
   } else if (d.holds) {
     c.hosts.append(el('div', {}, `${d.holds} instants held for a commit, ${d.hold_stales ?? 0} of them long enough to mark the clock stale`));
   }
