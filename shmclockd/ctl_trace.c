@@ -80,11 +80,14 @@ static const char *json_str(const char *s, char *buf, size_t len)
 	return buf;
 }
 
+/* A slice of @k; @steps > 1: an estimate (marked). One of length 0 is
+ * written too: the kinds must alternate in the file, and a slice clipped to
+ * nothing between its neighbours is still one of the participant's. */
 static void slice(struct trace *t, struct track *k, bool working, int64_t start, int64_t dur,
 		  uint64_t steps)
 {
-	if (dur <= 0)
-		return;
+	if (dur < 0)
+		dur = 0;
 	event(t, "{\"name\":\"%s\",\"cat\":\"lockstep\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
 		 "\"ts\":%.3f,\"dur\":%.3f%s}",
 	      working ? "working" : "waiting", k->tid, start / 1e3, dur / 1e3,
@@ -110,17 +113,22 @@ static void advance_track(struct trace *t, struct track *k, const struct shmcloc
 		/* Never before the track's last slice ended (the participant's
 		 * own stamp may be a little earlier than the sums reach), and
 		 * clipped at the trace's start: slices stay in order. */
+		bool clipped = false;
+
 		if (at < k->end) {
 			d -= k->end - at;
 			at = k->end;
+			clipped = true;
 		}
 		if (at < 0) {
 			d += at;
 			at = 0;
+			clipped = true;
 		}
 		if (d < 0)
 			d = 0;
-		slice(t, k, w, at, d, w ? g : r);
+		/* A clipped slice is an estimate too (marked). */
+		slice(t, k, w, at, d, clipped && (w ? g : r) < 2 ? 2 : (w ? g : r));
 		at += d;
 		k->end = at;
 		w = !w;

@@ -115,7 +115,9 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			 * has anchored a newer function before our clock reading, if
 			 * seq is still `odd`. */
 			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&s->seq, memory_order_relaxed) == odd)
+			/* The re-read after the clock reading: shmclock_static_after. */
+			if (atomic_load_explicit(shmclock_static_after(&s->seq, *mono),
+						 memory_order_relaxed) == odd)
 				return 1;
 			return 0;
 		} else {
@@ -138,7 +140,8 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			 * committed before it, and an anchor newer than that
 			 * state's mono_base is this update's. */
 			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&s->seq, memory_order_relaxed) != odd)
+			if (atomic_load_explicit(shmclock_static_after(&s->seq, m),
+						 memory_order_relaxed) != odd)
 				return 0;
 			/* T4 */
 			if (anchor > p->mono_base) {
@@ -211,7 +214,8 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 		 * with the writer's fence after its odd store (commit_begin, W2):
 		 * if any load above saw a new value, the re-read sees seq moved. */
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != s1)
+		if (atomic_load_explicit(shmclock_static_after(&s->seq, *mono), memory_order_relaxed) !=
+		    s1)
 			continue;
 		return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
 	}

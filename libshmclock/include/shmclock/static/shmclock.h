@@ -72,6 +72,34 @@ static inline int64_t shmclock_static_eval(int64_t mono_base, int64_t sim_base, 
 int shmclock_now(struct shmclock *clk, int64_t *sim_ns);
 
 /*
+ * @p, at an address that depends on @now, a clock reading: a load through
+ * it is performed after the clock was read. The protocol's argument needs
+ * a reader that still sees the old seq to have read its clock before the
+ * writer's anchor, so the seq re-read must come after the clock reading.
+ * No fence gives that: the clock is read by an instruction (rdtsc, the
+ * counter register), not a load, and a later load may be performed before
+ * it (x86's vDSO puts lfence before rdtsc, nothing after: a commit landing
+ * in that window made reads 20 ns backwards at millions of commits per
+ * second). A data dependency does: the address goes through a zero the
+ * compiler cannot see and the CPU does not treat as one.
+ */
+static inline const _Atomic uint32_t *shmclock_static_after(const _Atomic uint32_t *p, int64_t now)
+{
+	__extension__ unsigned long z = (unsigned long)now;
+
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__("and $0, %0" : "+r"(z));
+#elif defined(__aarch64__)
+	__asm__("and %0, %0, xzr" : "+r"(z));
+#else
+	/* No dependency to build: the best a fence can do. */
+	atomic_thread_fence(memory_order_seq_cst);
+	z = 0;
+#endif
+	return (const _Atomic uint32_t *)(const void *)((const unsigned char *)(const void *)p + z);
+}
+
+/*
  * The read fast path, the one copy of it: shmclock_static_now() below and
  * the library's shmclock_now() family (src/reader.c) are both this inline
  * function. Model steps R1-R6 (the library's src/seqlock.pml; the protocol
@@ -124,7 +152,9 @@ shmclock_static_read(struct shmclock *clk, int64_t (*mono)(void), const _Atomic 
 	/* Three predicted branches, not one OR of every check: the branchless
 	 * chain put the key's load and a dozen ALU steps in front of the only
 	 * branch, ~1.5 ns per read on the 2-vCPU machine (bench/README.md). */
-	if (__builtin_expect(atomic_load_explicit(&r->seq, memory_order_relaxed) != s1, 0))
+	if (__builtin_expect(atomic_load_explicit(shmclock_static_after(&r->seq, now),
+						  memory_order_relaxed) != s1,
+			     0))
 		return 0;
 	/* Acquire pairs with the release store of the key after the pre-jump
 	 * callbacks (library, jump delivery). STALE is never in the key: a
