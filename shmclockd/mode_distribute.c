@@ -757,6 +757,17 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 	return CLOCK_MODE_HELD;
 }
 
+/* A follower's change that took effect @ns after its instant (status,
+ * under mu). */
+static void count_late(struct dist *d, int64_t ns)
+{
+	latehist_add(&d->lateness, ns);
+	d->late++;
+	d->last_late_ns = ns;
+	if (ns > d->worst_late_ns)
+		d->worst_late_ns = ns;
+}
+
 static bool member_live(const struct dist_member *m, int64_t now)
 {
 	return m->used && now - m->seen <= m->lease;
@@ -1039,11 +1050,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			if (p->held) {
 				/* Committed after its instant: readers held there meanwhile. */
 				pthread_mutex_lock(&d->mu);
-				latehist_add(&d->lateness, now - p->e_mono);
-				d->late++;
-				d->last_late_ns = now - p->e_mono;
-				if (now - p->e_mono > d->worst_late_ns)
-					d->worst_late_ns = now - p->e_mono;
+				count_late(d, now - p->e_mono);
 				pthread_mutex_unlock(&d->mu);
 			}
 		}
@@ -1416,13 +1423,8 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	d->shown_term = f->term;
 	d->changes++;
 	d->leaders += new_leader;
-	if (late) {
-		latehist_add(&d->lateness, late);
-		d->late++;
-		d->last_late_ns = late;
-		if (late > d->worst_late_ns)
-			d->worst_late_ns = late;
-	}
+	if (late)
+		count_late(d, late);
 	d->last_off = off;
 	pthread_mutex_unlock(&d->mu);
 	return 0;
@@ -1460,13 +1462,15 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 	m->lease = a->lease_ns < DIST_LEASE_NS ? DIST_LEASE_NS
 		   : a->lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000)
 							      : a->lease_ns;
+	/* What it holds under the current plan (acknowledgements of an
+	 * earlier plan say only that it is alive). */
 	if (a->plan == d->plan && (m->plan != d->plan || a->acked > m->acked)) {
 		/* The first acknowledgement of the change announced last. */
-		if (a->acked == d->fn.change && d->q_n && (m->plan != d->plan || m->acked < a->acked))
+		if (a->acked == d->fn.change && d->q_n)
 			m->last_ack_ns = now - q_at(d, d->q_n - 1)->announced;
 		m->acked = a->acked;
+		m->plan = d->plan;
 	}
-	m->plan = a->plan <= d->plan ? (a->plan == d->plan ? a->plan : m->plan) : m->plan;
 	if (a->committed > m->committed)
 		m->committed = a->committed;
 	m->late = a->late;
