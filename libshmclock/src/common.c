@@ -81,8 +81,8 @@ static bool all_zero(const uint8_t *p, size_t n)
  * Validate in the order chrony's cmdmon validates a request: the length
  * first (the file size, checked before mapping by the caller and again
  * here), then the identity (magic, version), then the layout and the
- * reserved bytes. Only the header and the tail are immutable after creation,
- * so only they are checked for zero.
+ * reserved bytes. Only the header, the gap before the next line and the
+ * tail are immutable after creation, so only they are checked for zero.
  */
 int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size)
 {
@@ -98,6 +98,7 @@ int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size)
 	    seg->backup_off != offsetof(struct shmclock_seg, b_flags))
 		return -EPROTO;
 	if (!all_zero(seg->reserved0, sizeof(seg->reserved0)) ||
+	    !all_zero(seg->reserved6, sizeof(seg->reserved6)) ||
 	    !all_zero(seg->tail, sizeof(seg->tail)))
 		return -EPROTO;
 	return 0;

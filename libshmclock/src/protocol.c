@@ -20,13 +20,22 @@
  * (S1), backup loads (S2), mono = clock (S3), fence (acquire) and seq still
  * s1 (S4), else retry.
  *
- * Slow path with a live writer mid-update: fence (acquire, T0), backup
- * loads and the published anchor (T1), mono = clock (T2), fence (acquire) and seq still s1 (T3);
- * if the anchor is this update's (T4: later than the backup's mono_base),
- * the value is the backup's function at min(mono, anchor): the last
- * committed time, frozen at the instant the update takes effect. Else the
- * writer is within the few instructions between its odd store and W2a:
- * spin, yield, then sleep on the change futex, at most SHMCLOCK_STUCK_NS.
+ * Slow path with a live writer mid-update: fence (acquire, T0), next_seq
+ * and the published anchor (T1), mono = clock (T2), the backup loads (or
+ * the next line's, below), fence (acquire) and seq still s1 (T3); if the
+ * anchor is this update's (T4: later than the backup's mono_base), the
+ * value is the backup's function at min(mono, anchor): the last committed
+ * time, frozen at the instant the update takes effect. Else the writer is
+ * within the few instructions between its odd store and W2a: spin, yield,
+ * then sleep on the change futex, at most SHMCLOCK_STUCK_NS.
+ *
+ * Decided ahead (segment.h, the next line; writer.c, N1 N2): when next_seq
+ * is s1 and the clock has reached the anchor, the value is the next line's
+ * function at mono, whether the writer is alive (T4) or dead (S5): readers
+ * switch to a change at its instant by themselves, however late the writer
+ * commits it. A live writer's update that is open and undecided
+ * (next_seq == s1 + 1: freeze_at) holds a reader past its instant at the
+ * anchor, and the read says so (-ESTALE: held).
  *
  * Why the frozen value is safe (T4): a reader that returned a value with
  * the old mapping read its clock before the odd store was visible to it,
@@ -58,6 +67,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <shmclock/shmclock.h>
@@ -83,7 +93,9 @@
  * *p filled from the backup and *mono read while that backup was the
  * committed state (the writer is dead), 2 likewise with *mono capped at the
  * published anchor of the update in progress (the writer is alive, T1-T4
- * at the top), or -EAGAIN.
+ * at the top), 3 as 2 but held past an undecided instant, or -EAGAIN. In
+ * every case *p is the next line's function instead when the update was
+ * decided ahead and *mono has reached its anchor (T4, S5).
  *
  * The clock reading belongs inside the window the seq re-check closes, as
  * on the fast path. Taken after the re-check (as this code once did), a
@@ -104,10 +116,20 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 
 		/* Model step S1: the lock word. */
 		if (!shmclock__writer_alive(lock)) {
-			/* S2: the backup loads. */
-			shmclock__load_backup(s, p);
+			/* S5. Pairs with the dead writer's release store of
+			 * next_seq (writer.c, N2): who sees its decision sees the
+			 * next line and the anchor it was decided for (a new
+			 * writer keeps that anchor: attach_segment, V0). */
+			uint32_t next = atomic_load_explicit(&s->next_seq, memory_order_acquire);
+			int64_t anchor = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+
 			/* S3: the clock reading, before the re-check. */
 			*mono = shmclock__mono_ns();
+			/* S2: the backup loads, or the decided function's. */
+			if (next == odd && *mono >= anchor)
+				shmclock__load_next(s, p);
+			else
+				shmclock__load_backup(s, p);
 			/* S4. Pairs with the release fences before the writer's odd
 			 * store (writer.c, commit_begin, W1) and before its backup
 			 * stores (commit_end W6, recover V5): the backup we loaded is
@@ -121,19 +143,29 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 				return 1;
 			return 0;
 		} else {
-			/* T1: the backup loads, and the anchor the writer published
-			 * after its odd store (writer.c, commit_begin, W2a). */
+			/* T1: next_seq, and the anchor the writer published after
+			 * its odd store (writer.c, commit_begin, W2a). */
 			int64_t anchor, m;
+			uint32_t next;
+			bool decided;
 
 			/* T0. Pairs with the release fence of a writer taking the
 			 * clock over (writer.c, attach_segment, V0): the lock word
 			 * showed it alive, so the anchor below is not one its dead
 			 * predecessor left. */
 			atomic_thread_fence(memory_order_acquire);
-			shmclock__load_backup(s, p);
+			/* Acquire pairs with the release stores of next_seq (N2,
+			 * and freeze_at's mark): who sees this update's decision
+			 * (or mark) sees its next line and its anchor. */
+			next = atomic_load_explicit(&s->next_seq, memory_order_acquire);
 			anchor = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
 			/* T2: the clock reading, after R1 saw seq odd. */
 			m = shmclock__mono_ns();
+			decided = next == odd && m >= anchor;
+			if (decided)
+				shmclock__load_next(s, p);
+			else
+				shmclock__load_backup(s, p);
 			/* T3. Pairs with the release fences before the writer's odd
 			 * store (W1) and after it (the seq_cst fence W2, before
 			 * W2a): if seq is still `odd`, the backup is the state
@@ -143,10 +175,15 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			if (atomic_load_explicit(shmclock_static_after(&s->seq, m),
 						 memory_order_relaxed) != odd)
 				return 0;
-			/* T4 */
+			/* T4: decided, the next function at the clock; else the
+			 * last committed one, frozen at this update's anchor. */
+			if (decided) {
+				*mono = m;
+				return 2;
+			}
 			if (anchor > p->mono_base) {
 				*mono = m < anchor ? m : anchor;
-				return 2;
+				return next == odd + 1 && m > anchor ? 3 : 2;
 			}
 		}
 		if (spins < SPIN_LIMIT) {
@@ -199,9 +236,9 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
 				return -ESTALE;
 			}
-			if (r == 2) {
+			if (r >= 2) {
 				*lock = atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed);
-				return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
+				return shmclock__writer_alive(*lock) && r == 2 ? 0 : -ESTALE;
 			}
 			continue;
 		}
@@ -219,6 +256,19 @@ int shmclock__snapshot(const struct shmclock_seg *s, struct shmclock_params *p, 
 			continue;
 		return shmclock__writer_alive(*lock) ? 0 : -ESTALE;
 	}
+}
+
+int64_t shmclock__open_anchor(const struct shmclock_seg *s, int64_t mono)
+{
+	/* A hint, not a read of the function: a seq or anchor that moves on
+	 * meanwhile belongs to a commit, which wakes the planner anyway
+	 * (change_futex). */
+	int64_t a;
+
+	if (!(atomic_load_explicit(&s->seq, memory_order_acquire) & 1))
+		return INT64_MAX;
+	a = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+	return a > mono ? a : INT64_MAX;
 }
 
 void shmclock__fill_info(const struct shmclock_seg *s, const struct shmclock_params *p,

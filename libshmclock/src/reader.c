@@ -348,6 +348,8 @@ SHMCLOCK_EXPORT int shmclock_info(shmclock_t *clk, shmclock_info_t *info)
 		return r;
 	shmclock__fill_info(clk->seg, &p, mono, lock, info);
 	info->owner_uid = clk->owner;
+	/* Held at an instant its writer has not decided yet: as stale. */
+	info->stale |= shmclock__held(r, lock);
 	return 0;
 }
 

@@ -7,9 +7,11 @@
  * Every byte not named below is reserved and must be zero; readers refuse a
  * segment whose header says otherwise (-EPROTO).
  *
- * ABI version 2 (version 1 had no anchor_mono_ns, no jump_total_ns, no
- * lockstep word and no STALE flag; their bytes and bit were reserved, and
- * readers of either version refuse the other with -EPROTO). Byte by byte:
+ * ABI version 3 (version 2 had no next line: a writer could schedule a
+ * change at an instant (freeze_at) but readers stopped there until its
+ * commit ran; version 1 had no anchor_mono_ns, no jump_total_ns, no
+ * lockstep word and no STALE flag. Their bytes and bit were reserved, and
+ * readers of one version refuse every other with -EPROTO). Byte by byte:
  *
  *  off   size  field                 meaning
  *  ---- header line (written once, at creation) ----------------------------
@@ -95,7 +97,27 @@
  *  0x1b8  8    nominal_mult
  *  ---- backup overflow line ----------------------------------------------
  *  0x1c0  8    jump_total_ns         the backup's jump_total_ns
- *  0x1c8 ...   reserved, zero, to the end of the page
+ *  0x1c8 56    reserved, zero
+ *  ---- next line: the function decided for the update in progress, read
+ *       only while seq is odd (written by shmclock_writer_set_function
+ *       with SHMCLOCK_FN_AHEAD on an update freeze_at opened) ---------------
+ *  0x200  4    next_seq              the odd seq of the update these fields
+ *                                    belong to (stored last, release): while
+ *                                    seq still has that value, a reader whose
+ *                                    clock reading is at or past the update's
+ *                                    anchor evaluates this function itself,
+ *                                    without waiting for the commit (N1, N2;
+ *                                    protocol.c, T4 and S5)
+ *  0x204  4    flags                 the next function's parameters, in the
+ *  0x208  8    mono_base             order and widths of the backup's
+ *  0x210  8    sim_base
+ *  0x218  8    mult
+ *  0x220  8    jump_epoch
+ *  0x228  8    last_jump_ns
+ *  0x230  8    unix_at_zero_ns
+ *  0x238  8    nominal_mult
+ *  0x240  8    jump_total_ns
+ *  0x248 ...   reserved, zero, to the end of the page
  *
  * Fields that race (everything after the header) are accessed only through
  * C11 atomics. The protocol is described in writer.c (commit) and protocol.c
@@ -113,7 +135,7 @@
 #include <shmclock/static/shmclock.h>
 
 #define SHMCLOCK_MAGIC UINT64_C(0x31304b4c434d4853) /* "SHMCLK01" little endian */
-#define SHMCLOCK_ABI_VERSION 2u
+#define SHMCLOCK_ABI_VERSION 3u
 #define SHMCLOCK_SEG_SIZE 4096u
 #define SHMCLOCK_CACHELINE 64u
 
@@ -217,8 +239,21 @@ struct shmclock_seg {
 	_Atomic int64_t b_unix_at_zero_ns;
 	_Atomic uint64_t b_nominal_mult;
 	_Atomic int64_t b_jump_total_ns;
+	uint8_t reserved6[56];
 
-	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x1c8];
+	/* next line */
+	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t next_seq;
+	_Atomic uint32_t n_flags;
+	_Atomic int64_t n_mono_base;
+	_Atomic int64_t n_sim_base;
+	_Atomic uint64_t n_mult;
+	_Atomic uint64_t n_jump_epoch;
+	_Atomic int64_t n_last_jump_ns;
+	_Atomic int64_t n_unix_at_zero_ns;
+	_Atomic uint64_t n_nominal_mult;
+	_Atomic int64_t n_jump_total_ns;
+
+	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x248];
 };
 
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
@@ -247,13 +282,20 @@ static_assert(offsetof(struct shmclock_seg, b_flags) == 0x180, "layout");
 static_assert(offsetof(struct shmclock_seg, b_nominal_mult) == 0x1b8, "layout");
 static_assert(offsetof(struct shmclock_seg, jump_total_ns) == 0x0c8, "layout");
 static_assert(offsetof(struct shmclock_seg, b_jump_total_ns) == 0x1c0, "layout");
-static_assert(offsetof(struct shmclock_seg, tail) == 0x1c8, "layout");
+static_assert(offsetof(struct shmclock_seg, reserved6) == 0x1c8, "layout");
+static_assert(offsetof(struct shmclock_seg, next_seq) == 0x200, "layout");
+static_assert(offsetof(struct shmclock_seg, n_flags) == 0x204, "layout");
+static_assert(offsetof(struct shmclock_seg, n_mono_base) == 0x208, "layout");
+static_assert(offsetof(struct shmclock_seg, n_nominal_mult) == 0x238, "layout");
+static_assert(offsetof(struct shmclock_seg, n_jump_total_ns) == 0x240, "layout");
+static_assert(offsetof(struct shmclock_seg, tail) == 0x248, "layout");
 
 /* Each parameter has the same width in the record, the backup and the copy. */
 #define SHMCLOCK_PARAM_WIDTH(type, f)                                                     \
 	static_assert(sizeof(((struct shmclock_seg *)0)->f) == sizeof(type) &&            \
-			      sizeof(((struct shmclock_seg *)0)->b_##f) == sizeof(type),  \
-		      "parameter " #f ": record, backup and copy agree");
+			      sizeof(((struct shmclock_seg *)0)->b_##f) == sizeof(type) && \
+			      sizeof(((struct shmclock_seg *)0)->n_##f) == sizeof(type),  \
+		      "parameter " #f ": record, backup, next and copy agree");
 SHMCLOCK_PARAMS(SHMCLOCK_PARAM_WIDTH)
 #undef SHMCLOCK_PARAM_WIDTH
 
@@ -286,6 +328,20 @@ static inline void shmclock__store_record(struct shmclock_seg *s, const struct s
 static inline void shmclock__store_backup(struct shmclock_seg *s, const struct shmclock_params *p)
 {
 #define SHMCLOCK_STORE(type, f) atomic_store_explicit(&s->b_##f, p->f, memory_order_relaxed);
+	SHMCLOCK_PARAMS(SHMCLOCK_STORE)
+#undef SHMCLOCK_STORE
+}
+
+static inline void shmclock__load_next(const struct shmclock_seg *s, struct shmclock_params *p)
+{
+#define SHMCLOCK_LOAD(type, f) p->f = atomic_load_explicit(&s->n_##f, memory_order_relaxed);
+	SHMCLOCK_PARAMS(SHMCLOCK_LOAD)
+#undef SHMCLOCK_LOAD
+}
+
+static inline void shmclock__store_next(struct shmclock_seg *s, const struct shmclock_params *p)
+{
+#define SHMCLOCK_STORE(type, f) atomic_store_explicit(&s->n_##f, p->f, memory_order_relaxed);
 	SHMCLOCK_PARAMS(SHMCLOCK_STORE)
 #undef SHMCLOCK_STORE
 }

@@ -35,10 +35,18 @@
  *     with the rest as not torn; a follower marks and clears it with a
  *     commit of its own, or together with a function from its leader).
  *     Without it the mark stays clear and adds no state.
+ *   - with -DAHEAD (implies FREEZE), a change decided ahead (writer.c,
+ *     set_function with SHMCLOCK_FN_AHEAD: the next line N1, next_seq N2,
+ *     before the instant): readers switch to it at its anchor by
+ *     themselves, alive writer (T4) or dead (S5), never before it (the
+ *     check above), never torn; a writer killed after N2 leaves the
+ *     decision standing: the next writer keeps its anchor (V0) and
+ *     completes it there (V6). Mutants NEXT_EARLY, N2_BEFORE_N1,
+ *     WITHDRAW_DECIDED and DEAD_IGNORES_NEXT must fail.
  *
  * Spin explores interleavings under sequential consistency. The C code gets
  * the same orders from the fences each step names (W1..W6 with W2a,
- * V0..V5, R1..R6, S1..S4, T0..T4); each fence in the C code names the step here. The
+ * N1, N2, V0..V6, R1..R6, S1..S5, T0..T4); each fence in the C code names the step here. The
  * clock is a shared counter that each reading may advance or not: readings
  * never go backwards and may repeat, as CLOCK_MONOTONIC across CPUs (time
  * that passes while nobody looks is not observable).
@@ -74,6 +82,9 @@
 #define MAXMONO 3     /* ticks of the clock */
 #endif
 #define NGEN (MAXC + 1)
+#ifdef AHEAD
+#define FREEZE
+#endif
 
 byte mono;                              /* CLOCK_MONOTONIC */
 byte seq;                               /* odd while a writer updates */
@@ -86,6 +97,17 @@ byte anc;                               /* anchor_mono_ns */
 byte r_mb, r_sb, r_mult = 1, r_ep, r_jb, r_gen;
 byte b_mb, b_sb, b_mult = 1, b_ep, b_jb, b_gen;
 bit r_st, b_st;                         /* the stale mark (flags 0x10) */
+#ifdef AHEAD
+/* next line: the function decided for the update in progress, and
+ * next_seq: that update's odd seq while it is decided (the C code also
+ * stores an undecided mark, seq + 1, which only tells readers they are
+ * held: no value depends on it) */
+byte n_mb, n_sb, n_mult, n_ep, n_jb, n_gen, nseq;
+bit n_st;
+#define DECIDED (nseq == seq)
+#else
+#define DECIDED 0
+#endif
 
 /* ghost: what commit g stored (commit 0 is the initial state) */
 byte hist_mb[NGEN], hist_sb[NGEN], hist_mult[NGEN], hist_ep[NGEN], hist_jb[NGEN];
@@ -129,14 +151,39 @@ died:
 	alive = 0;
 #ifndef MUTANT_NO_ANCHOR_WITHDRAW
 	/* V0: the next writer withdraws the dead writer's anchor (release
-	 * fence), and only then */
+	 * fence), unless the update was decided (N2), and only then */
+#if defined(AHEAD) && !defined(MUTANT_WITHDRAW_DECIDED)
+	if
+	:: seq % 2 == 1 && DECIDED -> skip
+	:: else -> anc = b_mb
+	fi;
+#else
 	anc = b_mb;
+#endif
 #endif
 	/* takes the robust mutex: readers see a live writer again. */
 	alive = 1;
 	/* recover(): V1 acquire load of seq */
 	if
-	:: seq % 2 == 1 ->
+#ifdef AHEAD
+	:: seq % 2 == 1 && DECIDED ->
+		/* V6: the dead writer decided this update: the next line is the
+		 * state, and it is completed at its anchor (settle: W4, W5) */
+		d_step {
+			p_mb = n_mb; p_sb = n_sb; p_mult = n_mult; p_ep = n_ep; p_jb = n_jb;
+			p_st = n_st; p_gen = n_gen
+		}
+		mw = anc;
+		do
+		:: mono >= mw -> break
+		:: else -> clock(spun)
+		od;
+		spun = 0;
+		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
+		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_st = p_st; r_gen = p_gen }; KILLPOINT;
+		d_step { seq++; nseq = seq }; KILLPOINT
+#endif
+	:: seq % 2 == 1 && !DECIDED ->
 		/* V2: the backup is the last committed state; copy it to the record */
 		p_mb = b_mb; p_sb = b_sb; p_mult = b_mult; p_ep = b_ep; p_jb = b_jb; p_st = b_st; p_gen = b_gen;
 		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
@@ -202,6 +249,31 @@ commits:
 		fi;
 #endif
 		p_gen = ncommits;
+#ifdef AHEAD
+		hist_eff[p_gen] = mw;
+		d_step {
+			hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
+			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb;
+			hist_st[p_gen] = p_st
+		}
+		if
+		:: mono < mw ->
+			/* set_function(SHMCLOCK_FN_AHEAD), before the instant
+			 * (the clock may pass it meanwhile) */
+#ifndef MUTANT_N2_BEFORE_N1
+			/* N1: the next line (relaxed) */
+			d_step { n_mb = p_mb; n_sb = p_sb }; KILLPOINT;
+			d_step { n_mult = p_mult; n_ep = p_ep; n_jb = p_jb; n_st = p_st; n_gen = p_gen }; KILLPOINT;
+			/* N2: release store of next_seq */
+			nseq = seq; KILLPOINT
+#else
+			nseq = seq; KILLPOINT;       /* wrong: decided before the function */
+			d_step { n_mb = p_mb; n_sb = p_sb }; KILLPOINT;
+			d_step { n_mult = p_mult; n_ep = p_ep; n_jb = p_jb; n_st = p_st; n_gen = p_gen }; KILLPOINT
+#endif
+		:: true -> skip                      /* decided at the instant, or late */
+		fi;
+#endif
 #if defined(FREEZE) && !defined(MUTANT_FREEZE_EARLY_COMMIT)
 		/* The change commits at its instant, not before (commit_begin
 		 * waits for the anchor of an open update). */
@@ -211,17 +283,23 @@ commits:
 		od;
 		spun = 0;
 #endif
+#ifndef AHEAD
 		hist_eff[p_gen] = mw;
 		d_step {
 			hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
 			hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb;
 			hist_st[p_gen] = p_st
 		}
+#endif
 		/* W4: the record stores (relaxed), jump_total last */
 		d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
 		d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_st = p_st; r_gen = p_gen }; KILLPOINT;
-		/* W5: release store of the even seq */
+		/* W5: release store of the even seq (and the decision withdrawn) */
+#ifdef AHEAD
+		d_step { seq++; nseq = seq }; KILLPOINT;
+#else
 		seq++; KILLPOINT;
+#endif
 		/* W6: release fence, then the backup stores */
 		d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
 		d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_st = p_st; b_gen = p_gen }; KILLPOINT
@@ -230,8 +308,8 @@ commits:
 }
 
 proctype Reader() {
-	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a, pv;
-	bit st;
+	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a, pv, ns;
+	bit st, dec;
 
 	do
 	:: n < READS ->
@@ -278,13 +356,26 @@ slow:
 		/* S1: the lock word (relaxed) */
 		if
 		:: alive == 0 ->
-			/* S2: the backup loads (relaxed) */
-			d_step { mb = b_mb; sb = b_sb };
-			d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen };
+#ifdef AHEAD
+			/* S5: next_seq (acquire) and the anchor */
+			ns = nseq;
+			a = anc;
+#endif
 #ifndef MUTANT_CLOCK_AFTER_RECHECK
 			/* S3: the clock reading, inside the window S4 closes */
 			clock(m);
 #endif
+			/* S2: the backup loads (relaxed), or the decided function's */
+			if
+#if defined(AHEAD) && !defined(MUTANT_DEAD_IGNORES_NEXT)
+			:: ns == s1 && m >= a ->
+				d_step { mb = n_mb; sb = n_sb };
+				d_step { mult = n_mult; ep = n_ep; jb = n_jb; st = n_st; gen = n_gen }
+#endif
+			:: else ->
+				d_step { mb = b_mb; sb = b_sb };
+				d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen }
+			fi;
 			/* S4: acquire fence, then: is seq still the odd value we saw? */
 #ifndef MUTANT_NO_BACKUP_RECHECK
 			if
@@ -298,21 +389,41 @@ slow:
 			goto done
 		:: else ->
 			/* a live writer mid-update. T0: acquire fence (pairs with
-			 * V0); T1: the backup loads and the published anchor */
-			d_step { mb = b_mb; sb = b_sb };
-			d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen };
+			 * V0); T1: next_seq (acquire) and the published anchor */
+#ifdef AHEAD
+			ns = nseq;
+#endif
 			a = anc;
 			/* T2: the clock reading */
 			clock(m);
+			/* the backup loads (relaxed), or, decided and at the
+			 * anchor, the next line's */
+			if
+#ifdef AHEAD
+#ifndef MUTANT_NEXT_EARLY
+			:: ns == s1 && m >= a ->
+#else
+			:: ns == s1 ->                   /* wrong: before the instant too */
+#endif
+				d_step { mb = n_mb; sb = n_sb };
+				d_step { mult = n_mult; ep = n_ep; jb = n_jb; st = n_st; gen = n_gen };
+				dec = 1
+#endif
+			:: else ->
+				d_step { mb = b_mb; sb = b_sb };
+				d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen; dec = 0 }
+			fi;
 			/* T3: acquire fence, then: is seq still the odd value we saw? */
 			if
 			:: seq != s1 -> goto retry
 			:: else -> skip
 			fi;
-			/* T4: this update's anchor: the last committed time, frozen
-			 * at the anchor; else wait (spin) until seq moves */
+			/* T4: decided, the next function at the clock; this
+			 * update's anchor: the last committed time, frozen at the
+			 * anchor; else wait (spin) until seq moves */
 			if
-			:: a > mb ->
+			:: dec -> goto done
+			:: !dec && a > mb ->
 #ifndef MUTANT_NO_ANCHOR_CAP
 				if
 				:: m > a -> m = a
@@ -320,7 +431,7 @@ slow:
 				fi;
 #endif
 				goto done
-			:: else -> goto slow
+			:: else -> dec = 0; goto slow
 			fi
 		fi;
 done:
@@ -350,6 +461,7 @@ done:
 			fi;
 			/* forget this read: fewer distinct states */
 			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; st = 0; gen = 0; v = 0; a = 0; pv = 0;
+			ns = 0; dec = 0;
 			seen_ep = 0; seen_v = 0; seen_mv = 0
 		}
 	:: else -> break

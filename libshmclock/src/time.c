@@ -223,14 +223,16 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 		 * pairs with the writer's release increment in commit_end. */
 		uint32_t w = atomic_load_explicit(&s->change_futex, memory_order_acquire);
 		struct shmclock_params p;
-		int64_t mono, wake = INT64_MAX;
+		int64_t mono, mono_open, wake = INT64_MAX;
 		uint32_t lock;
 
 		/* Acquire pairs with the release stores in shmclock_cancel*. */
 		if ((cancel && atomic_load_explicit(&cancel->cancelled, memory_order_acquire)) ||
 		    atomic_load_explicit(&clk->cancel_gen, memory_order_acquire) != gen0)
 			return -ECANCELED;
-		if (shmclock__snapshot(s, &p, &mono, &lock) == -EAGAIN) {
+		int r = shmclock__snapshot(s, &p, &mono, &lock);
+
+		if (r == -EAGAIN) {
 			/* A live writer stuck mid-update: look again shortly. */
 			mono = shmclock__mono_ns();
 			wake = mono + 1000000;
@@ -261,8 +263,13 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 				}
 				if (now >= target)
 					return 0;
-				if (p.mult)
+				/* Held at an undecided instant: time goes on with
+				 * the commit, which wakes us (not at a wake-up
+				 * computed from the frozen clock: already past). */
+				if (p.mult && !shmclock__held(r, lock))
 					wake = mono_for(&p, shmclock__sat_add(target, jt));
+				if (wake > (mono_open = shmclock__open_anchor(s, mono)))
+					wake = mono_open;
 			}
 		}
 		if (mono >= deadline)
@@ -295,7 +302,9 @@ int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *
 	int64_t mono, jt;
 	uint32_t lock;
 
-	if (shmclock__snapshot(clk->seg, &p, &mono, &lock) == -EAGAIN)
+	int r = shmclock__snapshot(clk->seg, &p, &mono, &lock);
+
+	if (r == -EAGAIN)
 		return -EAGAIN;
 	if (!(p.flags & SHMCLOCK_F_INIT))
 		return 2;
@@ -303,7 +312,10 @@ int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *
 	*now = shmclock__sat_sub(shmclock__eval(p.mono_base, p.sim_base, p.mult, mono), jt);
 	if (*now >= target)
 		return 0;
-	if (!p.mult)
+	/* Held at an undecided instant: the frozen clock gives a due time
+	 * already past, which would fire at once for ever; the commit comes
+	 * as a change. */
+	if (!p.mult || shmclock__held(r, lock))
 		return 2;
 	*due = mono_for(&p, shmclock__sat_add(target, jt));
 	return 1;

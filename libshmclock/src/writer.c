@@ -36,7 +36,26 @@
  * T4). The next change completes the update at that instant, anchored
  * there, so a change scheduled at an instant takes effect exactly there
  * whenever the commit itself runs: hosts that apply the same change agree
- * to the nanosecond, pause included.
+ * to the nanosecond, pause included. It also marks the update undecided
+ * (next_seq = seq + 1, released after W2a): a reader past the instant
+ * before the change is given is held there and says so (-ESTALE). Every
+ * commit leaves next_seq at the new even seq (after W5), so next_seq is
+ * odd only while its own update is open and decided, and no value left
+ * from an old update can match a seq that wrapped round to it.
+ *
+ * Decided ahead (set_function with SHMCLOCK_FN_AHEAD on an update
+ * freeze_at opened, before its instant): the new function goes to the
+ * next line instead of the record, and readers switch to it at the
+ * instant by themselves, however late this process runs:
+ *
+ *   stage:         next line stores (relaxed)                              N1
+ *                  next_seq = seq (release)                                N2
+ *   complete:      (at or after the anchor) commit_end, W4..W6
+ *
+ * A writer killed between N2 and W5 leaves the decision in place: readers
+ * of the dead writer honour it (protocol.c, S5), the next writer keeps the
+ * anchor (V0) and completes the update at its instant before its first
+ * change (recover, V6).
  *
  * A writer killed at any instruction leaves either seq even with a good
  * record, or seq odd with a good backup (written completely before seq went
@@ -52,6 +71,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shmclock/writer.h>
@@ -67,6 +87,7 @@ struct shmclock_writer {
 	struct shmclock_params p;    /* the committed state */
 	int64_t anchor_mono;         /* set by commit_begin */
 	bool open;                   /* freeze_at opened an update: the next change ends it */
+	bool staged;                 /* ... and its function is in the next line (N1, N2) */
 	int64_t anchor_sim;
 	bool no_wake;                /* shmclock_writer_set_wake(w, false) */
 	bool lost;                   /* another writer took the clock over */
@@ -118,6 +139,18 @@ static void recover(struct shmclock_writer *w)
 	 * (W1, W5): what it stored before seq reached this value is visible. */
 	uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
 
+	/* Acquire pairs with the dead writer's release store N2. */
+	if ((seq & 1) && atomic_load_explicit(&s->next_seq, memory_order_acquire) == seq) {
+		/* V6: it died after deciding the update (N2): the update stays
+		 * open with its function staged, readers switch to it at the
+		 * anchor (V0 kept it), and our first change completes it there
+		 * (settle). The backup stays the last committed state. */
+		shmclock__load_next(s, &w->p);
+		w->anchor_mono = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+		w->open = w->staged = true;
+		w->seq = seq;
+		return;
+	}
 	if (seq & 1) {
 		/* V2: the backup is the last committed state. */
 		shmclock__load_backup(s, &w->p);
@@ -209,6 +242,7 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 {
 	struct shmclock_seg *s;
 	struct stat st;
+	uint32_t seq;
 	int r;
 
 	if (fstat(fd, &st) < 0)
@@ -237,9 +271,14 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 	 * Safe whoever holds the clock: an anchor no later than the backup's
 	 * mono_base (which never decreases) only makes readers wait.
 	 */
-	atomic_store_explicit(&s->anchor_mono_ns,
-			      atomic_load_explicit(&s->b_mono_base, memory_order_relaxed),
-			      memory_order_relaxed);
+	/* Not when that update was decided (N2 stored its seq in next_seq):
+	 * its readers switch to the next function at that anchor, and so do
+	 * ours (recover, V6). Pairs with the dead writer's release store N2. */
+	seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+	if (!(seq & 1) || atomic_load_explicit(&s->next_seq, memory_order_acquire) != seq)
+		atomic_store_explicit(&s->anchor_mono_ns,
+				      atomic_load_explicit(&s->b_mono_base, memory_order_relaxed),
+				      memory_order_relaxed);
 	/* Pairs with the readers' acquire fence after their lock-word load
 	 * (protocol.c, T0): who sees us alive sees the withdrawn anchor. */
 	atomic_thread_fence(memory_order_release);
@@ -374,6 +413,34 @@ SHMCLOCK_EXPORT int shmclock_writer_unlink(shmclock_writer_t *w, const char *nam
 	return shm_unlink(shm) < 0 ? -errno : 0;
 }
 
+static void commit_end(struct shmclock_writer *w);
+
+/* Returns at CLOCK_MONOTONIC @at or later: sleeps to within 50 us of it,
+ * then spins (a commit at its instant, not a scheduler tick after it). */
+static void wait_instant(int64_t at)
+{
+	int64_t now;
+
+	while ((now = shmclock__mono_ns()) < at) {
+		if (at - now > 50000) {
+			int64_t t = at - 50000;
+			struct timespec ts = { (time_t)(t / 1000000000), (long)(t % 1000000000) };
+
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		}
+	}
+}
+
+/* Completes an update whose function was decided ahead (N1, N2): at its
+ * anchor or later, the record takes the function readers already switched
+ * to there (W4..W6). */
+static void settle(struct shmclock_writer *w)
+{
+	wait_instant(w->anchor_mono);
+	commit_end(w);
+	w->open = w->staged = false;
+}
+
 /* See the protocol at the top. Sets w->anchor_mono (the clock, or @at when
  * that is later) and w->anchor_sim. -EBUSY: this handle lost the clock to
  * another writer (see take_mutex). */
@@ -383,11 +450,12 @@ static int commit_begin_at(struct shmclock_writer *w, int64_t at)
 
 	if (w->lost)
 		return -EBUSY;
-	if (w->open) {
+	if (w->staged)
+		settle(w); /* then a commit of its own */
+	else if (w->open) {
 		/* freeze_at opened this update: it takes effect at its anchor,
 		 * not sooner (readers run on to it until then). */
-		while (shmclock__mono_ns() < w->anchor_mono)
-			;
+		wait_instant(w->anchor_mono);
 		w->open = false;
 		return 0;
 	}
@@ -437,6 +505,10 @@ static void commit_end(struct shmclock_writer *w)
 	/* W5. Pairs with the reader's acquire load of seq (reader.c, now_fast,
 	 * R1). */
 	atomic_store_explicit(&s->seq, ++w->seq, memory_order_release);
+	/* The decision (if any) is the record now: withdrawn, so that it can
+	 * never match a later update (no ordering needed: a reader that still
+	 * sees it re-reads seq past its odd value and retries). */
+	atomic_store_explicit(&s->next_seq, w->seq, memory_order_relaxed);
 	/* W6. Pairs with the reader's acquire fence in wait_writer (S4): a
 	 * reader that sees any new backup value also sees seq past the odd
 	 * value. */
@@ -583,12 +655,21 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 	bool was_init = p->flags & SHMCLOCK_F_INIT;
 	int r;
 
-	if (flags & ~(SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STEPPED | SHMCLOCK_FN_JUMP | SHMCLOCK_FN_STALE))
+	if (flags & ~(SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_STEPPED | SHMCLOCK_FN_JUMP | SHMCLOCK_FN_STALE |
+		      SHMCLOCK_FN_AHEAD))
 		return -EINVAL;
 	if ((r = checked_mult(scale, &m)))
 		return r;
-	if ((r = commit_begin(w)))
+	if (flags & SHMCLOCK_FN_AHEAD) {
+		/* Decided ahead: an update freeze_at opened, not yet decided,
+		 * its instant still to come; anchored there (W2b, W3 ran). */
+		if (w->lost)
+			return -EBUSY;
+		if (!w->open || w->staged || shmclock__mono_ns() >= w->anchor_mono)
+			return -EALREADY;
+	} else if ((r = commit_begin(w))) {
 		return r;
+	}
 	p->nominal_mult = m;
 	p->flags &= ~(SHMCLOCK_F_PAUSED | SHMCLOCK_F_STEPPED | SHMCLOCK_F_STALE);
 	p->flags |= SHMCLOCK_F_INIT | ((flags & SHMCLOCK_FN_PAUSED) ? SHMCLOCK_F_PAUSED : 0) |
@@ -623,6 +704,22 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 		p->sim_base = w->anchor_sim;
 		p->mono_base = rate ? reach_instant(mono_base, sim_base, rate, w->anchor_sim)
 				    : w->anchor_mono;
+	}
+	if (flags & SHMCLOCK_FN_AHEAD) {
+		struct shmclock_seg *s = w->seg;
+
+		/* N1: the next line (relaxed). */
+		shmclock__store_next(s, p);
+		/* N2. Pairs with the readers' acquire load of next_seq (protocol.c,
+		 * T1, S2): who sees this update's seq there sees the function. */
+		atomic_store_explicit(&s->next_seq, w->seq, memory_order_release);
+		w->staged = true;
+		/* Sleepers re-plan with the function decided (as after a commit:
+		 * pairs with their acquire load of change_futex). */
+		atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
+		if (!w->no_wake)
+			shmclock__futex_wake_all(&s->change_futex);
+		return 0;
 	}
 	commit_end(w);
 	return 0;
@@ -661,7 +758,23 @@ SHMCLOCK_EXPORT int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono
 		return -EINVAL; /* one at a time */
 	if ((r = commit_begin_at(w, mono_ns)))
 		return r;
+	/* Undecided: seq + 1, even, never an update's own odd seq. Release
+	 * pairs with the readers' acquire load of next_seq (T1): who sees the
+	 * mark sees this update's anchor (W2a). */
+	atomic_store_explicit(&w->seg->next_seq, w->seq + 1, memory_order_release);
 	w->open = true;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_complete(shmclock_writer_t *w)
+{
+	if (w->lost)
+		return -EBUSY;
+	if (!w->staged)
+		return -ENODATA;
+	if (shmclock__mono_ns() < w->anchor_mono)
+		return -EAGAIN;
+	settle(w);
 	return 0;
 }
 

@@ -121,6 +121,12 @@ verify fails $small -DSTALE -DMUTANT_STALE_AFTER_RECHECK
 verify holds $small -DFREEZE
 verify fails $small -DFREEZE -DMUTANT_FREEZE_EARLY_COMMIT
 verify fails $small -DFREEZE -DMUTANT_NO_ANCHOR_CAP
+# Changes decided ahead of their instant (the next line, segment ABI 3):
+# readers switch at the anchor by themselves, the writer alive or dead.
+verify holds $small -DAHEAD
+for m in NEXT_EARLY N2_BEFORE_N1 WITHDRAW_DECIDED DEAD_IGNORES_NEXT; do
+	verify fails $small -DAHEAD -DMUTANT_$m
+done
 # Lockstep (lockstep_layout.h and its .c files): two participants, one SIGKILLed at any step.
 verify holds -DLOCKSTEP
 verify holds -DLOCKSTEP -DLS_ABORT

@@ -3,15 +3,19 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "../helpers.h"
 #include "stuck_writer.h"
 #include <shmclock/static/shmclock.h>
+#include <shmclock/time.h>
 
 TestSuite(clock, .fini = test_cleanup, .timeout = 30);
 
 #define NSEC INT64_C(1000000000)
+#define MS 1000000LL
 
 struct pair {
 	const char *name;
@@ -521,7 +525,7 @@ Test(clock, freeze_at_schedules_the_next_change_exactly_at_its_instant)
 	/* ... and stop at its value once it has passed, however late the
 	 * change is committed. */
 	usleep(60000);
-	cr_assert_eq(shmclock_now(p.r, &a), 0);
+	cr_assert_eq(shmclock_now(p.r, &a), -ESTALE, "held at an undecided instant says so");
 	cr_expect_eq(a, want, "frozen at the instant: %lld, want %lld", (long long)a, (long long)want);
 	cr_assert_eq(shmclock_writer_pause(p.w), 0);
 	cr_assert_eq(shmclock_info(p.r, &in), 0);
@@ -539,9 +543,141 @@ Test(clock, freeze_at_schedules_the_next_change_exactly_at_its_instant)
 	close_pair(&p);
 }
 
-/* ---------------------------------------- hardening (issue 17) */
+Test(clock, a_change_decided_ahead_takes_effect_at_its_instant_without_its_commit)
+{
+	struct pair p = open_pair();
+	int64_t at, want, a, b;
+	shmclock_info_t in;
 
-#define MS 1000000LL
+	cr_assert_eq(shmclock_writer_set_time(p.w, 7 * NSEC), 0);
+	cr_expect_eq(shmclock_writer_set_function(p.w, 0, 0, 1.0, SHMCLOCK_FN_AHEAD), -EALREADY,
+		     "nothing open to decide");
+	at = shmclock_static_mono() + 40000000;
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	cr_assert_eq(shmclock_writer_set_function(p.w, at, want, 2.0, SHMCLOCK_FN_AHEAD), 0);
+	cr_expect_eq(shmclock_writer_set_function(p.w, at, want, 3.0, SHMCLOCK_FN_AHEAD), -EALREADY,
+		     "decided once");
+	cr_expect_eq(shmclock_writer_complete(p.w), -EAGAIN, "its instant is still to come");
+	cr_assert_eq(shmclock_now(p.r, &a), 0);
+	cr_expect_lt(a, want, "the old function until the instant");
+	/* Past the instant, with no call to the writer: readers compute the
+	 * decided function themselves, exactly. */
+	usleep(60000);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_gt(in.mono_ns, at);
+	cr_expect_eq(in.sim_ns, want + 2 * (in.mono_ns - at), "%lld, want %lld",
+		     (long long)in.sim_ns, (long long)(want + 2 * (in.mono_ns - at)));
+	cr_expect_eq(in.scale, 2.0);
+	cr_expect_eq(in.jump_epoch, 0, "a rate change is no jump");
+	cr_assert_eq(shmclock_now(p.r, &a), 0, "decided: not held, not stale");
+	cr_expect_gt(a, in.sim_ns);
+	cr_assert_eq(shmclock_writer_complete(p.w), 0);
+	cr_expect_eq(shmclock_writer_complete(p.w), -ENODATA, "completed once");
+	cr_assert_eq(shmclock_now(p.r, &b), 0);
+	cr_expect_geq(b, a, "the commit moves nothing");
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_eq(in.sim_ns, want + 2 * (in.mono_ns - at), "the record is the decided function");
+	close_pair(&p);
+}
+
+Test(clock, a_writer_killed_after_deciding_ahead_leaves_its_decision_standing)
+{
+	const char *name = test_clock_name();
+	int64_t at, want, a, b;
+	shmclock_info_t in;
+	shmclock_writer_t *w;
+	shmclock_t *r;
+	int fds[2], st;
+	pid_t pid;
+
+	cr_assert_eq(pipe(fds), 0);
+	at = shmclock_static_mono() + 150000000;
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* A writer that decides a pause at @at and dies before it. */
+		int64_t v = 0;
+
+		close(fds[0]);
+		if (shmclock_writer_open(name, &w) || shmclock_writer_set_time(w, 3 * NSEC) ||
+		    shmclock_writer_eval(w, at, &v) || shmclock_writer_freeze_at(w, at) ||
+		    shmclock_writer_set_function(w, at, v, 1.0, SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_AHEAD))
+			_exit(1);
+		(void)!write(fds[1], &v, sizeof(v));
+		_exit(0); /* no close: the kernel marks the lock's owner dead */
+	}
+	close(fds[1]);
+	cr_assert_eq(read(fds[0], &want, sizeof(want)), (ssize_t)sizeof(want), "the writer failed");
+	close(fds[0]);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert_eq(shmclock_open(name, &r), 0);
+	cr_assert_eq(shmclock_now(r, &a), -ESTALE, "the writer is dead");
+	cr_expect_lt(a, want);
+	sleep_ns(200 * MS);
+	/* Past the instant the dead writer's decision holds: paused there. */
+	cr_assert_eq(shmclock_now(r, &a), -ESTALE);
+	cr_expect_eq(a, want, "paused at the decided instant: %lld, want %lld", (long long)a,
+		     (long long)want);
+	/* A new writer keeps it and completes it there: nothing moves. */
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_now(r, &b), 0);
+	cr_expect_eq(b, want, "a new writer keeps the decision");
+	cr_assert_eq(shmclock_writer_complete(w), 0);
+	cr_assert_eq(shmclock_info(r, &in), 0);
+	cr_expect(in.paused);
+	cr_expect_eq(in.sim_ns, want);
+	cr_expect_eq(in.jump_epoch, 0);
+	cr_assert_eq(shmclock_writer_resume(w), 0);
+	sleep_ns(5 * MS);
+	cr_assert_eq(shmclock_now(r, &b), 0);
+	cr_expect_gt(b, want, "runs on from there");
+	shmclock_close(r);
+	shmclock_writer_close(w);
+	shmclock_unlink(name);
+}
+
+struct sleeper {
+	shmclock_t *r;
+	int64_t target, woke;
+};
+
+static void *sleep_to_target(void *arg)
+{
+	struct sleeper *s = arg;
+
+	if (shmclock_sleep_until(s->r, (shmclock_sim_time_t){ s->target }, 0) == 0)
+		s->woke = shmclock_static_mono();
+	return NULL;
+}
+
+Test(clock, a_sleeper_follows_a_rate_decided_ahead_without_its_commit)
+{
+	struct pair p = open_pair();
+	struct sleeper sl;
+	pthread_t t;
+	int64_t at, want;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	at = shmclock_static_mono() + 50 * MS;
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	/* 2 s of simulated time past the instant: 2 s of real time at the
+	 * old rate, 0.2 s at the decided one. */
+	sl = (struct sleeper){ p.r, want + 2 * NSEC, 0 };
+	cr_assert_eq(pthread_create(&t, NULL, sleep_to_target, &sl), 0);
+	sleep_ns(10 * MS);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	cr_assert_eq(shmclock_writer_set_function(p.w, at, want, 10.0, SHMCLOCK_FN_AHEAD), 0);
+	/* The writer commits nothing more: the sleeper must see the rate
+	 * change at the instant by itself. */
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_gt(sl.woke, 0, "the sleep failed");
+	cr_expect_lt(sl.woke - at, 1500 * MS, "woke %lld ms after the instant (0.2 s expected, 2 s on the old rate)",
+		     (long long)((sl.woke - at) / MS));
+	close_pair(&p);
+}
+
+/* ---------------------------------------- hardening (issue 17) */
 
 Test(clock, a_writer_stopped_mid_update_freezes_time_and_never_blocks_readers)
 {

@@ -14,7 +14,10 @@
  *             state (time keeps its last rate): no writer is alive, or the
  *             writer is alive but has lost what it follows (a leader on
  *             another host, ROS 2 /clock; shmclock_info_t.stale), and time
- *             is held or extrapolated as its OnLeaderLoss says
+ *             is held or extrapolated as its OnLeaderLoss says, or time is
+ *             held at the instant of a change its writer scheduled and has
+ *             not yet decided (shmclock_writer_freeze_at; a follower that
+ *             has not heard its leader's commit)
  *   -EAGAIN   the writer is alive but was stopped (a debugger, SIGSTOP)
  *             within the few instructions that open an update, for longer
  *             than SHMCLOCK_STUCK_NS. A writer stopped anywhere later in an
@@ -111,8 +114,8 @@ void shmclock_close(shmclock_t *clk);
  * shmclock_now() - the current simulation time, in ns.
  *
  * Lock-free, no system call, touches one cache line of the segment.
- * Return: 0 and *sim_ns set; -ESTALE and *sim_ns set (no writer alive, or
- * the clock is marked stale);
+ * Return: 0 and *sim_ns set; -ESTALE and *sim_ns set (no writer alive, the
+ * clock is marked stale, or time is held at an instant not yet decided);
  * -ENODATA the clock has not been initialized (*sim_ns untouched);
  * -EAGAIN the writer is stuck mid-update (*sim_ns untouched).
  */
@@ -167,7 +170,8 @@ typedef struct shmclock_info {
 	bool stale;                /* the writer is alive but has lost what it
 				    * follows (a leader on another host, ROS 2
 				    * /clock): time is held or extrapolated;
-				    * reads return -ESTALE */
+				    * or this read is held at an instant not yet
+				    * decided; reads return -ESTALE */
 } shmclock_info_t;
 
 /**

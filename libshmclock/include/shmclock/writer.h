@@ -149,6 +149,7 @@ int shmclock_writer_set_stepped(shmclock_writer_t *w, bool stepped);
 #define SHMCLOCK_FN_STEPPED 0x2u /* stepped: no extrapolation (rate 0) */
 #define SHMCLOCK_FN_JUMP 0x4u    /* a jump: bump the epoch, callbacks run */
 #define SHMCLOCK_FN_STALE 0x8u   /* mark the clock stale (see set_stale) */
+#define SHMCLOCK_FN_AHEAD 0x10u  /* decide the update freeze_at opened, ahead */
 
 /**
  * shmclock_writer_set_function() - publish a whole time function at once:
@@ -162,8 +163,18 @@ int shmclock_writer_set_stepped(shmclock_writer_t *w, bool stepped);
  * until it reaches it, then followed. With SHMCLOCK_FN_JUMP it is a jump
  * (forwards or backwards) as shmclock_writer_set_time(). The first call
  * initializes the clock.
+ *
+ * With SHMCLOCK_FN_AHEAD the function is decided for the update
+ * shmclock_writer_freeze_at() opened, before its instant: it is anchored
+ * there and published beside the record, and readers switch to it at the
+ * instant by themselves, however late this process runs; the record takes
+ * it at the next change or shmclock_writer_complete(). If this writer dies
+ * meanwhile, the decision stands: readers still switch at the instant, and
+ * the next writer completes the update there.
  * Return: 0; -EINVAL unknown flag or @scale not finite and > 0; -ERANGE
- * @scale as in set_scale().
+ * @scale as in set_scale(); with SHMCLOCK_FN_AHEAD, -EALREADY no update is
+ * open, it is decided already, or its instant has come (call again
+ * without the flag: the change then commits at the instant as usual).
  */
 int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_t sim_base,
 				 double scale, unsigned flags);
@@ -178,10 +189,22 @@ int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_
  * path. This makes a change scheduled at an instant exact on every host
  * that applies it: a pause stops at the value the function had there, not
  * at the value when the commit happened to run. An instant already past is
- * the commit's own (a change applied late).
+ * the commit's own (a change applied late). A reader whose clock is past
+ * the instant while the change is not yet decided (set_function with
+ * SHMCLOCK_FN_AHEAD) gets the frozen value with -ESTALE: it is held.
  * Return: 0; -ENODATA uninitialized; -EINVAL an update is already open.
  */
 int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono_ns);
+
+/**
+ * shmclock_writer_complete() - the record takes the function decided ahead
+ * (set_function with SHMCLOCK_FN_AHEAD) once its instant has come, so that
+ * readers are back on the fast path. Any later change does this first by
+ * itself; this call only makes it sooner.
+ * Return: 0; -ENODATA nothing decided ahead; -EAGAIN the instant is still
+ * to come; -EBUSY this handle lost the clock to another writer.
+ */
+int shmclock_writer_complete(shmclock_writer_t *w);
 
 /**
  * shmclock_writer_set_stale() - mark the clock stale, or clear the mark:
