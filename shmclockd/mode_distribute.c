@@ -134,6 +134,7 @@ struct dist_pending {
 	double scale;
 	unsigned fl;            /* SHMCLOCK_FN_* */
 	bool frozen;            /* the update is open (freeze_at) */
+	bool staged;            /* ... and decided ahead: readers switch at the instant */
 	/* two-phase: the leader decided it (every member holds it) / a
 	 * follower heard it committed */
 	bool committed;
@@ -242,6 +243,7 @@ struct dist {
 	 * instant and the stale marks they made (follower); the adaptive
 	 * Lead, the members as status shows them */
 	uint64_t postponed, lost_members, holds, hold_stales;
+	uint64_t staged;                    /* changes decided ahead of their instant */
 	int64_t shown_lead;
 	unsigned shown_members;
 	struct dist_member shown[DIST_MEMBERS_MAX];
@@ -391,7 +393,10 @@ static void q_clear(struct dist *d, const struct clock_env *env, const char *why
 	while (d->q_n) {
 		struct dist_pending *p = q_at(d, 0);
 
-		if (p->frozen)
+		/* A change decided ahead stands: readers switch to it at its
+		 * instant, and the writer (this one, or the next after a stop)
+		 * completes it there; waiting for that would stall this thread. */
+		if (p->frozen && !p->staged)
 			close_open(env);
 		if (p->c) {
 			cmd_fail(p->c, -ECANCELED, why);
@@ -875,8 +880,7 @@ static void leader_decide(struct dist *d, int64_t now)
 			continue;
 		if (!all_hold(d, p->fn.change, now))
 			break;
-		p->committed = true;
-		d->committed = p->fn.change;
+		p->committed = true; /* said once this host has it: leader_own */
 		any = true;
 		if (members_live(d, now)) {
 			latehist_add(&d->acks, now - p->announced);
@@ -887,10 +891,41 @@ static void leader_decide(struct dist *d, int64_t now)
 			(unsigned long long)p->fn.change, (double)(now - p->announced) / 1e6,
 			(unsigned long long)d->plan, (double)d->lead_cur / 1e6);
 	}
-	if (any) {
-		publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE); /* committed now says so */
-		d->next_repeat = now + repeat_ns(d);
+	(void)any;
+}
+
+/* Leader: a decided change is said committed (in every later sample) only
+ * once this host has it, decided ahead in its segment or applied: no
+ * follower can then switch at an instant where the leader's own readers do
+ * not, however late this thread runs after deciding. */
+static void leader_own(struct dist *d, const struct dist_pending *p, int64_t now)
+{
+	if (p->fn.change <= d->committed)
+		return;
+	d->committed = p->fn.change;
+	publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE);
+	d->next_repeat = now + repeat_ns(d);
+}
+
+/* A committed change at the head of the queue, decided ahead: readers
+ * switch at its instant by themselves (the segment's next line), whenever
+ * this thread runs next. Not possible once the instant came (-EALREADY),
+ * or with nothing open (a follower's first function: -ENODATA from
+ * freeze_at): the change is then committed at the instant as before. */
+static void stage(struct dist *d, const struct clock_env *env, struct dist_pending *p, int64_t now)
+{
+	if (!p->frozen) {
+		shmclock_writer_freeze_at(env->w, p->e_mono);
+		p->frozen = true;
 	}
+	if (p->staged || now >= p->e_mono ||
+	    shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale,
+					 p->fl | SHMCLOCK_FN_AHEAD))
+		return;
+	p->staged = true;
+	pthread_mutex_lock(&d->mu);
+	d->staged++;
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* Leader: the first undecided change @i is not held by every member
@@ -998,11 +1033,17 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 		struct dist_pending *p = q_at(d, 0);
 		int r;
 
-		if (now < p->e_mono - DIST_OPEN_NS)
+		if (!p->committed && now < p->e_mono - DIST_OPEN_NS)
 			return p->e_mono - DIST_OPEN_NS < next ? p->e_mono - DIST_OPEN_NS : next;
 		if (d->leader && !p->committed)
 			return next; /* postponed above, before its instant */
-		if (!p->frozen) {
+		if (p->committed) {
+			/* Known committed: decided ahead at once, in the same
+			 * run as the decision (leader) or the message (follower). */
+			stage(d, env, p, now);
+			if (d->leader && p->staged)
+				leader_own(d, p, now);
+		} else if (!p->frozen) {
 			/* -ENODATA (a follower's first function): nothing to hold. */
 			shmclock_writer_freeze_at(env->w, p->e_mono);
 			p->frozen = true;
@@ -1036,7 +1077,9 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			}
 			return d->hold_stale ? next : (p->e_mono + bound < next ? p->e_mono + bound : next);
 		}
-		r = shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale, p->fl);
+		r = p->staged ? shmclock_writer_complete(env->w)
+			      : shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale,
+							     p->fl);
 		now = mono_ns();
 		latehist_add(&d->applied, now - p->e_mono);
 		if (d->leader) {
@@ -1044,6 +1087,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 				cmd_fail(p->c, r, shmclock_strerror(r));
 			latehist_add(&d->to_commit, now - p->first_announced);
 			clock_env_complete(env, p->c, r);
+			leader_own(d, p, now); /* applied: said committed now if not yet */
 			d->next_hb = now + d->hb_ns;
 		} else {
 			d->cur = p->fn;
@@ -1584,6 +1628,9 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 		}
 	}
 	cJSON_AddNumberToObject(o, "lead_current_ns", (double)d->shown_lead);
+	/* Changes whose readers switched at the instant by themselves (the
+	 * rest were committed at or after it, readers held meanwhile). */
+	cJSON_AddNumberToObject(o, "decided_ahead", (double)d->staged);
 	if (d->leader) {
 		uint64_t counts[LATEHIST_N];
 		cJSON *fs = cJSON_AddArrayToObject(o, "followers");
