@@ -965,6 +965,21 @@ static bool pt_pending(const struct ptimer *p)
 	return l && (strtoull(l + strlen(key), NULL, 16) >> (p->signo - 1)) & 1;
 }
 
+/* @a - @b, or @a + @b, saturated. */
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+static int64_t sat_add64(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 static int sat_add(int a, int64_t b)
 {
 	int64_t s = (int64_t)a + b;
@@ -979,8 +994,8 @@ static void pt_fire(struct ptimer *p, int64_t now)
 	siginfo_t si;
 
 	if (p->interval > 0) {
-		missed = (now - p->next) / p->interval;
-		p->next += (missed + 1) * p->interval;
+		missed = sat_sub(now, p->next) / p->interval;
+		p->next = sat_add64(p->next, sat_add64(missed * p->interval, p->interval));
 	} else {
 		p->armed = false;
 	}
@@ -1013,13 +1028,14 @@ static bool its_ns(const struct itimerspec *v, int64_t *val, int64_t *intv)
 	const struct timespec *t[2] = { &v->it_value, &v->it_interval };
 
 	for (int k = 0; k < 2; k++)
-		if (t[k]->tv_sec < 0 || t[k]->tv_nsec < 0 || t[k]->tv_nsec >= NS ||
-		    t[k]->tv_sec > INT64_MAX / NS / 4)
+		if (t[k]->tv_sec < 0 || t[k]->tv_nsec < 0 || t[k]->tv_nsec >= NS)
 			return false;
-	*val = ts_ns(&v->it_value);
-	*intv = ts_ns(&v->it_interval);
+	/* Beyond 292 years: as far as a time goes (the kernel's KTIME_MAX). */
+	*val = v->it_value.tv_sec >= INT64_MAX / NS - 1 ? INT64_MAX : ts_ns(&v->it_value);
+	*intv = v->it_interval.tv_sec >= INT64_MAX / NS - 1 ? INT64_MAX : ts_ns(&v->it_interval);
 	return true;
 }
+
 
 /* What is left of a timer on its timeline, as timer_gettime says it. */
 static struct itimerspec left_its(bool armed, bool mono, int64_t next, int64_t interval,
@@ -1031,7 +1047,7 @@ static struct itimerspec left_its(bool armed, bool mono, int64_t next, int64_t i
 	memset(&v, 0, sizeof(v));
 	if (!armed)
 		return v;
-	l = next - tl_now(mono);
+	l = sat_sub(next, tl_now(mono));
 	if (l <= 0)
 		l = due_is_one ? 1 : 0;
 	v.it_value = ns_ts(l);
@@ -1050,7 +1066,7 @@ static void arm(bool *armed, bool *mono, int64_t *next, int64_t *interval, int c
 		*next = val;
 	} else {
 		*mono = true;
-		*next = tl_now(true) + val;
+		*next = sat_add64(tl_now(true), val);
 	}
 }
 
@@ -1269,10 +1285,10 @@ static void tfd_fire(struct tfd *t, int64_t now)
 	uint64_t n = 1;
 
 	if (t->interval > 0) {
-		uint64_t missed = (uint64_t)((now - t->next) / t->interval);
+		int64_t missed = sat_sub(now, t->next) / t->interval;
 
-		n += missed;
-		t->next += (int64_t)(missed + 1) * t->interval;
+		n += (uint64_t)missed;
+		t->next = sat_add64(t->next, sat_add64(missed * t->interval, t->interval));
 	} else {
 		t->armed = false;
 	}
@@ -1452,8 +1468,8 @@ static void *fire_itimers(void *arg)
 				continue;
 			if (p->next <= n)
 				pt_fire(p, n);
-			if (p->armed && p->next - n < soonest)
-				soonest = p->next - n;
+			if (p->armed && sat_sub(p->next, n) < soonest)
+				soonest = sat_sub(p->next, n);
 		}
 		for (size_t k = 0; tfds_init && k < TFD_MAX; k++) {
 			struct tfd *t = &tfds[k];
@@ -1463,8 +1479,8 @@ static void *fire_itimers(void *arg)
 				continue;
 			if (t->next <= n)
 				tfd_fire(t, n);
-			if (t->armed && t->next - n < soonest)
-				soonest = t->next - n;
+			if (t->armed && sat_sub(t->next, n) < soonest)
+				soonest = sat_sub(t->next, n);
 		}
 		if (soonest == INT64_MAX) {
 			pthread_cond_wait(&it_cond, &it_lock);
