@@ -333,9 +333,8 @@ static pid_t tgid_of(pid_t tid)
 /* The tracer and the listener both ask. */
 static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool proc_static(pid_t tid)
+static bool proc_static_tgid(pid_t tgid)
 {
-	pid_t tgid = tgid_of(tid);
 	struct proc *slot = &procs[(unsigned)tgid % 256];
 	bool st;
 
@@ -347,6 +346,11 @@ static bool proc_static(pid_t tid)
 	st = slot->st == 1;
 	pthread_mutex_unlock(&procs_lock);
 	return st;
+}
+
+static bool proc_static(pid_t tid)
+{
+	return proc_static_tgid(tgid_of(tid));
 }
 
 static void proc_forget(pid_t tgid)
@@ -1177,7 +1181,8 @@ static int pt_call(pid_t pid, pid_t tgid, long nr, const uint64_t *args, long *v
 		    args[1] & TIMER_ABSTIME, v, iv);
 		p->overrun = 0;
 		p->sent = false;
-		pthread_cond_signal(&it_cond);
+		if (p->notify != SIGEV_NONE) /* nothing for the thread to send */
+			pthread_cond_signal(&it_cond);
 		if (args[3] && !poke(pid, args[3], &old, sizeof(old)))
 			return -EFAULT;
 		return 0;
@@ -1389,11 +1394,10 @@ static int answer_timer(const struct seccomp_notif *req, long *val, bool *sent)
 	int r;
 
 	*sent = false;
-	if (!proc_static(pid))
-		return 1;
 	if (nr == SYS_clock_getres) {
 		/* Simulated time is a nanosecond count whatever the clock
-		 * (the coarse ones read it in full too). */
+		 * (the coarse ones read it in full too); the shim says the
+		 * same, so any process of the tree gets it, as its reads. */
 		struct timespec res = { 0, 1 };
 
 		if (!sim((long)args[0]))
@@ -1401,7 +1405,11 @@ static int answer_timer(const struct seccomp_notif *req, long *val, bool *sent)
 		*val = 0;
 		return !args[1] || poke(pid, args[1], &res, sizeof(res)) ? 0 : -EFAULT;
 	}
+	/* A dynamic program's shim makes its own timers on the kernel's
+	 * clocks (without its trap, through here). */
 	tgid = tgid_of(pid);
+	if (!proc_static_tgid(tgid))
+		return 1;
 	pthread_mutex_lock(&it_lock);
 	switch (nr) {
 	case SYS_timer_create:
