@@ -38,7 +38,8 @@
  * simulated clock, the coarse ones too, is 1 ns, then a 5 s nanosleep).
  * timer_robust is not a wait: creating timers ends with EAGAIN (the
  * supervisor's bound), bad pointers get EFAULT, a timer deleted by another
- * thread is gone, a fork child has no POSIX timer but shares a timerfd,
+ * thread is gone, 1500 timerfds made and closed (more than the supervisor
+ * keeps at once), a fork child has no POSIX timer but shares a timerfd,
  * and an exec'd image (this program again, "timer_exec ID") has no timer
  * left: prints "robust ok" or what failed.
  */
@@ -205,6 +206,14 @@ static int robust(const char *self)
 	block(SIGUSR2);
 	if (timer_settime(t, 0, &one, NULL) || timer_signal(SIGUSR2, 7, t) != 1)
 		FAIL("a timer after the bad calls did not fire as one");
+	/* Timerfds made and closed, more than the supervisor keeps at once:
+	 * the closed ones make room. */
+	for (int i = 0; i < 1500; i++) {
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+		if (tfd < 0)
+			FAIL("timerfd_create number %d: %s", i, strerror(errno));
+		close(tfd);
+	}
 	/* fork: the child has no POSIX timer, shares the timerfd. */
 	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (tfd < 0 || timerfd_settime(tfd, 0, &one, NULL))
