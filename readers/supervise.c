@@ -1075,7 +1075,8 @@ static void arm(bool *armed, bool *mono, int64_t *next, int64_t *interval, int c
 }
 
 /* timer_create: -errno, 0 answered (*val), 1 the kernel's. */
-static int pt_create(pid_t pid, pid_t tgid, const uint64_t *args, long *val)
+static int pt_create(pid_t pid, pid_t tgid, const uint64_t *args, long *val,
+		     struct ptimer **made)
 {
 	struct sigevent ev;
 	struct ptimer *p = NULL;
@@ -1146,6 +1147,7 @@ static int pt_create(pid_t pid, pid_t tgid, const uint64_t *args, long *val)
 		memcpy(&p->value, &ev.sigev_value, sizeof(ev.sigev_value));
 	else
 		p->value = (uint64_t)(unsigned)id;
+	*made = p;
 	*val = 0;
 	return 0;
 }
@@ -1390,6 +1392,7 @@ static int answer_timer(const struct seccomp_notif *req, long *val, bool *sent)
 {
 	pid_t pid = (pid_t)req->pid, tgid;
 	const uint64_t *args = (const uint64_t *)req->data.args;
+	struct ptimer *made = NULL;
 	long nr = req->data.nr;
 	int r;
 
@@ -1413,7 +1416,13 @@ static int answer_timer(const struct seccomp_notif *req, long *val, bool *sent)
 	pthread_mutex_lock(&it_lock);
 	switch (nr) {
 	case SYS_timer_create:
-		r = pt_create(pid, tgid, args, val);
+		r = pt_create(pid, tgid, args, val, &made);
+		/* Killed meanwhile, its exit perhaps handled already: the
+		 * timer must not outlive it (and signal whoever gets its
+		 * pid). Checked under it_lock, which the exit's clean-up
+		 * takes after the death. */
+		if (r == 0 && made && ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id))
+			made->tgid = 0;
 		break;
 	case SYS_timerfd_create:
 		r = tfd_create(req);
