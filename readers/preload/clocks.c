@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading the clocks: clock_gettime, gettimeofday, time, timespec_get. */
+/* Reading the clocks: clock_gettime, gettimeofday, time, timespec_get,
+ * clock_getres. */
 #include "preload.h"
 
 #include <sys/time.h>
@@ -8,6 +9,7 @@ int (*shim_real_gettime)(clockid_t, struct timespec *);
 static int (*r_gettimeofday)(struct timeval *, void *);
 static time_t (*r_time)(time_t *);
 static int (*r_timespec_get)(struct timespec *, int);
+static int (*r_clock_getres)(clockid_t, struct timespec *);
 
 void shim_resolve_clocks(void)
 {
@@ -15,6 +17,7 @@ void shim_resolve_clocks(void)
 	RESOLVE(r_gettimeofday, "gettimeofday");
 	RESOLVE(r_time, "time");
 	RESOLVE(r_timespec_get, "timespec_get");
+	RESOLVE(r_clock_getres, "clock_getres");
 	/* Without a vDSO the library reads libc's clock_gettime, which is
 	 * ours here: point it at the real one. */
 	if (shmclock__gettime == clock_gettime)
@@ -72,4 +75,18 @@ EXPORT int timespec_get(struct timespec *ts, int base)
 		return r_timespec_get(ts, base);
 	ns_to_ts(ns, ts);
 	return base;
+}
+
+/* A simulated clock is a nanosecond count, the coarse ones too (they read
+ * it in full): 1 ns, as the vDSO's function under the shim and the
+ * supervisor say. */
+EXPORT int clock_getres(clockid_t id, struct timespec *res)
+{
+	if (!sim_on(id))
+		return r_clock_getres(id, res);
+	if (res) {
+		res->tv_sec = 0;
+		res->tv_nsec = 1;
+	}
+	return 0;
 }

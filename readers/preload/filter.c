@@ -109,6 +109,15 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 #ifdef SYS_epoll_pwait2
 		{ SYS_epoll_pwait2, L_PTR3 },
 #endif
+	}, sup_calls[] = {
+		/* The supervisor's listener answers POSIX timers, timerfds and
+		 * clock_getres on the simulated clocks (supervise.c); the
+		 * shim's trap takes the timer calls itself (below). */
+		{ SYS_timer_create, L_READ },   { SYS_timer_settime, L_READ },
+		{ SYS_timer_gettime, L_READ },  { SYS_timer_getoverrun, L_READ },
+		{ SYS_timer_delete, L_READ },   { SYS_timerfd_create, L_READ },
+		{ SYS_timerfd_settime, L_READ }, { SYS_timerfd_gettime, L_READ },
+		{ SYS_clock_getres, L_READ },
 	}, shim_calls[] = {
 		/* rt_sigprocmask, every one: trap.c keeps SIGSYS's state. */
 		{ SYS_rt_sigaction, L_SIGACT }, { SYS_rt_sigprocmask, L_TRAP },
@@ -142,6 +151,8 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 	emit(p, (struct sock_filter)LD(offsetof(struct seccomp_data, nr)));
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
 		jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)calls[i].nr, calls[i].label, -1);
+	for (size_t i = 0; !shim && i < sizeof(sup_calls) / sizeof(sup_calls[0]); i++)
+		jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)sup_calls[i].nr, sup_calls[i].label, -1);
 	for (size_t i = 0; shim && i < sizeof(shim_calls) / sizeof(shim_calls[0]); i++)
 		jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)shim_calls[i].nr, shim_calls[i].label, -1);
 	emit(p, (struct sock_filter)RET(ALLOW));

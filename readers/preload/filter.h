@@ -30,7 +30,9 @@
  * length. @action is what a time call with a timeout gets, @read_action
  * what a read (clock_gettime, gettimeofday, time) gets;
  * @shim adds the probe and what the shim's trap needs besides:
- * rt_sigaction(SIGSYS), rt_sigprocmask, execve(at), and the timer calls.
+ * rt_sigaction(SIGSYS), rt_sigprocmask, execve(at), and the timer calls;
+ * without it (the supervisor) the POSIX timer, timerfd and clock_getres
+ * calls get @read_action too.
  */
 unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t read_action,
 			   bool shim);

@@ -43,11 +43,13 @@
 typedef int (*gettime_fn)(clockid_t, struct timespec *);
 typedef int (*gettimeofday_fn)(struct timeval *, void *);
 typedef time_t (*time_fn)(time_t *);
+typedef int (*getres_fn)(clockid_t, struct timespec *);
 
 /* The vDSO's own functions, before the rewrite (NULL: not exported). */
 static gettime_fn v_gettime;
 static gettimeofday_fn v_gettimeofday;
 static time_fn v_time;
+static getres_fn v_getres;
 
 /* The clock is live and @id follows it; never initialises (the table is
  * rewritten only after the shim's set-up reached ST_SIM). */
@@ -84,6 +86,20 @@ static int vdso_gettimeofday(struct timeval *tv, void *tz)
 	return 0;
 }
 
+/* A simulated clock is a nanosecond count, the coarse ones too (they read
+ * it in full): 1 ns, as libc's clock_getres under the shim and the
+ * supervisor say. */
+static int vdso_clock_getres(clockid_t id, struct timespec *res)
+{
+	if (!vdso_sim(id))
+		return v_getres(id, res);
+	if (res) {
+		res->tv_sec = 0;
+		res->tv_nsec = 1;
+	}
+	return 0;
+}
+
 static time_t vdso_time(time_t *t)
 {
 	int64_t ns;
@@ -97,7 +113,7 @@ static time_t vdso_time(time_t *t)
 	return s;
 }
 
-enum { F_GETTIME, F_GETTIMEOFDAY, F_TIME };
+enum { F_GETTIME, F_GETTIMEOFDAY, F_TIME, F_GETRES };
 
 static const struct {
 	const char *name;
@@ -107,6 +123,8 @@ static const struct {
 	{ "__kernel_clock_gettime", F_GETTIME },  { "__vdso_gettimeofday", F_GETTIMEOFDAY },
 	{ "gettimeofday", F_GETTIMEOFDAY },       { "__kernel_gettimeofday", F_GETTIMEOFDAY },
 	{ "__vdso_time", F_TIME },                { "time", F_TIME },
+	{ "__vdso_clock_getres", F_GETRES },      { "clock_getres", F_GETRES },
+	{ "__kernel_clock_getres", F_GETRES },
 };
 
 static void *replacement(int fn)
@@ -121,6 +139,11 @@ static void *replacement(int fn)
 	}
 	case F_GETTIMEOFDAY: {
 		gettimeofday_fn f = vdso_gettimeofday;
+		memcpy(&p, &f, sizeof(p));
+		break;
+	}
+	case F_GETRES: {
+		getres_fn f = vdso_clock_getres;
 		memcpy(&p, &f, sizeof(p));
 		break;
 	}
@@ -145,6 +168,10 @@ static void keep_original(int fn, uintptr_t addr)
 	case F_GETTIMEOFDAY:
 		if (!v_gettimeofday)
 			memcpy(&v_gettimeofday, &p, sizeof(p));
+		break;
+	case F_GETRES:
+		if (!v_getres)
+			memcpy(&v_getres, &p, sizeof(p));
 		break;
 	default:
 		if (!v_time)

@@ -79,8 +79,11 @@ RAW_RT = ["raw_clock_nanosleep_abs_rt"]
 # CGO_ENABLED=0, under shmclock-run's supervisor. static:exec runs the
 # dynamic sleep(1) from the static program: both follow; static:eintr has
 # a signal handler end its sleep with EINTR and the rest slept.
-STATIC_REL = ["nanosleep", "poll", "select", "futex", "eintr", "alarm", "setitimer"]
-STATIC_RT = ["clock_nanosleep_abs_rt"]
+# POSIX timers, timerfds and clock_getres are answered by its listener.
+STATIC_REL = ["nanosleep", "poll", "select", "futex", "eintr", "alarm", "setitimer",
+              "posix_timer", "timer_thread_id", "timer_sigev_thread", "timerfd_periodic",
+              "timerfd_abs_mono", "getres"]
+STATIC_RT = ["clock_nanosleep_abs_rt", "timer_abs_rt", "timerfd_abs_rt"]
 
 
 def build_go(env, tmp):

@@ -24,7 +24,9 @@
  *   made raw, SIGUSR1 waited for);
  *   vdso: polls the vDSO's __vdso_clock_gettime (looked up as programs do,
  *   dlsym on linux-vdso.so.1) every simulated ms (libc's usleep) until it
- *   shows 5 s more.
+ *   shows 5 s more; and clock_getres of CLOCK_MONOTONIC_COARSE, through
+ *   libc and through the vDSO's __vdso_clock_getres, must say 1 ns (a
+ *   simulated clock is a nanosecond count): "no-timeout" otherwise.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -109,12 +111,22 @@ int main(int argc, char **argv)
 			printf("done - - no-vdso\n");
 			return 1;
 		}
+		void *h = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		void *g = h ? dlsym(h, "__vdso_clock_getres") : NULL;
+		gettime_fn getres = NULL;
+		struct timespec res = { 1, 0 }, vres = { 1, 0 };
+
+		memcpy(&getres, &g, sizeof(getres));
+		ok = clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && !res.tv_sec &&
+		     res.tv_nsec == 1 && getres && getres(CLOCK_MONOTONIC_COARSE, &vres) == 0 &&
+		     !vres.tv_sec && vres.tv_nsec == 1;
 		puts("ready");
 		m0 = vdso_now(fn);
 		do
 			usleep(1000);
 		while ((m1 = vdso_now(fn)) - m0 < WAIT_S * NS);
-		printf("done %lld %lld timeout\n", (long long)m0, (long long)m1);
+		printf("done %lld %lld %s\n", (long long)m0, (long long)m1,
+		       ok ? "timeout" : "no-timeout");
 		return 0;
 	}
 	agree = clocks_agree();

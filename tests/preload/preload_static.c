@@ -20,6 +20,28 @@
  * without SA_RESTART) 2 simulated s into a 5 s nanosleep, which must end
  * with EINTR and a remainder of about 3 s, slept then: "timeout" when both
  * held.
+ *
+ * POSIX timers, timerfds and clock_getres (issue 33, answered by the
+ * supervisor's listener): posix_timer (a CLOCK_MONOTONIC timer of period 1
+ * s, SIGEV_SIGNAL blocked and waited for, expiries counted with si_overrun
+ * up to five in five simulated s; its signal left pending over 2.5 s in
+ * between, a signal must come with si_overrun >= 1, and timer_getoverrun
+ * agree with each); timer_thread_id (a
+ * relative CLOCK_REALTIME one-shot of 5 s to this thread, SIGEV_THREAD_ID);
+ * timer_sigev_thread (SIGEV_THREAD, absolute on CLOCK_MONOTONIC: static
+ * glibc's helper thread takes the signal and starts the function, which
+ * posts a semaphore waited for without a timeout); timer_abs_rt (an
+ * absolute CLOCK_REALTIME one-shot); timerfd_periodic (period 1 s, read
+ * until five expiries, one read after 2.5 s must count at least two);
+ * timerfd_abs_rt and timerfd_abs_mono (TFD_TIMER_ABSTIME, waited for by
+ * poll and epoll without a timeout); getres (clock_getres of every
+ * simulated clock, the coarse ones too, is 1 ns, then a 5 s nanosleep).
+ * timer_robust is not a wait: creating timers ends with EAGAIN (the
+ * supervisor's bound), bad pointers get EFAULT, a timer deleted by another
+ * thread is gone, 1500 timerfds made and closed (more than the supervisor
+ * keeps at once), a fork child has no POSIX timer but shares a timerfd,
+ * and an exec'd image (this program again, "timer_exec ID") has no timer
+ * left: prints "robust ok" or what failed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +57,10 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +94,162 @@ static void on_usr1(int sig)
 	got_usr1 = 1;
 }
 
+static sem_t fired;
+
+static void on_timer_thread(union sigval v)
+{
+	if (v.sival_int == 0x5eed)
+		sem_post(&fired);
+}
+
+/* Waits for @sig (blocked), SI_TIMER with @value; 1 + its overrun, or -1. */
+static int timer_signal(int sig, int value, timer_t t)
+{
+	sigset_t set;
+	siginfo_t si;
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	if (sigwaitinfo(&set, &si) != sig || si.si_code != SI_TIMER ||
+	    si.si_value.sival_int != value || si.si_overrun < 0 ||
+	    (t && timer_getoverrun(t) != si.si_overrun))
+		return -1;
+	return 1 + si.si_overrun;
+}
+
+static void block(int sig)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+static timer_t mk_timer(clockid_t c, int notify, int sig, int value)
+{
+	struct sigevent ev;
+	timer_t t = 0;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.sigev_notify = notify;
+	ev.sigev_signo = sig;
+	ev.sigev_value.sival_int = value;
+	ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	if (notify == SIGEV_THREAD)
+		ev.sigev_notify_function = on_timer_thread;
+	return timer_create(c, &ev, &t) ? (timer_t)-1 : t;
+}
+
+static struct timespec at_plus(clockid_t c, int s)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	ts.tv_sec += s;
+	return ts;
+}
+
+static void *delete_it(void *t)
+{
+	return (void *)(intptr_t)timer_delete(*(timer_t *)t);
+}
+
+#define FAIL(...) do { printf("robust FAIL " __VA_ARGS__); putchar('\n'); return 1; } while (0)
+
+/* The robustness checks (not a wait): "robust ok" or the first failure. */
+static int robust(const char *self)
+{
+	static timer_t many[6000];
+	struct itimerspec one = { { 0, 0 }, { 0, 500000000 } }, cur;
+	struct timespec res;
+	timer_t t, gone;
+	pthread_t th;
+	void *ret;
+	int n = 0, tfd, st;
+	uint64_t x;
+	pid_t pid;
+	char arg[32];
+
+	/* A bound, with the kernel's errno. */
+	while (n < 6000 && !(errno = 0) &&
+	       (many[n] = mk_timer(CLOCK_MONOTONIC, SIGEV_NONE, 0, 0)) != (timer_t)-1)
+		n++;
+	if (n == 6000 || errno != EAGAIN || n < 100)
+		FAIL("creating 6000 timers: %d, then %s (want EAGAIN)", n, strerror(errno));
+	while (n > 0)
+		if (timer_delete(many[--n]))
+			FAIL("timer_delete: %s", strerror(errno));
+	/* Bad pointers: EFAULT, and the supervisor goes on. */
+	if (syscall(SYS_timer_create, CLOCK_MONOTONIC, (void *)8, &t) != -1 || errno != EFAULT)
+		FAIL("timer_create(bad sigevent): %s", strerror(errno));
+	if (syscall(SYS_timer_create, CLOCK_MONOTONIC, NULL, (void *)8) != -1 || errno != EFAULT)
+		FAIL("timer_create(bad id pointer): %s", strerror(errno));
+	t = mk_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGUSR2, 7);
+	if (t == (timer_t)-1)
+		FAIL("timer_create: %s", strerror(errno));
+	if (syscall(SYS_timer_settime, t, 0, (void *)8, NULL) != -1 || errno != EFAULT)
+		FAIL("timer_settime(bad value): %s", strerror(errno));
+	if (syscall(SYS_timer_gettime, t, (void *)8) != -1 || errno != EFAULT)
+		FAIL("timer_gettime(bad pointer): %s", strerror(errno));
+	if (syscall(SYS_clock_getres, CLOCK_MONOTONIC, (void *)8) != -1 || errno != EFAULT)
+		FAIL("clock_getres(bad pointer): %s", strerror(errno));
+	if (clock_getres(CLOCK_MONOTONIC, &res) || res.tv_sec || res.tv_nsec != 1)
+		FAIL("clock_getres(CLOCK_MONOTONIC) after the bad pointers");
+	/* Deleted from another thread: gone for this one. */
+	gone = mk_timer(CLOCK_REALTIME, SIGEV_SIGNAL, SIGUSR2, 8);
+	if (pthread_create(&th, NULL, delete_it, &gone) || pthread_join(th, &ret) || ret)
+		FAIL("timer_delete from another thread");
+	if (timer_settime(gone, 0, &one, NULL) != -1 || errno != EINVAL)
+		FAIL("timer_settime of a deleted timer: %s", strerror(errno));
+	/* Still served: a 0.5 s timer fires. */
+	block(SIGUSR2);
+	if (timer_settime(t, 0, &one, NULL) || timer_signal(SIGUSR2, 7, t) != 1)
+		FAIL("a timer after the bad calls did not fire as one");
+	/* Timerfds made and closed, more than the supervisor keeps at once:
+	 * the closed ones make room. */
+	for (int i = 0; i < 1500; i++) {
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+		if (tfd < 0)
+			FAIL("timerfd_create number %d: %s", i, strerror(errno));
+		close(tfd);
+	}
+	/* fork: the child has no POSIX timer, shares the timerfd. */
+	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (tfd < 0 || timerfd_settime(tfd, 0, &one, NULL))
+		FAIL("timerfd: %s", strerror(errno));
+	if (timerfd_settime(tfd, 0, (void *)8, NULL) != -1 || errno != EFAULT)
+		FAIL("timerfd_settime(bad value): %s", strerror(errno));
+	if (timerfd_gettime(0, &cur) != -1 || errno != EINVAL)
+		FAIL("timerfd_gettime(stdin): %s", strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		if (timer_gettime(t, &cur) != -1 || errno != EINVAL)
+			_exit(1);
+		_exit(read(tfd, &x, sizeof(x)) == sizeof(x) && x == 1 ? 0 : 2);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		FAIL("fork: the child had the timer (1), or not the timerfd's expiry (2): %d",
+		     WEXITSTATUS(st));
+	/* exec: the timer is gone in the new image. */
+	snprintf(arg, sizeof(arg), "%ld", (long)(intptr_t)t);
+	pid = fork();
+	if (pid == 0) {
+		timer_t again = mk_timer(CLOCK_MONOTONIC, SIGEV_NONE, 0, 0);
+
+		/* The same id in this process, then exec. */
+		snprintf(arg, sizeof(arg), "%ld", (long)(intptr_t)again);
+		execl(self, self, "timer_exec", arg, (char *)NULL);
+		_exit(2);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		FAIL("exec: the timer survived into the new image (%d)", WEXITSTATUS(st));
+	timer_delete(t);
+	close(tfd);
+	puts("robust ok");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -76,6 +258,14 @@ int main(int argc, char **argv)
 	bool ok, agree;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(m, "timer_robust"))
+		return robust(argv[0]);
+	if (!strcmp(m, "timer_exec") && argc > 2) {
+		struct itimerspec cur;
+
+		return timer_gettime((timer_t)(intptr_t)atol(argv[2]), &cur) == -1 && errno == EINVAL
+			       ? 0 : 3;
+	}
 	agree = clocks_agree();
 	puts("ready");
 	m0 = now(CLOCK_MONOTONIC);
@@ -148,6 +338,97 @@ int main(int argc, char **argv)
 			ok = sigwaitinfo(&al, NULL) == SIGALRM && ++n;
 		v.it_value.tv_sec = v.it_interval.tv_sec = 0;
 		setitimer(ITIMER_REAL, &v, NULL);
+	} else if (!strcmp(m, "posix_timer")) {
+		/* Period 1 s: five expiries, one signal held over two. */
+		struct itimerspec v = { { 1, 0 }, { 1, 0 } }, cur;
+		struct timespec hold = { 2, 500000000 };
+		timer_t t;
+		int n = 0, k;
+		bool over = false;
+
+		block(SIGUSR1);
+		t = mk_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGUSR1, 0x5eed);
+		ok = t != (timer_t)-1 && timer_settime(t, 0, &v, NULL) == 0 &&
+		     timer_gettime(t, &cur) == 0 && cur.it_interval.tv_sec == 1 &&
+		     cur.it_value.tv_sec <= 1;
+		ok = ok && (k = timer_signal(SIGUSR1, 0x5eed, t)) > 0 && (n += k);
+		/* Expiries at 2 and 3 s while the signal of the one at 2 s is
+		 * still pending: one of the next signals carries an overrun. */
+		ok = ok && nanosleep(&hold, NULL) == 0;
+		while (ok && n < 5) {
+			ok = (k = timer_signal(SIGUSR1, 0x5eed, t)) > 0 && (n += k);
+			over = over || k > 1;
+		}
+		/* Five periods counted in five simulated s, not six: no
+		 * expiry was lost to the pending signal. */
+		ok = ok && over && n == 5 && now(CLOCK_MONOTONIC) - m0 < 5 * NS + 900000000 &&
+		     timer_delete(t) == 0;
+	} else if (!strcmp(m, "timer_thread_id")) {
+		struct itimerspec v = { { 0, 0 }, rel };
+		timer_t t;
+
+		block(SIGRTMIN + 3);
+		t = mk_timer(CLOCK_REALTIME, SIGEV_THREAD_ID, SIGRTMIN + 3, 0x5eed);
+		ok = t != (timer_t)-1 && timer_settime(t, 0, &v, NULL) == 0 &&
+		     timer_signal(SIGRTMIN + 3, 0x5eed, t) == 1;
+	} else if (!strcmp(m, "timer_sigev_thread")) {
+		struct itimerspec v = { { 0, 0 }, at_plus(CLOCK_MONOTONIC, WAIT_S) };
+		timer_t t;
+
+		sem_init(&fired, 0, 0);
+		t = mk_timer(CLOCK_MONOTONIC, SIGEV_THREAD, 0, 0x5eed);
+		ok = t != (timer_t)-1 && timer_settime(t, TIMER_ABSTIME, &v, NULL) == 0;
+		while (ok && sem_wait(&fired) && errno == EINTR)
+			;
+	} else if (!strcmp(m, "timer_abs_rt")) {
+		struct itimerspec v = { { 0, 0 }, at_plus(CLOCK_REALTIME, WAIT_S) };
+		timer_t t;
+
+		block(SIGUSR1);
+		t = mk_timer(CLOCK_REALTIME, SIGEV_SIGNAL, SIGUSR1, 0x5eed);
+		ok = t != (timer_t)-1 && timer_settime(t, TIMER_ABSTIME, &v, NULL) == 0 &&
+		     timer_signal(SIGUSR1, 0x5eed, t) == 1;
+	} else if (!strcmp(m, "timerfd_periodic")) {
+		struct itimerspec v = { { 1, 0 }, { 1, 0 } }, cur;
+		struct timespec hold = { 2, 500000000 };
+		int fd = timerfd_create(CLOCK_MONOTONIC, 0);
+		uint64_t x, n = 0;
+
+		ok = fd >= 0 && timerfd_settime(fd, 0, &v, NULL) == 0 &&
+		     timerfd_gettime(fd, &cur) == 0 && cur.it_interval.tv_sec == 1 &&
+		     cur.it_value.tv_sec <= 1 && read(fd, &x, 8) == 8 && (n += x);
+		/* The expiries at 2 and 3 s, read at once. */
+		ok = ok && nanosleep(&hold, NULL) == 0 && read(fd, &x, 8) == 8 && x >= 2 &&
+		     (n += x);
+		while (ok && n < 5)
+			ok = read(fd, &x, 8) == 8 && (n += x);
+	} else if (!strcmp(m, "timerfd_abs_rt") || !strcmp(m, "timerfd_abs_mono")) {
+		clockid_t c = m[12] == 'r' ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+		struct itimerspec v = { { 0, 0 }, at_plus(c, WAIT_S) };
+		int fd = timerfd_create(c, TFD_NONBLOCK), ep = epoll_create1(0);
+		struct epoll_event e = { .events = EPOLLIN };
+		struct pollfd pf = { fd, POLLIN, 0 };
+		uint64_t x = 0;
+
+		ok = fd >= 0 && timerfd_settime(fd, TFD_TIMER_ABSTIME, &v, NULL) == 0 &&
+		     read(fd, &x, 8) == -1 && errno == EAGAIN;
+		if (c == CLOCK_REALTIME)
+			ok = ok && poll(&pf, 1, -1) == 1;
+		else
+			ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) == 0 &&
+			     epoll_wait(ep, &e, 1, -1) == 1;
+		ok = ok && read(fd, &x, 8) == 8 && x == 1;
+	} else if (!strcmp(m, "getres")) {
+		static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
+						 CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE,
+						 CLOCK_MONOTONIC_RAW };
+		struct timespec res;
+
+		ok = true;
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+			ok = ok && clock_getres(ids[i], &res) == 0 && !res.tv_sec &&
+			     res.tv_nsec == 1;
+		ok = ok && clock_getres(CLOCK_MONOTONIC, NULL) == 0 && nanosleep(&rel, NULL) == 0;
 	} else if (!strcmp(m, "exec") && argc > 2) {
 		pid_t pid = fork();
 		int st = 0;

@@ -19,7 +19,13 @@
   ptrace-denied    a supervisor inside the tree of another cannot trace
                    (a traced process's child cannot PTRACE_TRACEME): a
                    clear error, exit 126, the program never runs;
-  no-supervise     --no-supervise refuses a static program, exit 126.
+  no-supervise     --no-supervise refuses a static program, exit 126;
+  timer-robust     POSIX timers and timerfds as a program may misuse them
+                   (preload-static timer_robust): a bound with EAGAIN, bad
+                   pointers get EFAULT, a timer deleted by another thread,
+                   fork (the child has no POSIX timer, shares the timerfd),
+                   exec (the timer is gone); the supervisor goes on serving,
+                   and nothing is left of the tree.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_RUN, PRELOAD_STATIC.
 Exit 0 all passed, 1 a failure.
@@ -215,6 +221,28 @@ def no_supervise(env, clock):
     return []
 
 
+def timer_robust(env, clock):
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "timer_robust"])
+    fails = []
+    try:
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            return ["preload-static timer_robust did not end in 60 s"]
+        if p.returncode != 0 or "robust ok" not in out:
+            fails.append("exit %d: %s %s" % (p.returncode, out.strip(), err.strip()))
+        left = wait_for(lambda: not procs_in_session(p.pid), 5) or procs_in_session(p.pid)
+        if left is not True:
+            fails.append("left behind: %s" % left)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    return fails
+
+
 def main():
     need = ["SHMCLOCKD", "SHMCLOCKCTL", "SHMCLOCK_RUN", "PRELOAD_STATIC"]
     missing = [k for k in need if not os.environ.get(k)]
@@ -229,7 +257,8 @@ def main():
             for name, fn in (("child-killed", child_killed),
                              ("supervisor-killed", supervisor_killed),
                              ("sigterm-passed-on", sigterm_passed_on),
-                             ("ptrace-denied", ptrace_denied), ("no-supervise", no_supervise)):
+                             ("ptrace-denied", ptrace_denied), ("no-supervise", no_supervise),
+                             ("timer-robust", timer_robust)):
                 f = fn(env, clock)
                 for line in f:
                     print("FAIL %s: %s" % (name, line))
