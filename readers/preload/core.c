@@ -143,6 +143,7 @@ static void bypass_setup(void)
 			 "programs that call them directly read the real clocks\n",
 			 strerror(-r));
 	(void)shim_trap_setup(true);
+	shim_esc_setup();
 }
 
 __attribute__((noinline)) bool shim_init_slow(void)
