@@ -16,11 +16,12 @@
  * keeps SIGSYS's (Go's runtime, Mono, the JVM install their own handler).
  *
  * The vDSO itself executes rdtsc: while the report is on, the shim reads
- * the real CLOCK_MONOTONIC it needs with the system call (through the
- * gadget: it never traps), so a fault in the vDSO is a read of real time
- * the shim did not make: glibc's internal ones (libc calls the vDSO
- * without going through its exported clock_gettime) or a program's direct
- * call for a clock the shim leaves real. Those are counted, at "[vdso]".
+ * the real clocks it needs (and the clocks --clocks leaves real, for libc's
+ * callers) with the system call (through the gadget: it never traps), so a
+ * fault in the vDSO is a read of real time the shim did not make: glibc's
+ * internal ones (libc calls the vDSO without going through its exported
+ * clock_gettime) or a program's direct vDSO call for a clock the shim
+ * leaves real. Those are counted, at "[vdso]".
  * The dynamic loader's own rdtsc (glibc's ld.so times itself for
  * LD_DEBUG=statistics) are emulated and not counted.
  *
@@ -183,7 +184,10 @@ void shim_esc_setup(void)
 		return;
 	}
 	page = p;
+	/* Every real-clock read of the shim: its library's, its waits' real
+	 * deadlines (waits.c) and the clocks it leaves real (clocks.c). */
 	shmclock__gettime = raw_gettime;
+	shim_real_gettime = raw_gettime;
 	r = shim_trap_take(SIGSEGV, on_segv);
 	if (r) {
 		shim_say("shmclock-preload: SIGSEGV: %s; this process's rdtsc are not watched\n",
