@@ -12,8 +12,9 @@ time-stamp counter (rdtsc, rdtscp), which no shim redirects; built dynamic
                where
   none         a program without escapes: -v says none, --strict exits 0
   quiet        without -v or --strict: no report, output unchanged
-  fork, exec   a forked child's reads, and those of a program exec'd (by a
-               dynamic and by a static program), are counted
+  fork, exec   a forked child's reads, and those of a program exec'd (a
+               dynamic one by a dynamic and by a static program, a static
+               one by a static program), are counted
   segv         a program's own SIGSEGV handler still catches its real NULL
                dereference (and reads back as its own)
   go           a Go program (runtime.cputicks, its own SIGSEGV handler)
@@ -140,6 +141,12 @@ def cases(env, clock, exe, kind):
     r = run(env, clock, ["-v"], [exe, "exec", env["PRELOAD_TSC"], "rdtsc", str(N)])
     if r[0] != 0 or r[1] != "ok %d\n" % N or at(r[2], env["PRELOAD_TSC"]) < want:
         bad("exec: the dynamic program exec'd not counted", r)
+    if kind == "static":
+        # A dynamic program under the trap cannot exec a static one (EPERM,
+        # preload-apps); a supervised one can, and its flag goes with it.
+        r = run(env, clock, ["-v"], [exe, "exec", exe, "rdtsc", str(N)])
+        if r[0] != 0 or r[1] != "ok %d\n" % N or at(r[2], exe) < want:
+            bad("exec: the static program exec'd not counted", r)
 
     r = run(env, clock, ["-v"], [exe, "segv", str(N)])
     if r[0] != 0 or r[1] != "caught\n" or at(r[2], exe) < N:
