@@ -168,6 +168,8 @@ __attribute__((noinline)) bool shim_init_slow(void)
 			bypass_setup();
 		else
 			(void)shim_trap_setup(false); /* an inherited one answers in real time */
+		if (st != ST_SIM)
+			shim_esc_setup(); /* the report, on the real clocks */
 		return st == ST_SIM;
 	}
 	while ((expect = atomic_load_explicit(&shim_state, memory_order_acquire)) == ST_INIT)

@@ -44,6 +44,32 @@
 
 _Atomic bool shim_esc_on;
 static struct esc_page *page;
+/* This process started with the counter trapped: under the supervisor,
+ * whose tracer answers the faults (and counts). */
+static bool inherited;
+
+/*
+ * Before anything of the shim reads a clock (libshmclock's own constructor
+ * probes the vDSO, at priority 102): a trap inherited from the supervisor
+ * is lifted until shim_esc_setup() sets the shim's own, so the shim's
+ * reads during set-up are not counted as the program's. Put back as it
+ * was if the shim cannot take over.
+ */
+__attribute__((constructor(101))) static void esc_early(void)
+{
+	int v = 0;
+
+	if (getenv(ESC_ENV) && !prctl(PR_GET_TSC, &v, 0, 0, 0) && v == PR_TSC_SIGSEGV) {
+		inherited = true;
+		prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	}
+}
+
+static void not_watched(void)
+{
+	if (inherited)
+		prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+}
 
 /* Faulting addresses seen, each with its site (escapes.h's slot + 3: 1 the
  * loader's, 2 no slot left) in the top byte; 0 is a free entry. */
@@ -163,14 +189,17 @@ void shim_esc_setup(void)
 	if (!path || !*path)
 		return;
 	if (!atomic_load_explicit(&shim_trap_on, memory_order_acquire)) {
-		shim_say("shmclock-preload: the escape report needs the system-call trap; this "
-			 "process's rdtsc are not watched\n");
+		if (!inherited)
+			shim_say("shmclock-preload: the escape report needs the system-call trap; "
+				 "this process's rdtsc are not watched\n");
+		not_watched();
 		return;
 	}
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		shim_say("shmclock-preload: %s: %s; this process's rdtsc are not watched\n", path,
 			 strerror(errno));
+		not_watched();
 		return;
 	}
 	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -181,6 +210,7 @@ void shim_esc_setup(void)
 			 path);
 		if (p != MAP_FAILED)
 			munmap(p, 4096);
+		not_watched();
 		return;
 	}
 	page = p;
@@ -192,6 +222,7 @@ void shim_esc_setup(void)
 	if (r) {
 		shim_say("shmclock-preload: SIGSEGV: %s; this process's rdtsc are not watched\n",
 			 strerror(-r));
+		not_watched();
 		return;
 	}
 	/* Before the counter traps: rt_sigaction(SIGSEGV) is the program's

@@ -10,7 +10,9 @@ time-stamp counter (rdtsc, rdtscp), which no shim redirects; built dynamic
   strict       --strict: exit status 3 when the program exited 0 and read
                the counter; its own status when it failed; a line naming
                where
-  none         a program without escapes: -v says none, --strict exits 0
+  none         a program without escapes: -v says none, --strict exits 0;
+               also a dynamic one exec'd by a supervised static program
+               (whose trapped counter it inherits)
   quiet        without -v or --strict: no report, output unchanged
   fork, exec   a forked child's reads, and those of a program exec'd (a
                dynamic one by a dynamic and by a static program, a static
@@ -147,6 +149,11 @@ def cases(env, clock, exe, kind):
         r = run(env, clock, ["-v"], [exe, "exec", exe, "rdtsc", str(N)])
         if r[0] != 0 or r[1] != "ok %d\n" % N or at(r[2], exe) < want:
             bad("exec: the static program exec'd not counted", r)
+        # The dynamic program it execs inherits the trapped counter: the
+        # shim's own set-up reads (through the vDSO) are not the program's.
+        r = run(env, clock, ["-v"], [exe, "exec", env["PRELOAD_TSC"], "none"])
+        if r[0] != 0 or r[1] != "ok 0\n" or escapes(r[2]) != 0:
+            bad("exec: the shim's set-up in a dynamic program exec'd counted", r)
 
     r = run(env, clock, ["-v"], [exe, "segv", str(N)])
     if r[0] != 0 or r[1] != "caught\n" or at(r[2], exe) < N:
