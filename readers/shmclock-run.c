@@ -64,9 +64,9 @@ static void usage(FILE *f)
 	      "  -h, --help           this help\n"
 	      "\n"
 	      "Exit status: COMMAND's; 1 clock error, 2 bad arguments, 3 --strict and\n"
-	      "COMMAND read real time (it exited 0), 126/127 COMMAND\n"
-	      "could not be run (126 also when a statically linked COMMAND cannot be\n"
-	      "supervised: ptrace denied). Under the trap or the supervisor,\n"
+	      "COMMAND read real time (it exited 0), 126/127 COMMAND could not be run\n"
+	      "(126 also when a statically linked COMMAND cannot be supervised: ptrace\n"
+	      "denied). Under the trap or the supervisor,\n"
 	      "set-user-ID programs run with the caller's rights (no_new_privs).\n",
 	      f);
 }
