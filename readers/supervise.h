@@ -14,6 +14,17 @@
  */
 int supervise(char **argv, const char *name, unsigned clocks, bool quiet);
 
+/*
+ * The run's escape report (escapes.h), or NULL: the tree's rdtsc and
+ * rdtscp are trapped, emulated and counted in it. When the program has
+ * exited, supervise() calls @supervise_report_done (if set) with its exit
+ * code (128 + the signal it died of) and returns what that returns when it
+ * differs (else returns, or dies, as the program did).
+ */
+struct esc_page;
+extern struct esc_page *supervise_report;
+extern int (*supervise_report_done)(int code);
+
 /* An ELF64 executable without an interpreter (statically linked), read
  * from @fd (left open). */
 bool supervise_elf_static(int fd);

@@ -17,11 +17,16 @@ shmclock__gettime_fn shmclock__gettime = clock_gettime;
 
 /*
  * Runs when the library is loaded, before any handle exists, so the hot
- * path reads a plain pointer that never changes afterwards. glibc registers
+ * path reads a plain pointer that never changes afterwards; before the
+ * object's other constructors (a priority): the preload shim, which embeds
+ * the library, sets its own reader in its constructor (escape.c's, while
+ * rdtsc traps) and must find this one done; 102: escape.c's 101 runs
+ * first, to lift a counter trap inherited from the supervisor before
+ * this probe reads the vDSO. glibc registers
  * the vDSO as the loaded object "linux-vdso.so.1"; RTLD_NOLOAD only looks
  * it up. Without it (another libc, an old kernel) libc's call is used.
  */
-__attribute__((constructor)) static void resolve_vdso(void)
+__attribute__((constructor(102))) static void resolve_vdso(void)
 {
 	void *h = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
 	void *f;

@@ -143,6 +143,7 @@ static void bypass_setup(void)
 			 "programs that call them directly read the real clocks\n",
 			 strerror(-r));
 	(void)shim_trap_setup(true);
+	shim_esc_setup();
 }
 
 __attribute__((noinline)) bool shim_init_slow(void)
@@ -167,6 +168,8 @@ __attribute__((noinline)) bool shim_init_slow(void)
 			bypass_setup();
 		else
 			(void)shim_trap_setup(false); /* an inherited one answers in real time */
+		if (st != ST_SIM)
+			shim_esc_setup(); /* the report, on the real clocks */
 		return st == ST_SIM;
 	}
 	while ((expect = atomic_load_explicit(&shim_state, memory_order_acquire)) == ST_INIT)

@@ -38,7 +38,7 @@ enum {
 	L_INT3,  /* trap if (int)args[3] is > 0 */
 	L_INT2,  /* (int)args[2] */
 	L_FUTEX, /* the futex checks */
-	L_SIGACT, /* trap rt_sigaction on SIGSYS */
+	L_SIGACT, /* trap rt_sigaction on SIGSYS and SIGSEGV */
 	L_N
 };
 
@@ -156,10 +156,12 @@ unsigned shim_filter_build(struct sock_filter *out, uint32_t action, uint32_t re
 	for (size_t i = 0; shim && i < sizeof(shim_calls) / sizeof(shim_calls[0]); i++)
 		jump(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)shim_calls[i].nr, shim_calls[i].label, -1);
 	emit(p, (struct sock_filter)RET(ALLOW));
-	/* rt_sigaction(SIGSYS, ...). */
+	/* rt_sigaction(SIGSYS, ...), and (SIGSEGV, ...), which the escape
+	 * report takes (trap.c lets the latter through when it is off). */
 	here(p, L_SIGACT);
 	emit(p, (struct sock_filter)LD(ARG_LO(0)));
-	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, L_TRAP, L_ALLOW);
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, L_TRAP, -1);
+	jump(p, BPF_JMP | BPF_JEQ | BPF_K, SIGSEGV, L_TRAP, L_ALLOW);
 	/* futex: FUTEX_WAIT and FUTEX_WAIT_BITSET with a timeout. */
 	here(p, L_FUTEX);
 	emit(p, (struct sock_filter)LD(ARG_LO(1)));

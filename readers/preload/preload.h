@@ -136,6 +136,16 @@ bool shim_trap_setup(bool live);
 extern _Atomic bool shim_trap_on;
 /* System calls the trap answered so far in this process. */
 unsigned long shim_trap_count(void);
+/* The trap's handling of a signal the shim takes besides SIGSYS (@sig:
+ * SIGSEGV, escape.c): installs @h, the program's action kept aside and
+ * what rt_sigaction shows it from then on; 0 or -errno. */
+int shim_trap_take(int sig, void (*h)(int, siginfo_t *, void *));
+/* A @sig that is not the shim's: the program's action. */
+void shim_trap_forward(int sig, siginfo_t *si, void *uc);
+/* The escape report (escape.c): on under shmclock-run -v / --strict
+ * ($SHMCLOCK_REPORT), after the trap's set-up. */
+extern _Atomic bool shim_esc_on;
+void shim_esc_setup(void);
 /* Set while the shim calls into libc for a real call that the trap would
  * catch: the trap makes it as it is. */
 extern __thread int shim_passthru __attribute__((tls_model("initial-exec")));

@@ -15,8 +15,10 @@
  *     a timeout
  *   timer_*, setitimer, getitimer, alarm,  timers.c's simulated timers
  *     timerfd_*
- *   rt_sigaction(SIGSYS)                   kept for the program (below)
- *   rt_sigprocmask                         SIGSYS never really blocked
+ *   rt_sigaction(SIGSYS), and (SIGSEGV)    kept for the program (below)
+ *     under the escape report
+ *   rt_sigprocmask                         SIGSYS (and SIGSEGV under the
+ *                                          report) never really blocked
  *   execve, execveat                       the child keeps the shim; a
  *                                          static one is refused
  *
@@ -235,9 +237,11 @@ struct ksigaction {
 	uint64_t mask;
 };
 
-/* The program's SIGSYS action, as it set it (or as it was before us). A
- * seqcount guards it: rt_sigaction may come from any thread. */
-static struct ksigaction prog_act;
+/* The program's SIGSYS and SIGSEGV actions (escape.c takes SIGSEGV), as
+ * it set them (or as they were before us). A lock guards them:
+ * rt_sigaction may come from any thread. */
+static struct ksigaction prog_acts[2];
+#define PROG_ACT(sig) prog_acts[(sig) == SIGSEGV]
 static _Atomic unsigned prog_seq;
 static _Atomic int prog_lock;
 
@@ -256,16 +260,17 @@ static void act_unlock(void)
 	atomic_store_explicit(&prog_lock, 0, memory_order_release);
 }
 
-static long emu_sigaction(const struct ksigaction *act, struct ksigaction *old, size_t sz)
+static long emu_sigaction(int sig, const struct ksigaction *act, struct ksigaction *old,
+			  size_t sz)
 {
 	struct ksigaction o;
 
 	if (sz != 8)
 		return -EINVAL;
 	act_lock();
-	o = prog_act;
+	o = PROG_ACT(sig);
 	if (act)
-		prog_act = *act;
+		PROG_ACT(sig) = *act;
 	atomic_fetch_add_explicit(&prog_seq, 1, memory_order_relaxed);
 	act_unlock();
 	if (old)
@@ -273,14 +278,14 @@ static long emu_sigaction(const struct ksigaction *act, struct ksigaction *old, 
 	return 0;
 }
 
-/* A SIGSYS that is not ours: what the program asked for. */
-static void forward(int sig, siginfo_t *si, void *uc)
+/* A SIGSYS (or SIGSEGV) that is not ours: what the program asked for. */
+void shim_trap_forward(int sig, siginfo_t *si, void *uc)
 {
 	struct ksigaction a;
 	void (*hp)(int);
 
 	act_lock();
-	a = prog_act;
+	a = PROG_ACT(sig);
 	act_unlock();
 	memcpy(&hp, &a.handler, sizeof(hp));
 	if (hp == SIG_IGN)
@@ -289,8 +294,8 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		struct ksigaction dfl = { NULL, 0, NULL, 0 }; /* SIG_DFL is 0 */
 
 		/* Dies of it, as without us. */
-		shim_raw(SYS_rt_sigaction, SIGSYS, (long)&dfl, 0, 8, 0, 0);
-		shim_raw(SYS_tgkill, getpid(), shim_raw(SYS_gettid, 0, 0, 0, 0, 0, 0), SIGSYS, 0, 0,
+		shim_raw(SYS_rt_sigaction, sig, (long)&dfl, 0, 8, 0, 0);
+		shim_raw(SYS_tgkill, getpid(), shim_raw(SYS_gettid, 0, 0, 0, 0, 0, 0), sig, 0, 0,
 			 0);
 		return;
 	}
@@ -450,13 +455,17 @@ static _Atomic unsigned long ntraps;
  * the masks it sets are the masks it gets back (CPython's test_signal
  * compares them).
  */
-static __thread bool sigsys_blocked __attribute__((tls_model("initial-exec")));
+static __thread uint64_t kept_blocked __attribute__((tls_model("initial-exec")));
 
 static long emu_sigprocmask(const long *a, ucontext_t *uc)
 {
-	const uint64_t sys = 1ULL << (SIGSYS - 1);
+	/* SIGSEGV too under the escape report: a trapped rdtsc raises it. */
+	const uint64_t sys = (1ULL << (SIGSYS - 1)) |
+			     (atomic_load_explicit(&shim_esc_on, memory_order_relaxed)
+				      ? 1ULL << (SIGSEGV - 1)
+				      : 0);
 	const uint64_t never = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
-	bool was = sigsys_blocked, now = was;
+	uint64_t was = kept_blocked & sys, now = was;
 	uint64_t cur, set = 0, next;
 
 	if (a[3] != 8)
@@ -470,11 +479,11 @@ static long emu_sigprocmask(const long *a, ucontext_t *uc)
 		switch (a[0]) {
 		case SIG_BLOCK:
 			next = cur | set;
-			now = was || (set & sys);
+			now = was | (set & sys);
 			break;
 		case SIG_UNBLOCK:
 			next = cur & ~set;
-			now = was && !(set & sys);
+			now = was & ~(set & sys);
 			break;
 		case SIG_SETMASK:
 			next = set;
@@ -485,20 +494,20 @@ static long emu_sigprocmask(const long *a, ucontext_t *uc)
 		}
 	}
 	if (a[2]) {
-		uint64_t old = cur | (was ? sys : 0);
+		uint64_t old = (cur & ~sys) | was;
 
 		memcpy((void *)a[2], &old, sizeof(old));
 	}
 	next &= ~(sys | never);
 	memcpy(&uc->uc_sigmask, &next, sizeof(next));
-	sigsys_blocked = now;
+	kept_blocked = now;
 	return 0;
 }
 
 /* What a child needs to find the clock: copied from this process's
  * environment at set-up, added to an exec's environment that lacks them. */
 static const char *const keep_vars[] = { "LD_PRELOAD", "SHMCLOCK_NAME", "SHMCLOCK_CLOCKS",
-					 "SHMCLOCK_QUIET", "SHMCLOCK_TRAP" };
+					 "SHMCLOCK_QUIET", "SHMCLOCK_TRAP", "SHMCLOCK_REPORT" };
 #define NKEEP (sizeof(keep_vars) / sizeof(keep_vars[0]))
 static char keep[NKEEP][512];
 static char shim_path[PATH_MAX];
@@ -639,11 +648,18 @@ static long emu_exec(long nr, const long *a)
 		nenv[n] = NULL;
 		envp = nenv;
 	}
+	/* PR_SET_TSC survives exec, and the new program's dynamic loader
+	 * reads the counter before its shim could answer the fault: the
+	 * counter is readable again until that shim takes over. */
+	if (atomic_load_explicit(&shim_esc_on, memory_order_relaxed))
+		raw6(SYS_prctl, PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0, 0);
 	if (nr == SYS_execve)
 		r = raw6(nr, a[0], a[1], (long)envp, 0, 0, 0);
 	else
 		r = raw6(nr, a[0], a[1], a[2], (long)envp, a[4], 0);
 	/* Only a failed exec comes back. */
+	if (atomic_load_explicit(&shim_esc_on, memory_order_relaxed))
+		raw6(SYS_prctl, PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0, 0);
 	if (nenv)
 		munmap(nenv, len);
 	return r;
@@ -678,7 +694,7 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc_)
 	int e;
 
 	if (si->si_code != SYS_SECCOMP || si->si_errno != TRAP_TAG) {
-		forward(sig, si, uc_);
+		shim_trap_forward(sig, si, uc_);
 		return;
 	}
 	e = errno;
@@ -692,9 +708,11 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc_)
 	atomic_fetch_add_explicit(&ntraps, 1, memory_order_relaxed);
 	if (nr == SYS_rt_sigprocmask) {
 		r = emu_sigprocmask(a, uc);
-	} else if (nr == SYS_rt_sigaction && a[0] == SIGSYS) {
-		r = emu_sigaction((const struct ksigaction *)a[1], (struct ksigaction *)a[2],
-				  (size_t)a[3]);
+	} else if (nr == SYS_rt_sigaction &&
+		   (a[0] == SIGSYS ||
+		    (a[0] == SIGSEGV && atomic_load_explicit(&shim_esc_on, memory_order_acquire)))) {
+		r = emu_sigaction((int)a[0], (const struct ksigaction *)a[1],
+				  (struct ksigaction *)a[2], (size_t)a[3]);
 	} else if (nr == SYS_execve || nr == SYS_execveat) {
 		r = emu_exec(nr, a);
 	} else if (shim_passthru || !sim_active()) {
@@ -713,6 +731,26 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc_)
 unsigned long shim_trap_count(void)
 {
 	return atomic_load_explicit(&ntraps, memory_order_relaxed);
+}
+
+int shim_trap_take(int sig, void (*h)(int, siginfo_t *, void *))
+{
+	struct ksigaction sa = { 0 }, old;
+	long r;
+
+	memcpy(&sa.handler, &h, sizeof(h));
+	sa.flags = SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART | SA_NODEFER;
+	sa.restorer = (void *)(GADGET_ADDR + (uintptr_t)(shim_restorer_code - shim_gadget_code));
+	/* The program's action is set aside before the handler can forward
+	 * to it. */
+	act_lock();
+	r = shim_raw(SYS_rt_sigaction, sig, 0, (long)&old, 8, 0, 0);
+	if (!r) {
+		PROG_ACT(sig) = old;
+		r = shim_raw(SYS_rt_sigaction, sig, (long)&sa, 0, 8, 0, 0);
+	}
+	act_unlock();
+	return (int)r;
 }
 
 /* ------------------------------------------------------------ set-up */
@@ -767,7 +805,7 @@ bool shim_trap_setup(bool live)
 			 strerror((int)-r));
 		return false;
 	}
-	prog_act = old;
+	PROG_ACT(SIGSYS) = old;
 	if (inherited) {
 		atomic_store_explicit(&shim_trap_on, true, memory_order_release);
 		return true;
