@@ -1080,6 +1080,8 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 		r = p->staged ? shmclock_writer_complete(env->w)
 			      : shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale,
 							     p->fl);
+		if (p->staged && r == -ENODATA)
+			r = 0; /* another commit (a reload's, say) completed it first */
 		now = mono_ns();
 		latehist_add(&d->applied, now - p->e_mono);
 		if (d->leader) {
@@ -1535,9 +1537,11 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 	if (!d->have)
 		return;
 	off = sample_offset(d->fn.timebase);
-	/* A leader's queued changes keep the offset they were published
-	 * with: re-anchored once they took effect. */
-	if (llabs(off - d->off) > DIST_REANCHOR_NS && !(d->leader && d->q_n)) {
+	/* Queued changes keep the offset they were published (leader) or
+	 * translated (follower) with: re-anchored once they took effect (a
+	 * follower's re-anchor commits its current function, which would
+	 * undo a change decided ahead for an instant still to come). */
+	if (llabs(off - d->off) > DIST_REANCHOR_NS && !d->q_n) {
 		/* The host clock was stepped: the same function, re-expressed. */
 		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
 				  "re-anchoring", (double)(off - d->off) / 1e9);

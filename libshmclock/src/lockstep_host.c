@@ -85,7 +85,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_host_create(shmclock_writer_t *w, const ch
 		goto fail;
 	}
 	h->ls->magic = LS_MAGIC;
-	h->ls->abi_version = SHMCLOCK_ABI_VERSION;
+	h->ls->abi_version = LS_ABI_VERSION;
 	h->ls->size = LS_SIZE;
 	h->ls->slots = LS_SLOTS;
 	h->ls->slot_size = sizeof(struct ls_slot);

@@ -165,7 +165,7 @@ int shmclock__ls_map_segment(const char *name, const shmclock_t *clk, bool writa
 	close(fd);
 	if (ls == MAP_FAILED)
 		return -errno;
-	if (ls->magic != LS_MAGIC || ls->abi_version != SHMCLOCK_ABI_VERSION ||
+	if (ls->magic != LS_MAGIC || ls->abi_version != LS_ABI_VERSION ||
 	    ls->size != LS_SIZE || ls->slots != LS_SLOTS || ls->slot_size != sizeof(struct ls_slot)) {
 		munmap(ls, LS_SIZE);
 		return -EPROTO;

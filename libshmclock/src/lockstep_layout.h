@@ -9,7 +9,9 @@
  *  off     size  field            meaning
  *  ---- header (written once, at creation) --------------------------------
  *  0x000   8     magic            LS_MAGIC ("SHMCLKLS" as a u64)
- *  0x008   4     abi_version      SHMCLOCK_ABI_VERSION (2)
+ *  0x008   4     abi_version      LS_ABI_VERSION (2: its own, not the clock
+ *                                 segment's, which went to 3 without this
+ *                                 layout changing)
  *  0x00c   4     size             0x14040, must equal the file size
  *  0x010   4     slots            64
  *  0x014   4     slot_size        256
@@ -151,6 +153,7 @@
 #define YIELD_BACKOFF 1024
 
 #define LS_MAGIC UINT64_C(0x534c4b4c434d4853) /* "SHMCLKLS" little endian */
+#define LS_ABI_VERSION 2u
 #define LS_SLOTS SHMCLOCK_LOCKSTEP_SLOTS
 #define LS_PREFIX "/shmclock-lockstep."
 

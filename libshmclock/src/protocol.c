@@ -121,12 +121,14 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			 * next line and the anchor it was decided for (a new
 			 * writer keeps that anchor: attach_segment, V0). */
 			uint32_t next = atomic_load_explicit(&s->next_seq, memory_order_acquire);
-			int64_t anchor = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+			int64_t anchor = next == odd ? atomic_load_explicit(&s->n_anchor_ns,
+									   memory_order_relaxed)
+						     : INT64_MAX;
 
 			/* S3: the clock reading, before the re-check. */
 			*mono = shmclock__mono_ns();
 			/* S2: the backup loads, or the decided function's. */
-			if (next == odd && *mono >= anchor)
+			if (*mono >= anchor)
 				shmclock__load_next(s, p);
 			else
 				shmclock__load_backup(s, p);
@@ -145,7 +147,7 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 		} else {
 			/* T1: next_seq, and the anchor the writer published after
 			 * its odd store (writer.c, commit_begin, W2a). */
-			int64_t anchor, m;
+			int64_t anchor, m, at = INT64_MAX;
 			uint32_t next;
 			bool decided;
 
@@ -159,10 +161,15 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			 * (or mark) sees its next line and its anchor. */
 			next = atomic_load_explicit(&s->next_seq, memory_order_acquire);
 			anchor = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+			/* Decided: the instant the decision is for, from the next
+			 * line (anchor_mono_ns may have been withdrawn meanwhile by a
+			 * writer opening the segment, V0). */
+			decided = next == odd;
+			if (decided)
+				at = atomic_load_explicit(&s->n_anchor_ns, memory_order_relaxed);
 			/* T2: the clock reading, after R1 saw seq odd. */
 			m = shmclock__mono_ns();
-			decided = next == odd && m >= anchor;
-			if (decided)
+			if (m >= at)
 				shmclock__load_next(s, p);
 			else
 				shmclock__load_backup(s, p);
@@ -175,8 +182,10 @@ static int wait_writer(const struct shmclock_seg *s, uint32_t odd, struct shmclo
 			if (atomic_load_explicit(shmclock_static_after(&s->seq, m),
 						 memory_order_relaxed) != odd)
 				return 0;
-			/* T4: decided, the next function at the clock; else the
-			 * last committed one, frozen at this update's anchor. */
+			/* T4: decided, the next function from its instant on and
+			 * the last committed one before it (m < at: no cap needed);
+			 * else the last committed one, frozen at this update's
+			 * anchor. */
 			if (decided) {
 				*mono = m;
 				return 2;

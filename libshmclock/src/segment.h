@@ -117,7 +117,11 @@
  *  0x230  8    unix_at_zero_ns
  *  0x238  8    nominal_mult
  *  0x240  8    jump_total_ns
- *  0x248 ...   reserved, zero, to the end of the page
+ *  0x248  8    anchor_ns             the instant the decision is for: the
+ *                                    update's anchor, kept here (N1) because
+ *                                    anchor_mono_ns may be withdrawn by a
+ *                                    writer that opens the segment (V0)
+ *  0x250 ...   reserved, zero, to the end of the page
  *
  * Fields that race (everything after the header) are accessed only through
  * C11 atomics. The protocol is described in writer.c (commit) and protocol.c
@@ -252,8 +256,9 @@ struct shmclock_seg {
 	_Atomic int64_t n_unix_at_zero_ns;
 	_Atomic uint64_t n_nominal_mult;
 	_Atomic int64_t n_jump_total_ns;
+	_Atomic int64_t n_anchor_ns;
 
-	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x248];
+	uint8_t tail[SHMCLOCK_SEG_SIZE - 0x250];
 };
 
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
@@ -288,7 +293,8 @@ static_assert(offsetof(struct shmclock_seg, n_flags) == 0x204, "layout");
 static_assert(offsetof(struct shmclock_seg, n_mono_base) == 0x208, "layout");
 static_assert(offsetof(struct shmclock_seg, n_nominal_mult) == 0x238, "layout");
 static_assert(offsetof(struct shmclock_seg, n_jump_total_ns) == 0x240, "layout");
-static_assert(offsetof(struct shmclock_seg, tail) == 0x248, "layout");
+static_assert(offsetof(struct shmclock_seg, n_anchor_ns) == 0x248, "layout");
+static_assert(offsetof(struct shmclock_seg, tail) == 0x250, "layout");
 
 /* Each parameter has the same width in the record, the backup and the copy. */
 #define SHMCLOCK_PARAM_WIDTH(type, f)                                                     \

@@ -41,8 +41,12 @@
  *     themselves, alive writer (T4) or dead (S5), never before it (the
  *     check above), never torn; a writer killed after N2 leaves the
  *     decision standing: the next writer keeps its anchor (V0) and
- *     completes it there (V6). Mutants NEXT_EARLY, N2_BEFORE_N1,
- *     WITHDRAW_DECIDED and DEAD_IGNORES_NEXT must fail.
+ *     completes it there (V6). The decision carries its instant in the
+ *     next line (n_anc): with -DINTRUDER a writer opening the segment
+ *     withdraws anchor_mono_ns (V0) at any moment, even while the writer
+ *     lives (a second shmclockd that gets -EBUSY does). Mutants
+ *     NEXT_EARLY, N2_BEFORE_N1, WITHDRAW_DECIDED, DEAD_IGNORES_NEXT and
+ *     (with INTRUDER) SHARED_ANCHOR must fail.
  *
  * Spin explores interleavings under sequential consistency. The C code gets
  * the same orders from the fences each step names (W1..W6 with W2a,
@@ -102,7 +106,7 @@ bit r_st, b_st;                         /* the stale mark (flags 0x10) */
  * next_seq: that update's odd seq while it is decided (the C code also
  * stores an undecided mark, seq + 1, which only tells readers they are
  * held: no value depends on it) */
-byte n_mb, n_sb, n_mult, n_ep, n_jb, n_gen, nseq;
+byte n_mb, n_sb, n_mult, n_ep, n_jb, n_gen, nseq, n_anc;
 bit n_st;
 #define DECIDED (nseq == seq)
 #else
@@ -173,7 +177,7 @@ died:
 			p_mb = n_mb; p_sb = n_sb; p_mult = n_mult; p_ep = n_ep; p_jb = n_jb;
 			p_st = n_st; p_gen = n_gen
 		}
-		mw = anc;
+		mw = n_anc;
 		do
 		:: mono >= mw -> break
 		:: else -> clock(spun)
@@ -262,13 +266,13 @@ commits:
 			 * (the clock may pass it meanwhile) */
 #ifndef MUTANT_N2_BEFORE_N1
 			/* N1: the next line (relaxed) */
-			d_step { n_mb = p_mb; n_sb = p_sb }; KILLPOINT;
+			d_step { n_mb = p_mb; n_sb = p_sb; n_anc = mw }; KILLPOINT;
 			d_step { n_mult = p_mult; n_ep = p_ep; n_jb = p_jb; n_st = p_st; n_gen = p_gen }; KILLPOINT;
 			/* N2: release store of next_seq */
 			nseq = seq; KILLPOINT
 #else
 			nseq = seq; KILLPOINT;       /* wrong: decided before the function */
-			d_step { n_mb = p_mb; n_sb = p_sb }; KILLPOINT;
+			d_step { n_mb = p_mb; n_sb = p_sb; n_anc = mw }; KILLPOINT;
 			d_step { n_mult = p_mult; n_ep = p_ep; n_jb = p_jb; n_st = p_st; n_gen = p_gen }; KILLPOINT
 #endif
 		:: true -> skip                      /* decided at the instant, or late */
@@ -308,8 +312,8 @@ commits:
 }
 
 proctype Reader() {
-	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a, pv, ns;
-	bit st, dec;
+	byte n, s1, s2, m, mb, sb, mult, ep, jb, gen, v, seen_ep, seen_v, seen_mv, a, pv, ns, na;
+	bit st;
 
 	do
 	:: n < READS ->
@@ -357,9 +361,12 @@ slow:
 		if
 		:: alive == 0 ->
 #ifdef AHEAD
-			/* S5: next_seq (acquire) and the anchor */
+			/* S5: next_seq (acquire), and the decision's instant */
 			ns = nseq;
-			a = anc;
+			if
+			:: ns == s1 -> na = n_anc
+			:: else -> na = 255
+			fi;
 #endif
 #ifndef MUTANT_CLOCK_AFTER_RECHECK
 			/* S3: the clock reading, inside the window S4 closes */
@@ -368,7 +375,7 @@ slow:
 			/* S2: the backup loads (relaxed), or the decided function's */
 			if
 #if defined(AHEAD) && !defined(MUTANT_DEAD_IGNORES_NEXT)
-			:: ns == s1 && m >= a ->
+			:: ns == s1 && m >= na ->
 				d_step { mb = n_mb; sb = n_sb };
 				d_step { mult = n_mult; ep = n_ep; jb = n_jb; st = n_st; gen = n_gen }
 #endif
@@ -394,36 +401,47 @@ slow:
 			ns = nseq;
 #endif
 			a = anc;
+#ifdef AHEAD
+			/* decided: the instant from the next line */
+			if
+#ifndef MUTANT_SHARED_ANCHOR
+			:: ns == s1 -> na = n_anc
+#else
+			:: ns == s1 -> na = a            /* wrong: V0 may have withdrawn it */
+#endif
+			:: else -> na = 255
+			fi;
+#endif
 			/* T2: the clock reading */
 			clock(m);
-			/* the backup loads (relaxed), or, decided and at the
-			 * anchor, the next line's */
+			/* the backup loads (relaxed), or, decided and at its
+			 * instant, the next line's */
 			if
 #ifdef AHEAD
 #ifndef MUTANT_NEXT_EARLY
-			:: ns == s1 && m >= a ->
+			:: ns == s1 && m >= na ->
 #else
 			:: ns == s1 ->                   /* wrong: before the instant too */
 #endif
 				d_step { mb = n_mb; sb = n_sb };
-				d_step { mult = n_mult; ep = n_ep; jb = n_jb; st = n_st; gen = n_gen };
-				dec = 1
+				d_step { mult = n_mult; ep = n_ep; jb = n_jb; st = n_st; gen = n_gen }
 #endif
 			:: else ->
 				d_step { mb = b_mb; sb = b_sb };
-				d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen; dec = 0 }
+				d_step { mult = b_mult; ep = b_ep; jb = b_jb; st = b_st; gen = b_gen }
 			fi;
 			/* T3: acquire fence, then: is seq still the odd value we saw? */
 			if
 			:: seq != s1 -> goto retry
 			:: else -> skip
 			fi;
-			/* T4: decided, the next function at the clock; this
-			 * update's anchor: the last committed time, frozen at the
-			 * anchor; else wait (spin) until seq moves */
+			/* T4: decided, the next function from its instant on and
+			 * the last committed one before it; this update's anchor:
+			 * the last committed time, frozen at the anchor; else wait
+			 * (spin) until seq moves */
 			if
-			:: dec -> goto done
-			:: !dec && a > mb ->
+			:: ns == s1 -> goto done
+			:: ns != s1 && a > mb ->
 #ifndef MUTANT_NO_ANCHOR_CAP
 				if
 				:: m > a -> m = a
@@ -431,7 +449,7 @@ slow:
 				fi;
 #endif
 				goto done
-			:: else -> dec = 0; goto slow
+			:: else -> goto slow
 			fi
 		fi;
 done:
@@ -461,12 +479,20 @@ done:
 			fi;
 			/* forget this read: fewer distinct states */
 			s1 = 0; s2 = 0; m = 0; mb = 0; sb = 0; mult = 0; ep = 0; jb = 0; st = 0; gen = 0; v = 0; a = 0; pv = 0;
-			ns = 0; dec = 0;
+			ns = 0; na = 0;
 			seen_ep = 0; seen_v = 0; seen_mv = 0
 		}
 	:: else -> break
 	od
 }
+
+#ifdef INTRUDER
+/* A writer opening the segment (attach_segment, V0) while the writer may
+ * be alive: it withdraws anchor_mono_ns before take_mutex says -EBUSY. */
+proctype Intruder() {
+	anc = b_mb
+}
+#endif
 
 #ifndef LOCKSTEP
 init {
@@ -475,6 +501,9 @@ init {
 	atomic {
 		byte i;
 		run Writer();
+#ifdef INTRUDER
+		run Intruder();
+#endif
 		for (i : 1 .. NREADERS) {
 			run Reader()
 		}

@@ -32,4 +32,11 @@ struct shmclock;
 int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *now,
 		   int64_t *due);
 
+/*
+ * CLOCK_MONOTONIC of the instant of an update open now and still ahead,
+ * else INT64_MAX: a function decided for it takes effect there by itself,
+ * with no change to wake anyone, so what was planned is planned again there.
+ */
+int64_t shmclock__replan_at(struct shmclock *clk);
+
 #endif

@@ -271,6 +271,10 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 				if (wake > (mono_open = shmclock__open_anchor(s, mono)))
 					wake = mono_open;
 			}
+			/* A held snapshot's clock stops at the instant: the
+			 * timeout and the re-checks below run on the real one. */
+			if (shmclock__held(r, lock))
+				mono = shmclock__mono_ns();
 		}
 		if (mono >= deadline)
 			return -ETIMEDOUT;
@@ -319,6 +323,11 @@ int shmclock__plan(struct shmclock *clk, bool mono_tl, int64_t target, int64_t *
 		return 2;
 	*due = mono_for(&p, shmclock__sat_add(target, jt));
 	return 1;
+}
+
+int64_t shmclock__replan_at(struct shmclock *clk)
+{
+	return shmclock__open_anchor(clk->seg, shmclock__mono_ns());
 }
 
 SHMCLOCK_EXPORT int shmclock_sleep_until_ex(shmclock_t *clk, shmclock_sim_time_t t,

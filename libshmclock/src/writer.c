@@ -88,6 +88,7 @@ struct shmclock_writer {
 	int64_t anchor_mono;         /* set by commit_begin */
 	bool open;                   /* freeze_at opened an update: the next change ends it */
 	bool staged;                 /* ... and its function is in the next line (N1, N2) */
+	struct shmclock_params before; /* while staged: the function until the anchor */
 	int64_t anchor_sim;
 	bool no_wake;                /* shmclock_writer_set_wake(w, false) */
 	bool lost;                   /* another writer took the clock over */
@@ -146,7 +147,8 @@ static void recover(struct shmclock_writer *w)
 		 * anchor (V0 kept it), and our first change completes it there
 		 * (settle). The backup stays the last committed state. */
 		shmclock__load_next(s, &w->p);
-		w->anchor_mono = atomic_load_explicit(&s->anchor_mono_ns, memory_order_relaxed);
+		shmclock__load_backup(s, &w->before);
+		w->anchor_mono = atomic_load_explicit(&s->n_anchor_ns, memory_order_relaxed);
 		w->open = w->staged = true;
 		w->seq = seq;
 		return;
@@ -441,15 +443,35 @@ static void settle(struct shmclock_writer *w)
 	w->open = w->staged = false;
 }
 
+/* 0, or -EBUSY: this handle lost the clock to another writer. Every
+ * path that writes the segment asks first. */
+static int still_owner(struct shmclock_writer *w)
+{
+	struct shmclock_seg *s = w->seg;
+
+	if (w->lost)
+		return -EBUSY;
+	/* The thread that took the lock has exited: take it for this one, so
+	 * readers see a live writer again. Another writer may have taken it
+	 * over first (it saw the owner dead too): then the clock is theirs. */
+	if ((atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed) &
+	     SHMCLOCK_LOCK_OWNER_DIED) && take_mutex(s)) {
+		w->lost = true;
+		return -EBUSY;
+	}
+	return 0;
+}
+
 /* See the protocol at the top. Sets w->anchor_mono (the clock, or @at when
  * that is later) and w->anchor_sim. -EBUSY: this handle lost the clock to
  * another writer (see take_mutex). */
 static int commit_begin_at(struct shmclock_writer *w, int64_t at)
 {
 	struct shmclock_seg *s = w->seg;
+	int r;
 
-	if (w->lost)
-		return -EBUSY;
+	if ((r = still_owner(w)))
+		return r;
 	if (w->staged)
 		settle(w); /* then a commit of its own */
 	else if (w->open) {
@@ -458,14 +480,6 @@ static int commit_begin_at(struct shmclock_writer *w, int64_t at)
 		wait_instant(w->anchor_mono);
 		w->open = false;
 		return 0;
-	}
-	/* The thread that took the lock has exited: take it for this one, so
-	 * readers see a live writer again. Another writer may have taken it
-	 * over first (it saw the owner dead too): then the clock is theirs. */
-	if ((atomic_load_explicit(&s->writer_lock.word, memory_order_relaxed) &
-	     SHMCLOCK_LOCK_OWNER_DIED) && take_mutex(s)) {
-		w->lost = true;
-		return -EBUSY;
 	}
 	/* Model step W1. Pairs with the reader's acquire fence after loading
 	 * the backup (protocol.c, wait_writer, S4): the backup is complete before
@@ -663,10 +677,11 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 	if (flags & SHMCLOCK_FN_AHEAD) {
 		/* Decided ahead: an update freeze_at opened, not yet decided,
 		 * its instant still to come; anchored there (W2b, W3 ran). */
-		if (w->lost)
-			return -EBUSY;
+		if ((r = still_owner(w)))
+			return r;
 		if (!w->open || w->staged || shmclock__mono_ns() >= w->anchor_mono)
 			return -EALREADY;
+		w->before = *p; /* what eval and info give before the instant */
 	} else if ((r = commit_begin(w))) {
 		return r;
 	}
@@ -708,8 +723,9 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 	if (flags & SHMCLOCK_FN_AHEAD) {
 		struct shmclock_seg *s = w->seg;
 
-		/* N1: the next line (relaxed). */
+		/* N1: the next line (relaxed), and the instant it is for. */
 		shmclock__store_next(s, p);
+		atomic_store_explicit(&s->n_anchor_ns, w->anchor_mono, memory_order_relaxed);
 		/* N2. Pairs with the readers' acquire load of next_seq (protocol.c,
 		 * T1, S2): who sees this update's seq there sees the function. */
 		atomic_store_explicit(&s->next_seq, w->seq, memory_order_release);
@@ -725,11 +741,20 @@ SHMCLOCK_EXPORT int shmclock_writer_set_function(shmclock_writer_t *w, int64_t m
 	return 0;
 }
 
+/* The function readers follow at @mono: the one decided ahead from its
+ * instant on, the one before it until then. */
+static const struct shmclock_params *params_at(const struct shmclock_writer *w, int64_t mono)
+{
+	return w->staged && mono < w->anchor_mono ? &w->before : &w->p;
+}
+
 SHMCLOCK_EXPORT int shmclock_writer_eval(shmclock_writer_t *w, int64_t mono_ns, int64_t *sim_ns)
 {
-	if (!(w->p.flags & SHMCLOCK_F_INIT))
+	const struct shmclock_params *p = params_at(w, mono_ns);
+
+	if (!(p->flags & SHMCLOCK_F_INIT))
 		return -ENODATA;
-	*sim_ns = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, mono_ns);
+	*sim_ns = shmclock__eval(p->mono_base, p->sim_base, p->mult, mono_ns);
 	return 0;
 }
 
@@ -756,6 +781,10 @@ SHMCLOCK_EXPORT int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono
 		return -ENODATA;
 	if (w->open)
 		return -EINVAL; /* one at a time */
+	/* A decision stands after a crash and the next writer's first change
+	 * waits for its instant (V6): never further than this. */
+	if (mono_ns > shmclock__sat_add(shmclock__mono_ns(), SHMCLOCK_FREEZE_AHEAD_MAX_NS))
+		return -ERANGE;
 	if ((r = commit_begin_at(w, mono_ns)))
 		return r;
 	/* Undecided: seq + 1, even, never an update's own odd seq. Release
@@ -768,8 +797,10 @@ SHMCLOCK_EXPORT int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono
 
 SHMCLOCK_EXPORT int shmclock_writer_complete(shmclock_writer_t *w)
 {
-	if (w->lost)
-		return -EBUSY;
+	int r;
+
+	if ((r = still_owner(w)))
+		return r;
 	if (!w->staged)
 		return -ENODATA;
 	if (shmclock__mono_ns() < w->anchor_mono)
@@ -851,15 +882,14 @@ SHMCLOCK_EXPORT int shmclock_writer_set_wake(shmclock_writer_t *w, bool wake)
 
 SHMCLOCK_EXPORT int shmclock_writer_now(shmclock_writer_t *w, int64_t *sim_ns)
 {
-	if (!(w->p.flags & SHMCLOCK_F_INIT))
-		return -ENODATA;
-	*sim_ns = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, shmclock__mono_ns());
-	return 0;
+	return shmclock_writer_eval(w, shmclock__mono_ns(), sim_ns);
 }
 
 SHMCLOCK_EXPORT int shmclock_writer_info(shmclock_writer_t *w, shmclock_info_t *info)
 {
-	shmclock__fill_info(w->seg, &w->p, shmclock__mono_ns(),
+	int64_t mono = shmclock__mono_ns();
+
+	shmclock__fill_info(w->seg, params_at(w, mono), mono,
 			    atomic_load_explicit(&w->seg->writer_lock.word, memory_order_relaxed),
 			    info);
 	info->owner_uid = geteuid(); /* created by us, or refused (attach_segment) */

@@ -498,6 +498,7 @@ static void *plan_main(void *arg)
 		 * below return at once. */
 		uint32_t tok = shmclock_change_token(shim_clk);
 		bool later = false;
+		int64_t at;
 		sigset_t old;
 
 		tlock_take(&old);
@@ -509,9 +510,15 @@ static void *plan_main(void *arg)
 			kick();
 		tlock_drop(&old);
 		/* A re-plan held back by a pending signal: 1 ms, until the
-		 * program has taken it. */
+		 * program has taken it; a change decided for an instant: then. */
+		at = shmclock__replan_at(shim_clk);
+		if (at != INT64_MAX)
+			at = at - shmclock__mono_ns() + 1;
+		if (later && (at == INT64_MAX || at > 1000000))
+			at = 1000000;
 		shmclock_wait_change(shim_clk, tok,
-				     later ? shmclock_msec(1) : SHMCLOCK_DURATION_INFINITE);
+				     at == INT64_MAX ? SHMCLOCK_DURATION_INFINITE
+						     : (shmclock_duration_t){ at > 0 ? at : 0 });
 	}
 	return NULL;
 }
@@ -550,6 +557,17 @@ static int64_t tfd_service(void)
 			wake = 0;
 		else if (t->armed && r < 0) /* a writer stuck mid-update */
 			wake = shmclock__mono_ns() + SLICE_NS;
+	}
+	/* A change decided for an instant takes effect there by itself (a
+	 * held timerfd may run from there): look again then. */
+	for (int k = 0; k < ntimers; k++) {
+		if (timers[k].used && timers[k].kind == K_TFD && timers[k].armed) {
+			int64_t at = shmclock__replan_at(shim_clk);
+
+			if (at < wake)
+				wake = at;
+			break;
+		}
 	}
 	return wake;
 }

@@ -127,6 +127,12 @@ verify holds $small -DAHEAD
 for m in NEXT_EARLY N2_BEFORE_N1 WITHDRAW_DECIDED DEAD_IGNORES_NEXT; do
 	verify fails $small -DAHEAD -DMUTANT_$m
 done
+# ... and a writer opening the segment meanwhile (V0 while the writer
+# lives): the decision keeps its own instant. One read (no monotonicity to
+# check; the run above checks it): the state space of two reads is 3x.
+one="-DNREADERS=1 -DREADS=1 -DMAXC=2 -DMAXKILLS=1"
+verify holds $one -DAHEAD -DINTRUDER
+verify fails $one -DAHEAD -DINTRUDER -DMUTANT_SHARED_ANCHOR
 # Lockstep (lockstep_layout.h and its .c files): two participants, one SIGKILLed at any step.
 verify holds -DLOCKSTEP
 verify holds -DLOCKSTEP -DLS_ABORT

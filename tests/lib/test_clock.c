@@ -554,8 +554,16 @@ Test(clock, a_change_decided_ahead_takes_effect_at_its_instant_without_its_commi
 		     "nothing open to decide");
 	at = shmclock_static_mono() + 40000000;
 	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	cr_assert_eq(shmclock_writer_eval(p.w, at - 10 * MS, &a), 0);
+	cr_expect_eq(shmclock_writer_freeze_at(p.w, at + 11 * NSEC), -ERANGE, "at most 10 s ahead");
 	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
 	cr_assert_eq(shmclock_writer_set_function(p.w, at, want, 2.0, SHMCLOCK_FN_AHEAD), 0);
+	/* The writer tells what readers get: the old function before the
+	 * instant, the decided one from there. */
+	cr_assert_eq(shmclock_writer_eval(p.w, at - 10 * MS, &b), 0);
+	cr_expect_eq(b, a, "eval before the instant: %lld, want %lld", (long long)b, (long long)a);
+	cr_assert_eq(shmclock_writer_eval(p.w, at + 10 * MS, &b), 0);
+	cr_expect_eq(b, want + 20 * MS);
 	cr_expect_eq(shmclock_writer_set_function(p.w, at, want, 3.0, SHMCLOCK_FN_AHEAD), -EALREADY,
 		     "decided once");
 	cr_expect_eq(shmclock_writer_complete(p.w), -EAGAIN, "its instant is still to come");
@@ -637,10 +645,85 @@ Test(clock, a_writer_killed_after_deciding_ahead_leaves_its_decision_standing)
 	shmclock_unlink(name);
 }
 
+Test(clock, a_writer_opening_the_clock_moves_no_decided_instant)
+{
+	struct pair p = open_pair();
+	int64_t at, want, v;
+	shmclock_writer_t *w2;
+	int st;
+	pid_t pid;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, NSEC), 0);
+	at = shmclock_static_mono() + 400 * MS;
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	/* A second writer (another shmclockd, a tool) opens the clock and is
+	 * refused: on its way it withdraws the published anchor (V0). */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(shmclock_writer_open(p.name, &w2) == -EBUSY ? 0 : 1);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the second writer was not refused");
+	cr_assert_eq(shmclock_writer_set_function(p.w, at, 100 * NSEC, 1.0,
+						  SHMCLOCK_FN_JUMP | SHMCLOCK_FN_AHEAD), 0);
+	/* Before the instant, readers keep the old function. */
+	cr_assert_eq(shmclock_now(p.r, &v), 0);
+	cr_expect_lt(v, want, "a jump decided for an instant 0.4 s away is seen now: %lld",
+		     (long long)v);
+	close_pair(&p);
+}
+
 struct sleeper {
 	shmclock_t *r;
 	int64_t target, woke;
 };
+
+struct held_sleeper {
+	shmclock_t *r;
+	int64_t target, cpu;
+	int e;
+};
+
+static void *sleep_with_timeout(void *arg)
+{
+	struct held_sleeper *s = arg;
+	struct timespec c0, c1;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	s->e = shmclock_sleep_until_ex(s->r, (shmclock_sim_time_t){ s->target }, 0,
+				       (shmclock_duration_t){ 300 * MS }, NULL);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	s->cpu = (c1.tv_sec - c0.tv_sec) * NSEC + (c1.tv_nsec - c0.tv_nsec);
+	return NULL;
+}
+
+Test(clock, a_sleeper_held_at_an_undecided_instant_times_out_without_spinning)
+{
+	struct pair p = open_pair();
+	struct held_sleeper sl;
+	struct timespec lim;
+	pthread_t t;
+	int64_t at, v;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 0), 0);
+	at = shmclock_static_mono() + 20 * MS;
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &v), 0);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	sl = (struct held_sleeper){ p.r, v + 10 * NSEC, 0, 1 };
+	cr_assert_eq(pthread_create(&t, NULL, sleep_with_timeout, &sl), 0);
+	/* Never decided while the sleeper waits: its 300 ms timeout must end
+	 * it (the held clock stops; the real one does not). */
+	clock_gettime(CLOCK_REALTIME, &lim);
+	lim.tv_sec += 5;
+	cr_assert_eq(pthread_timedjoin_np(t, NULL, &lim), 0,
+		     "a sleep with a 300 ms timeout still runs after 5 s while held");
+	cr_expect_eq(sl.e, -ETIMEDOUT, "%s", shmclock_strerror(sl.e));
+	cr_expect_lt(sl.cpu, 150 * MS, "the held sleeper burned %lld ms of CPU in a 300 ms wait",
+		     (long long)(sl.cpu / MS));
+	cr_assert_eq(shmclock_writer_resume(p.w), 0);
+	close_pair(&p);
+}
 
 static void *sleep_to_target(void *arg)
 {

@@ -192,8 +192,12 @@ int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_
  * the commit's own (a change applied late). A reader whose clock is past
  * the instant while the change is not yet decided (set_function with
  * SHMCLOCK_FN_AHEAD) gets the frozen value with -ESTALE: it is held.
- * Return: 0; -ENODATA uninitialized; -EINVAL an update is already open.
+ * At most SHMCLOCK_FREEZE_AHEAD_MAX_NS ahead: a change decided for it
+ * outlives a crash, and the next writer's first change waits for it.
+ * Return: 0; -ENODATA uninitialized; -EINVAL an update is already open;
+ * -ERANGE @mono_ns more than SHMCLOCK_FREEZE_AHEAD_MAX_NS ahead.
  */
+#define SHMCLOCK_FREEZE_AHEAD_MAX_NS (10 * 1000000000LL)
 int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono_ns);
 
 /**

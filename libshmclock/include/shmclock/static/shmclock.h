@@ -9,7 +9,7 @@
  * clock, a dead writer) falls back to the exported shmclock_now().
  *
  * FROZEN ABI. Everything here is compiled into callers, so it can never
- * change within a segment ABI version (1 and 2 share all of it):
+ * change within a segment ABI version (1, 2 and 3 share all of it):
  *   - a shmclock_t begins with the address of its read-only mapping,
  *     followed by the 64-bit jump key the process has delivered (jump
  *     epoch << 16 | source bits | INIT bit of the record's flags); any
