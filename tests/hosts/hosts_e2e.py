@@ -464,7 +464,7 @@ def sampler_main(leader, followers, stop, out):
     follower is marked stale. Counts the samples outside and their size."""
     lc = shmclock.Clock(leader)
     fcs = [shmclock.Clock(f) for f in followers]
-    n = stale = 0
+    n = stale = across = 0
     outside, seen = [], []
     i = 0
     while not stop.is_set():
@@ -477,6 +477,14 @@ def sampler_main(leader, followers, stop, out):
             continue
         if b.stale:
             stale += 1
+            continue
+        if a.jump_epoch != c.jump_epoch:
+            # The leader jumped between its two readings: the follower may
+            # show either function, at an instant between them, and
+            # [a, c] is not where those lie (a jump back: new(t_b) < c,
+            # old(t_b) > a). A follower that jumps late is still seen by
+            # the samples after the jump, within one epoch.
+            across += 1
             continue
         lo, hi = min(a.sim_ns, c.sim_ns), max(a.sim_ns, c.sim_ns)
         n += 1
@@ -491,7 +499,7 @@ def sampler_main(leader, followers, stop, out):
                                b.mono_ns, b.jump_epoch, b.scale, " paused" if b.paused else ""))
     for line in seen:
         print("# outside: " + line, flush=True)
-    out.put((n, stale, outside))
+    out.put((n, stale, across, outside))
 
 
 def hog_main():
@@ -532,7 +540,7 @@ def lossy_phase(leader, followers):
     secs = time.monotonic() - t0
     time.sleep(0.5)
     stop.set()
-    n, stale, outside = q.get(timeout=60)
+    n, stale, across, outside = q.get(timeout=60)
     sampler.join(10)
     res = readers.finish()
     for h in hogs:
@@ -547,8 +555,9 @@ def lossy_phase(leader, followers):
              lst["postponed"] - lbefore["postponed"],
              lst["lost_followers"] - lbefore["lost_followers"]), flush=True)
     a = sorted(abs(x) for x in outside)
-    print("# %d follower samples between two leader readings (%d while stale): %d outside by "
-          "more than 1 us%s" % (n, stale, len(a), (" (p50 %d ns, max %d ns; %d ahead, %d behind)"
+    print("# %d follower samples between two leader readings (%d while stale, %d across a leader "
+          "jump): %d outside by more than 1 us%s" % (n, stale, across, len(a),
+                                                    (" (p50 %d ns, max %d ns; %d ahead, %d behind)"
                                                    % (a[len(a) // 2], a[-1],
                                                       sum(1 for x in outside if x > 0),
                                                       sum(1 for x in outside if x < 0)))
