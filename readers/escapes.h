@@ -110,6 +110,21 @@ static inline int esc_record(struct esc_page *pg, uint32_t kind, const char *obj
 	return -1;
 }
 
+/* Past @n blank-separated fields of a /proc/PID/maps line, and the blanks
+ * after them. */
+static inline char *esc_skip_fields(char *p, int n)
+{
+	for (int f = 0; f < n && *p; f++) {
+		while (*p == ' ')
+			p++;
+		while (*p && *p != ' ')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
 /*
  * Where @addr is in a process, from its /proc/PID/maps opened at @fd, read
  * with @rd (a raw read in a signal handler): the mapped file (or "[vdso]",
@@ -150,23 +165,9 @@ static inline bool esc_where(int fd, long (*rd)(int fd, void *buf, unsigned long
 		p += *p == '-';
 		ESC_HEX(hi);
 		if (addr >= lo && addr < hi) {
-			for (int f = 0; f < 1 && *p; f++) { /* the permissions */
-				while (*p == ' ')
-					p++;
-				while (*p && *p != ' ')
-					p++;
-			}
-			while (*p == ' ')
-				p++;
+			p = esc_skip_fields(p, 1); /* the permissions */
 			ESC_HEX(fo);
-			for (int f = 0; f < 2 && *p; f++) { /* device, inode */
-				while (*p == ' ')
-					p++;
-				while (*p && *p != ' ')
-					p++;
-			}
-			while (*p == ' ')
-				p++;
+			p = esc_skip_fields(p, 2); /* device, inode */
 			{
 				const char *name = *p ? p : "[anon]";
 				size_t n = strlen(name);
