@@ -40,13 +40,13 @@
  *     before the instant): readers switch to it at its anchor by
  *     themselves, alive writer (T4) or dead (S5), never before it (the
  *     check above), never torn; a writer killed after N2 leaves the
- *     decision standing: the next writer keeps its anchor (V0) and
- *     completes it there (V6). The decision carries its instant in the
+ *     decision standing: the next writer completes it at its instant
+ *     (V6). The decision carries its instant in the
  *     next line (n_anc): with -DINTRUDER a writer opening the segment
  *     withdraws anchor_mono_ns (V0) at any moment, even while the writer
  *     lives (a second shmclockd that gets -EBUSY does). Mutants
- *     NEXT_EARLY, N2_BEFORE_N1, WITHDRAW_DECIDED, DEAD_IGNORES_NEXT and
- *     (with INTRUDER) SHARED_ANCHOR must fail.
+ *     NEXT_EARLY, N2_BEFORE_N1, DEAD_IGNORES_NEXT and (with INTRUDER)
+ *     SHARED_ANCHOR must fail.
  *
  * Spin explores interleavings under sequential consistency. The C code gets
  * the same orders from the fences each step names (W1..W6 with W2a,
@@ -155,15 +155,8 @@ died:
 	alive = 0;
 #ifndef MUTANT_NO_ANCHOR_WITHDRAW
 	/* V0: the next writer withdraws the dead writer's anchor (release
-	 * fence), unless the update was decided (N2), and only then */
-#if defined(AHEAD) && !defined(MUTANT_WITHDRAW_DECIDED)
-	if
-	:: seq % 2 == 1 && DECIDED -> skip
-	:: else -> anc = b_mb
-	fi;
-#else
+	 * fence; a decision keeps its own, n_anc), and only then */
 	anc = b_mb;
-#endif
 #endif
 	/* takes the robust mutex: readers see a live writer again. */
 	alive = 1;

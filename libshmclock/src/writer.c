@@ -53,9 +53,9 @@
  *   complete:      (at or after the anchor) commit_end, W4..W6
  *
  * A writer killed between N2 and W5 leaves the decision in place: readers
- * of the dead writer honour it (protocol.c, S5), the next writer keeps the
- * anchor (V0) and completes the update at its instant before its first
- * change (recover, V6).
+ * of the dead writer honour it (protocol.c, S5), and the next writer
+ * completes the update at its instant (n_anchor_ns) before its first change
+ * (recover, V6).
  *
  * A writer killed at any instruction leaves either seq even with a good
  * record, or seq odd with a good backup (written completely before seq went
@@ -143,9 +143,10 @@ static void recover(struct shmclock_writer *w)
 	/* Acquire pairs with the dead writer's release store N2. */
 	if ((seq & 1) && atomic_load_explicit(&s->next_seq, memory_order_acquire) == seq) {
 		/* V6: it died after deciding the update (N2): the update stays
-		 * open with its function staged, readers switch to it at the
-		 * anchor (V0 kept it), and our first change completes it there
-		 * (settle). The backup stays the last committed state. */
+		 * open with its function staged, readers switch to it at its
+		 * instant (the next line's, n_anchor_ns), and our first change
+		 * completes it there (settle). The backup stays the last
+		 * committed state. */
 		shmclock__load_next(s, &w->p);
 		shmclock__load_backup(s, &w->before);
 		w->anchor_mono = atomic_load_explicit(&s->n_anchor_ns, memory_order_relaxed);
@@ -244,7 +245,6 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 {
 	struct shmclock_seg *s;
 	struct stat st;
-	uint32_t seq;
 	int r;
 
 	if (fstat(fd, &st) < 0)
@@ -273,14 +273,11 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 	 * Safe whoever holds the clock: an anchor no later than the backup's
 	 * mono_base (which never decreases) only makes readers wait.
 	 */
-	/* Not when that update was decided (N2 stored its seq in next_seq):
-	 * its readers switch to the next function at that anchor, and so do
-	 * ours (recover, V6). Pairs with the dead writer's release store N2. */
-	seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-	if (!(seq & 1) || atomic_load_explicit(&s->next_seq, memory_order_acquire) != seq)
-		atomic_store_explicit(&s->anchor_mono_ns,
-				      atomic_load_explicit(&s->b_mono_base, memory_order_relaxed),
-				      memory_order_relaxed);
+	/* An update decided ahead keeps its own instant in the next line
+	 * (n_anchor_ns): readers and the recovery (V6) take it from there. */
+	atomic_store_explicit(&s->anchor_mono_ns,
+			      atomic_load_explicit(&s->b_mono_base, memory_order_relaxed),
+			      memory_order_relaxed);
 	/* Pairs with the readers' acquire fence after their lock-word load
 	 * (protocol.c, T0): who sees us alive sees the withdrawn anchor. */
 	atomic_thread_fence(memory_order_release);

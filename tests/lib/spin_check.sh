@@ -124,7 +124,7 @@ verify fails $small -DFREEZE -DMUTANT_NO_ANCHOR_CAP
 # Changes decided ahead of their instant (the next line, segment ABI 3):
 # readers switch at the anchor by themselves, the writer alive or dead.
 verify holds $small -DAHEAD
-for m in NEXT_EARLY N2_BEFORE_N1 WITHDRAW_DECIDED DEAD_IGNORES_NEXT; do
+for m in NEXT_EARLY N2_BEFORE_N1 DEAD_IGNORES_NEXT; do
 	verify fails $small -DAHEAD -DMUTANT_$m
 done
 # ... and a writer opening the segment meanwhile (V0 while the writer
