@@ -871,8 +871,6 @@ static void close_open(const struct clock_env *env)
 /* Leader: decides, in order, the changes every member holds. */
 static void leader_decide(struct dist *d, int64_t now)
 {
-	bool any = false;
-
 	for (unsigned i = 0; i < d->q_n; i++) {
 		struct dist_pending *p = q_at(d, i);
 
@@ -881,7 +879,6 @@ static void leader_decide(struct dist *d, int64_t now)
 		if (!all_hold(d, p->fn.change, now))
 			break;
 		p->committed = true; /* said once this host has it: leader_own */
-		any = true;
 		if (members_live(d, now)) {
 			latehist_add(&d->acks, now - p->announced);
 			adapt_lead(d, now - p->announced);
@@ -891,7 +888,6 @@ static void leader_decide(struct dist *d, int64_t now)
 			(unsigned long long)p->fn.change, (double)(now - p->announced) / 1e6,
 			(unsigned long long)d->plan, (double)d->lead_cur / 1e6);
 	}
-	(void)any;
 }
 
 /* Leader: a decided change is said committed (in every later sample) only
