@@ -55,6 +55,21 @@ def procs_in_session(sid):
             out.append((int(d), f[0], comm))
     return out
 
+def left_behind(p):
+    """What is still running in @p's session 5 s on: nothing, or a failure."""
+    left = wait_for(lambda: not procs_in_session(p.pid), 5) or procs_in_session(p.pid)
+    return [] if left is True else ["left behind: %s" % left]
+
+
+def kill_session(p):
+    """Ends whatever is left of @p's session (a failed run's too)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
 
 def wait_for(pred, secs):
     end = time.monotonic() + secs
@@ -108,15 +123,9 @@ def child_killed(env, clock):
         if p.returncode != 0 or "no-timeout" not in out:
             fails.append("the program did not see its child die and end (exit %d, out %r, "
                          "err %r)" % (p.returncode, out, err))
-        left = wait_for(lambda: not procs_in_session(p.pid), 5) or procs_in_session(p.pid)
-        if left is not True:
-            fails.append("left behind: %s" % left)
+        fails += left_behind(p)
     finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
+        kill_session(p)
     return fails
 
 
@@ -231,15 +240,9 @@ def timer_robust(env, clock):
             return ["preload-static timer_robust did not end in 60 s"]
         if p.returncode != 0 or "robust ok" not in out:
             fails.append("exit %d: %s %s" % (p.returncode, out.strip(), err.strip()))
-        left = wait_for(lambda: not procs_in_session(p.pid), 5) or procs_in_session(p.pid)
-        if left is not True:
-            fails.append("left behind: %s" % left)
+        fails += left_behind(p)
     finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
+        kill_session(p)
     return fails
 
 
