@@ -30,6 +30,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -230,6 +231,16 @@ def start(role, tag, cfg, env_extra=None):
 
 def ctl(name, cmd, **kw):
     return ctl_at(os.path.join(rtdir, name + ".sock"), cmd, **kw)
+
+
+def log_lines(pattern, last=60):
+    """The daemons' log lines matching @pattern (a failure's evidence)."""
+    for tag in procs:
+        path = os.path.join(rtdir, tag + ".log")
+        if os.path.exists(path):
+            hits = [ln for ln in open(path, errors="replace") if re.search(pattern, ln)]
+            for ln in hits[-last:]:
+                print("# %s.log: %s" % (tag, ln.rstrip()), flush=True)
 
 
 def dist(name):
@@ -574,9 +585,11 @@ def lossy_phase(leader, followers):
         b = lbefore if h == leader else before[h]
         print("# %s: %d changes decided ahead of their instant"
               % (h, dist(h)["decided_ahead"] - b["decided_ahead"]), flush=True)
-    check(lst["lost_followers"] == lbefore["lost_followers"],
-          "no follower is declared lost under loss and load (%d)"
-          % (lst["lost_followers"] - lbefore["lost_followers"]))
+    ok = check(lst["lost_followers"] == lbefore["lost_followers"],
+               "no follower is declared lost under loss and load (%d)"
+               % (lst["lost_followers"] - lbefore["lost_followers"]))
+    if not ok:
+        log_lines("lost|postponed|gap|plan")
     for f in followers:
         st = dist(f)
         late = st["late_changes"] - before[f]["late_changes"]

@@ -68,7 +68,9 @@ def start_daemon(shmclockd, rtdir, tag, name, cfg, env, argv_prefix=()):
     with open(path, "w") as f:
         json.dump(cfg, f)
     log = open(os.path.join(rtdir, tag + ".log"), "w")
-    p = subprocess.Popen(list(argv_prefix) + [shmclockd, "-c", path], stdout=log,
+    # HOSTS_LOG_LEVEL=debug: every decision in the logs, to diagnose a run.
+    level = ["--log-level", os.environ["HOSTS_LOG_LEVEL"]] if os.environ.get("HOSTS_LOG_LEVEL") else []
+    p = subprocess.Popen(list(argv_prefix) + [shmclockd, "-c", path] + level, stdout=log,
                          stderr=subprocess.STDOUT, env=env)
     sock = os.path.join(rtdir, name + ".sock")
     deadline = time.monotonic() + 20
