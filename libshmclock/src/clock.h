@@ -86,6 +86,35 @@ struct shmclock {
 	uint64_t key_at_fork;          /* seen_key, stood in for by KEY_FORKED */
 };
 
+/*
+ * The fast paths of shmclock_now_monotonic() and shmclock_now_unix()
+ * (the static header's read, R1-R6, plus the one field each adds), inline
+ * for the preload shim: its clock_gettime keeps the value in a register,
+ * with no call and no store and reload between the read and the timespec.
+ * 1 when answered; 0 sends the caller to the exported function, which
+ * reads again and takes the checked path.
+ */
+static inline int shmclock__fast_monotonic(struct shmclock *clk, int64_t *ns)
+{
+	int64_t sim, jt;
+
+	if (!shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->jump_total_ns, &sim, &jt, NULL))
+		return 0;
+	*ns = shmclock__sat_sub(sim, jt);
+	return 1;
+}
+
+static inline int shmclock__fast_unix(struct shmclock *clk, int64_t *unix_ns)
+{
+	int64_t sim, uz;
+	uint32_t flags;
+
+	if (!shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->unix_at_zero_ns, &sim, &uz, &flags))
+		return 0;
+	*unix_ns = shmclock__sat_add(sim, (flags & SHMCLOCK_F_UNIX_ZERO) ? uz : 0);
+	return 1;
+}
+
 /* seen_key in a forked child until its first read: no record has this key
  * (bits 1-7 of a key are always 0), so every read takes the slow path. */
 #define SHMCLOCK_KEY_FORKED UINT64_MAX

@@ -307,12 +307,8 @@ SHMCLOCK_EXPORT int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns)
 	int64_t sim, jt;
 	int r;
 
-	if (__builtin_expect(shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->jump_total_ns, &sim,
-						  &jt, NULL),
-			     1)) {
-		*ns = shmclock__sat_sub(sim, jt);
+	if (__builtin_expect(shmclock__fast_monotonic(clk, ns), 1))
 		return 0;
-	}
 	r = now_checked(clk, &sim, NULL, &jt);
 	if (r == 0 || r == -ESTALE)
 		*ns = shmclock__sat_sub(sim, jt);
@@ -322,15 +318,10 @@ SHMCLOCK_EXPORT int shmclock_now_monotonic(shmclock_t *clk, int64_t *ns)
 SHMCLOCK_EXPORT int shmclock_now_unix(shmclock_t *clk, int64_t *unix_ns)
 {
 	int64_t sim, uz;
-	uint32_t flags;
 	int r;
 
-	if (__builtin_expect(shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->unix_at_zero_ns, &sim,
-						  &uz, &flags),
-			     1)) {
-		*unix_ns = shmclock__sat_add(sim, (flags & SHMCLOCK_F_UNIX_ZERO) ? uz : 0);
+	if (__builtin_expect(shmclock__fast_unix(clk, unix_ns), 1))
 		return 0;
-	}
 	r = now_checked(clk, &sim, &uz, NULL);
 	if (r == 0 || r == -ESTALE)
 		*unix_ns = shmclock__sat_add(sim, uz);

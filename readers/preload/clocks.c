@@ -24,12 +24,38 @@ void shim_resolve_clocks(void)
 		shmclock__gettime = shim_real_gettime;
 }
 
+/*
+ * The last whole second clock_gettime answered, for each group (the
+ * realtime group, the jump-free one): nearly every read falls in the same
+ * second as the one before, and a subtraction then replaces the division,
+ * the longest step after the clock reading (the vDSO's own trick: it
+ * counts on from its last tick's second). Relaxed: any second stored here
+ * is a base the check proves or refutes; only a second >= 0 is stored, so
+ * that nothing overflows.
+ */
+static _Atomic int64_t last_sec[2];
+
+static inline void ts_from_ns(int64_t ns, struct timespec *ts, _Atomic int64_t *hint)
+{
+	int64_t s = atomic_load_explicit(hint, memory_order_relaxed);
+	uint64_t r = (uint64_t)ns - (uint64_t)(s * NS);
+
+	if (__builtin_expect(r < (uint64_t)NS, 1)) {
+		ts->tv_sec = (time_t)s;
+		ts->tv_nsec = (long)r;
+		return;
+	}
+	ns_to_ts(ns, ts);
+	if (ns >= 0)
+		atomic_store_explicit(hint, (int64_t)ts->tv_sec, memory_order_relaxed);
+}
+
 EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
 {
 	int64_t ns;
 
 	if (sim_on(id) && sim_read(id, &ns)) {
-		ns_to_ts(ns, ts);
+		ts_from_ns(ns, ts, &last_sec[is_rt(id)]);
 		return 0;
 	}
 	return shim_real_gettime(id, ts);

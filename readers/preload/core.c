@@ -35,6 +35,7 @@
 
 _Atomic int shim_state;
 shmclock_t *shim_clk;
+struct shim_fast shim_fast;
 unsigned shim_mask;
 static bool quiet;
 static __thread bool in_init;
@@ -119,6 +120,8 @@ static int do_init(void)
 		shim_clk = NULL;
 		return ST_REAL;
 	}
+	shim_fast.seg = shim_clk->seg;
+	shim_fast.key = &shim_clk->seen_key;
 	shim_wrefs_probe();
 	shim_pid = getpid();
 	pthread_atfork(shim_timers_before_fork, shim_timers_after_fork_parent, child_after_fork);

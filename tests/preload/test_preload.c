@@ -9,6 +9,7 @@
  * loaded machine does not fail them.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <criterion/criterion.h>
 
 #include "../daemon.h"
@@ -117,6 +118,63 @@ Test(preload, date_shows_the_simulated_world_and_only_the_clocks_asked_for)
 	cr_assert_eq(ctl(name, "set", "2h", NULL), 0, "%s", ctl_err);
 	cr_assert_eq(run(name, "--", "date", "-u", "+%H:%M", NULL), 0, "%s", err);
 	cr_expect_str_eq(out, "02:00\n");
+	daemon_stop(d);
+}
+
+/*
+ * The shim's clock_gettime takes a value's seconds from the last second it
+ * answered when the value falls in it (clocks.c, ts_from_ns): values that
+ * cross a second, go back, fall below zero and alternate between the two
+ * clock groups all come out exactly, in one process.
+ */
+Test(preload, clock_gettime_splits_every_value_exactly_across_seconds_and_clocks)
+{
+	const char *name = test_clock_name();
+	pid_t d;
+	char script[2048];
+
+	if (access(PYTHON, X_OK))
+		cr_skip_test("%s not installed", PYTHON);
+	d = start(name, "--paused", "--start=5.9s");
+	/* ctypes: the timespec as the shim filled it (Python's own calls
+	 * would fold an unnormalised one into the right total). */
+	snprintf(script, sizeof(script),
+		 "import ctypes, subprocess, time\n"
+		 "class TS(ctypes.Structure):\n"
+		 "    _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+		 "gt = ctypes.CDLL(None).clock_gettime\n"
+		 "def get(c):\n"
+		 "    ts = TS()\n"
+		 "    assert gt(c, ctypes.byref(ts)) == 0\n"
+		 "    return ts.s, ts.ns\n"
+		 "m0 = get(time.CLOCK_MONOTONIC)\n"
+		 "for t in ['5.9', '5.2', '4.999999999', '5', '7.000000001', '6.999999999', '0',\n"
+		 "          '-0.000000001', '-1.5', '-1', '3.25', '3.25']:\n"
+		 "    subprocess.run(['%s', '-n', '%s', 'set', t], check=True)\n"
+		 "    r, m = get(time.CLOCK_REALTIME), get(time.CLOCK_MONOTONIC)\n"
+		 "    print(t, r[0], r[1], int(m != m0))\n",
+		 bin("SHMCLOCKCTL"), name);
+	cr_assert_eq(run(name, "--", PYTHON, "-c", script, NULL), 0, "%s", err);
+	{
+		char *line = out, *nl;
+		int n = 0;
+
+		for (; (nl = strchr(line, '\n')); line = nl + 1, n++) {
+			char t[32];
+			long long s, ns, want;
+			int moved;
+
+			*nl = 0;
+			cr_assert_eq(sscanf(line, "%31s %lld %lld %d", t, &s, &ns, &moved), 4, "%s", line);
+			want = llround(atof(t) * 1e9);
+			cr_expect(ns >= 0 && ns < 1000000000, "set %s: tv_nsec %lld", t, ns);
+			cr_expect_eq(s * 1000000000 + ns, want, "set %s: clock_gettime said %lld s %lld ns",
+				     t, s, ns);
+			/* Paused: the jump-free clock, read in turn, never moved. */
+			cr_expect_eq(moved, 0, "set %s: the monotonic clock moved", t);
+		}
+		cr_expect_eq(n, 12, "%d lines: %s", n, out);
+	}
 	daemon_stop(d);
 }
 

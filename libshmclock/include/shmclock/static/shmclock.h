@@ -111,19 +111,19 @@ static inline const _Atomic uint32_t *shmclock_static_after(const _Atomic uint32
  * is one more 64-bit field of the segment, loaded inside the same seq window
  * into *extra_val (the UNIX time of zero, the jump total).
  *
+ * shmclock_static_read_at() takes the record line @r and the handle's seen
+ * key directly (the preload shim keeps both at hand: one load fewer before
+ * the first seq load); shmclock_static_read() finds them from a handle.
+ *
  * Returns 1 with *sim_ns (and *flags, *extra_val) set when one consistent
  * read found an initialized clock, a live writer and no jump this process
  * has not delivered; 0 when the caller must take the slow path.
  */
 static inline __attribute__((always_inline)) int
-shmclock_static_read(struct shmclock *clk, int64_t (*mono)(void), const _Atomic int64_t *extra,
-		     int64_t *sim_ns, int64_t *extra_val, uint32_t *flags_out)
+shmclock_static_read_at(const struct shmclock_record *r, const _Atomic uint64_t *seen_key,
+			int64_t (*mono)(void), const _Atomic int64_t *extra, int64_t *sim_ns,
+			int64_t *extra_val, uint32_t *flags_out)
 {
-	/* Through void *: the record line is 64-byte aligned in the mapping. */
-	const struct shmclock_record *r = (const struct shmclock_record *)(const void *)
-		(*(const unsigned char *const *)(const void *)clk + SHMCLOCK_RECORD_OFFSET);
-	const _Atomic uint64_t *seen_key = (const _Atomic uint64_t *)(const void *)
-		((const unsigned char *)(const void *)clk + 8);
 	uint32_t s1, flags, lock;
 	int64_t mono_base, sim_base, now, x = 0;
 	uint64_t mult, epoch;
@@ -173,6 +173,21 @@ shmclock_static_read(struct shmclock *clk, int64_t (*mono)(void), const _Atomic 
 	if (flags_out)
 		*flags_out = flags;
 	return 1;
+}
+
+/* The same read from a handle @clk: its record line and its seen key are
+ * where the frozen ABI puts them (the first two words of the handle). */
+static inline __attribute__((always_inline)) int
+shmclock_static_read(struct shmclock *clk, int64_t (*mono)(void), const _Atomic int64_t *extra,
+		     int64_t *sim_ns, int64_t *extra_val, uint32_t *flags_out)
+{
+	/* Through void *: the record line is 64-byte aligned in the mapping. */
+	const struct shmclock_record *r = (const struct shmclock_record *)(const void *)
+		(*(const unsigned char *const *)(const void *)clk + SHMCLOCK_RECORD_OFFSET);
+	const _Atomic uint64_t *seen_key = (const _Atomic uint64_t *)(const void *)
+		((const unsigned char *)(const void *)clk + 8);
+
+	return shmclock_static_read_at(r, seen_key, mono, extra, sim_ns, extra_val, flags_out);
 }
 
 static inline int64_t shmclock_static_mono(void)
