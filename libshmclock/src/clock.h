@@ -88,31 +88,48 @@ struct shmclock {
 
 /*
  * The fast paths of shmclock_now_monotonic() and shmclock_now_unix()
- * (the static header's read, R1-R6, plus the one field each adds), inline
- * for the preload shim: its clock_gettime keeps the value in a register,
- * with no call and no store and reload between the read and the timespec.
+ * (the static header's read, R1-R6, plus the one field each adds), inline:
+ * from a segment @seg and a handle's seen key @key (the preload shim keeps
+ * both at hand: its clock_gettime keeps the value in a register, with no
+ * call, and its first seq load waits for one load), or from a handle.
  * 1 when answered; 0 sends the caller to the exported function, which
  * reads again and takes the checked path.
  */
-static inline int shmclock__fast_monotonic(struct shmclock *clk, int64_t *ns)
+static inline __attribute__((always_inline)) int
+shmclock__fast_monotonic_at(const struct shmclock_seg *seg, const _Atomic uint64_t *key, int64_t *ns)
 {
-	int64_t sim, jt;
+	const struct shmclock_record *rec = (const struct shmclock_record *)(const void *)
+		((const unsigned char *)seg + SHMCLOCK_RECORD_OFFSET);
+	int64_t sim, jt = 0;
 
-	if (!shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->jump_total_ns, &sim, &jt, NULL))
+	if (!shmclock_static_read_at(rec, key, shmclock__mono_ns, &seg->jump_total_ns, &sim, &jt, NULL))
 		return 0;
 	*ns = shmclock__sat_sub(sim, jt);
 	return 1;
 }
 
-static inline int shmclock__fast_unix(struct shmclock *clk, int64_t *unix_ns)
+static inline __attribute__((always_inline)) int
+shmclock__fast_unix_at(const struct shmclock_seg *seg, const _Atomic uint64_t *key, int64_t *unix_ns)
 {
-	int64_t sim, uz;
-	uint32_t flags;
+	const struct shmclock_record *rec = (const struct shmclock_record *)(const void *)
+		((const unsigned char *)seg + SHMCLOCK_RECORD_OFFSET);
+	int64_t sim, uz = 0;
+	uint32_t flags = 0;
 
-	if (!shmclock_static_read(clk, shmclock__mono_ns, &clk->seg->unix_at_zero_ns, &sim, &uz, &flags))
+	if (!shmclock_static_read_at(rec, key, shmclock__mono_ns, &seg->unix_at_zero_ns, &sim, &uz, &flags))
 		return 0;
 	*unix_ns = shmclock__sat_add(sim, (flags & SHMCLOCK_F_UNIX_ZERO) ? uz : 0);
 	return 1;
+}
+
+static inline int shmclock__fast_monotonic(struct shmclock *clk, int64_t *ns)
+{
+	return shmclock__fast_monotonic_at(clk->seg, &clk->seen_key, ns);
+}
+
+static inline int shmclock__fast_unix(struct shmclock *clk, int64_t *unix_ns)
+{
+	return shmclock__fast_unix_at(clk->seg, &clk->seen_key, unix_ns);
 }
 
 /* seen_key in a forked child until its first read: no record has this key

@@ -261,25 +261,10 @@ static inline __attribute__((always_inline)) bool sim_read(clockid_t id, int64_t
 
 	/* The library's fast path inline: the value stays in a register on
 	 * its way to the caller's timespec (bench: shmclock-bench read). */
-	const struct shmclock_seg *seg = shim_fast.seg;
-	const struct shmclock_record *rec = (const struct shmclock_record *)(const void *)
-		((const unsigned char *)seg + SHMCLOCK_RECORD_OFFSET);
-	int64_t sim, x = 0;
-	uint32_t fl = 0;
-
-	if (is_rt(id)) {
-		if (__builtin_expect(shmclock_static_read_at(rec, shim_fast.key, shmclock__mono_ns,
-							     &seg->unix_at_zero_ns, &sim, &x, &fl),
-				     1)) {
-			*ns = shmclock__sat_add(sim, (fl & SHMCLOCK_F_UNIX_ZERO) ? x : 0);
-			return true;
-		}
-	} else if (__builtin_expect(shmclock_static_read_at(rec, shim_fast.key, shmclock__mono_ns,
-							    &seg->jump_total_ns, &sim, &x, NULL),
-				    1)) {
-		*ns = shmclock__sat_sub(sim, x);
+	if (__builtin_expect(is_rt(id) ? shmclock__fast_unix_at(shim_fast.seg, shim_fast.key, ns)
+				       : shmclock__fast_monotonic_at(shim_fast.seg, shim_fast.key, ns),
+			     1))
 		return true;
-	}
 	r = is_rt(id) ? shmclock_now_unix(shim_clk, ns) : shmclock_now_monotonic(shim_clk, ns);
 
 	if (__builtin_expect(r == 0 || r == -ESTALE, 1))
