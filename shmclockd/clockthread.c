@@ -20,6 +20,7 @@
 #include "log.h"
 #include "source.h"
 #include "thread_sched.h"
+#include "tsan.h" /* libshmclock/common: the queue's ordering for ThreadSanitizer */
 
 /* Sleep until `deadline` (CLOCK_MONOTONIC, absolute) or until *word moves
  * from `val`. FUTEX_WAIT_BITSET takes an absolute deadline, so ticks are
@@ -289,6 +290,7 @@ static bool drain(struct clockthread *ct)
 	while ((n = __cds_wfcq_dequeue_blocking(&ct->head, &ct->tail))) {
 		struct cmd *c = caa_container_of(n, struct cmd, node);
 
+		shmclock__tsan_acquire(c); /* pairs with the release in enqueue */
 		int rc = apply(ct, c);
 
 		if (c->req.kind == CMD_STOP) {
@@ -375,6 +377,9 @@ static void enqueue(struct clockthread *ct, struct cmd *cmd, bool async)
 	atomic_store_explicit(&cmd->done, CMD_PENDING, memory_order_relaxed);
 	cmd->async = async;
 	cmd->err[0] = 0;
+	/* The queue's own ordering, said to ThreadSanitizer (pairs with the
+	 * acquire after the dequeue in drain). */
+	shmclock__tsan_release(cmd);
 	cds_wfcq_enqueue(&ct->head, &ct->tail, &cmd->node);
 	/* Pairs with the acquire load of kick at the top of the clock loop. */
 	atomic_fetch_add_explicit(&ct->kick, 1, memory_order_release);

@@ -30,28 +30,8 @@ static_assert(((SHMCLOCK_KEY_FLAGS | SHMCLOCK_F_STALE) == 0xff11u) &&
 
 struct shmclock_jump_reg;
 
-/*
- * ThreadSanitizer cannot see liburcu's orderings (rcu_assign_pointer,
- * rcu_dereference and the grace period are not C11 atomics to it). These
- * tell it what they guarantee, on the address of the entry concerned; they
- * compile to nothing in other builds.
- */
-#if defined(__SANITIZE_THREAD__)
-#define SHMCLOCK_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SHMCLOCK_TSAN 1
-#endif
-#endif
-#ifdef SHMCLOCK_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-#define shmclock__tsan_acquire(p) __tsan_acquire(p)
-#define shmclock__tsan_release(p) __tsan_release(p)
-#else
-#define shmclock__tsan_acquire(p) ((void)(p))
-#define shmclock__tsan_release(p) ((void)(p))
-#endif
+/* ThreadSanitizer annotations for liburcu's orderings. */
+#include "tsan.h" /* libshmclock/common */
 
 struct shmclock {
 	/* Frozen ABI (the inline fast path reads both). */
