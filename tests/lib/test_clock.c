@@ -2,6 +2,7 @@
 /* The writer/reader contract, one process at a time. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -340,6 +341,84 @@ Test(clock, the_inline_fast_path_agrees_with_the_library)
 	cr_expect_eq(c, 777);
 	shmclock_close(p.r);
 	shmclock_unlink(p.name);
+}
+
+/*
+ * The time function as its comment states it, in plain 128-bit arithmetic:
+ * the reference the fast path's evaluation (two half shifts, a test of the
+ * high word) must match bit for bit.
+ */
+static int64_t eval_reference(int64_t mono_base, int64_t sim_base, uint64_t mult, int64_t mono)
+{
+	__extension__ typedef unsigned __int128 u128;
+	__extension__ typedef __int128 s128;
+	u128 q;
+	s128 v;
+
+	if (mono <= mono_base || mult == 0)
+		return sim_base;
+	q = ((u128)((s128)mono - (s128)mono_base) * mult) >> 32;
+	if (q > (u128)INT64_MAX)
+		return INT64_MAX;
+	v = (s128)sim_base + (s128)q;
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+Test(clock, the_time_function_is_exact_and_saturates_at_every_edge)
+{
+	/* Edges of every input: where the product crosses 2^95 (the result's
+	 * saturation), the sum crosses INT64_MAX, the difference exceeds
+	 * INT64_MAX. */
+	static const int64_t ints[] = { INT64_MIN, INT64_MIN + 1, -NSEC, -1, 0, 1, NSEC,
+					INT64_C(1) << 31, INT64_C(1) << 32, INT64_C(1) << 62,
+					INT64_MAX - NSEC, INT64_MAX - 1, INT64_MAX };
+	static const uint64_t mults[] = { 0, 1, UINT64_C(1) << 31, UINT64_C(1) << 32,
+					  (UINT64_C(1) << 32) + 1, UINT64_C(3) << 31,
+					  UINT64_C(1) << 33, UINT64_C(1) << 63, UINT64_MAX };
+	const size_t ni = sizeof(ints) / sizeof(ints[0]), nm = sizeof(mults) / sizeof(mults[0]);
+	uint64_t seed = 0x9e3779b97f4a7c15u;
+	long checked = 0;
+
+	for (size_t a = 0; a < ni; a++)
+		for (size_t b = 0; b < ni; b++)
+			for (size_t c = 0; c < ni; c++)
+				for (size_t m = 0; m < nm; m++) {
+					int64_t got = shmclock_static_eval(ints[a], ints[b], mults[m], ints[c]);
+					int64_t want = eval_reference(ints[a], ints[b], mults[m], ints[c]);
+
+					cr_assert_eq(got, want,
+						     "eval(%" PRId64 ", %" PRId64 ", %" PRIu64 ", %" PRId64
+						     ") = %" PRId64 ", want %" PRId64,
+						     ints[a], ints[b], mults[m], ints[c], got, want);
+					checked++;
+				}
+	/* Random inputs, the difference and the rate drawn at every width so
+	 * that the product lands on both sides of 2^95 often. */
+	for (int i = 0; i < 2000000; i++) {
+		uint64_t r = xorshift(&seed);
+		int64_t mono_base = (int64_t)xorshift(&seed) >> (r & 63);
+		int64_t d = (int64_t)(xorshift(&seed) >> ((r >> 6) & 63));
+		int64_t sim_base = (int64_t)xorshift(&seed) >> ((r >> 12) & 63);
+		uint64_t mult = xorshift(&seed) >> ((r >> 18) & 63);
+		int64_t mono = (int64_t)((uint64_t)mono_base + (uint64_t)d);
+		int64_t got = shmclock_static_eval(mono_base, sim_base, mult, mono);
+		int64_t want = eval_reference(mono_base, sim_base, mult, mono);
+
+		if (got != want)
+			cr_assert_fail("eval(%" PRId64 ", %" PRId64 ", %" PRIu64 ", %" PRId64
+				       ") = %" PRId64 ", want %" PRId64,
+				       mono_base, sim_base, mult, mono, got, want);
+		checked++;
+	}
+	cr_expect_gt(checked, 2000000);
 }
 
 Test(clock, every_error_has_a_message)
