@@ -121,10 +121,22 @@ static void wait_ack(struct shared *sh, long want)
 
 enum kind { RAW, POLL, FUTEX, DGRAM };
 
+/*
+ * Where the blocked subscribers (FUTEX, DGRAM) run: where the scheduler
+ * puts them, or pinned with the writer on CPU 0 (ONE_CPU) or on CPU 1
+ * (OTHER_CPU). Which CPU a woken subscriber lands on decides its latency
+ * on a 2-vCPU machine more than the wake itself: a socket's wake-up is a
+ * synchronous one (the kernel's WF_SYNC: the waker is about to block, so
+ * the wakee may take its CPU), a FUTEX_WAKE is not, and its subscribers are
+ * sent to the other, idle, CPU more often. Pinned, both contenders pay
+ * the same placement and only the wake is compared.
+ */
+enum placement { FREE, ONE_CPU, OTHER_CPU };
+
 /* One commit-to-reader run: @subs readers of @kind, @n commits. Fills lat
  * [n * subs] (ns). */
-static void run_latency(enum kind kind, int subs, long n, shmclock_writer_t *w, shmclock_t *clk,
-			double *lat_shared)
+static void run_latency(enum kind kind, enum placement where, int subs, long n,
+			shmclock_writer_t *w, shmclock_t *clk, double *lat_shared)
 {
 	size_t shsz = sizeof(struct shared) + sizeof(_Atomic int64_t) * (size_t)(n + 1);
 	struct shared *sh = bench_shared(shsz);
@@ -134,6 +146,9 @@ static void run_latency(enum kind kind, int subs, long n, shmclock_writer_t *w, 
 
 	shmclock_writer_pause(w);
 	shmclock_writer_now(w, &base);
+	/* The subscribers inherit the CPU their parent is on when forked. */
+	if (where != FREE)
+		pin(where == ONE_CPU ? 0 : 1);
 	for (int s = 0; s < subs; s++) {
 		if (kind == DGRAM && socketpair(AF_UNIX, SOCK_DGRAM, 0, socks[s]) < 0) {
 			perror("shmclock-bench: socketpair");
@@ -184,7 +199,7 @@ static void run_latency(enum kind kind, int subs, long n, shmclock_writer_t *w, 
 			_exit(0);
 		}
 	}
-	if (kind == POLL || kind == RAW)
+	if (kind == POLL || kind == RAW || where != FREE)
 		pin(0);
 	while (atomic_load(&sh->ready) < subs)
 		sched_yield();
@@ -392,7 +407,14 @@ int bench_propagate(const struct bench_opts *o, cJSON *out)
 		{ "shmclock, futex-woken subscribers", FUTEX, subs },
 		{ "unix datagram per subscriber", DGRAM, subs },
 	};
-	struct bench_stats st[4];
+	static const struct {
+		enum placement where;
+		const char *label;
+		const char *row; /* the short form, for the table's rows */
+	} fixed[] = { { ONE_CPU, "all on one CPU", "all on CPU 0" },
+		      { OTHER_CPU, "subscribers on the other CPU", "on CPU 1, writer 0" } };
+	struct bench_stats st[4], pinned[2][2];
+	int nfixed = bench_ncpu() > 1 ? 2 : 1;
 	char name[64], label[96];
 	shmclock_writer_t *w;
 	shmclock_t *clk;
@@ -410,30 +432,37 @@ int bench_propagate(const struct bench_opts *o, cJSON *out)
 	       n, o->quick ? " (quick)" : "");
 	/* Measured first, printed after: the datagram is every row's baseline. */
 	for (int r = 0; r < 2; r++) {
-		run_latency(runs[r].kind, runs[r].subs, n, w, clk, buf);
+		run_latency(runs[r].kind, FREE, runs[r].subs, n, w, clk, buf);
 		st[r] = bench_summarise(buf, n * runs[r].subs);
 	}
 	/* The two ways of waking blocked subscribers take turns, in rounds,
 	 * each first in every other round: whichever ran first after the
 	 * pinned spinning above was 1.1x-1.5x slower, whichever it was (the
-	 * machine settling: 2 vCPUs), which is not what this compares. */
-	{
-		size_t wsz = sizeof(double) * (size_t)(n * subs);
+	 * machine settling: 2 vCPUs), which is not what this compares. Then
+	 * the same with the placement fixed, half the updates each. */
+	for (int f = -1; f < nfixed; f++) {
+		long total = f < 0 ? n : n / 2;
+		size_t wsz = sizeof(double) * (size_t)(total * subs);
 		double *wake[2] = { bench_shared(wsz), bench_shared(wsz) };
-		long per = n / PROPAGATE_ROUNDS;
+		long per = total / PROPAGATE_ROUNDS;
 
 		for (int k = 0; k < PROPAGATE_ROUNDS; k++) {
-			long m = k == PROPAGATE_ROUNDS - 1 ? n - per * k : per;
+			long m = k == PROPAGATE_ROUNDS - 1 ? total - per * k : per;
 
 			for (int j = 0; j < 2; j++) {
 				int r = 2 + (k + j) % 2; /* FUTEX first in even rounds */
 
-				run_latency(runs[r].kind, runs[r].subs, m, w, clk,
-					    wake[r - 2] + per * k * subs);
+				run_latency(runs[r].kind, f < 0 ? FREE : fixed[f].where, runs[r].subs,
+					    m, w, clk, wake[r - 2] + per * k * subs);
 			}
 		}
 		for (int r = 2; r < 4; r++) {
-			st[r] = bench_summarise(wake[r - 2], n * subs);
+			struct bench_stats x = bench_summarise(wake[r - 2], total * subs);
+
+			if (f < 0)
+				st[r] = x;
+			else
+				pinned[f][r - 2] = x;
 			munmap(wake[r - 2], wsz);
 		}
 	}
@@ -449,13 +478,37 @@ int bench_propagate(const struct bench_opts *o, cJSON *out)
 		cJSON_AddNumberToObject(j, "ratio_p50", st[r].p50 / st[3].p50);
 		cJSON_AddItemToArray(lat, j);
 	}
+	for (int f = 0; f < nfixed; f++)
+		for (int r = 2; r < 4; r++) {
+			cJSON *j = cJSON_CreateObject();
+
+			snprintf(label, sizeof(label), "%s (%d) %s", r == 2 ? "futex-woken" : "datagram",
+				 runs[r].subs, fixed[f].row);
+			bench_row(label, &pinned[f][r - 2], pinned[f][1].p50, 1000);
+			cJSON_AddStringToObject(j, "name", runs[r].name);
+			cJSON_AddStringToObject(j, "placement", fixed[f].label);
+			cJSON_AddNumberToObject(j, "subscribers", runs[r].subs);
+			bench_json_stats(j, &pinned[f][r - 2]);
+			cJSON_AddNumberToObject(j, "ratio_p50", pinned[f][r - 2].p50 / pinned[f][1].p50);
+			cJSON_AddItemToArray(lat, j);
+		}
 	printf("  %-58s %8.2f us  target < 5 us  %s\n", "shmclock propagation p99 (reader polling)",
 	       st[1].p99 / 1000, st[1].p99 < 5000 ? "met" : "NOT MET");
 	printf("  %-58s %8.2f us  (the machine's own tail)\n", "floor p99 (one atomic store)",
 	       st[0].p99 / 1000);
 	printf("  %-58s %8.1fx  expected >= 10x\n", "datagram p50 / shmclock polling p50",
 	       st[3].p50 / st[1].p50);
-	printf("  %-58s %8.1fx\n", "datagram p50 / shmclock futex-woken p50", st[3].p50 / st[2].p50);
+	printf("  %-58s %8.3fx  (the scheduler places them)\n",
+	       "futex-woken p50 / datagram p50", st[2].p50 / st[3].p50);
+	for (int f = 0; f < nfixed; f++) {
+		char what[96];
+
+		snprintf(what, sizeof(what), "futex-woken p50 / datagram p50, %s", fixed[f].label);
+		printf("  %-58s %8.3fx  target <= 1x  %s\n", what,
+		       pinned[f][0].p50 / pinned[f][1].p50,
+		       pinned[f][0].p50 <= pinned[f][1].p50 ? "met" : "NOT MET");
+	}
+	cJSON_AddNumberToObject(out, "futex_over_dgram_p50", st[2].p50 / st[3].p50);
 	cJSON_AddNumberToObject(out, "dgram_over_shm_p50", st[3].p50 / st[1].p50);
 
 	printf("\n staleness of time as a reader sees it (true time - what it reads), %.3g s per "
