@@ -3,9 +3,10 @@
  * A program that knows nothing of shmclock, run under the preload shim by
  * test_preload.c. It uses only libc's time functions.
  *
- *   preload-probe threads N MS   N threads read CLOCK_MONOTONIC and
- *       CLOCK_REALTIME for MS of simulated time; a forked child reads too.
- *       Prints "reads R backward B first F last L child C".
+ *   preload-probe threads N MS   N threads (up to 256) read CLOCK_MONOTONIC
+ *       and CLOCK_REALTIME for MS of simulated time; a forked child reads
+ *       too. Prints "reads R backward B first F last L child C bad X", X
+ *       the readings whose tv_nsec was outside [0, 1e9).
  *   preload-probe eintr          a signal handler ends a 100 s nanosleep:
  *       prints "rc -1 errno EINTR rem S" (rem in whole seconds).
  *   preload-probe alarm          alarm(2) then pause(): prints "alarm".
@@ -37,11 +38,16 @@
 #include <time.h>
 #include <unistd.h>
 
+static _Atomic uint64_t bad;
+
 static int64_t now(clockid_t c)
 {
 	struct timespec ts;
 
 	clock_gettime(c, &ts);
+	/* Every timespec as filled, not only its total. */
+	if (ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000)
+		atomic_fetch_add_explicit(&bad, 1, memory_order_relaxed);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -71,13 +77,13 @@ static void *reader(void *arg)
 
 static int cmd_threads(int n, long ms)
 {
-	pthread_t th[64];
+	pthread_t th[256];
 	int64_t first = now(CLOCK_MONOTONIC), child = -1;
 	pid_t pid;
 	int st;
 
 	span_ns = ms * 1000000LL;
-	if (n < 1 || n > 64)
+	if (n < 1 || n > 256)
 		return 2;
 	for (int i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, reader, NULL);
@@ -92,9 +98,9 @@ static int cmd_threads(int n, long ms)
 		child = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
-	printf("reads %llu backward %llu first %lld last %lld child %lld\n",
+	printf("reads %llu backward %llu first %lld last %lld child %lld bad %llu\n",
 	       (unsigned long long)reads, (unsigned long long)backward, (long long)first,
-	       (long long)now(CLOCK_MONOTONIC), (long long)child);
+	       (long long)now(CLOCK_MONOTONIC), (long long)child, (unsigned long long)bad);
 	return 0;
 }
 

@@ -295,6 +295,47 @@ Test(preload, threads_and_fork_see_continuous_time_while_the_clock_changes)
 	daemon_stop(d);
 }
 
+/*
+ * 200 threads on 2 CPUs read both clock groups while the clock runs at
+ * 1000x (a new second every real millisecond) and its rate changes: the
+ * seconds each timespec gets come from a hint all threads share and store
+ * into (clocks.c, ts_from_ns). Every timespec must be normalised, neither
+ * clock may step back in any thread, and a forked child still reads.
+ */
+Test(preload, two_hundred_threads_crossing_seconds_get_normalised_continuous_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = start(name, "--start=1000s", "--scale=1000");
+	unsigned long long reads, back, bad;
+	long long first, last, child;
+	int fo, st;
+	pid_t p;
+	static const char *changes[][2] = {
+		{ "scale", "250" }, { "pause", NULL }, { "resume", NULL }, { "scale", "1000" },
+	};
+
+	/* 1500 s of simulated time: about 1.5 s of real time at 1000x. */
+	p = spawn(&fo, name, "--", bin("PRELOAD_PROBE"), "threads", "200", "1500000", NULL);
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+			cr_assert_eq(ctl(name, changes[i][0], changes[i][1], NULL), 0, "%s", ctl_err);
+			sleep_ns(20000000);
+		}
+	cr_assert(exited_within(p, 60000000000LL, &st), "the probe did not finish");
+	cr_assert_eq(st, 0);
+	slurp(fo, out, sizeof(out));
+	cr_assert_eq(sscanf(out, "reads %llu backward %llu first %lld last %lld child %lld bad %llu",
+			    &reads, &back, &first, &last, &child, &bad),
+		     6, "%s", out);
+	cr_expect_eq(bad, 0, "%llu timespecs with tv_nsec outside [0, 1e9) in %llu reads", bad,
+		     reads);
+	cr_expect_eq(back, 0, "%llu backward steps in %llu reads", back, reads);
+	cr_expect_gt(reads, 10000);
+	cr_expect_geq(last - first, 1500000000000LL);
+	cr_expect_eq(child, 0, "the forked child's clock");
+	daemon_stop(d);
+}
+
 Test(preload, a_signal_ends_a_sleep_with_EINTR_and_alarm_is_simulated)
 {
 	const char *name = test_clock_name();
