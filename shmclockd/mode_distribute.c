@@ -27,13 +27,18 @@
  * without a jump; each refusal is counted in status and logged once per
  * leader and kind.
  *
- * Changes are agreed before their instant (two-phase, issue 29). The
- * leader announces a change (a sample whose committed < change); every
+ * Changes are agreed before their instant (two-phase, issue 29), one at
+ * a time: a client's change that comes while another is being agreed
+ * waits, unannounced (d->waiting), until that one took effect. The leader
+ * announces a change (a sample whose committed < change); every
  * follower that holds it acknowledges it on TimeAck and, from DIST_OPEN_NS
  * before the instant, holds its readers there (freeze_at) until it hears
  * that the change is committed. The leader decides the commit once every
- * live member acknowledged, and says so in every later sample (committed
- * >= change), repeated until each member confirmed it or the instant came;
+ * live member acknowledged, only while it can decide it ahead (its instant
+ * DIST_OPEN_NS away at least: a decision later, applied late on the leader
+ * alone, would put its followers on another function), and says so in
+ * every later sample (committed >= change), repeated until each member
+ * confirmed it or the instant came;
  * it then commits at the instant itself, as every member does. A change
  * not acknowledged by all half a Lead before its instant is postponed: the
  * leader announces it again under a higher plan at a later instant (Lead
@@ -210,6 +215,12 @@ struct dist {
 	/* waiting for their instants, oldest first */
 	struct dist_pending q[DIST_QUEUE_MAX];
 	unsigned q_first, q_n;
+	/* leader: clients' changes not announced yet, oldest first. One
+	 * change is agreed at a time: the next is announced once the one
+	 * before took effect (leader_next), so that every change has its own
+	 * instant, decided ahead on every host, as the model has it. */
+	struct cmd *waiting[DIST_QUEUE_MAX];
+	unsigned w_first, w_n;
 	/* Terms: the leader's own (a follower's is fn.term), the highest it
 	 * heard of, when it starts publishing (INT64_MAX: it did), and
 	 * whether a live leader above it took over (it stopped publishing). */
@@ -380,7 +391,7 @@ static void q_pop(struct dist *d)
 static void q_count(struct dist *d)
 {
 	pthread_mutex_lock(&d->mu);
-	d->queued = d->q_n;
+	d->queued = d->q_n + d->w_n;
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -403,6 +414,12 @@ static void q_clear(struct dist *d, const struct clock_env *env, const char *why
 			clock_env_complete(env, p->c, -ECANCELED);
 		}
 		q_pop(d);
+	}
+	for (; d->w_n; d->w_n--, d->w_first = (d->w_first + 1) % DIST_QUEUE_MAX) {
+		struct cmd *c = d->waiting[d->w_first];
+
+		cmd_fail(c, -ECANCELED, why);
+		clock_env_complete(env, c, -ECANCELED);
 	}
 	q_count(d);
 }
@@ -704,7 +721,8 @@ static int64_t repeat_ns(const struct dist *d);
  * time + Lead (after the changes already waiting), announced, queued; the
  * clock thread commits it at that instant once every member holds it (or
  * later, postponed) and answers the client then. */
-static int leader_change(struct dist *d, const struct clock_env *env, struct cmd *c, int64_t now)
+static int leader_change(struct dist *d, const struct clock_env *env, struct cmd *c, int64_t now,
+			 bool in_turn)
 {
 	shmclock_writer_t *w = env->w;
 	struct dist_pending *p, *tail = d->q_n ? q_at(d, d->q_n - 1) : NULL;
@@ -717,10 +735,16 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 	if (d->deposed)
 		return cmd_fail(c, -EBUSY, "another leader took over this clock (status shows which): "
 					   "change time there, and run one leader per clock");
-	if (d->q_n == DIST_QUEUE_MAX)
+	if (d->q_n + d->w_n >= DIST_QUEUE_MAX)
 		return cmd_fail(c, -EBUSY, "64 changes already wait for their instants (the most "
 					   "shmclockd queues): send this one after some took effect");
+	/* Paused or not once the changes before this one took effect. */
 	paused = tail ? !!(tail->fl & SHMCLOCK_FN_PAUSED) : in.paused;
+	for (unsigned i = 0; i < d->w_n; i++) {
+		enum cmd_kind k = d->waiting[(d->w_first + i) % DIST_QUEUE_MAX]->req.kind;
+
+		paused = k == CMD_PAUSE || (paused && k != CMD_RESUME);
+	}
 	/* Checked before anything is published. */
 	switch (c->req.kind) {
 	case CMD_SCALE:
@@ -740,8 +764,15 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 	default:
 		return cmd_fail(c, -EINVAL, "not a change");
 	}
-	if (!tail)
-		d->off = sample_offset(d->fn.timebase);
+	if (!in_turn && (tail || d->w_n)) {
+		/* Another change is being agreed: this one waits, unannounced,
+		 * and is planned from the function in force once that one took
+		 * effect (leader_next). */
+		d->waiting[(d->w_first + d->w_n++) % DIST_QUEUE_MAX] = c;
+		q_count(d);
+		return CLOCK_MODE_HELD;
+	}
+	d->off = sample_offset(d->fn.timebase);
 	p = q_push(d);
 	p->c = c;
 	p->fn = d->fn;
@@ -878,6 +909,10 @@ static void leader_decide(struct dist *d, int64_t now)
 			continue;
 		if (!all_hold(d, p->fn.change, now))
 			break;
+		/* Only while it can be decided ahead (its instant still
+		 * DIST_OPEN_NS away): later, it is postponed instead. */
+		if (now >= p->e_mono - DIST_OPEN_NS)
+			break;
 		p->committed = true; /* said once this host has it: leader_own */
 		if (members_live(d, now)) {
 			latehist_add(&d->acks, now - p->announced);
@@ -949,13 +984,18 @@ static void leader_postpone(struct dist *d, const struct clock_env *env, unsigne
 		d->lost_members++;
 		pthread_mutex_unlock(&d->mu);
 	}
-	if (all_hold(d, p->fn.change, now))
+	if (all_hold(d, p->fn.change, now) && now < p->e_mono - DIST_OPEN_NS)
 		return; /* the next pass decides */
 	d->lead_cur = d->lead_cur * 2 < DIST_LEAD_MAX_NS ? d->lead_cur * 2 : DIST_LEAD_MAX_NS;
 	d->plan++;
 	for (unsigned k = i; k < d->q_n; k++) {
 		struct dist_pending *e = q_at(d, k);
 
+		if (e->frozen && !e->staged) {
+			/* Opened to stage it, too late: readers go on from here. */
+			close_open(env);
+			e->frozen = false;
+		}
 		plan_entry(d, env, k ? q_at(d, k - 1) : NULL, e, now + d->lead_cur);
 		e->announced = now;
 		e->fn.plan = d->plan;
@@ -999,6 +1039,26 @@ static int64_t leader_repeat(struct dist *d, int64_t now)
 	return d->next_repeat;
 }
 
+/* Leader: the change in flight took effect; the next waiting one is
+ * announced now, planned from the function in force (one that can no
+ * longer be made, e.g. a step once the clock runs, is answered with its
+ * error). True once one is announced. */
+static bool leader_next(struct dist *d, const struct clock_env *env)
+{
+	while (d->w_n && !d->q_n) {
+		struct cmd *c = d->waiting[d->w_first];
+		int r;
+
+		d->w_first = (d->w_first + 1) % DIST_QUEUE_MAX;
+		d->w_n--;
+		r = leader_change(d, env, c, mono_ns(), true);
+		if (r != CLOCK_MODE_HELD)
+			clock_env_complete(env, c, r);
+	}
+	q_count(d);
+	return d->q_n > 0;
+}
+
 /* Commits the queued changes whose instants came: the update opens
  * DIST_OPEN_NS before each (freeze_at: readers stop exactly there however
  * late this thread runs), the commit ends it. A change not committed (a
@@ -1039,6 +1099,15 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			stage(d, env, p, now);
 			if (d->leader && p->staged)
 				leader_own(d, p, now);
+			if (d->leader && !p->staged && p->fn.change > d->committed) {
+				/* Decided too late to switch at its instant here
+				 * (this thread ran late): said to nobody yet, so
+				 * undecided again and postponed (the next pass).
+				 * Never applied late on the leader alone: followers
+				 * switch at the instant. */
+				p->committed = false;
+				return now;
+			}
 		} else if (!p->frozen) {
 			/* -ENODATA (a follower's first function): nothing to hold. */
 			shmclock_writer_freeze_at(env->w, p->e_mono);
@@ -1102,6 +1171,9 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 		q_pop(d);
 		q_count(d);
 	}
+	/* The deadlines of the change announced next are its own. */
+	if (d->leader && d->w_n && leader_next(d, env))
+		return run_queue(d, env, mono_ns());
 	return next;
 }
 
@@ -1285,10 +1357,10 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
  * follower, lost): never applied at the instant it knows, it is held
  * there and the clock goes stale. (A change decided before a re-plan and
  * whose commit this follower missed is held too: stale, never wrong.) */
-static void mark_committed(struct dist *d, uint64_t plan)
+static void mark_committed(struct dist *d, uint64_t plan, uint64_t committed)
 {
 	for (unsigned i = 0; i < d->q_n; i++)
-		if (q_at(d, i)->fn.change <= d->commit_seen && q_at(d, i)->fn.plan == plan)
+		if (q_at(d, i)->fn.change <= committed && q_at(d, i)->fn.plan == plan)
 			q_at(d, i)->committed = true;
 }
 
@@ -1340,7 +1412,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	if (!fresh) {
 		if (f->committed > d->commit_seen)
 			d->commit_seen = f->committed;
-		mark_committed(d, f->plan);
+		mark_committed(d, f->plan, f->committed);
 		/* An announcement of a change already held, under a later plan:
 		 * it moved (postponed). */
 		for (unsigned i = 0; i < d->q_n; i++)
@@ -1714,7 +1786,7 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 	/* A follower's clock thread refused the changes (its source takes
 	 * none from clients). */
 	if (d->leader && cmd_changes_time(c->req.kind))
-		return leader_change(d, env, c, mono_ns());
+		return leader_change(d, env, c, mono_ns(), false);
 	if (!d->leader && c->req.kind == CMD_FUNCTION)
 		return follow_apply(d, env, c);
 	if (d->leader && c->req.kind == CMD_FUNCTION)

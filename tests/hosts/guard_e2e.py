@@ -10,10 +10,12 @@ bound to 127.0.0.1, a domain of this run's own):
   backwards without a jump: the follower refuses each (counted in status,
   logged once per leader and kind), its clock goes on with the valid
   function, status answers quickly throughout, SIGTERM ends it promptly;
-- a leader with Lead 1s gets one write of 200 pause/resume lines: the
-  changes queue with their instants (64 at most, the rest refused with a
-  clear reason), status from another client answers at once, every line
-  is answered in order, and SIGTERM with changes queued ends it promptly.
+- a leader with Lead 20ms gets one write of 200 pause/resume lines and
+  another of 100: the changes queue (64 at most, the rest refused with a
+  clear reason, the clients' further lines read as room comes), each agreed
+  and made in turn, one at a time; status from another client answers at
+  once, every line is answered in order, and SIGTERM with changes queued
+  ends it promptly.
 
 Times are printed; the assertions take generous bounds (a loaded CI
 machine), far below the tens of seconds a blocked clock thread took.
@@ -197,7 +199,7 @@ def pause_resume(n):
 def pipeline_phase():
     wire = "guard-lead-" + RUN
     name, p = start("leader", {"TimeSource": "simulation",
-                               "Distribute": {"Publish": True, "Clock": wire, "Lead": "1s"}})
+                               "Distribute": {"Publish": True, "Clock": wire, "Lead": "20ms"}})
     a = Pipeline(name, pause_resume(200))
     b = Pipeline(name, pause_resume(100))
     time.sleep(0.2)
@@ -205,12 +207,12 @@ def pipeline_phase():
     r, dt = ctl(name, "pause")
     check(not r["ok"] and "instants" in r["error"],
           "with 64 changes waiting, another change is refused: %s" % r.get("error"))
-    while time.monotonic() - a.t0 < 0.8:  # the changes still wait for their instant
+    while time.monotonic() - a.t0 < 0.8:  # 300 changes, one at a time: they still wait
         r, dt = ctl(name, "status")
         worst = max(worst, dt)
         time.sleep(0.05)
     queued = r["status"]["distribute"]["queued"]
-    print("# 200 + 100 pipelined changes from two clients, Lead 1s: %d queued; status from "
+    print("# 200 + 100 pipelined changes from two clients, Lead 20ms: %d queued; status from "
           "another client: worst %.1f ms" % (queued, worst * 1e3), flush=True)
     check(worst < BOUND, "status from another client answers at once meanwhile")
     check(queued == 64, "the changes wait in a queue of 64 (%d)" % queued)
@@ -224,11 +226,13 @@ def pipeline_phase():
         check(not rs[-1]["status"]["paused"], "the last reply is the last line's (resume)")
         pl.s.close()
     # SIGTERM with changes queued
-    c = Pipeline(name, pause_resume(10))
+    c = Pipeline(name, pause_resume(64))
     time.sleep(0.2)
+    queued = ctl(name, "status")[0]["status"]["distribute"]["queued"]
     dt = stop_timed(p)
-    print("# leader with 10 changes queued: SIGTERM to exit %s"
-          % ("never (killed)" if dt is None else "%.1f ms" % (dt * 1e3)), flush=True)
+    print("# leader with %d changes queued: SIGTERM to exit %s"
+          % (queued, "never (killed)" if dt is None else "%.1f ms" % (dt * 1e3)), flush=True)
+    check(queued > 10, "changes were queued at the SIGTERM (%d)" % queued)
     check(dt is not None and dt < BOUND, "SIGTERM ends the leader promptly with changes queued")
     c.replies(10)
     c.s.close()

@@ -7,15 +7,16 @@
  *
  * Time is a counter every process reads (the hosts' synchronised clocks);
  * the clock process moves it on at any moment, so any process may be late
- * by any amount. One change: the leader announces it for the instant
- * E = now + L, re-announces it under a higher plan at a later instant when
- * not every member acknowledged it G before E (postpone), declares a member
- * lost once LOST passed since the first announcement without its
- * acknowledgement (LOST is at least a follower's silence bound S plus a
- * margin: the member's lease), and decides once every remaining member
- * acknowledged the current plan; it then says COMMIT(plan), repeatedly. Its
- * own function switches at E, or when it decides if that is later (a late
- * clock thread commits there, re-expressed).
+ * by any amount. One change (the leader agrees one at a time: the next is
+ * announced once this one took effect): the leader announces it for the
+ * instant E = now + L, re-announces it under a higher plan at a later
+ * instant when not every member acknowledged it G before E, or when it
+ * could not decide before E (postpone), declares a member lost once LOST
+ * passed since the first announcement without its acknowledgement (LOST is
+ * at least a follower's silence bound S plus a margin: the member's
+ * lease), and decides once every remaining member acknowledged the current
+ * plan, before E; it then says COMMIT(plan), repeatedly. Its own function
+ * switches at E (decided ahead: its readers switch there by themselves).
  *
  * A follower holds the latest plan it heard, acknowledges it, and accepts a
  * COMMIT only of that plan. Its readers show the old function until the
@@ -29,14 +30,18 @@
  * The property (asserted at every reading, and at the decision for
  * readings before it): every reading of a follower that is not stale lies
  * on the leader's function: old(x) only for x before the switch, new(t)
- * only at or after it. Behind (a value the leader showed earlier) is
+ * only at or after it, anchored at the same instant as the leader's (a
+ * function switched at another instant is another function: a pause there
+ * holds another value). Behind (a value the leader showed earlier) is
  * allowed; another function never.
  *
  * Mutants (each must fail; tests/lib/spin_check.sh): MUTANT_LOOSE_COMMIT, a
  * follower that takes a COMMIT of another plan; NO_HOLD, readers that run
  * on past an uncommitted instant; LOST_EARLY, a leader that declares a
  * member lost before it would be stale; DECIDE_ANY, a leader that decides
- * on one acknowledgement.
+ * on one acknowledgement; DECIDE_LATE, a leader that decides after the
+ * instant and switches when it decides (what a late clock thread did:
+ * followers switched at the instant, the leader later).
  */
 
 #define NF 2           /* followers (the macros below are written for two) */
@@ -87,7 +92,7 @@ inline reading(i)
 	:: else ->
 		if
 		:: hp[i] != NONE && fcommitted[i] && t >= hE[i] ->
-			assert(Ec != NONE && t >= Ec)
+			assert(Ec != NONE && t >= Ec && Ec == hE[i])
 		:: hp[i] != NONE && !fcommitted[i] && t >= hE[i] ->
 #ifdef MUTANT_NO_HOLD
 			assert(Ec == NONE || t < Ec)
@@ -179,6 +184,7 @@ end:
 		f = 0;
 		p = 0
 	   }
+#ifdef MUTANT_DECIDE_LATE
 	:: !decided && READY ->   /* every member holds the current plan */
 		atomic {
 		decided = true;
@@ -187,6 +193,16 @@ end:
 		reading(1)
 		}
 	:: !decided && !READY && t + G >= E ->   /* postpone */
+#else
+	:: !decided && READY && t < E ->   /* every member holds the current plan */
+		atomic {
+		decided = true;
+		Ec = E;       /* decided ahead: its readers switch there */
+		reading(0);   /* what followers show at this moment */
+		reading(1)
+		}
+	:: !decided && (!READY || t >= E) && t + G >= E ->   /* postpone */
+#endif
 		atomic {
 		/* the members silent for their lease are lost */
 		if
@@ -198,7 +214,7 @@ end:
 		:: else -> skip
 		fi;
 		if
-		:: !READY && plan < PMAX ->   /* the rest again, later */
+		:: (!READY || t >= E) && plan < PMAX ->   /* the rest again, later */
 			plan++;
 			E = t + L;
 			acked[0] = false;

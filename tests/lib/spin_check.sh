@@ -101,7 +101,7 @@ verify() {
 # mode_distribute.c.
 if [ "$name" = twophase.pml ]; then
 	verify holds
-	for m in LOOSE_COMMIT NO_HOLD LOST_EARLY DECIDE_ANY; do
+	for m in LOOSE_COMMIT NO_HOLD LOST_EARLY DECIDE_ANY DECIDE_LATE; do
 		verify fails -DMUTANT_$m
 	done
 	exit $failed
