@@ -208,6 +208,11 @@ struct dist {
 	uint64_t ack_sent_acked, ack_sent_plan, ack_sent_commit;
 	int64_t next_ack;
 	bool hold_stale, joined;
+	/* ... and whether it follows again once the function in force it
+	 * took after silence (or from a new leader) takes effect: its instant
+	 * was still to come, and what the leader shows until then is not
+	 * known here (changes it missed). Stale until then. */
+	bool rejoin;
 	int64_t joined_mono;
 	bool gap;               /* a change missed (announced after a gap) */
 	bool gap_held;          /* ... and readers held for it */
@@ -415,6 +420,7 @@ static void q_clear(struct dist *d, const struct clock_env *env, const char *why
 		}
 		q_pop(d);
 	}
+	d->rejoin = false; /* stale meanwhile: the next function starts anew */
 	for (; d->w_n; d->w_n--, d->w_first = (d->w_first + 1) % DIST_QUEUE_MAX) {
 		struct cmd *c = d->waiting[d->w_first];
 
@@ -1158,6 +1164,15 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			d->next_hb = now + d->hb_ns;
 		} else {
 			d->cur = p->fn;
+			if (d->rejoin) {
+				/* The function taken after silence is in force. */
+				d->rejoin = false;
+				clock_env_set_stale(env, false);
+				d->joined = true;
+				d->joined_mono = now;
+				log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'",
+					p->fn.leader, p->fn.clock);
+			}
 			if (p->held) {
 				/* Committed after its instant: readers held there meanwhile. */
 				pthread_mutex_lock(&d->mu);
@@ -1407,7 +1422,9 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		note_conflict(d, f, d->fn.term, d->fn.leader,
 			      "this follower follows the former, which ranks above");
 	}
-	fresh = new_leader || stale;
+	/* A rejoin waiting for its function's instant is not a new start:
+	 * later samples of the same leader go on from it. */
+	fresh = new_leader || (stale && !d->rejoin);
 	now = mono_ns();
 	if (!fresh) {
 		if (f->committed > d->commit_seen)
@@ -1507,6 +1524,22 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		if (r)
 			return cmd_fail(c, r, shmclock_strerror(r));
 		d->cur = *f;
+	} else if (fresh) {
+		/* A function in force from an instant still to come (a leader
+		 * deciding its next change ahead): until then the leader shows
+		 * a function this host may have missed, so the clock is stale
+		 * until this one takes effect (run_queue), not fresh at once on
+		 * the function it had. */
+		struct dist_pending *p = q_push(d);
+
+		p->fn = *f;
+		p->e_mono = e_mono;
+		p->sim_base = f->sim_base_ns;
+		p->scale = mult_scale(f->mult);
+		p->fl = fl;
+		p->committed = committed;
+		q_count(d);
+		d->rejoin = true;
 	} else {
 		struct dist_pending *p = q_push(d);
 
@@ -1518,7 +1551,13 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		p->committed = committed;
 		q_count(d);
 	}
-	if (fresh) {
+	if (fresh && d->rejoin) {
+		clock_env_set_stale(env, true);
+		d->joined = false;
+		log_msg(LOG_INFO, "distribute: leader %s for clock '%s': stale until its function "
+				  "takes effect, %.3f ms from now", f->leader, f->clock,
+			(double)(e_mono - now) / 1e6);
+	} else if (fresh) {
 		clock_env_set_stale(env, false);
 		d->joined = true;
 		d->joined_mono = now;

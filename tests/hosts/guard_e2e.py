@@ -10,6 +10,10 @@ bound to 127.0.0.1, a domain of this run's own):
   backwards without a jump: the follower refuses each (counted in status,
   logged once per leader and kind), its clock goes on with the valid
   function, status answers quickly throughout, SIGTERM ends it promptly;
+- a follower back from silence whose leader's function in force starts at
+  an instant still to come (a change decided ahead) stays stale until that
+  instant: until then the leader shows a function it may have missed (here
+  a pause), never the one it had, running on;
 - a leader with Lead 20ms gets one write of 200 pause/resume lines and
   another of 100: the changes queue (64 at most, the rest refused with a
   clear reason, the clients' further lines read as room comes), each agreed
@@ -159,6 +163,54 @@ def rogue_phase():
     rogue.wait(10)
 
 
+def rejoin_phase():
+    wire = "guard-rejoin-" + RUN
+    name, p = start("rejoiner", {"TimeSource": "leader",
+                                 "Distribute": {"Clock": wire, "StaleAfter": "600ms"}})
+    rogue = subprocess.Popen([ROGUE, str(DOMAIN), wire], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=ENV)
+    procs.append(rogue)
+
+    def send(change, eff, base, flags=0):
+        rogue.stdin.write("rogue/3 %d %d %d %d %d 0 200000000\n" % (change, eff, base, 1 << 32,
+                                                                  flags))
+        rogue.stdin.flush()
+        return rogue.stdout.readline().strip() == "ok"
+
+    # The leader's function: 1, running from 0 at t0; 2, paused at t2 (this
+    # follower misses it, silent meanwhile); 3, running again from there at
+    # t3, decided ahead (sent before t3).
+    t0 = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    check(send(1, t0, 0), "the rogue publisher writes")
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: clk.info().initialized, 20), "the follower takes function 1")
+    check(wait_for(lambda: clk.info().stale, 10), "silent, the follower is stale")
+    t2 = time.clock_gettime_ns(time.CLOCK_REALTIME) - 200_000_000
+    t3 = time.clock_gettime_ns(time.CLOCK_REALTIME) + 1_200_000_000
+    held = t2 - t0
+    check(send(3, t3, held), "sent function 3, 1.2 s ahead, function 2 missed")
+    wrong = polls = 0
+    while time.clock_gettime_ns(time.CLOCK_REALTIME) < t3 - 150_000_000:
+        i = clk.info()
+        polls += 1
+        if not i.stale and abs(i.sim_ns - held) > 1_000_000:
+            wrong += 1
+        time.sleep(0.01)
+    print("# back from silence before the instant: %d of %d readings fresh and off the leader's "
+          "pause" % (wrong, polls), flush=True)
+    check(polls > 20 and wrong == 0, "a follower back from silence is stale until its leader's "
+          "function takes effect (%d of %d readings off, not stale)" % (wrong, polls))
+    got = wait_for(lambda: not clk.info().stale, 5)
+    i = clk.info()
+    want = held + time.clock_gettime_ns(time.CLOCK_REALTIME) - t3
+    check(got and abs(i.sim_ns - want) < 100_000_000,
+          "from the instant it follows function 3 (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
+    clk.close()
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
+
 class Pipeline:
     """A client that writes many lines at once and reads the replies as
     they come (a client that stops reading is dropped once its socket
@@ -240,6 +292,7 @@ def pipeline_phase():
 
 def main():
     rogue_phase()
+    rejoin_phase()
     pipeline_phase()
 
 
