@@ -745,6 +745,41 @@ static void on_slice_exit(pid_t pid, struct thr *t)
 	ptrace(PTRACE_CONT, pid, NULL, NULL);
 }
 
+/*
+ * A signal for a thread between two slices of its wait: the slice ran out
+ * and on_slice_exit made the program's call again (RIP back on the syscall
+ * instruction), then the kernel, on its way back to the program, found the
+ * signal. Were the handler run from there, the call would be made again
+ * after it, as if SA_RESTART, and a nanosleep would never end with EINTR
+ * (preload_apps' static:eintr under a jump did that once in CI). Put back
+ * as the kernel leaves a call a signal interrupted: after the instruction,
+ * -ERESTARTNOHAND, so that the kernel decides as for its own calls: EINTR
+ * once a handler runs, the call made again otherwise (the same deadline).
+ * At this stop the kernel has not yet looked at the return value: it
+ * does once the signal is delivered or dropped (handle_signal).
+ */
+static void between_slices(pid_t pid, struct thr *t)
+{
+	struct user_regs_struct r;
+	uint64_t rem;
+
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &r) || r.rip != t->orig.rip - 2 ||
+	    r.rax != t->orig.orig_rax || r.orig_rax != t->orig.orig_rax)
+		return;
+	rem = t->nr == SYS_nanosleep ? t->orig.rsi
+	      : t->nr == SYS_clock_nanosleep && !(t->orig.rsi & TIMER_ABSTIME) ? t->orig.r10
+										 : 0;
+	if (rem) {
+		int64_t l = left(t);
+		struct timespec ts = ns_ts(l > 0 ? l : 0);
+
+		poke(pid, rem, &ts, sizeof(ts));
+	}
+	r.rip = t->orig.rip;
+	r.rax = (unsigned long long)-514; /* ERESTARTNOHAND */
+	ptrace(PTRACE_SETREGS, pid, NULL, &r);
+}
+
 /* ------------------------------------------------------------ the loop */
 
 /*
@@ -2036,6 +2071,8 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 			if ((sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) &&
 			    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si))
 				sig = 0;
+			if (sig && t->waiting && !t->in_slice)
+				between_slices(pid, t);
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
 		}
 	}

@@ -19,7 +19,9 @@
  * "timeout" when it exits 0; eintr: a child sends SIGUSR1 (a handler
  * without SA_RESTART) 2 simulated s into a 5 s nanosleep, which must end
  * with EINTR and a remainder of about 3 s, slept then: "timeout" when both
- * held.
+ * held; eintr_wait: a 5 s nanosleep with a SIGUSR1 handler (no SA_RESTART)
+ * that the test signals: "timeout" when it ended with EINTR (the test
+ * pauses the clock, so nothing else ends it).
  *
  * POSIX timers, timerfds and clock_getres (issue 33, answered by the
  * supervisor's listener): posix_timer (a CLOCK_MONOTONIC timer of period 1
@@ -315,6 +317,13 @@ int main(int argc, char **argv)
 		if (ok)
 			ok = nanosleep(&rem, NULL) == 0;
 		waitpid(pid, NULL, 0);
+	} else if (!strcmp(m, "eintr_wait")) {
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_usr1;
+		sigaction(SIGUSR1, &sa, NULL);
+		ok = nanosleep(&rel, NULL) < 0 && errno == EINTR && got_usr1;
 	} else if (!strcmp(m, "alarm")) {
 		sigset_t al;
 

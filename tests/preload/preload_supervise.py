@@ -20,6 +20,11 @@
                    (a traced process's child cannot PTRACE_TRACEME): a
                    clear error, exit 126, the program never runs;
   no-supervise     --no-supervise refuses a static program, exit 126;
+  signal-between-slices  a 5 s nanosleep with a SIGUSR1 handler on a
+                   paused clock; the tracer is stopped while a slice runs
+                   out, the signal sent then: the sleep ends with EINTR, as
+                   the kernel ends it (the handler used to run and the call
+                   go on for ever);
   timer-robust     POSIX timers and timerfds as a program may misuse them
                    (preload-static timer_robust): a bound with EAGAIN, bad
                    pointers get EFAULT, a timer deleted by another thread,
@@ -230,6 +235,43 @@ def no_supervise(env, clock):
     return []
 
 
+def ctl(env, clock, cmd):
+    subprocess.run([env["SHMCLOCKCTL"], "-n", clock.name, "--socket", clock.sock, cmd],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+
+def signal_between_slices(env, clock):
+    ctl(env, clock, "pause")
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "eintr_wait"])
+    tracer = None
+    try:
+        prog = wait_for(lambda: [x for x in procs_in_session(p.pid)
+                                 if x[2] == "preload-static"], 10)
+        if not prog or "ready" not in p.stdout.readline():
+            return ["the program never got to its wait"]
+        time.sleep(0.2)  # in its nanosleep, slice after slice (paused)
+        tracer = ppid(prog[0][0])
+        os.kill(tracer, signal.SIGSTOP)
+        time.sleep(0.1)  # a 20 ms slice runs out: the program stops for its tracer
+        os.kill(prog[0][0], signal.SIGUSR1)
+        time.sleep(0.05)
+        os.kill(tracer, signal.SIGCONT)
+        tracer = None
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return ["the nanosleep did not end with EINTR: the handler ran and the call went on "
+                    "(the clock is paused)"]
+        if not out.rstrip().endswith(" timeout"):
+            return ["the nanosleep did not end with EINTR: %r %r" % (out, err)]
+        return left_behind(p)
+    finally:
+        if tracer:
+            os.kill(tracer, signal.SIGCONT)
+        kill_session(p)
+        ctl(env, clock, "resume")
+
+
 def timer_robust(env, clock):
     p = run(env, clock, ["--", env["PRELOAD_STATIC"], "timer_robust"])
     fails = []
@@ -261,6 +303,7 @@ def main():
                              ("supervisor-killed", supervisor_killed),
                              ("sigterm-passed-on", sigterm_passed_on),
                              ("ptrace-denied", ptrace_denied), ("no-supervise", no_supervise),
+                             ("signal-between-slices", signal_between_slices),
                              ("timer-robust", timer_robust)):
                 f = fn(env, clock)
                 for line in f:
