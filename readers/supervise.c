@@ -675,6 +675,23 @@ static bool slice_expired(long nr, long ret)
 	}
 }
 
+/* A relative sleep ended by a handler reports what is left (a slice's own
+ * remainder goes nowhere): written where the program asked. */
+static void write_remainder(pid_t pid, const struct thr *t)
+{
+	const struct user_regs_struct *o = &t->orig;
+	uint64_t rem = t->nr == SYS_nanosleep ? o->rsi
+		       : t->nr == SYS_clock_nanosleep && !(o->rsi & TIMER_ABSTIME) ? o->r10
+										 : 0;
+
+	if (rem) {
+		int64_t l = left(t);
+		struct timespec ts = ns_ts(l > 0 ? l : 0);
+
+		poke(pid, rem, &ts, sizeof(ts));
+	}
+}
+
 /* The exit of a slice: again, or the program's result. */
 static void on_slice_exit(pid_t pid, struct thr *t)
 {
@@ -692,18 +709,7 @@ static void on_slice_exit(pid_t pid, struct thr *t)
 	 * restart block would resume the slice instead of the program's call,
 	 * so it becomes ERESTARTNOHAND. */
 	if (ret <= -512 && ret >= -516) {
-		/* A relative sleep ended by a handler reports what is left
-		 * (the slice's own remainder went nowhere). */
-		uint64_t rem = t->nr == SYS_nanosleep ? o.rsi
-			       : t->nr == SYS_clock_nanosleep && !(o.rsi & TIMER_ABSTIME) ? o.r10
-										  : 0;
-
-		if (rem) {
-			int64_t l = left(t);
-			struct timespec ts = ns_ts(l > 0 ? l : 0);
-
-			poke(pid, rem, &ts, sizeof(ts));
-		}
+		write_remainder(pid, t);
 		o.rax = (unsigned long long)(ret == -516 ? -514 : ret);
 		ptrace(PTRACE_SETREGS, pid, NULL, &o);
 		ptrace(PTRACE_CONT, pid, NULL, NULL);
@@ -761,20 +767,11 @@ static void on_slice_exit(pid_t pid, struct thr *t)
 static void between_slices(pid_t pid, struct thr *t)
 {
 	struct user_regs_struct r;
-	uint64_t rem;
 
 	if (ptrace(PTRACE_GETREGS, pid, NULL, &r) || r.rip != t->orig.rip - 2 ||
 	    r.rax != t->orig.orig_rax || r.orig_rax != t->orig.orig_rax)
 		return;
-	rem = t->nr == SYS_nanosleep ? t->orig.rsi
-	      : t->nr == SYS_clock_nanosleep && !(t->orig.rsi & TIMER_ABSTIME) ? t->orig.r10
-										 : 0;
-	if (rem) {
-		int64_t l = left(t);
-		struct timespec ts = ns_ts(l > 0 ? l : 0);
-
-		poke(pid, rem, &ts, sizeof(ts));
-	}
+	write_remainder(pid, t);
 	r.rip = t->orig.rip;
 	r.rax = (unsigned long long)-514; /* ERESTARTNOHAND */
 	ptrace(PTRACE_SETREGS, pid, NULL, &r);

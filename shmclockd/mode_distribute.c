@@ -1524,22 +1524,6 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		if (r)
 			return cmd_fail(c, r, shmclock_strerror(r));
 		d->cur = *f;
-	} else if (fresh) {
-		/* A function in force from an instant still to come (a leader
-		 * deciding its next change ahead): until then the leader shows
-		 * a function this host may have missed, so the clock is stale
-		 * until this one takes effect (run_queue), not fresh at once on
-		 * the function it had. */
-		struct dist_pending *p = q_push(d);
-
-		p->fn = *f;
-		p->e_mono = e_mono;
-		p->sim_base = f->sim_base_ns;
-		p->scale = mult_scale(f->mult);
-		p->fl = fl;
-		p->committed = committed;
-		q_count(d);
-		d->rejoin = true;
 	} else {
 		struct dist_pending *p = q_push(d);
 
@@ -1550,6 +1534,13 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		p->fl = fl;
 		p->committed = committed;
 		q_count(d);
+		/* A fresh start on a function in force from an instant still
+		 * to come (a leader deciding its next change ahead): until then
+		 * the leader shows a function this host may have missed, so the
+		 * clock is stale until this one takes effect (run_queue), not
+		 * fresh at once on the function it had. */
+		if (fresh)
+			d->rejoin = true;
 	}
 	if (fresh && d->rejoin) {
 		clock_env_set_stale(env, true);

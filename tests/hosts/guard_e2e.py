@@ -91,10 +91,9 @@ def stop_timed(p):
     return time.monotonic() - t0
 
 
-def rogue_phase():
-    wire = "guard-wire-" + RUN
-    name, p = start("follower", {"TimeSource": "leader",
-                                 "Distribute": {"Clock": wire, "StaleAfter": "5s"}})
+def start_rogue(wire):
+    """The rogue publisher on @wire, and a function that sends one sample
+    through it (True once written)."""
     rogue = subprocess.Popen([ROGUE, str(DOMAIN), wire], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, env=ENV)
     procs.append(rogue)
@@ -104,6 +103,14 @@ def rogue_phase():
                                                           epoch, hb))
         rogue.stdin.flush()
         return rogue.stdout.readline().strip() == "ok"
+    return rogue, send
+
+
+def rogue_phase():
+    wire = "guard-wire-" + RUN
+    name, p = start("follower", {"TimeSource": "leader",
+                                 "Distribute": {"Clock": wire, "StaleAfter": "5s"}})
+    rogue, send = start_rogue(wire)
 
     # A valid function: time = 0 at t0 (CLOCK_REALTIME), rate 1.
     t0 = time.clock_gettime_ns(time.CLOCK_REALTIME)
@@ -167,15 +174,10 @@ def rejoin_phase():
     wire = "guard-rejoin-" + RUN
     name, p = start("rejoiner", {"TimeSource": "leader",
                                  "Distribute": {"Clock": wire, "StaleAfter": "600ms"}})
-    rogue = subprocess.Popen([ROGUE, str(DOMAIN), wire], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=ENV)
-    procs.append(rogue)
+    rogue, rogue_send = start_rogue(wire)
 
-    def send(change, eff, base, flags=0):
-        rogue.stdin.write("rogue/3 %d %d %d %d %d 0 200000000\n" % (change, eff, base, 1 << 32,
-                                                                  flags))
-        rogue.stdin.flush()
-        return rogue.stdout.readline().strip() == "ok"
+    def send(change, eff, base):
+        return rogue_send("rogue/3", change, eff, base)
 
     # The leader's function: 1, running from 0 at t0; 2, paused at t2 (this
     # follower misses it, silent meanwhile); 3, running again from there at
