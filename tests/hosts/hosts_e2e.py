@@ -556,7 +556,7 @@ def lossy_phase(leader, followers, clients=1):
     late change, no backward read. With @clients > 1 the changes come from
     that many clients at once and queue on the leader (it agrees them one
     at a time; before it did, followers switched at instants the leader
-    had moved, and 1.5-14 % of their readings were off by up to hours)."""
+    had moved, and 2.7-22 % of their readings were off by up to hours)."""
     how = impair(True)
     print("# loss 20 %%, delay 5 ms +- 2 ms on every link, by %s; a CPU hog on each of %d "
           "cores; %d client%s" % (how, os.cpu_count(), clients, "s at once" if clients > 1 else ""),
