@@ -723,10 +723,11 @@ static void plan_entry(struct dist *d, const struct clock_env *env, const struct
 
 static int64_t repeat_ns(const struct dist *d);
 
-/* A leader's change (pause, resume, scale, set, step): scheduled at leader
- * time + Lead (after the changes already waiting), announced, queued; the
- * clock thread commits it at that instant once every member holds it (or
- * later, postponed) and answers the client then. */
+/* A leader's change (pause, resume, scale, set, step): checked, then, once
+ * no other change is being agreed (@in_turn: leader_next's call for the
+ * next waiting one), scheduled at leader time + Lead, announced, queued;
+ * the clock thread commits it at that instant once every member holds it
+ * (or later, postponed) and answers the client then. */
 static int leader_change(struct dist *d, const struct clock_env *env, struct cmd *c, int64_t now,
 			 bool in_turn)
 {
@@ -783,7 +784,8 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 	p->c = c;
 	p->fn = d->fn;
 	p->fn.change = d->fn.change + 1;
-	plan_entry(d, env, tail, p, now + d->lead_cur);
+	/* Nothing before it in the queue: planned from the function in force. */
+	plan_entry(d, env, NULL, p, now + d->lead_cur);
 	p->announced = p->first_announced = now;
 	d->fn = p->fn;
 	/* Twice: announcements travel best effort (a loss costs a round
