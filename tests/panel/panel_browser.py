@@ -57,6 +57,18 @@ def wait(fn, timeout=20, step=0.1):
     return None
 
 
+def rows(b, holding=False):
+    """The participants' rows as {name: background colour of the first
+    cell}, read in one script: the page rebuilds the table on every status
+    frame, so an element found by one call can be gone by the next
+    (StaleElementReferenceException)."""
+    return b.execute_script(
+        "const out = {};"
+        "for (const r of document.querySelectorAll(arguments[0]))"
+        "  out[r.dataset.name] = getComputedStyle(r.querySelector('td')).backgroundColor;"
+        "return out;", "tr.participant.holding" if holding else "tr.participant")
+
+
 def sim_text(b, name):
     return b.find_element(By.CSS_SELECTOR, 'section[data-clock="%s"] .sim' % name).text
 
@@ -78,9 +90,8 @@ def main():
             time.sleep(1.0)
             t2 = sim_text(b, e.name)
             check(t1 and t2 and t1 != t2, "the displayed time moves: %s -> %s" % (t1, t2))
-            rows = wait(lambda: len(b.find_elements(By.CSS_SELECTOR, "tr.participant")) == 3 and
-                        b.find_elements(By.CSS_SELECTOR, "tr.participant"))
-            names = sorted(r.get_attribute("data-name") for r in rows or [])
+            shown = wait(lambda: len(rows(b)) == 3 and rows(b))
+            names = sorted(shown or [])
             check(names == e.who, "the participants' rows appear: %s" % names)
             pause = wait(lambda: [x for x in b.find_elements(By.CSS_SELECTOR, 'button[data-cmd="pause"]')
                                   if x.is_displayed()])
@@ -91,13 +102,10 @@ def main():
             hold = e.participants[1]
             hold.send_signal(signal.SIGSTOP)
             try:
-                held = wait(lambda: [r.get_attribute("data-name")
-                                     for r in b.find_elements(By.CSS_SELECTOR, "tr.participant.holding")]
-                            == ["p1"], timeout=10)
+                held = wait(lambda: list(rows(b, holding=True)) == ["p1"], timeout=10)
                 check(held, "a participant that stops granting is shown holding the clock: %s" %
-                      [r.get_attribute("data-name") for r in b.find_elements(By.CSS_SELECTOR, "tr.participant.holding")])
-                bg = {r.get_attribute("data-name"): r.find_element(By.TAG_NAME, "td").value_of_css_property("background-color")
-                      for r in b.find_elements(By.CSS_SELECTOR, "tr.participant")}
+                      list(rows(b, holding=True)))
+                bg = rows(b)
                 check(bg.get("p1") and bg["p1"] != bg.get("p0") and bg["p1"] != bg.get("p2"),
                       "its row is highlighted: %s" % bg)
                 time.sleep(1.5)  # its holding time counts up on the page
