@@ -47,7 +47,8 @@ def wait_for(pred, timeout, step=0.01):
 
 def remove(procs, clocks, rtdir):
     """Kills what still runs of @procs, removes the segments of @clocks and
-    the run's directory."""
+    the run's directory (kept with HOSTS_KEEP=1: the daemons' logs, for a
+    failure's evidence; with HOSTS_LOG_LEVEL=debug they say every step)."""
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -57,6 +58,9 @@ def remove(procs, clocks, rtdir):
             os.unlink("/dev/shm/shmclock." + c)
         except FileNotFoundError:
             pass
+    if os.environ.get("HOSTS_KEEP") == "1":
+        print("# kept: %s" % rtdir, flush=True)
+        return
     shutil.rmtree(rtdir, ignore_errors=True)
 
 
