@@ -22,6 +22,16 @@ struct shmclock;
 #define SHMCLOCK__SLEEP_MONO 0x40000000u
 
 /*
+ * The wait of a SHMCLOCK__SLEEP_SIGNAL sleep, when the shim sets it (NULL:
+ * shmclock__futex_wait_until). As that one, and -EINTR once a signal
+ * handler ran on this thread since the sleep began, wherever it ran: in
+ * the wait, or between two waits (after a commit woke the sleeper), where
+ * the futex wait would never hear of it (readers/preload/signals.c).
+ */
+extern int (*shmclock__signal_wait)(const _Atomic uint32_t *word, uint32_t val,
+				    int64_t deadline_mono);
+
+/*
  * For the preload shim's waits in real-time slices: where the timeline
  * stands (@mono_tl: the jump-free one, else the simulation time) and the
  * CLOCK_MONOTONIC instant at which the clock's current function reaches

@@ -203,6 +203,9 @@ SHMCLOCK_EXPORT int shmclock_open_wait(const char *name, unsigned flags,
  */
 #define CANCEL_RECHECK_NS (50 * 1000000LL)
 
+/* Set by the preload shim only (shim.h). */
+int (*shmclock__signal_wait)(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);
+
 static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64_t rel_ns,
 		      unsigned flags, shmclock_duration_t timeout, shmclock_cancel_t *cancel)
 {
@@ -286,16 +289,20 @@ static int sleep_core(struct shmclock *clk, int64_t target, bool relative, int64
 		if ((flags & SHMCLOCK__SLEEP_SIGNAL) && wake - mono > SIGNAL_WAIT_MAX_NS)
 			wake = mono + SIGNAL_WAIT_MAX_NS;
 		/* Not for the preload shim's signal-aware sleeps: nothing
-		 * cancels them, and a signal landing between two waits would go
-		 * unseen (the shim must end the sleep with EINTR). */
+		 * cancels them. */
 		if (!(flags & SHMCLOCK__SLEEP_SIGNAL) && wake - mono > CANCEL_RECHECK_NS)
 			wake = mono + CANCEL_RECHECK_NS;
 		/* Returns on a commit, a cancel, a signal or the deadline; all
 		 * of them lead back to the checks above, except a signal when
-		 * the caller asked to see it. */
-		if (shmclock__futex_wait_until(&s->change_futex, w, wake) == -EINTR &&
-		    (flags & SHMCLOCK__SLEEP_SIGNAL))
+		 * the caller asked to see it (the shim's wait sees one handled
+		 * between two waits as well). */
+		if ((flags & SHMCLOCK__SLEEP_SIGNAL) && shmclock__signal_wait) {
+			if (shmclock__signal_wait(&s->change_futex, w, wake) == -EINTR)
+				return -EINTR;
+		} else if (shmclock__futex_wait_until(&s->change_futex, w, wake) == -EINTR &&
+			   (flags & SHMCLOCK__SLEEP_SIGNAL)) {
 			return -EINTR;
+		}
 	}
 }
 

@@ -96,6 +96,7 @@ static int do_init(void)
 	shim_resolve_sleeps();
 	shim_resolve_waits();
 	shim_resolve_timers();
+	shim_resolve_signals();
 	if (!name || !*name)
 		name = "default";
 	if (shmclock_parse_clocks(getenv("SHMCLOCK_CLOCKS"), &shim_mask, &bad, &badlen))

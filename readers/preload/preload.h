@@ -2,7 +2,8 @@
 /*
  * libshmclock-preload.so, shared by its files: set-up and state (core.c),
  * reading the simulated clocks (clocks.c), sleeps (sleeps.c), waits with
- * timeouts (waits.c), timers (timers.c). Everything here has hidden
+ * timeouts (waits.c), timers (timers.c), the program's signal handlers
+ * (signals.c). Everything here has hidden
  * visibility: the shim exports only what preload.map names.
  *
  * The clocks, as a program under the shim sees them:
@@ -176,6 +177,22 @@ static inline void shim_passthru_end(int *unused)
 
 /* A system call that never traps: -errno on failure. */
 long shim_raw(long nr, long a, long b, long c, long d, long e, long f);
+/* The signal-aware sleep's futex wait (trap.c, x86-64): FUTEX_WAIT_BITSET
+ * on @word until @ts (absolute CLOCK_MONOTONIC, NULL: none), unless
+ * *@handled is not @seen at the last instruction before the wait, which
+ * then returns -EINTR; 0 or -errno. Never traps. */
+long shim_sigwait(const _Atomic uint32_t *word, uint32_t val, const struct timespec *ts,
+		  const _Atomic unsigned long *handled, unsigned long seen);
+/* From a signal handler: the interrupted thread @uc (a ucontext_t) was in
+ * shim_sigwait, past its check and not yet waiting, and is sent to return
+ * -EINTR instead; whether it was. */
+bool shim_sigwait_divert(void *uc);
+/* The program's signal handlers (signals.c): around a signal-aware sleep,
+ * so that one run from its start ends it (the count at the start of a
+ * sleep it interrupted, a handler's own sleep, is kept in @outer). */
+void shim_sig_mark(unsigned long *outer);
+void shim_sig_unmark(const unsigned long *outer);
+void shim_resolve_signals(void);
 
 /* Whether @id is simulated (initialising on the first call). */
 static inline bool sim_on(clockid_t id)

@@ -7,6 +7,9 @@
  * jump-free timeline, absolute CLOCK_REALTIME ones on the simulation
  * timeline (preload.h).
  *
+ * A handler that runs between two of those waits (a commit woke the
+ * sleeper) ends the sleep too: signals.c counts them.
+ *
  * They stay cancellation points, as the real ones are: the futex wait is
  * not one, so the wait runs with asynchronous cancellation, which is safe
  * there (the shim's handle takes no lock, allocates nothing, changes
@@ -38,6 +41,7 @@ static int sim_nanosleep(clockid_t id, bool abs, const struct timespec *req, str
 {
 	const unsigned sig = SHMCLOCK__SLEEP_SIGNAL;
 	int64_t start = 0, req_ns;
+	unsigned long outer;
 	int r, cancel_type;
 
 	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || (!abs && req->tv_sec < 0))
@@ -46,6 +50,7 @@ static int sim_nanosleep(clockid_t id, bool abs, const struct timespec *req, str
 	/* Acts on a cancel pending already (when enabled), and on one that
 	 * comes during the sleep. */
 	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &cancel_type);
+	shim_sig_mark(&outer);
 	if (abs && is_rt(id)) {
 		r = shmclock_sleep_until_ex(shim_clk, (shmclock_sim_time_t){ req_ns - sim_offset(id) },
 					    sig, SHMCLOCK_DURATION_INFINITE, NULL);
@@ -57,6 +62,7 @@ static int sim_nanosleep(clockid_t id, bool abs, const struct timespec *req, str
 		r = shmclock_sleep_for_ex(shim_clk, shmclock_nsec(req_ns), sig | SHMCLOCK__SLEEP_MONO,
 					  SHMCLOCK_DURATION_INFINITE, NULL);
 	}
+	shim_sig_unmark(&outer);
 	pthread_setcanceltype(cancel_type, NULL);
 	if (r == -EINTR) {
 		if (!abs && rem) {

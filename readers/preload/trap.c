@@ -155,9 +155,33 @@ __asm__(".pushsection .text\n"
 	"shim_restorer_code:\n"
 	"\tmovq $15, %rax\n"
 	"\tsyscall\n"
+	/* The signal-aware sleep's futex wait (signals.c):
+	 * (word, val, timeout, &handled, seen). From sigwait_check to
+	 * sigwait_sys inclusive, a signal handler sends the thread to
+	 * sigwait_eintr instead of into the wait (shim_sigwait_divert);
+	 * before it, the handler's count is what the check sees. */
+	"shim_sigwait_code:\n"
+	"\tmovq %rdx, %r10\n"
+	"\tmovq %rsi, %rdx\n"
+	"shim_sigwait_check:\n"
+	"\tmovq (%rcx), %rax\n"
+	"\tcmpq %r8, %rax\n"
+	"\tjne shim_sigwait_eintr\n"
+	"\tmovl $9, %esi\n"   /* FUTEX_WAIT_BITSET, shared */
+	"\txorl %r8d, %r8d\n"
+	"\tmovl $-1, %r9d\n"  /* FUTEX_BITSET_MATCH_ANY */
+	"\tmovl $202, %eax\n" /* SYS_futex */
+	"shim_sigwait_sys:\n"
+	"\tsyscall\n"
+	"\tret\n"
+	"shim_sigwait_eintr:\n"
+	"\tmovq $-4, %rax\n"
+	"\tret\n"
 	"shim_gadget_end:\n"
 	".popsection\n");
 extern const char shim_gadget_code[], shim_restorer_code[], shim_gadget_end[];
+extern const char shim_sigwait_code[], shim_sigwait_check[], shim_sigwait_sys[],
+	shim_sigwait_eintr[];
 
 static _Atomic bool gadget_mapped;
 
@@ -202,6 +226,49 @@ long __wrap_syscall(long nr, ...)
 		return -1;
 	}
 	return r;
+}
+
+typedef long (*sigwait_fn)(const _Atomic uint32_t *word, uint32_t val, const struct timespec *ts,
+			   const _Atomic unsigned long *handled, unsigned long seen);
+
+/* The copy of the stub that runs: the gadget page's once it is mapped (its
+ * system call must not trap), else the one in .text (no trap then). */
+static uintptr_t sigwait_base(void)
+{
+	return atomic_load_explicit(&gadget_mapped, memory_order_acquire)
+		       ? GADGET_ADDR
+		       : (uintptr_t)shim_gadget_code;
+}
+
+long shim_sigwait(const _Atomic uint32_t *word, uint32_t val, const struct timespec *ts,
+		  const _Atomic unsigned long *handled, unsigned long seen)
+{
+	sigwait_fn f;
+	uintptr_t at = sigwait_base() + (uintptr_t)(shim_sigwait_code - shim_gadget_code);
+
+	memcpy(&f, &at, sizeof(f));
+	return f(word, val, ts, handled, seen);
+}
+
+bool shim_sigwait_divert(void *uc_)
+{
+	greg_t *ip = &((ucontext_t *)uc_)->uc_mcontext.gregs[REG_RIP];
+	/* Both copies: the gadget may have been mapped while a thread was in
+	 * the one in .text. */
+	uintptr_t bases[2] = { GADGET_ADDR, (uintptr_t)shim_gadget_code };
+
+	for (int i = 0; i < 2; i++) {
+		uintptr_t b = bases[i], at = (uintptr_t)*ip;
+
+		if (i == 0 && !atomic_load_explicit(&gadget_mapped, memory_order_acquire))
+			continue;
+		if (at >= b + (uintptr_t)(shim_sigwait_check - shim_gadget_code) &&
+		    at <= b + (uintptr_t)(shim_sigwait_sys - shim_gadget_code)) {
+			*ip = (greg_t)(b + (uintptr_t)(shim_sigwait_eintr - shim_gadget_code));
+			return true;
+		}
+	}
+	return false;
 }
 
 static bool map_gadget(void)
@@ -833,6 +900,23 @@ bool shim_trap_setup(bool live)
 }
 
 #else /* !__x86_64__ */
+
+/* Elsewhere the futex wait's own EINTR only: a handler run between two
+ * waits is seen at the next one's start, not within it. */
+long shim_sigwait(const _Atomic uint32_t *word, uint32_t val, const struct timespec *ts,
+		  const _Atomic unsigned long *handled, unsigned long seen)
+{
+	if (atomic_load_explicit(handled, memory_order_relaxed) != seen)
+		return -EINTR;
+	return shim_raw(SYS_futex, (long)word, FUTEX_WAIT_BITSET, val, (long)ts, 0,
+			FUTEX_BITSET_MATCH_ANY);
+}
+
+bool shim_sigwait_divert(void *uc)
+{
+	(void)uc;
+	return false;
+}
 
 long shim_raw(long nr, long a, long b, long c, long d, long e, long f)
 {

@@ -9,6 +9,15 @@
  *       the readings whose tv_nsec was outside [0, 1e9).
  *   preload-probe eintr          a signal handler ends a 100 s nanosleep:
  *       prints "rc -1 errno EINTR rem S" (rem in whole seconds).
+ *   preload-probe signals N      N times: a thread sends SIGUSR1 to the
+ *       main thread while it sleeps an hour with nanosleep, at a random
+ *       moment 0.2 to 2 ms after it went to sleep (real time), and waits up
+ *       to 2 s of real time for the sleep to end with EINTR; prints
+ *       "signals N handled H lost L" (L: sleeps that went on after their
+ *       handler ran; it stops after 5).
+ *   preload-probe sigaction      what sigaction, signal and sysv_signal show
+ *       and do with the shim's trampoline in front of the handlers: prints
+ *       "sigaction ok", or the first check that failed.
  *   preload-probe alarm          alarm(2) then pause(): prints "alarm".
  *   preload-probe forever        select() on a pipe with a timeout of
  *       {LONG_MAX, 0} while a thread writes to it 300 ms later: prints
@@ -27,6 +36,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +146,170 @@ static int cmd_eintr(void)
 	e = errno;
 	pthread_join(th, NULL);
 	printf("rc %d errno %s rem %ld\n", r, e == EINTR ? "EINTR" : strerror(e), (long)rem.tv_sec);
+	return 0;
+}
+
+/* signals: the sleeper's state, shared with the sender. */
+static _Atomic unsigned long sleeps_begun, sleeps_ended, handlers_run;
+static _Atomic bool signals_done;
+static pthread_t sleeper_thread;
+static long signals_wanted;
+
+static void count_usr1(int s)
+{
+	(void)s;
+	atomic_fetch_add(&handlers_run, 1);
+}
+
+static int64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_TAI, &ts); /* never simulated */
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void real_sleep_ns(int64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+
+	while (clock_nanosleep(CLOCK_TAI, 0, &ts, &ts) == EINTR)
+		;
+}
+
+static void *send_signals(void *arg)
+{
+	pthread_t sleeper = sleeper_thread;
+	unsigned long n = 0, lost = 0;
+	unsigned seed = 12345;
+
+	(void)arg;
+	for (long i = 0; i < signals_wanted && lost < 5; i++) {
+		int64_t t0;
+
+		/* Into its next sleep, then a moment more: the signal lands
+		 * in the sleep, anywhere (between two of its waits too). */
+		while (atomic_load(&sleeps_begun) == n)
+			real_sleep_ns(20000);
+		n = atomic_load(&sleeps_begun);
+		real_sleep_ns(200000 + rand_r(&seed) % 1800000);
+		pthread_kill(sleeper, SIGUSR1);
+		t0 = real_ns();
+		while (atomic_load(&sleeps_ended) < n && real_ns() - t0 < 2000000000)
+			real_sleep_ns(50000);
+		if (atomic_load(&sleeps_ended) < n) {
+			lost++;
+			/* Another to end that sleep; counted too. */
+			while (atomic_load(&sleeps_ended) < n) {
+				pthread_kill(sleeper, SIGUSR1);
+				real_sleep_ns(10000000);
+			}
+		}
+	}
+	atomic_store(&signals_done, true);
+	while (atomic_load(&sleeps_ended) < atomic_load(&sleeps_begun)) {
+		pthread_kill(sleeper, SIGUSR1);
+		real_sleep_ns(10000000);
+	}
+	return (void *)(uintptr_t)lost;
+}
+
+static int cmd_signals(long n)
+{
+	struct sigaction sa;
+	struct timespec hour = { 3600, 0 };
+	pthread_t th;
+	void *lost;
+	unsigned long full = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = count_usr1;
+	sigaction(SIGUSR1, &sa, NULL);
+	sleeper_thread = pthread_self();
+	signals_wanted = n;
+	pthread_create(&th, NULL, send_signals, NULL);
+	while (!atomic_load(&signals_done)) {
+		int r;
+
+		atomic_fetch_add(&sleeps_begun, 1);
+		r = nanosleep(&hour, NULL);
+		atomic_fetch_add(&sleeps_ended, 1);
+		if (r == 0)
+			full++;
+		else if (errno != EINTR)
+			return 1;
+	}
+	pthread_join(th, &lost);
+	printf("signals %ld handled %lu lost %lu full %lu\n", n, (unsigned long)handlers_run,
+	       (unsigned long)(uintptr_t)lost, full);
+	return 0;
+}
+
+static volatile sig_atomic_t h1_ran, h2_ran, h2_signo;
+
+static void h1(int s)
+{
+	(void)s;
+	h1_ran++;
+}
+
+static void h2(int s, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	h2_ran++;
+	h2_signo = si && si->si_signo == s ? s : -1;
+}
+
+#define CHECK(c)                                           \
+	do {                                               \
+		if (!(c)) {                                \
+			printf("failed: %s (line %d)\n", #c, __LINE__); \
+			return 0;                          \
+		}                                          \
+	} while (0)
+
+static int cmd_sigaction(void)
+{
+	struct sigaction a, o;
+
+	memset(&a, 0, sizeof(a));
+	a.sa_handler = h1;
+	a.sa_flags = SA_RESTART;
+	CHECK(sigaction(SIGUSR1, &a, &o) == 0 && o.sa_handler == SIG_DFL);
+	CHECK(sigaction(SIGUSR1, NULL, &o) == 0 && o.sa_handler == h1);
+	CHECK((o.sa_flags & SA_RESTART) && !(o.sa_flags & SA_SIGINFO));
+	raise(SIGUSR1);
+	CHECK(h1_ran == 1);
+	memset(&a, 0, sizeof(a));
+	a.sa_sigaction = h2;
+	a.sa_flags = SA_SIGINFO;
+	CHECK(sigaction(SIGUSR1, &a, &o) == 0 && o.sa_handler == h1 && !(o.sa_flags & SA_SIGINFO));
+	CHECK(sigaction(SIGUSR1, NULL, &o) == 0 && o.sa_sigaction == h2 &&
+	      (o.sa_flags & SA_SIGINFO));
+	raise(SIGUSR1);
+	CHECK(h2_ran == 1 && h2_signo == SIGUSR1 && h1_ran == 1);
+	/* Set back what was read: the same handler, not a loop. */
+	CHECK(sigaction(SIGUSR1, &o, NULL) == 0);
+	raise(SIGUSR1);
+	CHECK(h2_ran == 2);
+	CHECK(sigaction(SIGUSR1, NULL, &o) == 0 && signal(SIGUSR1, SIG_IGN) == o.sa_handler);
+	raise(SIGUSR1);
+	CHECK(h2_ran == 2);
+	CHECK(signal(SIGUSR1, h1) == SIG_IGN);
+	CHECK(sigaction(SIGUSR1, NULL, &o) == 0 && o.sa_handler == h1 && (o.sa_flags & SA_RESTART));
+	CHECK(sigismember(&o.sa_mask, SIGUSR1) == 1);
+	raise(SIGUSR1);
+	CHECK(h1_ran == 2);
+	CHECK(sysv_signal(SIGUSR2, h1) == SIG_DFL);
+	raise(SIGUSR2);
+	CHECK(h1_ran == 3);
+	CHECK(sigaction(SIGUSR2, NULL, &o) == 0 && o.sa_handler == SIG_DFL); /* reset */
+	CHECK(sigaction(SIGKILL, &a, NULL) == -1 && errno == EINVAL);
+	CHECK(sigaction(0, &a, NULL) == -1 && errno == EINVAL);
+	CHECK(sigaction(SIGRTMIN + 1, &a, NULL) == 0);
+	raise(SIGRTMIN + 1);
+	CHECK(h2_ran == 3 && h2_signo == SIGRTMIN + 1);
+	puts("sigaction ok");
 	return 0;
 }
 
@@ -262,13 +436,17 @@ int main(int argc, char **argv)
 		return cmd_eintr();
 	if (argc == 2 && !strcmp(argv[1], "alarm"))
 		return cmd_alarm();
+	if (argc == 2 && !strcmp(argv[1], "sigaction"))
+		return cmd_sigaction();
+	if (argc == 3 && !strcmp(argv[1], "signals"))
+		return cmd_signals(atol(argv[2]));
 	if (argc == 2 && !strcmp(argv[1], "forever"))
 		return cmd_forever();
 	if (argc == 2 && !strcmp(argv[1], "timer"))
 		return cmd_timer();
 	if (argc == 2 && !strcmp(argv[1], "tfdclose"))
 		return cmd_tfdclose();
-	fprintf(stderr, "usage: preload-probe threads N MS | eintr | alarm | forever | timer | "
+	fprintf(stderr, "usage: preload-probe threads N MS | eintr | signals N | sigaction | alarm | forever | timer | "
 			"tfdclose\n");
 	return 2;
 }
