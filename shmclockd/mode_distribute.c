@@ -143,7 +143,8 @@ struct dist_pending {
 	/* two-phase: the leader decided it (every member holds it) / a
 	 * follower heard it committed */
 	bool committed;
-	int64_t announced;      /* leader: when announced (under this plan) */
+	int64_t announced;      /* leader: when announced (under this plan);
+				 * follower: when heard */
 	int64_t first_announced; /* leader: when first announced */
 	bool held;              /* follower: its instant passed uncommitted */
 };
@@ -260,6 +261,9 @@ struct dist {
 	 * Lead, the members as status shows them */
 	uint64_t postponed, lost_members, holds, hold_stales;
 	uint64_t staged;                    /* changes decided ahead of their instant */
+	/* follower: changes this thread first acted on after their instant
+	 * (it ran late): its readers showed the function before meanwhile */
+	uint64_t ran_past;
 	int64_t shown_lead;
 	unsigned shown_members;
 	struct dist_member shown[DIST_MEMBERS_MAX];
@@ -1101,6 +1105,22 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			return p->e_mono - DIST_OPEN_NS < next ? p->e_mono - DIST_OPEN_NS : next;
 		if (d->leader && !p->committed)
 			return next; /* postponed above, before its instant */
+		if (!d->leader && !p->staged && !p->frozen && p->announced < p->e_mono &&
+		    now > p->e_mono) {
+			/* Neither held nor decided ahead before its instant: this
+			 * thread woke that late, and until now its readers showed
+			 * the function before, not stale. Said, never hidden:
+			 * the hold at the instant relies on this thread waking
+			 * DIST_OPEN_NS before it. */
+			pthread_mutex_lock(&d->mu);
+			d->ran_past++;
+			pthread_mutex_unlock(&d->mu);
+			log_msg(LOG_WARN, "distribute: change %llu reached its instant %.3f ms before "
+					  "this host's clock thread ran: its readers showed the previous "
+					  "function meanwhile (a loaded host: give shmclockd a real-time "
+					  "priority, SchedPriority)",
+				(unsigned long long)p->fn.change, (double)(now - p->e_mono) / 1e6);
+		}
 		if (p->committed) {
 			/* Known committed: decided ahead at once, in the same
 			 * run as the decision (leader) or the message (follower). */
@@ -1535,6 +1555,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		p->scale = mult_scale(f->mult);
 		p->fl = fl;
 		p->committed = committed;
+		p->announced = now;
 		q_count(d);
 		/* A fresh start on a function in force from an instant still
 		 * to come (a leader deciding its next change ahead): until then
@@ -1797,6 +1818,7 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 			cJSON_AddStringToObject(o, "refused_last", d->refused_last);
 		cJSON_AddNumberToObject(o, "holds", (double)d->holds);
 		cJSON_AddNumberToObject(o, "hold_stales", (double)d->hold_stales);
+		cJSON_AddNumberToObject(o, "ran_past_instant", (double)d->ran_past);
 		cJSON_AddNumberToObject(o, "acks_sent", (double)st.acks_sent);
 		cJSON_AddNumberToObject(o, "received", (double)st.received);
 		cJSON_AddNumberToObject(o, "lost", (double)st.lost);

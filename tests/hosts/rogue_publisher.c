@@ -7,9 +7,11 @@
  *   rogue-publisher DOMAIN CLOCK
  *
  * Each line on stdin is one sample:
- *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS
- * (EFFECTIVE_NS in CLOCK_REALTIME, timebase 0). It answers "ok" or "error"
- * on stdout after each; end of input ends it.
+ *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS [COMMITTED]
+ * (EFFECTIVE_NS in CLOCK_REALTIME, timebase 0; COMMITTED, the changes said
+ * committed, CHANGE unless given: CHANGE - 1 makes the sample an
+ * announcement). It answers "ok" or "error" on stdout after each; end of
+ * input ends it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -57,11 +59,14 @@ int main(int argc, char **argv)
 		struct timespec ts;
 		int ok;
 
+		int n;
+
 		memset(&m, 0, sizeof(m));
-		if (sscanf(line, "%96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu32
-				 " %" SCNu64 " %" SCNd64,
+		n = sscanf(line, "%96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu32
+				 " %" SCNu64 " %" SCNd64 " %" SCNu64,
 			   leader, &m.change, &m.effective_ns, &m.sim_base_ns, &m.mult, &m.flags,
-			   &m.jump_epoch, &m.heartbeat_ns) != 8) {
+			   &m.jump_epoch, &m.heartbeat_ns, &m.committed);
+		if (n != 8 && n != 9) {
 			puts("error: bad line");
 			fflush(stdout);
 			continue;
@@ -70,8 +75,9 @@ int main(int argc, char **argv)
 		snprintf(m.leader, sizeof(m.leader), "%s", leader);
 		m.term = 1;
 		m.seq = ++seq;
-		/* A function in force (one-phase): committed up to itself. */
-		m.committed = m.change;
+		/* Unless told: a function in force, committed up to itself. */
+		if (n == 8)
+			m.committed = m.change;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		m.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 		ok = dds_write(wr, &m) >= 0;
