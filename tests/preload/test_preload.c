@@ -259,30 +259,38 @@ Test(preload, python_time_follows_pause_scale_and_unix_zero)
 	daemon_stop(d);
 }
 
+/* preload-probe threads N MS while the test makes @changes (command,
+ * argument) @rounds times, @gap_ns apart; its report in out. */
+static void probe_threads_through(const char *name, const char *n, const char *ms,
+				  const char *const (*changes)[2], size_t nchanges, int rounds,
+				  int64_t gap_ns, int64_t limit_ns)
+{
+	int fo, st;
+	pid_t p = spawn(&fo, name, "--", bin("PRELOAD_PROBE"), "threads", n, ms, NULL);
+
+	for (int round = 0; round < rounds; round++)
+		for (size_t i = 0; i < nchanges; i++) {
+			cr_assert_eq(ctl(name, changes[i][0], changes[i][1], NULL), 0, "%s", ctl_err);
+			sleep_ns(gap_ns);
+		}
+	cr_assert(exited_within(p, limit_ns, &st), "the probe did not finish");
+	cr_assert_eq(st, 0);
+	slurp(fo, out, sizeof(out));
+}
+
 Test(preload, threads_and_fork_see_continuous_time_while_the_clock_changes)
 {
 	const char *name = test_clock_name();
 	pid_t d = start(name, "--start=1000s", NULL);
 	unsigned long long reads, back;
 	long long first, last, child;
-	int fo, st;
-	pid_t p;
-	static const char *changes[][2] = {
+	static const char *const changes[][2] = {
 		{ "scale", "4" }, { "pause", NULL }, { "resume", NULL }, { "scale", "0.5" },
 		{ "pause", NULL }, { "scale", "8" }, { "resume", NULL }, { "scale", "1" },
 	};
 
 	/* 8 threads for 1.5 s of simulated time while the test changes it. */
-	p = spawn(&fo, name, "--", bin("PRELOAD_PROBE"), "threads", "8", "1500", NULL);
-	for (int round = 0; round < 3; round++) {
-		for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
-			cr_assert_eq(ctl(name, changes[i][0], changes[i][1], NULL), 0, "%s", ctl_err);
-			sleep_ns(10000000);
-		}
-	}
-	cr_assert(exited_within(p, 20000000000LL, &st), "the probe did not finish");
-	cr_assert_eq(st, 0);
-	slurp(fo, out, sizeof(out));
+	probe_threads_through(name, "8", "1500", changes, 8, 3, 10000000, 20000000000LL);
 	cr_assert_eq(sscanf(out, "reads %llu backward %llu first %lld last %lld child %lld", &reads,
 			    &back, &first, &last, &child),
 		     5, "%s", out);
@@ -308,22 +316,12 @@ Test(preload, two_hundred_threads_crossing_seconds_get_normalised_continuous_tim
 	pid_t d = start(name, "--start=1000s", "--scale=1000");
 	unsigned long long reads, back, bad;
 	long long first, last, child;
-	int fo, st;
-	pid_t p;
-	static const char *changes[][2] = {
+	static const char *const changes[][2] = {
 		{ "scale", "250" }, { "pause", NULL }, { "resume", NULL }, { "scale", "1000" },
 	};
 
 	/* 1500 s of simulated time: about 1.5 s of real time at 1000x. */
-	p = spawn(&fo, name, "--", bin("PRELOAD_PROBE"), "threads", "200", "1500000", NULL);
-	for (int round = 0; round < 2; round++)
-		for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
-			cr_assert_eq(ctl(name, changes[i][0], changes[i][1], NULL), 0, "%s", ctl_err);
-			sleep_ns(20000000);
-		}
-	cr_assert(exited_within(p, 60000000000LL, &st), "the probe did not finish");
-	cr_assert_eq(st, 0);
-	slurp(fo, out, sizeof(out));
+	probe_threads_through(name, "200", "1500000", changes, 4, 2, 20000000, 60000000000LL);
 	cr_assert_eq(sscanf(out, "reads %llu backward %llu first %lld last %lld child %lld bad %llu",
 			    &reads, &back, &first, &last, &child, &bad),
 		     6, "%s", out);
