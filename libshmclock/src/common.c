@@ -190,18 +190,22 @@ SHMCLOCK_EXPORT const char *shmclock_version(void)
 	return SHMCLOCK_VERSION_STRING;
 }
 
+struct timespec *shmclock__deadline_ts(int64_t deadline_mono, struct timespec *ts)
+{
+	if (deadline_mono == INT64_MAX)
+		return NULL;
+	if (deadline_mono < 0)
+		deadline_mono = 0;
+	ts->tv_sec = (time_t)(deadline_mono / 1000000000);
+	ts->tv_nsec = (long)(deadline_mono % 1000000000);
+	return ts;
+}
+
 int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono)
 {
-	struct timespec ts, *tsp = NULL;
+	struct timespec ts, *tsp = shmclock__deadline_ts(deadline_mono, &ts);
 	long r;
 
-	if (deadline_mono != INT64_MAX) {
-		if (deadline_mono < 0)
-			deadline_mono = 0;
-		ts.tv_sec = (time_t)(deadline_mono / 1000000000);
-		ts.tv_nsec = (long)(deadline_mono % 1000000000);
-		tsp = &ts;
-	}
 	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline, so a
 	 * wake-up computed from the mapping does not drift with our own
 	 * latency. Shared, read-only: as in shmclock__futex_wait. */

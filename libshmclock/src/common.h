@@ -91,6 +91,9 @@ int shmclock__futex_wait(const _Atomic uint32_t *word, uint32_t val, int64_t tim
 void shmclock__futex_wake_all(_Atomic uint32_t *word);
 /* FUTEX_WAIT with an absolute CLOCK_MONOTONIC deadline (INT64_MAX: none). */
 int shmclock__futex_wait_until(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono);
+/* A CLOCK_MONOTONIC deadline in ns as the absolute timespec a futex wait
+ * takes, in *@ts (negative: 0); NULL for INT64_MAX (no deadline). */
+struct timespec *shmclock__deadline_ts(int64_t deadline_mono, struct timespec *ts);
 void shmclock__futex_wake_ro(const _Atomic uint32_t *word);
 
 static inline void shmclock__cpu_relax(void)

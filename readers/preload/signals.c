@@ -32,7 +32,6 @@
  */
 #include "preload.h"
 
-#include <linux/futex.h>
 #include <stdint.h>
 
 static int (*r_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -199,17 +198,9 @@ void shim_sig_unmark(const unsigned long *outer)
 /* The library's wait for a signal-aware sleep (shim.h). */
 static int signal_wait(const _Atomic uint32_t *word, uint32_t val, int64_t deadline_mono)
 {
-	struct timespec ts, *tsp = NULL;
-	long r;
+	struct timespec ts;
+	long r = shim_sigwait(word, val, shmclock__deadline_ts(deadline_mono, &ts), &handled, seen);
 
-	if (deadline_mono != INT64_MAX) {
-		if (deadline_mono < 0)
-			deadline_mono = 0;
-		ts.tv_sec = (time_t)(deadline_mono / NS);
-		ts.tv_nsec = (long)(deadline_mono % NS);
-		tsp = &ts;
-	}
-	r = shim_sigwait(word, val, tsp, &handled, seen);
 	return r < 0 ? (int)r : 0;
 }
 
