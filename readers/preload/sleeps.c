@@ -46,11 +46,12 @@ static int sim_nanosleep(clockid_t id, bool abs, const struct timespec *req, str
 
 	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || (!abs && req->tv_sec < 0))
 		return EINVAL;
+	/* First: a handler from here on ends the sleep. */
+	shim_sig_mark(&outer);
 	req_ns = ts_to_ns(req);
 	/* Acts on a cancel pending already (when enabled), and on one that
 	 * comes during the sleep. */
 	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &cancel_type);
-	shim_sig_mark(&outer);
 	if (abs && is_rt(id)) {
 		r = shmclock_sleep_until_ex(shim_clk, (shmclock_sim_time_t){ req_ns - sim_offset(id) },
 					    sig, SHMCLOCK_DURATION_INFINITE, NULL);
