@@ -242,8 +242,11 @@ def late_thread_phase():
     # Function 2: half speed from its instant, announced (not committed).
     t2 = time.clock_gettime_ns(time.CLOCK_REALTIME) + 600_000_000
     check(send(2, t2, t2 - t0, 1 << 31, 1), "change 2 announced, 0.6 s ahead")
-    time.sleep(0.2)  # heard and queued
+    heard = wait_for(lambda: ctl(name, "status")[0]["status"]["distribute"]["queued"] >= 1, 0.5)
     p.send_signal(signal.SIGSTOP)
+    # Stopped before the thread opens the hold (1 ms before the instant)?
+    # A machine too slow for that says so instead of failing below.
+    placed = heard and time.clock_gettime_ns(time.CLOCK_REALTIME) < t2 - 2_000_000
     try:
         while time.clock_gettime_ns(time.CLOCK_REALTIME) < t2 + 300_000_000:
             time.sleep(0.02)
@@ -259,12 +262,18 @@ def late_thread_phase():
     got = wait_for(lambda: (ctl(name, "status")[0].get("status", {}).get("distribute", {})
                             .get("ran_past_instant", 0)) >= 1, 10)
     st = ctl(name, "status")[0]["status"]["distribute"]
-    check(got and st["ran_past_instant"] == 1,
-          "status counts the change whose instant came before the clock thread ran (%d)"
-          % st.get("ran_past_instant", -1))
-    log = open(os.path.join(rtdir, "late.log")).read()
-    check("reached its instant" in log and "SchedPriority" in log,
-          "the log says so, with the remedy")
+    if placed:
+        check(got and st["ran_past_instant"] == 1,
+              "status counts the change whose instant came before the clock thread ran (%d)"
+              % st.get("ran_past_instant", -1))
+        log = open(os.path.join(rtdir, "late.log")).read()
+        check("reached its instant" in log and "SchedPriority" in log,
+              "the log says so, with the remedy")
+    else:
+        print("# the stop came after the follower heard and held the change (%s): the "
+              "machine was too slow to place it; not asserted" % ("heard" if heard else
+                                                                   "not heard in 0.5 s"),
+              flush=True)
     clk.close()
     rogue.stdin.close()
     rogue.wait(10)
