@@ -29,6 +29,13 @@
  *     never seen before its instant: a read whose clock reading is before
  *     a commit's anchor returns no more than the previous function gives
  *     there (ghost hist_eff, the anchor of each commit);
+ *   - with -DWITHDRAW (implies FREEZE), once in a run, an update
+ *     freeze_at opened is withdrawn instead (writer.c,
+ *     shmclock_writer_withdraw: X1, X2), before or after its instant and
+ *     with or without a decision possible later: every check above holds
+ *     across it. Mutant WITHDRAW_KEEPS_ANCHOR (X2 left out) must fail: a
+ *     reader that finds the next update open before W2a takes the
+ *     withdrawn anchor for that update's.
  *   - with -DSTALE, the stale mark (SHMCLOCK_F_STALE, in the record's
  *     flags) comes with the time of the commit that set it: a reader never
  *     pairs one commit's mark with another's function (field st, checked
@@ -89,6 +96,9 @@
 #ifdef AHEAD
 #define FREEZE
 #endif
+#ifdef WITHDRAW
+#define FREEZE
+#endif
 
 byte mono;                              /* CLOCK_MONOTONIC */
 byte seq;                               /* odd while a writer updates */
@@ -143,7 +153,7 @@ inline clock(out) {
 }
 
 proctype Writer() {
-	byte kills, ncommits, mw, cur, spun;
+	byte kills, ncommits, mw, cur, spun, withdrawn;
 	byte p_mb, p_sb, p_mult = 1, p_ep, p_jb, p_gen;  /* the writer's own copy (w->p) */
 	bit p_st;
 
@@ -217,6 +227,29 @@ commits:
 #endif
 		/* W2a: publish the anchor for readers that find the update stuck */
 		anc = mw; KILLPOINT;
+#ifdef WITHDRAW
+		/* shmclock_writer_withdraw(): the update freeze_at opened, nothing
+		 * decided, ends on the record as it was, before or after its
+		 * instant, without waiting; its slot is not a commit */
+		if
+		:: withdrawn < 1 ->
+			withdrawn++;
+			ncommits--;
+			/* X1: W4 (stores of the same values: no change), W5 */
+#ifdef AHEAD
+			d_step { seq++; nseq = seq }; KILLPOINT;
+#else
+			seq++; KILLPOINT;
+#endif
+#ifndef MUTANT_WITHDRAW_KEEPS_ANCHOR
+			/* X2: the anchor withdrawn (the record's mono_base) */
+			anc = p_mb; KILLPOINT;
+#endif
+			/* W6: the backup already holds the record */
+			goto commits
+		:: true -> skip
+		fi;
+#endif
 		/* W3: the time every reader agrees on at mw */
 		timefn(p_mb, p_sb, p_mult, mw, cur);
 		/* The change (forward jumps and scale 1 add no new behaviour;

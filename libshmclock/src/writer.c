@@ -52,6 +52,13 @@
  *                  next_seq = seq (release)                                N2
  *   complete:      (at or after the anchor) commit_end, W4..W6
  *
+ * Withdrawn (shmclock_writer_withdraw, an update freeze_at opened and
+ * nothing decided): the update ends on the record as it was, without
+ * waiting for its instant, and its anchor is withdrawn:
+ *
+ *   withdraw:      commit_end, the record unchanged (W4..W6)           X1
+ *                  anchor_mono_ns = record's mono_base (relaxed)         X2
+ *
  * A writer killed between N2 and W5 leaves the decision in place: readers
  * of the dead writer honour it (protocol.c, S5), and the next writer
  * completes the update at its instant (n_anchor_ns) before its first change
@@ -789,6 +796,35 @@ SHMCLOCK_EXPORT int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono
 	 * mark sees this update's anchor (W2a). */
 	atomic_store_explicit(&w->seg->next_seq, w->seq + 1, memory_order_release);
 	w->open = true;
+	return 0;
+}
+
+SHMCLOCK_EXPORT int shmclock_writer_withdraw(shmclock_writer_t *w)
+{
+	struct shmclock_seg *s = w->seg;
+	int r;
+
+	if ((r = still_owner(w)))
+		return r;
+	if (!w->open)
+		return -ENODATA;
+	if (w->staged)
+		return -EALREADY; /* decided: readers may have switched already */
+	/* X1: W4..W6 with the record as it was (freeze_at changed nothing of
+	 * w->p): readers go on with the function in force, at once, and a
+	 * reader held past the instant runs on from there (forwards). */
+	commit_end(w);
+	w->open = false;
+	/* X2: the anchor withdrawn, as V0 does for a dead writer's: the record
+	 * is based before it, so a reader that finds the next update open
+	 * before its W2a would take this stale anchor for that update's
+	 * (T4: anchor > mono_base) and cap time at an instant past the real
+	 * anchor, which a pause there would then undercut. No later than
+	 * mono_base, it only makes such a reader wait for W2a. Ordered before
+	 * the next update's odd store by the release fence of its W1 (and
+	 * after this update's even store, W5: readers of this update keep
+	 * the anchor they were held at). */
+	atomic_store_explicit(&s->anchor_mono_ns, w->p.mono_base, memory_order_relaxed);
 	return 0;
 }
 

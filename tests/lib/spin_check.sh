@@ -137,6 +137,9 @@ verify fails $small -DSTALE -DMUTANT_STALE_AFTER_RECHECK
 verify holds $small -DFREEZE
 verify fails $small -DFREEZE -DMUTANT_FREEZE_EARLY_COMMIT
 verify fails $small -DFREEZE -DMUTANT_NO_ANCHOR_CAP
+# ... and withdrawn (shmclock_writer_withdraw, X1 X2).
+verify holds $small -DWITHDRAW
+verify fails $small -DWITHDRAW -DMUTANT_WITHDRAW_KEEPS_ANCHOR
 # A writer opening the segment while a change is decided ahead (V0 while
 # the writer lives): the decision keeps its own instant. One read (no
 # monotonicity to check; the ahead part checks it): the state space of two

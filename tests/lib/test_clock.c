@@ -5,6 +5,9 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -619,6 +622,76 @@ Test(clock, freeze_at_schedules_the_next_change_exactly_at_its_instant)
 	cr_assert_eq(shmclock_info(p.r, &in), 0);
 	cr_expect_eq(in.sim_ns, want + (in.mono_ns - (mono + 20000000)),
 		     "running again from the instant on");
+	close_pair(&p);
+}
+
+/* The segment's anchor_mono_ns and backup mono_base (segment.h, 0x158 and
+ * 0x188), as a reader process maps them. */
+static void seg_anchor(const char *name, int64_t *anchor, int64_t *b_mono_base)
+{
+	char path[128];
+	int fd;
+	void *m;
+
+	snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", name);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	memcpy(anchor, (const char *)m + 0x158, 8);
+	memcpy(b_mono_base, (const char *)m + 0x188, 8);
+	munmap(m, 4096);
+	close(fd);
+}
+
+Test(clock, a_withdrawn_instant_lets_readers_and_changes_go_on_at_once)
+{
+	struct pair p = open_pair();
+	int64_t mono, at, want, a, b, anchor, base;
+	shmclock_info_t in;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 7 * NSEC), 0);
+	cr_expect_eq(shmclock_writer_withdraw(p.w), -ENODATA, "nothing open");
+	/* Held 5 s ahead, withdrawn: no wait, the function unchanged. */
+	mono = shmclock_static_mono();
+	at = mono + 5 * NSEC;
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	seg_anchor(p.name, &anchor, &base);
+	cr_expect_eq(anchor, at, "the hold's anchor is published (W2a)");
+	cr_assert_eq(shmclock_now(p.r, &a), 0);
+	cr_assert_eq(shmclock_writer_withdraw(p.w), 0);
+	cr_expect_eq(shmclock_writer_withdraw(p.w), -ENODATA, "withdrawn once");
+	seg_anchor(p.name, &anchor, &base);
+	cr_expect_leq(anchor, base, "the anchor is withdrawn (X2): %lld > mono_base %lld",
+		      (long long)anchor, (long long)base);
+	cr_assert_eq(shmclock_now(p.r, &b), 0, "fresh, not held");
+	cr_expect_geq(b, a);
+	/* A change now takes effect now, not at the withdrawn instant. */
+	cr_assert_eq(shmclock_writer_pause(p.w), 0);
+	cr_expect_lt(shmclock_static_mono(), at, "the change after a withdrawal waited for its instant");
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect(in.paused);
+	cr_expect_lt(in.sim_ns, 7 * NSEC + 4 * NSEC, "paused now, not at the instant 5 s ahead");
+	cr_expect_eq(in.jump_epoch, 0);
+	cr_assert_eq(shmclock_writer_resume(p.w), 0);
+	/* Held past its instant, then withdrawn: readers run on from the
+	 * function in force (forwards from the held value, never back). */
+	at = shmclock_static_mono() + 20 * MS;
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	usleep(60000);
+	cr_assert_eq(shmclock_now(p.r, &a), -ESTALE, "held");
+	cr_expect_eq(a, want);
+	cr_assert_eq(shmclock_writer_withdraw(p.w), 0);
+	cr_assert_eq(shmclock_info(p.r, &in), 0);
+	cr_expect_eq(in.sim_ns, want + (in.mono_ns - at), "the function in force, from the instant on");
+	cr_expect_eq(in.jump_epoch, 0, "no jump");
+	/* Decided ahead: the decision stands. */
+	at = shmclock_static_mono() + 2 * NSEC;
+	cr_assert_eq(shmclock_writer_eval(p.w, at, &want), 0);
+	cr_assert_eq(shmclock_writer_freeze_at(p.w, at), 0);
+	cr_assert_eq(shmclock_writer_set_function(p.w, at, want, 2.0, SHMCLOCK_FN_AHEAD), 0);
+	cr_expect_eq(shmclock_writer_withdraw(p.w), -EALREADY, "a decision is not withdrawn");
 	close_pair(&p);
 }
 

@@ -184,9 +184,9 @@ int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_
  * @mono_ns: readers keep the current function up to that instant and stop
  * there (frozen at its value) until the next change commits; that change
  * (set_function, pause, set_time, ...) takes effect anchored at @mono_ns,
- * whenever it is called (called sooner, it waits for the instant). Call it
- * shortly before the instant: until the change, reads take the slower
- * path. This makes a change scheduled at an instant exact on every host
+ * whenever it is called (called sooner, it waits for the instant, unless
+ * the update is withdrawn first: shmclock_writer_withdraw()). Until the
+ * change, reads take the slower path. This makes a change scheduled at an instant exact on every host
  * that applies it: a pause stops at the value the function had there, not
  * at the value when the commit happened to run. An instant already past is
  * the commit's own (a change applied late). A reader whose clock is past
@@ -199,6 +199,22 @@ int shmclock_writer_set_function(shmclock_writer_t *w, int64_t mono_base, int64_
  */
 #define SHMCLOCK_FREEZE_AHEAD_MAX_NS (10 * 1000000000LL)
 int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono_ns);
+
+/**
+ * shmclock_writer_withdraw() - withdraw the update
+ * shmclock_writer_freeze_at() opened while nothing is decided for it: the
+ * change scheduled there is dropped, and readers go on with the function
+ * in force as if nothing had been scheduled (a reader held past the
+ * instant runs on from there). Unlike a change, it does not wait for the
+ * instant: a writer can hold its readers at an instant long before it,
+ * and still withdraw, mark the clock stale or change it meanwhile (withdraw
+ * first, then change, then schedule again).
+ * Return: 0; -ENODATA no update is open; -EALREADY it was decided ahead
+ * (set_function with SHMCLOCK_FN_AHEAD: readers may have switched at the
+ * instant already, so the decision stands); -EBUSY this handle lost the
+ * clock to another writer.
+ */
+int shmclock_writer_withdraw(shmclock_writer_t *w);
 
 /**
  * shmclock_writer_complete() - the record takes the function decided ahead
