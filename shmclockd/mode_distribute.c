@@ -19,9 +19,10 @@
  * function that is behind until it catches up).
  *
  * The clock thread never sleeps on an instant: a change waits in a queue
- * (its instant a deadline of the clock thread's loop, the update opened
- * DIST_OPEN_NS before it), so status, other commands and SIGTERM go on
- * meanwhile; a leader answers the change's client at its commit. A
+ * (its instant a deadline of the clock thread's loop, the update open
+ * meanwhile: freeze_at, withdrawn without a wait if the change is dropped
+ * or moved), so status, other commands and SIGTERM go on meanwhile; a
+ * leader answers the change's client at its commit. A
  * follower refuses what no leader may send (dist_check): instants beyond
  * the bound, impossible rates and heartbeats, a function that goes back
  * without a jump; each refusal is counted in status and logged once per
@@ -31,9 +32,10 @@
  * a time: a client's change that comes while another is being agreed
  * waits, unannounced (d->waiting), until that one took effect. The leader
  * announces a change (a sample whose committed < change); every
- * follower that holds it acknowledges it on TimeAck and, from DIST_OPEN_NS
- * before the instant, holds its readers there (freeze_at) until it hears
- * that the change is committed. The leader decides the commit once every
+ * follower that holds it acknowledges it on TimeAck and, from the moment
+ * it hears it, holds its readers at the instant (freeze_at) until it hears
+ * that the change is committed: however late its clock thread runs
+ * afterwards, its readers never pass the instant on the function before. The leader decides the commit once every
  * live member acknowledged, only while it can decide it ahead (its instant
  * DIST_OPEN_NS away at least: a decision later, applied late on the leader
  * alone, would put its followers on another function), and says so in
@@ -83,11 +85,12 @@
 
 /* A moved offset larger than this is a step of the host clock. */
 #define DIST_REANCHOR_NS 1000
-/* The update opens this long before the effective instant (readers take
- * the slower path meanwhile); the commit then lands exactly there however
- * late this thread runs: a timer fires up to its slack and the scheduler's
- * latency late, and the leader and every follower must agree on the
- * value at the instant. */
+/* A leader decides a change only while its instant is this far away (the
+ * decision staged in its segment: its readers switch there by themselves
+ * however late this thread runs), and opens the update of a change it did
+ * not decide this long before the instant (readers take the slower path
+ * meanwhile). A follower opens its hold as soon as it hears the change:
+ * no timer of its own stands between its readers and the instant. */
 #define DIST_OPEN_NS 1000000
 
 /* Changes waiting for their instants (a leader's clients' changes, a
@@ -264,6 +267,7 @@ struct dist {
 	/* follower: changes this thread first acted on after their instant
 	 * (it ran late): its readers showed the function before meanwhile */
 	uint64_t ran_past;
+	uint64_t holding;       /* follower: the change whose instant its readers stop at */
 	int64_t shown_lead;
 	unsigned shown_members;
 	struct dist_member shown[DIST_MEMBERS_MAX];
@@ -401,6 +405,9 @@ static void q_count(struct dist *d)
 {
 	pthread_mutex_lock(&d->mu);
 	d->queued = d->q_n + d->w_n;
+	d->holding = 0;
+	if (!d->leader && d->q_n && q_at(d, 0)->frozen && !q_at(d, 0)->staged)
+		d->holding = q_at(d, 0)->fn.change;
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -894,21 +901,50 @@ static void adapt_lead(struct dist *d, int64_t ack_ns)
 	d->lead_cur = l;
 }
 
-/* The update an instant opened (freeze_at), closed on the function in
- * force: readers go on from the instant as if nothing had been planned
- * there (a change dropped or moved later). */
+/* The update an instant opened (freeze_at), nothing decided, withdrawn:
+ * readers go on with the function in force as if nothing had been planned
+ * there (a change dropped or moved later), at once, however far the
+ * instant is (a reader held past it runs on from there). */
 static void close_open(const struct clock_env *env)
 {
-	shmclock_info_t in;
-	int64_t now = mono_ns(), v = 0;
+	int r = shmclock_writer_withdraw(env->w);
 
-	shmclock_writer_info(env->w, &in);
-	if (shmclock_writer_eval(env->w, now, &v))
+	if (r && r != -ENODATA)
+		log_msg(LOG_WARN, "distribute: a held instant could not be let go: %s",
+			shmclock_strerror(r));
+}
+
+/* Follower: holds its readers at the instant of the change it waits for
+ * (the queue's head, not committed): opened when heard, so no timer of
+ * this thread stands between its readers and the instant. -ENODATA (no
+ * function yet) holds nothing and needs nothing. */
+static void hold_open(struct dist *d, const struct clock_env *env, struct dist_pending *p)
+{
+	int r = shmclock_writer_freeze_at(env->w, p->e_mono);
+
+	p->frozen = r == 0 || r == -ENODATA;
+	if (!p->frozen)
+		log_msg(LOG_WARN, "distribute: change %llu: its instant could not be held: %s",
+			(unsigned long long)p->fn.change, shmclock_strerror(r));
+	q_count(d);
+}
+
+/* Follower: a commit of its own before the instant it holds (the stale
+ * mark, UnixTimeAtZero) would wait for that instant: the hold is
+ * withdrawn first and opened again by the next run of the queue, right
+ * after the command. A change decided ahead stays (its commit waits, as
+ * it must: readers may have switched already). */
+static void hold_drop(struct dist *d, const struct clock_env *env)
+{
+	struct dist_pending *p = d->q_n ? q_at(d, 0) : NULL;
+
+	/* Past the instant the commit does not wait (and a clock held
+	 * stale there may have completed the update already). */
+	if (d->leader || !p || !p->frozen || p->staged || mono_ns() >= p->e_mono)
 		return;
-	shmclock_writer_set_function(env->w, now, v, in.scale,
-				     (in.paused ? SHMCLOCK_FN_PAUSED : 0) |
-					     (in.stepped ? SHMCLOCK_FN_STEPPED : 0) |
-					     (in.stale ? SHMCLOCK_FN_STALE : 0));
+	close_open(env);
+	p->frozen = false;
+	q_count(d);
 }
 
 /* Leader: decides, in order, the changes every member holds. */
@@ -969,6 +1005,7 @@ static void stage(struct dist *d, const struct clock_env *env, struct dist_pendi
 	pthread_mutex_lock(&d->mu);
 	d->staged++;
 	pthread_mutex_unlock(&d->mu);
+	q_count(d); /* decided: no longer held */
 }
 
 /* Leader: the first undecided change @i is not held by every member
@@ -1101,24 +1138,25 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 		struct dist_pending *p = q_at(d, 0);
 		int r;
 
-		if (!p->committed && now < p->e_mono - DIST_OPEN_NS)
+		if (!d->leader && !p->committed && !p->frozen)
+			hold_open(d, env, p);
+		if (d->leader && !p->committed && now < p->e_mono - DIST_OPEN_NS)
 			return p->e_mono - DIST_OPEN_NS < next ? p->e_mono - DIST_OPEN_NS : next;
 		if (d->leader && !p->committed)
 			return next; /* postponed above, before its instant */
 		if (!d->leader && !p->staged && !p->frozen && p->announced < p->e_mono &&
 		    now > p->e_mono) {
-			/* Neither held nor decided ahead before its instant: this
-			 * thread woke that late, and until now its readers showed
-			 * the function before, not stale. Said, never hidden:
-			 * the hold at the instant relies on this thread waking
-			 * DIST_OPEN_NS before it. */
+			/* Heard before its instant, yet neither held nor decided
+			 * ahead there (the hold could not be opened, or another
+			 * update open before it took effect that late): its
+			 * readers showed the function before, not stale. Said,
+			 * never hidden. */
 			pthread_mutex_lock(&d->mu);
 			d->ran_past++;
 			pthread_mutex_unlock(&d->mu);
 			log_msg(LOG_WARN, "distribute: change %llu reached its instant %.3f ms before "
 					  "this host's clock thread ran: its readers showed the previous "
-					  "function meanwhile (a loaded host: give shmclockd a real-time "
-					  "priority, SchedPriority)",
+					  "function meanwhile (its hold could not be opened in time)",
 				(unsigned long long)p->fn.change, (double)(now - p->e_mono) / 1e6);
 		}
 		if (p->committed) {
@@ -1137,9 +1175,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 				return now;
 			}
 		} else if (!p->frozen) {
-			/* -ENODATA (a follower's first function): nothing to hold. */
-			shmclock_writer_freeze_at(env->w, p->e_mono);
-			p->frozen = true;
+			hold_open(d, env, p);
 		}
 		if (now < p->e_mono)
 			return p->e_mono < next ? p->e_mono : next;
@@ -1539,6 +1575,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	    f->unix_at_zero_ns != d->fn.unix_at_zero_ns) {
 		int64_t uz = f->unix_at_zero_ns;
 
+		hold_drop(d, env); /* a commit now, not at the instant held */
 		shmclock_writer_set_unix_at_zero(env->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
 	}
 	if (e_mono <= now && committed && !d->q_n) {
@@ -1733,6 +1770,8 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 	cJSON_AddNumberToObject(o, "reanchors", (double)d->reanchors);
 	cJSON_AddNumberToObject(o, "offset_ns", (double)d->last_off);
 	cJSON_AddNumberToObject(o, "queued", (double)d->queued);
+	if (!d->leader)
+		cJSON_AddNumberToObject(o, "holding", (double)d->holding);
 	cJSON_AddNumberToObject(o, "term", (double)d->shown_term);
 	cJSON_AddNumberToObject(o, "conflicts", (double)d->conflicts);
 	if (d->conflicts && mono_ns() - d->conflict_mono < DIST_CONFLICT_SHOW_NS) {
@@ -1853,6 +1892,10 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 	 * resends its function). */
 	if (!d->leader && c->req.kind == CMD_STALE && c->arg_stale)
 		q_clear(d, env, "the leader is silent");
+	/* The clock thread's own commits (the stale mark, a reload's): now,
+	 * not at an instant this follower holds (opened again after). */
+	if (c->req.kind == CMD_STALE || c->req.kind == CMD_RELOAD)
+		hold_drop(d, env);
 	return CLOCK_MODE_PASS;
 }
 

@@ -20,10 +20,11 @@
  *
  * A follower holds the latest plan it heard, acknowledges it, and accepts a
  * COMMIT only of that plan. Its readers show the old function until the
- * held instant, then the value there (frozen: the update opened before
- * the instant, shmclock_writer_freeze_at; the clock thread's timely wake-up
- * before the instant is assumed, as it runs at a real-time priority), then
- * the new function once committed. It marks itself stale holding an
+ * held instant, then the value there (frozen: the update opened when the
+ * announcement is heard, shmclock_writer_freeze_at, in the same pass of
+ * the clock thread that takes it; no later wake-up of that thread stands
+ * between its readers and the instant), then the new function once
+ * committed. It marks itself stale holding an
  * instant for H without a commit, or hearing nothing for S; a stale
  * follower's readings make no claim.
  *
@@ -107,7 +108,7 @@ inline reading(i)
 
 /* Each tick: what every follower's readers show at its end, then the
  * followers' timers (a hold or a silence that lasted marks the clock
- * stale: timely, as the freeze is), then time moves on. */
+ * stale, assumed timely), then time moves on. */
 active proctype Clock()
 {
 	byte k;
