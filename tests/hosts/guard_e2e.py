@@ -250,6 +250,19 @@ def late_thread_phase():
     # The hold opens in the same pass of the clock thread (status says
     # which change it holds); stopped without it, the readers would show.
     held = heard and wait_for(lambda: dist().get("holding") == 2, 0.2)
+    heard_at = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    # A reload that commits (UnixTimeAtZero) while the instant is held: it
+    # takes effect at once (the hold withdrawn, then opened again), not at
+    # the instant, as a commit on an open update would.
+    cfgpath = os.path.join(rtdir, "late.json")
+    with open(cfgpath) as f:
+        cfg = json.load(f)
+    with open(cfgpath, "w") as f:
+        json.dump(dict(cfg, UnixTimeAtZero="2026-11-22T14:00:00Z"), f)
+    p.send_signal(signal.SIGHUP)
+    reloaded = wait_for(lambda: clk.info().unix_at_zero_ns == 1795356000 * 10**9, 2)
+    reload_at = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    held = held and wait_for(lambda: dist().get("holding") == 2, 0.2)
     p.send_signal(signal.SIGSTOP)
     # Stopped well before the instant, after the follower heard the
     # change: what this phase is about. A machine too slow for that says
@@ -270,7 +283,12 @@ def late_thread_phase():
         else:
             print("# the follower did not hear change 2 0.1 s before its instant: the machine "
                   "was too slow to place the stop; not asserted", flush=True)
-        check(held or not placed, "status said the follower held change 2 before the stop")
+        check(held or not placed, "status said the follower held change 2 before the stop, "
+              "after a reload")
+        # (Waiting for the instant, it would take effect after it.)
+        check(reloaded and (reload_at < t2 or heard_at > t2 - 500_000_000),
+              "a reload during the hold took effect at once, %.3f s before the instant"
+              % ((t2 - reload_at) / 1e9))
         check(send(2, t2, t2 - t0, 1 << 31, 2), "change 2 committed, while it is stopped")
     finally:
         p.send_signal(signal.SIGCONT)
