@@ -26,6 +26,14 @@
  *   preload-probe timer          a 100 ms periodic CLOCK_MONOTONIC timer,
  *       looked at once with timer_gettime after 450 ms: prints how many
  *       expiries arrived in 2 s ("expiries N").
+ *   preload-probe sigthreads N   N threads (up to 256) sleep an hour with
+ *       nanosleep; SIGUSR1 goes to each in turn (pthread_kill) once it
+ *       waits in the kernel: its sleep, and no other, must end with EINTR
+ *       (within 10 s of real time: else lost). Then a forked child's sleep
+ *       (kill to the child) and a re-executed image: SIGUSR1 back at SIG_DFL
+ *       there, SIGUSR2 still ignored, and its own handler's signal ending
+ *       its sleep. Prints "sigthreads N interrupted I spurious S lost L
+ *       child C exec E" (C, E: 1 when right).
  *   preload-probe tfdclose       creates and closes 8 armed timerfds, waits
  *       1.5 s of real time (a raw system call: the clock may be paused), and
  *       prints how many descriptors more than before are open ("extra N":
@@ -269,6 +277,217 @@ static int cmd_signals(long n)
 	return 0;
 }
 
+/* sigthreads: each sleeper's count of sleeps begun and ended, and the
+ * handlers run on it. */
+#define SIGTHREADS_MAX 256
+static struct sleeper_slot {
+	_Atomic unsigned long begun, ended, eintr;
+	_Atomic pid_t tid;
+} slots[SIGTHREADS_MAX];
+static _Atomic bool sigthreads_stop;
+static _Thread_local unsigned long usr1_here;
+
+static void usr1_count_here(int s)
+{
+	(void)s;
+	usr1_here++;
+	atomic_fetch_add(&handlers_run, 1);
+}
+
+static void *hour_sleeper(void *arg)
+{
+	struct sleeper_slot *sl = arg;
+	struct timespec hour = { 3600, 0 };
+
+	atomic_store(&sl->tid, (pid_t)syscall(SYS_gettid));
+	while (!atomic_load(&sigthreads_stop)) {
+		unsigned long before = usr1_here;
+		int r;
+
+		atomic_fetch_add(&sl->begun, 1);
+		r = nanosleep(&hour, NULL);
+		/* An EINTR without a handler run on this thread is not one. */
+		if (r < 0 && errno == EINTR && usr1_here != before)
+			atomic_fetch_add(&sl->eintr, 1);
+		atomic_fetch_add(&sl->ended, 1);
+	}
+	return NULL;
+}
+
+/* Whether thread @tid of process @pid is blocked in a system call (its
+ * sleep's wait, not on its way to it). */
+static bool in_wait(pid_t pid, pid_t tid)
+{
+	char path[64], buf[64] = "";
+	FILE *f;
+	long nr = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f))
+		nr = strtol(buf, NULL, 10);
+	fclose(f);
+	return nr == SYS_futex || nr == SYS_nanosleep || nr == SYS_clock_nanosleep;
+}
+
+/* Waits in real time until @cond(@arg) or @ns passed; whether it came. */
+static bool wait_real(bool (*cond)(void *), void *arg, int64_t ns)
+{
+	int64_t t0 = real_ns();
+
+	for (;;) {
+		if (cond(arg)) /* once: it may reap a child */
+			return true;
+		if (real_ns() - t0 >= ns)
+			return false;
+		real_sleep_ns(100000);
+	}
+}
+
+static bool slot_waits(void *arg)
+{
+	struct sleeper_slot *sl = arg;
+	pid_t tid = atomic_load(&sl->tid);
+
+	return tid && atomic_load(&sl->begun) > atomic_load(&sl->ended) && in_wait(getpid(), tid);
+}
+
+struct slot_end {
+	struct sleeper_slot *sl;
+	unsigned long was;
+};
+
+static bool slot_ended(void *arg)
+{
+	struct slot_end *e = arg;
+
+	return atomic_load(&e->sl->ended) > e->was;
+}
+
+static bool child_waits(void *arg)
+{
+	pid_t c = *(pid_t *)arg;
+
+	return in_wait(c, c);
+}
+
+struct child_exit {
+	pid_t c;
+	int st;
+};
+
+static bool child_exited(void *arg)
+{
+	struct child_exit *e = arg;
+
+	return waitpid(e->c, &e->st, WNOHANG) == e->c;
+}
+
+/* The re-executed image: SIGUSR1 at SIG_DFL (exec resets a caught
+ * signal), SIGUSR2 still ignored (exec keeps that), and a handler of its
+ * own ends its sleep. Exit 0 when all three hold. */
+static int cmd_sigexec(void)
+{
+	struct sigaction old;
+	struct timespec hour = { 3600, 0 };
+
+	if (sigaction(SIGUSR1, NULL, &old) || old.sa_handler != SIG_DFL)
+		return 3;
+	if (sigaction(SIGUSR2, NULL, &old) || old.sa_handler != SIG_IGN)
+		return 4;
+	signal(SIGUSR1, usr1_count_here);
+	/* The parent signals once this process waits. */
+	return nanosleep(&hour, NULL) < 0 && errno == EINTR && usr1_here == 1 ? 0 : 5;
+}
+
+/* Forks; the child runs @fn (or, with @exec, re-executes this program
+ * as "sigexec"). SIGUSR1 goes to the child once its only thread waits;
+ * whether it exited 0 within 10 s of real time. */
+static bool child_ends_on_signal(int (*fn)(void), bool exec)
+{
+	pid_t c = fork();
+	struct child_exit e = { c, -1 };
+
+	if (c == 0) {
+		if (exec) {
+			execl("/proc/self/exe", "preload-probe", "sigexec", (char *)NULL);
+			_exit(6);
+		}
+		_exit(fn());
+	}
+	if (c < 0)
+		return false;
+	if (!wait_real(child_waits, &c, INT64_C(10000000000)))
+		fprintf(stderr, "sigthreads: child %d never waited\n", (int)c);
+	kill(c, SIGUSR1);
+	if (!wait_real(child_exited, &e, INT64_C(10000000000))) {
+		kill(c, SIGKILL);
+		waitpid(c, &e.st, 0);
+		return false;
+	}
+	return WIFEXITED(e.st) && WEXITSTATUS(e.st) == 0;
+}
+
+static int child_sleep(void)
+{
+	struct timespec hour = { 3600, 0 };
+	unsigned long before = usr1_here;
+
+	return nanosleep(&hour, NULL) < 0 && errno == EINTR && usr1_here == before + 1 ? 0 : 1;
+}
+
+static int cmd_sigthreads(int n)
+{
+	pthread_t th[SIGTHREADS_MAX];
+	unsigned long spurious = 0, lost = 0, interrupted = 0;
+	bool child, exec;
+
+	if (n < 1 || n > SIGTHREADS_MAX)
+		return 2;
+	signal(SIGUSR1, usr1_count_here);
+	signal(SIGUSR2, SIG_IGN);
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&th[i], NULL, hour_sleeper, &slots[i]))
+			return 1;
+	for (int i = 0; i < n; i++) {
+		struct sleeper_slot *sl = &slots[i];
+		unsigned long others[SIGTHREADS_MAX];
+		struct slot_end e = { sl, 0 };
+
+		/* In its sleep, blocked in the kernel (between two waits a
+		 * signal is the other test's business). */
+		if (!wait_real(slot_waits, sl, INT64_C(10000000000)))
+			return 1;
+		for (int j = 0; j < n; j++)
+			others[j] = atomic_load(&slots[j].ended);
+		e.was = others[i];
+		pthread_kill(th[i], SIGUSR1);
+		if (wait_real(slot_ended, &e, INT64_C(10000000000)))
+			interrupted += atomic_load(&sl->eintr) == 1;
+		else
+			lost++;
+		for (int j = 0; j < n; j++)
+			if (j != i && atomic_load(&slots[j].ended) != others[j])
+				spurious++;
+	}
+	child = child_ends_on_signal(child_sleep, false);
+	exec = child_ends_on_signal(NULL, true);
+	atomic_store(&sigthreads_stop, true);
+	for (int i = 0; i < n; i++) {
+		while (atomic_load(&slots[i].ended) < atomic_load(&slots[i].begun) ||
+		       !atomic_load(&slots[i].begun)) {
+			pthread_kill(th[i], SIGUSR1);
+			real_sleep_ns(1000000);
+		}
+		pthread_join(th[i], NULL);
+	}
+	printf("sigthreads %d interrupted %lu spurious %lu lost %lu child %d exec %d\n", n, interrupted,
+	       spurious, lost, child, exec);
+	return 0;
+}
+
 static volatile sig_atomic_t h1_ran, h2_ran, h2_signo;
 
 static void h1(int s)
@@ -470,7 +689,11 @@ int main(int argc, char **argv)
 		return cmd_timer();
 	if (argc == 2 && !strcmp(argv[1], "tfdclose"))
 		return cmd_tfdclose();
-	fprintf(stderr, "usage: preload-probe threads N MS | eintr | signals N | sigaction | alarm | forever | timer | "
-			"tfdclose\n");
+	if (argc == 3 && !strcmp(argv[1], "sigthreads"))
+		return cmd_sigthreads(atoi(argv[2]));
+	if (argc == 2 && !strcmp(argv[1], "sigexec"))
+		return cmd_sigexec();
+	fprintf(stderr, "usage: preload-probe threads N MS | eintr | signals N | sigthreads N | sigaction | alarm | "
+			"forever | timer | tfdclose\n");
 	return 2;
 }

@@ -383,6 +383,44 @@ Test(preload, a_signal_between_two_waits_of_a_sleep_still_ends_it_with_EINTR)
 	daemon_stop(d);
 }
 
+/* The trampoline's count is per thread, as a handler's EINTR is: a
+ * signal to one of 200 sleeping threads ends that thread's sleep and no
+ * other, while a commit 100 times a second wakes every sleeper to look;
+ * in a forked child too, and in a re-executed image (SIGUSR1 back at its
+ * default there, SIGUSR2 still ignored). */
+Test(preload, a_signal_to_one_of_200_sleeping_threads_ends_only_its_sleep_and_fork_and_exec_keep_that)
+{
+	const char *name = test_clock_name();
+	char *args[] = { "-n", (char *)name, "--source=fixed", "--hz=100", "--step=10ms", NULL };
+	pid_t d = daemon_start_v(args, NULL);
+	unsigned long interrupted, spurious, lost;
+	int n, child, exec;
+
+	cr_assert_gt(d, 0, "shmclockd did not start");
+	for (int trap = 0; trap < 3; trap++) {
+		if (trap == 1)
+			setenv("SHMCLOCK_TRAP", "1", 1);
+		if (trap < 2)
+			cr_assert_eq(run(name, "--", bin("PRELOAD_PROBE"), "sigthreads", "200", NULL), 0,
+				     "%s", err);
+		else /* without the shim: the probe's expectations are glibc's */
+			cr_assert_eq(run_capture((char *[]){ (char *)bin("PRELOAD_PROBE"), "sigthreads",
+							     "200", NULL },
+						 out, sizeof(out), err, sizeof(err)),
+				     0, "%s", err);
+		unsetenv("SHMCLOCK_TRAP");
+		cr_assert_eq(sscanf(out, "sigthreads %d interrupted %lu spurious %lu lost %lu child %d exec %d",
+				    &n, &interrupted, &spurious, &lost, &child, &exec),
+			     6, "%s", out);
+		cr_expect_eq(interrupted, 200, "run %d: %s", trap, out);
+		cr_expect_eq(spurious, 0, "run %d: sleeps of threads not signalled ended: %s", trap, out);
+		cr_expect_eq(lost, 0, "run %d: %s", trap, out);
+		cr_expect_eq(child, 1, "run %d: a forked child's sleep: %s", trap, out);
+		cr_expect_eq(exec, 1, "run %d: the re-executed image: %s", trap, out);
+	}
+	daemon_stop(d);
+}
+
 /* What a program sees of its handlers with the trampoline in front of
  * them: the same as without the shim (the probe checks itself there). */
 Test(preload, sigaction_and_signal_show_and_run_the_programs_own_handlers)
