@@ -154,6 +154,10 @@ verify holds $small -DAHEAD
 for m in NEXT_EARLY N2_BEFORE_N1 DEAD_IGNORES_NEXT; do
 	verify fails $small -DAHEAD -DMUTANT_$m
 done
+# A withdrawal (X1 X2) between updates decided ahead; no kill: with one,
+# the state space outgrows this machine (2.4e8 states, 12 GB, unfinished),
+# and the withdrawal with a kill is checked above without decisions.
+verify holds -DNREADERS=1 -DREADS=2 -DMAXC=2 -DMAXKILLS=0 -DAHEAD -DWITHDRAW
 fi
 if part lockstep; then
 # Lockstep (lockstep_layout.h and its .c files): two participants, one SIGKILLed at any step.
