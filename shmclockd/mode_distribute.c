@@ -150,6 +150,7 @@ struct dist_pending {
 				 * follower: when heard */
 	int64_t first_announced; /* leader: when first announced */
 	bool held;              /* follower: its instant passed uncommitted */
+	bool hold_failed;       /* follower: freeze_at refused its hold (said once) */
 };
 
 /* A follower known to its leader (two-phase). */
@@ -923,9 +924,10 @@ static void hold_open(struct dist *d, const struct clock_env *env, struct dist_p
 	int r = shmclock_writer_freeze_at(env->w, p->e_mono);
 
 	p->frozen = r == 0 || r == -ENODATA;
-	if (!p->frozen)
+	if (!p->frozen && !p->hold_failed)
 		log_msg(LOG_WARN, "distribute: change %llu: its instant could not be held: %s",
 			(unsigned long long)p->fn.change, shmclock_strerror(r));
+	p->hold_failed = !p->frozen; /* said once, tried again each pass */
 	q_count(d);
 }
 
@@ -1108,6 +1110,18 @@ static bool leader_next(struct dist *d, const struct clock_env *env)
 	return d->q_n > 0;
 }
 
+/* Follower: a function of leader @f's is in force after silence or a new
+ * leader: fresh, and a member (it acknowledges) from @now. */
+static void follower_fresh(struct dist *d, const struct clock_env *env, const struct dist_fn *f,
+			   int64_t now, bool jump)
+{
+	clock_env_set_stale(env, false);
+	d->joined = true;
+	d->joined_mono = now;
+	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader, f->clock,
+		jump ? " (a jump for readers)" : "");
+}
+
 /* Commits the queued changes whose instants came: the update opens
  * DIST_OPEN_NS before each (freeze_at: readers stop exactly there however
  * late this thread runs), the commit ends it. A change not committed (a
@@ -1225,11 +1239,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			if (d->rejoin) {
 				/* The function taken after silence is in force. */
 				d->rejoin = false;
-				clock_env_set_stale(env, false);
-				d->joined = true;
-				d->joined_mono = now;
-				log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'",
-					p->fn.leader, p->fn.clock);
+				follower_fresh(d, env, &p->fn, now, false);
 			}
 			if (p->held) {
 				/* Committed after its instant: readers held there meanwhile. */
@@ -1609,11 +1619,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 				  "takes effect, %.3f ms from now", f->leader, f->clock,
 			(double)(e_mono - now) / 1e6);
 	} else if (fresh) {
-		clock_env_set_stale(env, false);
-		d->joined = true;
-		d->joined_mono = now;
-		log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader,
-			f->clock, jump ? " (a jump for readers)" : "");
+		follower_fresh(d, env, f, now, jump);
 	}
 	if (late)
 		log_msg(LOG_DEBUG, "distribute: change %llu arrived %.3f ms after it took effect",
