@@ -7,10 +7,11 @@
  *   rogue-publisher DOMAIN CLOCK
  *
  * Each line on stdin is one sample:
- *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS [COMMITTED]
+ *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS [COMMITTED [PLAN]]
  * (EFFECTIVE_NS in CLOCK_REALTIME, timebase 0; COMMITTED, the changes said
  * committed, CHANGE unless given: CHANGE - 1 makes the sample an
- * announcement). It answers "ok" or "error" on stdout after each; end of
+ * announcement; PLAN, 0 unless given: a higher one moves a change announced
+ * before, as a leader's postponement does). It answers "ok" or "error" on stdout after each; end of
  * input ends it.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -63,10 +64,10 @@ int main(int argc, char **argv)
 
 		memset(&m, 0, sizeof(m));
 		n = sscanf(line, "%96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu32
-				 " %" SCNu64 " %" SCNd64 " %" SCNu64,
+				 " %" SCNu64 " %" SCNd64 " %" SCNu64 " %" SCNu64,
 			   leader, &m.change, &m.effective_ns, &m.sim_base_ns, &m.mult, &m.flags,
-			   &m.jump_epoch, &m.heartbeat_ns, &m.committed);
-		if (n != 8 && n != 9) {
+			   &m.jump_epoch, &m.heartbeat_ns, &m.committed, &m.plan);
+		if (n < 8 || n > 10) {
 			puts("error: bad line");
 			fflush(stdout);
 			continue;
