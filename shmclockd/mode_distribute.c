@@ -1391,10 +1391,26 @@ static void skew_sample(struct dist *d, const struct dist_fn *f)
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Follower: tells the leader what it holds (every change up to the last
- * one accepted, under its plan) and the commits it heard: when that
- * changed, and every DIST_ACK_HB_NS as its lease. Only a member: a
- * follower that applied a committed function since it was last stale. */
+/* Follower: the changes it holds: every one up to the last accepted,
+ * short of the first whose instant its readers do not stop at yet (its
+ * hold opens in the clock thread's next pass, after the command that
+ * queued it). The leader decides on this: an acknowledgement never runs
+ * ahead of the hold, however long this thread is kept from that pass. */
+static uint64_t follower_holds(struct dist *d)
+{
+	for (unsigned i = 0; i < d->q_n; i++) {
+		const struct dist_pending *p = q_at(d, i);
+
+		if (!p->committed && !p->frozen)
+			return p->fn.change - 1;
+	}
+	return d->fn.change;
+}
+
+/* Follower: tells the leader what it holds (follower_holds, under its
+ * plan) and the commits it heard: when that changed, and every
+ * DIST_ACK_HB_NS as its lease. Only a member: a follower that applied a
+ * committed function since it was last stale. */
 static void follower_ack(struct dist *d, int64_t now, bool force)
 {
 	struct dist_ack a;
@@ -1402,8 +1418,9 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	if (!d->joined || !d->have)
 		return;
 	bool lease = now >= d->next_ack;
+	uint64_t holds = follower_holds(d);
 
-	if (!force && !lease && d->ack_sent_acked == d->fn.change &&
+	if (!force && !lease && d->ack_sent_acked == holds &&
 	    d->ack_sent_plan == d->fplan && d->ack_sent_commit == d->commit_seen)
 		return;
 	memset(&a, 0, sizeof(a));
@@ -1412,7 +1429,7 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	snprintf(a.leader, sizeof(a.leader), "%s", d->fn.leader);
 	a.term = d->fn.term;
 	a.plan = d->fplan;
-	a.acked = d->fn.change;
+	a.acked = holds;
 	a.committed = d->commit_seen;
 	/* The leader waits for this follower, and declares it lost, no
 	 * sooner than it would notice the leader's silence (and be stale). */
