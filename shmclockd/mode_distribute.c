@@ -32,13 +32,14 @@
  * a time: a client's change that comes while another is being agreed
  * waits, unannounced (d->waiting), until that one took effect. The leader
  * announces a change (a sample whose committed < change); every
- * follower that holds it acknowledges it on TimeAck and, from the moment
- * it hears it, holds its readers at the instant (freeze_at) until it hears
- * that the change is committed: however late its clock thread runs
- * afterwards, its readers never pass the instant on the function before. The leader decides the commit once every
- * live member acknowledged, only while it can decide it ahead (its instant
- * DIST_OPEN_NS away at least: a decision later, applied late on the leader
- * alone, would put its followers on another function), and says so in
+ * follower holds its readers at the instant (freeze_at) from the moment it
+ * hears it until it hears that the change is committed, and acknowledges
+ * it on TimeAck once it holds it: however late its clock thread runs
+ * afterwards, its readers never pass the instant on the function before.
+ * The leader decides the commit once every live member acknowledged,
+ * only while it can decide it ahead (its instant DIST_OPEN_NS away at
+ * least: a decision later, applied late on the leader alone, would put its
+ * followers on another function), and says so in
  * every later sample (committed >= change), repeated until each member
  * confirmed it or the instant came;
  * it then commits at the instant itself, as every member does. A change
@@ -1122,9 +1123,10 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 		jump ? " (a jump for readers)" : "");
 }
 
-/* Commits the queued changes whose instants came: the update opens
- * DIST_OPEN_NS before each (freeze_at: readers stop exactly there however
- * late this thread runs), the commit ends it. A change not committed (a
+/* Commits the queued changes whose instants came: the update is open
+ * before each (freeze_at: readers stop exactly there however late this
+ * thread runs; a follower's from when it heard the change, a leader's
+ * from its decision or DIST_OPEN_NS before), the commit ends it. A change not committed (a
  * leader: not decided; a follower: no commit heard) is not applied: a
  * follower holds there, up to its bound, then marks itself stale; a
  * leader postpones it before that. Returns the deadline of the next step
