@@ -220,6 +220,17 @@ def rejoin_phase():
     stop_timed(p)
 
 
+def off_function(clk, fn):
+    """A reading, and how far it is off function @fn of CLOCK_REALTIME:
+    0 when it lies between @fn just before and just after it (however
+    long the reading took on a busy machine), else the distance in ns."""
+    a = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    i = clk.info()
+    b = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    lo, hi = fn(a), fn(b)
+    return i, (lo - i.sim_ns if i.sim_ns < lo else i.sim_ns - hi if i.sim_ns > hi else 0)
+
+
 def late_thread_phase():
     """A follower whose clock thread does not run from before a change's
     instant until after it (SIGSTOP; a loaded host at normal priority): its
@@ -294,11 +305,9 @@ def late_thread_phase():
     finally:
         p.send_signal(signal.SIGCONT)
     ok = wait_for(lambda: dist().get("holding") == 0 and not clk.info().stale, 10)
-    i = clk.info()
-    now = time.clock_gettime_ns(time.CLOCK_REALTIME)
-    want = (t2 - t0) + (now - t2) // 2
-    check(ok and abs(i.sim_ns - want) < 100_000_000,
-          "then it follows change 2 from its instant (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
+    i, off = off_function(clk, lambda t: (t2 - t0) + (t - t2) // 2)
+    check(ok and off < 2_000_000,
+          "then it follows change 2 from its instant (off by %.3f ms)" % (off / 1e6))
     st = dist()
     check(st.get("ran_past_instant") == 0,
           "no change reached its instant unheld (%s)" % st.get("ran_past_instant"))
@@ -340,12 +349,11 @@ def moved_hold_phase():
     sent = real()
     while real() < t2 + 200_000_000:
         time.sleep(0.02)
-    i = clk.info()
-    now = real()
+    i, off = off_function(clk, lambda t: t - t0)
     if sent < t2 - 300_000_000:
-        check(not i.stale and abs(i.sim_ns - (now - t0)) < 50_000_000,
+        check(not i.stale and off < 2_000_000,
               "past the old instant its readers run on, fresh, on function 1 (%.3f ms off, %s)"
-              % ((i.sim_ns - (now - t0)) / 1e6, "stale" if i.stale else "fresh"))
+              % (off / 1e6, "stale" if i.stale else "fresh"))
         check(dist().get("holding") == 2, "and it holds the moved change")
     else:
         print("# the move came too close to the old instant on this machine; not asserted",
@@ -359,12 +367,9 @@ def moved_hold_phase():
     check(rogue_send("rogue/5", 2, t3, t3 - t0, 1 << 31, committed=2, plan=2),
           "change 2 committed")
     ok = wait_for(lambda: not clk.info().stale, 5)
-    i = clk.info()
-    now = real()
-    want = (t3 - t0) + (now - t3) // 2
-    check(ok and abs(i.sim_ns - want) < 50_000_000,
-          "then it follows change 2 from the new instant (off by %.3f ms)"
-          % ((i.sim_ns - want) / 1e6))
+    i, off = off_function(clk, lambda t: (t3 - t0) + (t - t3) // 2)
+    check(ok and off < 2_000_000,
+          "then it follows change 2 from the new instant (off by %.3f ms)" % (off / 1e6))
     clk.close()
     rogue.stdin.close()
     rogue.wait(10)
