@@ -358,12 +358,25 @@ def moved_hold_phase():
     else:
         print("# the move came too close to the old instant on this machine; not asserted",
               flush=True)
+    # The follower has heard the move once its readers run fresh past the
+    # old instant (the old hold withdrawn); only then can it hold the new
+    # one. A follower that had not heard it 0.1 s before the new instant
+    # (a machine too busy to run it for 1.4 s) is not judged there.
+    moved_at = None
     while real() < t3 + 200_000_000:
+        if moved_at is None and real() > t2 + 10_000_000:
+            a = real()
+            if not clk.info().stale:
+                moved_at = a
         time.sleep(0.02)
     i = clk.info()
-    check(i.stale and abs(i.sim_ns - (t3 - t0)) < 1_000_000,
-          "at the new instant its readers stop, held (%.3f ms off, %s)"
-          % ((i.sim_ns - (t3 - t0)) / 1e6, "stale" if i.stale else "fresh"))
+    if moved_at is not None and moved_at < t3 - 100_000_000:
+        check(i.stale and abs(i.sim_ns - (t3 - t0)) < 1_000_000,
+              "at the new instant its readers stop, held (%.3f ms off, %s)"
+              % ((i.sim_ns - (t3 - t0)) / 1e6, "stale" if i.stale else "fresh"))
+    else:
+        print("# the follower was not seen past the old instant 0.1 s before the new one "
+              "(a busy machine); the new instant's hold not asserted", flush=True)
     check(rogue_send("rogue/5", 2, t3, t3 - t0, 1 << 31, committed=2, plan=2),
           "change 2 committed")
     ok = wait_for(lambda: not clk.info().stale, 5)
