@@ -18,6 +18,11 @@ bound to 127.0.0.1, a domain of this run's own):
   until after it (a loaded host at normal priority) counts it in status
   and says so in its log (its readers showed the previous function
   meanwhile: printed, not fixed);
+- a rogue sends random samples for 20 s (changes moved, committed under
+  the wrong plan, instants behind and ahead, jumps, functions going back,
+  gaps, silences) while the follower is SIGSTOPped and continued at
+  random: its time never goes back within a jump epoch, and it answers
+  status and ends on SIGTERM after it;
 - a leader with Lead 20ms gets one write of 200 pause/resume lines and
   another of 100: the changes queue (64 at most, the rest refused with a
   clear reason, the clients' further lines read as room comes), each agreed
@@ -389,6 +394,148 @@ def moved_hold_phase():
     stop_timed(p)
 
 
+# A reader in its own process: reads the clock as fast as it can for the
+# given seconds; a reading below the one before within a jump epoch is time
+# going back. Prints one JSON line.
+READER = r"""
+import json, sys, time, shmclock
+clk = shmclock.Clock(sys.argv[1])
+end = time.monotonic() + float(sys.argv[2])
+n = back = fresh = 0
+worst = 0
+prev = None
+while time.monotonic() < end:
+    i = clk.info()
+    n += 1
+    fresh += not i.stale
+    if prev is not None and i.jump_epoch == prev.jump_epoch and i.sim_ns < prev.sim_ns:
+        back += 1
+        worst = max(worst, prev.sim_ns - i.sim_ns)
+    prev = i
+print(json.dumps(dict(reads=n, back=back, worst_ns=worst, fresh=fresh)), flush=True)
+"""
+
+
+def fuzz_phase():
+    """A leader gone wrong and a follower that stops: for FUZZ_SECONDS
+    (20) a rogue sends random samples — changes announced, moved under
+    higher or lower plans, committed under the wrong plan, instants behind
+    and ahead, jumps, functions going back without one, changes after a
+    gap, silences — while the follower is SIGSTOPped and continued at
+    random (a loaded host). Whatever it is sent, the follower's time never
+    goes back within a jump epoch, and it still answers status and ends on
+    SIGTERM. (A leader that keeps the protocol waits for the follower's
+    acknowledgement or its lease; this one does not, so what the readings
+    show is not judged against its function here.)"""
+    seed = int(os.environ.get("FUZZ_SEED", random.randrange(1 << 30)))
+    rnd = random.Random(seed)
+    dur = float(os.environ.get("FUZZ_SECONDS", "20"))
+    wire = "guard-fuzz-" + RUN
+    name, p = start("fuzz", {"TimeSource": "leader",
+                             "Distribute": {"Clock": wire, "StaleAfter": "1s"}})
+    rogue, rogue_send = start_rogue(wire)
+
+    def real():
+        return time.clock_gettime_ns(time.CLOCK_REALTIME)
+
+    def at(f, t):
+        return f[1] + ((t - f[0]) * f[2] >> 32) if t > f[0] else f[1]
+
+    def send(c, eff, base, mult, fl, ep, committed, plan):
+        return rogue_send("rogue/6", c, eff, base, mult, fl, ep, committed=committed, plan=plan)
+
+    t0 = real()
+    fn = (t0, 0, 1 << 32)  # the function in force: instant, base, rate (0 paused)
+    change, epoch, plan = 1, 0, 0
+    check(send(1, t0, 0, 1 << 32, 0, 0, 1, 0), "the rogue publisher writes")
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: clk.info().initialized, 20), "the follower takes function 1")
+    clk.close()
+    rd = subprocess.Popen([sys.executable, "-c", READER, name, str(dur)], stdout=subprocess.PIPE,
+                          text=True, env=ENV)
+    procs.append(rd)
+    end = time.monotonic() + dur - 1
+    stops = [0]
+
+    def stopper():
+        while time.monotonic() < end - 2:
+            time.sleep(rnd.uniform(0.5, 3))
+            p.send_signal(signal.SIGSTOP)
+            stops[0] += 1
+            time.sleep(rnd.choice([0.05, 0.3, 0.9, 1.5]))
+            p.send_signal(signal.SIGCONT)
+    th = threading.Thread(target=stopper)
+    th.start()
+    pending = None
+    sent = 0
+    try:
+        while time.monotonic() < end:
+            now = real()
+            r = rnd.random()
+            if pending is None or r < 0.2:
+                # the next change, at an instant ahead or behind
+                eff = now + rnd.choice([-50, -5, 1, 5, 20, 100, 300, 800]) * 1_000_000
+                mult = rnd.choice([1 << 31, 1 << 32, 2 << 32, 3 << 31])
+                fl = 1 if rnd.random() < 0.3 else 0
+                ep, base = epoch, at(fn, eff)
+                if rnd.random() < 0.1:
+                    ep, base = epoch + 1, base + rnd.choice([-5, 5]) * SEC  # a jump
+                elif rnd.random() < 0.05:
+                    base -= rnd.choice([1000, 1_000_000])  # back, without a jump
+                pending = (change + 1, eff, base, mult, fl, ep, plan + rnd.randrange(2))
+                send(*pending[:6], change, pending[6])
+            elif r < 0.4:
+                # moved later, under the next plan
+                c, eff, base, mult, fl, ep, pl = pending
+                eff = max(eff, now) + rnd.choice([10, 100, 400]) * 1_000_000
+                pending = (c, eff, at(fn, eff) if ep == epoch else base, mult, fl, ep, pl + 1)
+                send(*pending[:6], change, pl + 1)
+            elif r < 0.75:
+                # committed, now and then under another plan than announced
+                c, eff, base, mult, fl, ep, pl = pending
+                wp = pl if rnd.random() < 0.85 else pl + rnd.choice([-1, 1])
+                send(c, eff, base, mult, fl, ep, c, wp)
+                if wp == pl:
+                    fn, change, epoch, plan = (eff, base, 0 if fl else mult), c, ep, pl
+                    pending = None
+            elif r < 0.85:
+                # the function in force again (a heartbeat)
+                send(change, fn[0], fn[1], fn[2] or 1 << 32, 0 if fn[2] else 1, epoch, change,
+                     plan)
+            elif r < 0.9:
+                # a change after a gap (those between never sent)
+                e2 = now + 200_000_000
+                send(change + rnd.choice([2, 5]), e2, at(fn, e2), 1 << 32, 0, epoch, change, plan)
+            else:
+                time.sleep(rnd.choice([0.05, 0.3, 1.2]))  # silence
+            sent += 1
+            time.sleep(rnd.choice([0, 0.001, 0.01, 0.05]))
+    finally:
+        th.join()
+        p.send_signal(signal.SIGCONT)
+    out = json.loads(rd.stdout.readline() or "{}")
+    rd.wait(10)
+    r, dt = ctl(name, "status")
+    st = r.get("status", {}).get("distribute", {})
+    print("# fuzz (seed %d, FUZZ_SEED to repeat): %d samples, %d stops; follower: %d changes, "
+          "%d refused (last: %s), %d holds, %d stale holds; reader: %s"
+          % (seed, sent, stops[0], st.get("changes", -1), st.get("refused", -1),
+             st.get("refused_last"), st.get("holds", -1), st.get("hold_stales", -1), out),
+          flush=True)
+    check(out.get("reads", 0) > 10000 and out.get("fresh", 0) > 0,
+          "the reader read the clock throughout (%s reads, %s fresh)"
+          % (out.get("reads"), out.get("fresh")))
+    check(out.get("back", 1) == 0, "the follower's time never went back within a jump epoch "
+          "(%s readings back, worst %.3f ms)" % (out.get("back"), out.get("worst_ns", 0) / 1e6))
+    check(r.get("ok") and dt < BOUND, "status answers after it (%.1f ms)" % (dt * 1e3))
+    rogue.stdin.close()
+    rogue.wait(10)
+    dt = stop_timed(p)
+    check(dt is not None and dt < BOUND and p.returncode == 0,
+          "SIGTERM ends it promptly and cleanly (%s, exit %s)"
+          % ("never" if dt is None else "%.1f ms" % (dt * 1e3), p.returncode))
+
+
 class Pipeline:
     """A client that writes many lines at once and reads the replies as
     they come (a client that stops reading is dropped once its socket
@@ -473,6 +620,7 @@ def main():
     rejoin_phase()
     late_thread_phase()
     moved_hold_phase()
+    fuzz_phase()
     pipeline_phase()
 
 
