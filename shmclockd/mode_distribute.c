@@ -116,6 +116,11 @@
  * network fit for this, far below TAI - UTC). */
 #define DIST_SKEW_N 8
 #define DIST_SKEW_MAX_NS 250000000
+/* ... said once it has lasted this long: the messages that waited while
+ * this process did not run (stopped, starved) arrive together, each late
+ * by the wait, and pass for an offset until the fresh ones behind them
+ * (milliseconds); a real offset lasts. */
+#define DIST_SKEW_LAST_NS INT64_C(1000000000)
 /* A conflict (two live leaders) shows in status this long after it was
  * last seen. */
 #define DIST_CONFLICT_SHOW_NS INT64_C(10000000000)
@@ -242,7 +247,8 @@ struct dist {
 	/* follower: arrival minus sending of the last messages (ring) */
 	int64_t skew[DIST_SKEW_N];
 	unsigned skew_n, skew_i;
-	bool skew_bad;
+	bool skew_bad, skew_far;  /* said; seen beyond the bound (since skew_far_at) */
+	int64_t skew_far_at;
 	/* follower: the kinds of refusal logged for refused_leader */
 	char refused_leader[97];
 	unsigned refused_logged;
@@ -1359,15 +1365,15 @@ static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bo
 
 /* Every message: does this host's clock agree with the leader's? The
  * least arrival-minus-sending of the last few is their offset plus the
- * shortest delay; beyond the bound it is said in status and the log (once
- * each way), with the fix. */
+ * shortest delay; beyond the bound for DIST_SKEW_LAST_NS it is said in
+ * status and the log (once each way), with the fix. */
 static void skew_sample(struct dist *d, const struct dist_fn *f)
 {
-	int64_t m = INT64_MAX, v;
-	bool bad;
+	int64_t m = INT64_MAX, v, now = mono_ns();
+	bool bad, far;
 
-	if (f->timebase > DIST_TB_TAI || __builtin_sub_overflow(mono_ns() + sample_offset(f->timebase),
-								f->sent_ns, &v))
+	if (f->timebase > DIST_TB_TAI ||
+	    __builtin_sub_overflow(now + sample_offset(f->timebase), f->sent_ns, &v))
 		return;
 	d->skew[d->skew_i++ % DIST_SKEW_N] = v;
 	if (d->skew_n < DIST_SKEW_N)
@@ -1376,14 +1382,18 @@ static void skew_sample(struct dist *d, const struct dist_fn *f)
 		if (d->skew[i] < m)
 			m = d->skew[i];
 	/* A few messages first: one may be a dead leader's last word. */
-	bad = d->skew_n >= 3 && (m > DIST_SKEW_MAX_NS || m < -DIST_SKEW_MAX_NS);
+	far = d->skew_n >= 3 && (m > DIST_SKEW_MAX_NS || m < -DIST_SKEW_MAX_NS);
+	if (far && !d->skew_far)
+		d->skew_far_at = now;
+	d->skew_far = far;
+	bad = far && now - d->skew_far_at >= DIST_SKEW_LAST_NS;
 	if (bad && !d->skew_bad)
 		log_msg(LOG_WARN, "distribute: this host's clock is %.3f s %s leader %s's (measured "
 				  "from its messages): its changes land that far off here. Synchronise "
 				  "the hosts' clocks (chrony or PTP) and use TAI on every host or on none "
 				  "(a TAI/UTC mismatch is 37 s)",
 			fabs((double)m / 1e9), m > 0 ? "ahead of" : "behind", f->leader);
-	else if (!bad && d->skew_bad && d->skew_n >= 3)
+	else if (!bad && d->skew_bad)
 		log_msg(LOG_INFO, "distribute: this host's clock agrees with leader %s's again "
 				  "(%.3f ms apart, network delay included)", f->leader, (double)m / 1e6);
 	d->skew_bad = bad;
