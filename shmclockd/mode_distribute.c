@@ -121,6 +121,15 @@
  * by the wait, and pass for an offset until the fresh ones behind them
  * (milliseconds); a real offset lasts. */
 #define DIST_SKEW_LAST_NS INT64_C(1000000000)
+/* A follower back from silence starts from the leader's present: a sample
+ * that arrives later than the hosts' offset and the usual delay by more than
+ * this (the shortest Lead: a change decided after it was sent may have taken
+ * effect meanwhile) waited somewhere — in this host's buffers while it was
+ * stopped or starved, most often, oldest first — and is passed over, for at
+ * most DIST_REJOIN_WAIT_NS (a host clock stepped during the silence makes
+ * every sample look late). */
+#define DIST_REJOIN_LAG_NS DIST_LEAD_MIN_NS
+#define DIST_REJOIN_WAIT_NS INT64_C(2000000000)
 /* A conflict (two live leaders) shows in status this long after it was
  * last seen. */
 #define DIST_CONFLICT_SHOW_NS INT64_C(10000000000)
@@ -249,6 +258,9 @@ struct dist {
 	unsigned skew_n, skew_i;
 	bool skew_bad, skew_far;  /* said; seen beyond the bound (since skew_far_at) */
 	int64_t skew_far_at;
+	/* follower: the least arrival minus sending while it followed (0:
+	 * none yet), and since when late samples are passed over (0: not) */
+	int64_t skew_base, rejoin_skip_at;
 	/* follower: the kinds of refusal logged for refused_leader */
 	char refused_leader[97];
 	unsigned refused_logged;
@@ -1367,14 +1379,14 @@ static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bo
  * least arrival-minus-sending of the last few is their offset plus the
  * shortest delay; beyond the bound for DIST_SKEW_LAST_NS it is said in
  * status and the log (once each way), with the fix. */
-static void skew_sample(struct dist *d, const struct dist_fn *f)
+static int64_t skew_sample(struct dist *d, const struct dist_fn *f)
 {
 	int64_t m = INT64_MAX, v, now = mono_ns();
 	bool bad, far;
 
 	if (f->timebase > DIST_TB_TAI ||
 	    __builtin_sub_overflow(now + sample_offset(f->timebase), f->sent_ns, &v))
-		return;
+		return INT64_MIN;
 	d->skew[d->skew_i++ % DIST_SKEW_N] = v;
 	if (d->skew_n < DIST_SKEW_N)
 		d->skew_n++;
@@ -1401,6 +1413,30 @@ static void skew_sample(struct dist *d, const struct dist_fn *f)
 	d->host_offset_ns = m;
 	d->clocks_disagree = bad;
 	pthread_mutex_unlock(&d->mu);
+	return v;
+}
+
+/* Follower, back from silence (@f from the leader it followed): has @f
+ * waited (arrival minus sending @v more than DIST_REJOIN_LAG_NS above the
+ * least seen while it followed)? Then a later sample may say otherwise, and
+ * it is passed over, up to DIST_REJOIN_WAIT_NS from the first. */
+static bool rejoin_stale_sample(struct dist *d, const struct dist_fn *f, int64_t v, int64_t now)
+{
+	if (!d->skew_base || v == INT64_MIN || v - d->skew_base <= DIST_REJOIN_LAG_NS) {
+		d->rejoin_skip_at = 0;
+		return false;
+	}
+	if (!d->rejoin_skip_at) {
+		d->rejoin_skip_at = now;
+		log_msg(LOG_DEBUG, "distribute: change %llu arrived %.3f ms late (it waited while "
+				   "this host did not take it): waiting for a recent one",
+			(unsigned long long)f->change, (double)(v - d->skew_base) / 1e6);
+	}
+	if (now - d->rejoin_skip_at < DIST_REJOIN_WAIT_NS)
+		return true;
+	d->rejoin_skip_at = 0;
+	d->skew_base = 0; /* every one late: the offset moved; measured again */
+	return false;
 }
 
 /* Follower: the changes it holds: every one up to the last accepted,
@@ -1504,7 +1540,11 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	int64_t off, e_mono = 0, now, late = 0;
 	int r;
 
-	skew_sample(d, f);
+	int64_t v = skew_sample(d, f);
+
+	if (!new_leader && !stale && d->joined && v != INT64_MIN &&
+	    (!d->skew_base || v < d->skew_base))
+		d->skew_base = v; /* the least while it follows */
 	if (new_leader && d->have && !stale) {
 		/* Another leader while ours speaks: a dead one's history is
 		 * nothing; a live one is a conflict, and only a leader that
@@ -1569,6 +1609,11 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		log_msg(LOG_DEBUG, "distribute: change %llu announced while %s: waiting for a "
 				   "function in force", (unsigned long long)f->change,
 			new_leader ? "a new leader" : "stale");
+		return 0;
+	} else if (!new_leader && rejoin_stale_sample(d, f, v, now)) {
+		/* Back from silence: the leader's present, not what waited
+		 * (after a stop, the first of many, each superseded by the
+		 * next: readers would show each, fresh, for a moment). */
 		return 0;
 	}
 	if (d->gap_held)
