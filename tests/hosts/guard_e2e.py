@@ -118,6 +118,25 @@ def start_rogue(wire):
     return rogue, send
 
 
+def real():
+    return time.clock_gettime_ns(time.CLOCK_REALTIME)
+
+
+def rogue_follower(tag, leader, stale_after):
+    """A follower (StaleAfter @stale_after) of a rogue @leader on a wire of
+    its own, following the rogue's function 1 (time 0 at t0, rate 1):
+    (name, process, rogue, send, clock, t0)."""
+    wire = "guard-%s-%s" % (tag, RUN)
+    name, p = start(tag, {"TimeSource": "leader",
+                          "Distribute": {"Clock": wire, "StaleAfter": stale_after}})
+    rogue, rogue_send = start_rogue(wire)
+    t0 = real()
+    check(rogue_send(leader, 1, t0, 0), "the rogue publisher writes")
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: clk.info().initialized and not clk.info().stale, 20),
+          "the follower takes function 1")
+    return name, p, rogue, rogue_send, clk, t0
+
 def rogue_phase():
     wire = "guard-wire-" + RUN
     name, p = start("follower", {"TimeSource": "leader",
@@ -262,19 +281,7 @@ def backlog_phase():
     its readers showed a pause, not stale, until the next came (a real
     leader and follower, stopped 3 s: 547 readings 5.5 ms off; here, with
     the resume heard 0.1 s after the stop ends, the pause for 0.1 s)."""
-    wire = "guard-backlog-" + RUN
-    name, p = start("backlog", {"TimeSource": "leader",
-                                "Distribute": {"Clock": wire, "StaleAfter": "600ms"}})
-    rogue, rogue_send = start_rogue(wire)
-
-    def real():
-        return time.clock_gettime_ns(time.CLOCK_REALTIME)
-
-    t0 = real()
-    check(rogue_send("rogue/7", 1, t0, 0), "the rogue publisher writes")
-    clk = shmclock.Clock(name)
-    check(wait_for(lambda: clk.info().initialized and not clk.info().stale, 20),
-          "the follower takes function 1")
+    name, p, rogue, rogue_send, clk, t0 = rogue_follower("backlog", "rogue/7", "600ms")
     # Heartbeats for a while: the follower learns the usual delay.
     for _ in range(20):
         rogue_send("rogue/7", 1, t0, 0)
@@ -423,22 +430,10 @@ def moved_hold_phase():
     is withdrawn at once and opened at the new instant, so its readers run
     on past the old instant (fresh, on the function in force), stop at the
     new one, and follow the change once committed."""
-    wire = "guard-moved-" + RUN
-    name, p = start("moved", {"TimeSource": "leader",
-                              "Distribute": {"Clock": wire, "StaleAfter": "5s"}})
-    rogue, rogue_send = start_rogue(wire)
+    name, p, rogue, rogue_send, clk, t0 = rogue_follower("moved", "rogue/5", "5s")
 
     def dist():
         return ctl(name, "status")[0].get("status", {}).get("distribute", {})
-
-    def real():
-        return time.clock_gettime_ns(time.CLOCK_REALTIME)
-
-    t0 = real()
-    check(rogue_send("rogue/5", 1, t0, 0), "the rogue publisher writes")
-    clk = shmclock.Clock(name)
-    check(wait_for(lambda: clk.info().initialized and not clk.info().stale, 20),
-          "the follower takes function 1")
     t2 = real() + 800_000_000
     check(rogue_send("rogue/5", 2, t2, t2 - t0, 1 << 31, committed=1, plan=1),
           "change 2 announced, 0.8 s ahead")
@@ -529,9 +524,6 @@ def fuzz_phase():
     name, p = start("fuzz", {"TimeSource": "leader",
                              "Distribute": {"Clock": wire, "StaleAfter": "1s"}})
     rogue, rogue_send = start_rogue(wire)
-
-    def real():
-        return time.clock_gettime_ns(time.CLOCK_REALTIME)
 
     def at(f, t):
         return f[1] + ((t - f[0]) * f[2] >> 32) if t > f[0] else f[1]
