@@ -258,9 +258,11 @@ struct dist {
 	unsigned skew_n, skew_i;
 	bool skew_bad, skew_far;  /* said; seen beyond the bound (since skew_far_at) */
 	int64_t skew_far_at;
-	/* follower: the least arrival minus sending while it followed (0:
-	 * none yet), and since when late samples are passed over (0: not) */
+	/* follower: the least arrival minus sending while it followed its
+	 * leader (if have_base), and since when late samples are passed over
+	 * (0: not) */
 	int64_t skew_base, rejoin_skip_at;
+	bool have_base;
 	/* follower: the kinds of refusal logged for refused_leader */
 	char refused_leader[97];
 	unsigned refused_logged;
@@ -1422,7 +1424,7 @@ static int64_t skew_sample(struct dist *d, const struct dist_fn *f)
  * it is passed over, up to DIST_REJOIN_WAIT_NS from the first. */
 static bool rejoin_stale_sample(struct dist *d, const struct dist_fn *f, int64_t v, int64_t now)
 {
-	if (!d->skew_base || v == INT64_MIN || v - d->skew_base <= DIST_REJOIN_LAG_NS) {
+	if (!d->have_base || v == INT64_MIN || v - d->skew_base <= DIST_REJOIN_LAG_NS) {
 		d->rejoin_skip_at = 0;
 		return false;
 	}
@@ -1435,7 +1437,7 @@ static bool rejoin_stale_sample(struct dist *d, const struct dist_fn *f, int64_t
 	if (now - d->rejoin_skip_at < DIST_REJOIN_WAIT_NS)
 		return true;
 	d->rejoin_skip_at = 0;
-	d->skew_base = 0; /* every one late: the offset moved; measured again */
+	d->have_base = false; /* every one late: the offset moved; measured again */
 	return false;
 }
 
@@ -1543,8 +1545,10 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	int64_t v = skew_sample(d, f);
 
 	if (!new_leader && !stale && d->joined && v != INT64_MIN &&
-	    (!d->skew_base || v < d->skew_base))
+	    (!d->have_base || v < d->skew_base)) {
 		d->skew_base = v; /* the least while it follows */
+		d->have_base = true;
+	}
 	if (new_leader && d->have && !stale) {
 		/* Another leader while ours speaks: a dead one's history is
 		 * nothing; a live one is a conflict, and only a leader that
@@ -1640,6 +1644,8 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		return r;
 	if (fresh) {
 		q_clear(d, env, "another leader"); /* what the old one announced is void */
+		if (new_leader)
+			d->have_base = false; /* another host, another offset */
 		d->commit_seen = f->committed;
 		d->fplan = f->plan;
 		d->hold_stale = false;
