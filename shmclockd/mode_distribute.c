@@ -147,6 +147,14 @@
 #define DIST_LEAD_MAX_NS INT64_C(1000000000)
 #define DIST_LEAD_MARGIN 4
 #define DIST_ACK_RECENT 32
+/* A follower's readers compute time by themselves, stopped or not: they
+ * run on the leader's function only as far as the leader waits for this
+ * follower, its lease from the last lease it sent, less the hosts' clock
+ * offset short of the one reported (DIST_SKEW_MAX_NS). The update is open
+ * there (freeze_at: readers stop there, stale), moved on with each lease
+ * sent, at most this often. */
+#define DIST_LEASE_MARGIN_NS DIST_SKEW_MAX_NS
+#define DIST_LEASE_MOVE_NS (DIST_ACK_HB_NS / 2)
 
 /* A change waiting for its instant. */
 struct dist_pending {
@@ -226,8 +234,12 @@ struct dist {
 	char self_id[97];
 	uint64_t commit_seen, fplan;
 	uint64_t ack_sent_acked, ack_sent_plan, ack_sent_commit;
-	int64_t next_ack;
+	int64_t next_lease;     /* when its next lease is due */
 	bool hold_stale, joined;
+	/* ... how far its readers may go on the leader's function (0: not
+	 * known yet), and the instant they stop at meanwhile (if held) */
+	int64_t lease_until, lease_at;
+	bool lease_held;
 	/* ... and whether it follows again once the function in force it
 	 * took after silence (or from a new leader) takes effect: its instant
 	 * was still to come, and what the leader shows until then is not
@@ -289,6 +301,8 @@ struct dist {
 	/* follower: changes this thread first acted on after their instant
 	 * (it ran late): its readers showed the function before meanwhile */
 	uint64_t ran_past;
+	/* follower: its lease ran out (it sent none for that long) */
+	uint64_t lease_expired;
 	uint64_t holding;       /* follower: the change whose instant its readers stop at */
 	int64_t shown_lead;
 	unsigned shown_members;
@@ -936,13 +950,28 @@ static void close_open(const struct clock_env *env)
 			shmclock_strerror(r));
 }
 
+/* Follower: the end of its lease let go (the update open there
+ * withdrawn), before any other commit or hold of its own: a commit would
+ * wait for that instant, freeze_at would find the update open. Opened
+ * again by lease_keep at the end of the clock thread's pass. */
+static void lease_let_go(struct dist *d, const struct clock_env *env)
+{
+	if (!d->lease_held)
+		return;
+	close_open(env);
+	d->lease_held = false;
+}
+
 /* Follower: holds its readers at the instant of the change it waits for
  * (the queue's head, not committed): opened when heard, so no timer of
  * this thread stands between its readers and the instant. -ENODATA (no
  * function yet) holds nothing and needs nothing. */
 static void hold_open(struct dist *d, const struct clock_env *env, struct dist_pending *p)
 {
-	int r = shmclock_writer_freeze_at(env->w, p->e_mono);
+	int r;
+
+	lease_let_go(d, env); /* the change's instant comes first */
+	r = shmclock_writer_freeze_at(env->w, p->e_mono);
 
 	p->frozen = r == 0 || r == -ENODATA;
 	if (!p->frozen && !p->hold_failed)
@@ -961,6 +990,7 @@ static void hold_drop(struct dist *d, const struct clock_env *env)
 {
 	struct dist_pending *p = d->q_n ? q_at(d, 0) : NULL;
 
+	lease_let_go(d, env);
 	/* Past the instant the commit does not wait (and a clock held
 	 * stale there may have completed the update already). */
 	if (d->leader || !p || !p->frozen || p->staged || mono_ns() >= p->e_mono)
@@ -1017,6 +1047,7 @@ static void leader_own(struct dist *d, const struct dist_pending *p, int64_t now
 static void stage(struct dist *d, const struct clock_env *env, struct dist_pending *p, int64_t now)
 {
 	if (!p->frozen) {
+		lease_let_go(d, env);
 		shmclock_writer_freeze_at(env->w, p->e_mono);
 		p->frozen = true;
 	}
@@ -1136,9 +1167,14 @@ static bool leader_next(struct dist *d, const struct clock_env *env)
 static void follower_fresh(struct dist *d, const struct clock_env *env, const struct dist_fn *f,
 			   int64_t now, bool jump)
 {
+	lease_let_go(d, env);
 	clock_env_set_stale(env, false);
 	d->joined = true;
 	d->joined_mono = now;
+	/* A lease at once: the leader waits for this follower from its
+	 * arrival, and its readers go on from its sending (lease_keep). */
+	d->lease_until = 0;
+	d->next_lease = now;
 	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader, f->clock,
 		jump ? " (a jump for readers)" : "");
 }
@@ -1235,6 +1271,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 					d->fn.leader);
 				d->hold_stale = true;
 				d->joined = false;
+				lease_let_go(d, env);
 				clock_env_set_stale(env, true);
 				pthread_mutex_lock(&d->mu);
 				d->hold_stales++;
@@ -1467,7 +1504,7 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 
 	if (!d->joined || !d->have)
 		return;
-	bool lease = now >= d->next_ack;
+	bool lease = now >= d->next_lease;
 	uint64_t holds = follower_holds(d);
 
 	if (!force && !lease && d->ack_sent_acked == holds &&
@@ -1495,10 +1532,86 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	 * the lease once, reliably. */
 	if (d->api->dist_ack(d->r, &a, lease) < 0 || (!lease && d->api->dist_ack(d->r, &a, false) < 0))
 		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
+	else if (lease)
+		/* The leader waits for this follower until its lease from this
+		 * one's arrival (never sooner than its sending), as it says it
+		 * (at most 60 s). */
+		d->lease_until = now - DIST_LEASE_MARGIN_NS +
+				 (a.lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000)
+									 : a.lease_ns);
 	d->ack_sent_acked = a.acked;
 	d->ack_sent_plan = a.plan;
 	d->ack_sent_commit = a.committed;
-	d->next_ack = now + DIST_ACK_HB_NS;
+	/* The lease every DIST_ACK_HB_NS, whatever went between: the
+	 * acknowledgements (best effort) keep the leader's count, not this
+	 * follower's (lease_until). */
+	if (lease)
+		d->next_lease = now + DIST_ACK_HB_NS;
+}
+
+/* Follower: its lease ran out (it sent none for that long: this process
+ * was stopped, or starved): its leader may have gone on without it. Its
+ * readers stopped there, stale (lease_keep); they stay there, paused
+ * (OnLeaderLoss "hold"), or run on from there (OnLeaderLoss "run"). Stale
+ * until it hears the leader again, its function then a jump. */
+static void lease_expire(struct dist *d, const struct clock_env *env, int64_t now)
+{
+	log_msg(LOG_WARN, "distribute: this follower's lease with leader %s ran out %.3f s ago (it "
+			  "sent none meanwhile: stopped or starved); the leader may have gone on "
+			  "without it: the clock is stale until it hears the leader",
+		d->fn.leader, (double)(now - d->lease_until) / 1e9);
+	/* A commit now completes the update open at the lease's end, there:
+	 * a pause holds its readers where they stopped. */
+	if (d->lease_held && !d->run_on_loss && shmclock_writer_pause(env->w) == 0)
+		d->lease_held = false;
+	lease_let_go(d, env);
+	hold_drop(d, env);
+	d->lease_until = 0;
+	d->hold_stale = true;
+	d->joined = false;
+	clock_env_set_stale(env, true);
+	pthread_mutex_lock(&d->mu);
+	d->lease_expired++;
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Follower, at the end of each pass (and before anything it is told):
+ * its readers stop at the end of its lease, unless another instant holds
+ * them first (a change it waits for, a gap) or they are stale anyway.
+ * Returns the deadline of the lease (INT64_MAX: none). */
+static int64_t lease_keep(struct dist *d, const struct clock_env *env, int64_t now)
+{
+	bool stale = atomic_load_explicit(env->stale, memory_order_relaxed);
+	int64_t at;
+	int r;
+
+	if (d->leader || !d->joined || stale || !d->lease_until) {
+		lease_let_go(d, env);
+		return INT64_MAX;
+	}
+	if (now >= d->lease_until) {
+		lease_expire(d, env, now);
+		return INT64_MAX;
+	}
+	if (d->q_n || d->gap_held) {
+		lease_let_go(d, env);
+		return d->lease_until;
+	}
+	at = d->lease_until;
+	if (at > now + SHMCLOCK_FREEZE_AHEAD_MAX_NS - DIST_ACK_HB_NS)
+		at = now + SHMCLOCK_FREEZE_AHEAD_MAX_NS - DIST_ACK_HB_NS;
+	if (d->lease_held && at - d->lease_at < DIST_LEASE_MOVE_NS)
+		return d->lease_until;
+	lease_let_go(d, env);
+	r = shmclock_writer_freeze_at(env->w, at);
+	if (r == 0) {
+		d->lease_held = true;
+		d->lease_at = at;
+	} else if (r != -ENODATA) {
+		log_msg(LOG_WARN, "distribute: the end of this follower's lease could not be held: %s",
+			shmclock_strerror(r));
+	}
+	return d->lease_until;
 }
 
 /* Follower: the commits heard (under @plan) mark what waits, only what
@@ -1519,7 +1632,10 @@ static void mark_committed(struct dist *d, uint64_t plan, uint64_t committed)
  * once, behind the leader and never ahead, until the leader repeats it. */
 static void gap_hold(struct dist *d, const struct clock_env *env)
 {
-	if (d->gap_held || d->q_n || shmclock_writer_freeze_at(env->w, mono_ns()))
+	if (d->gap_held || d->q_n)
+		return;
+	lease_let_go(d, env); /* now comes first */
+	if (shmclock_writer_freeze_at(env->w, mono_ns()))
 		return;
 	d->gap_held = true;
 	pthread_mutex_lock(&d->mu);
@@ -1669,6 +1785,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		shmclock_writer_set_unix_at_zero(env->w, f->flags & DIST_F_UNIX_ZERO ? &uz : NULL);
 	}
 	if (e_mono <= now && committed && !d->q_n) {
+		lease_let_go(d, env);
 		r = shmclock_writer_set_function(env->w, e_mono, f->sim_base_ns, mult_scale(f->mult), fl);
 		if (r)
 			return cmd_fail(c, r, shmclock_strerror(r));
@@ -1693,6 +1810,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 			d->rejoin = true;
 	}
 	if (fresh && d->rejoin) {
+		lease_let_go(d, env);
 		clock_env_set_stale(env, true);
 		d->joined = false;
 		log_msg(LOG_INFO, "distribute: leader %s for clock '%s': stale until its function "
@@ -1801,6 +1919,7 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 					       ? SHMCLOCK_FN_STALE : 0);
 
 			/* Not a jump: never backwards, held until it catches up. */
+			lease_let_go(d, env);
 			shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns,
 						     mult_scale(d->cur.mult), fl);
 			/* What waits is re-expressed too (an open update keeps
@@ -1944,6 +2063,7 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 		cJSON_AddNumberToObject(o, "holds", (double)d->holds);
 		cJSON_AddNumberToObject(o, "hold_stales", (double)d->hold_stales);
 		cJSON_AddNumberToObject(o, "ran_past_instant", (double)d->ran_past);
+		cJSON_AddNumberToObject(o, "lease_expired", (double)d->lease_expired);
 		cJSON_AddNumberToObject(o, "acks_sent", (double)st.acks_sent);
 		cJSON_AddNumberToObject(o, "received", (double)st.received);
 		cJSON_AddNumberToObject(o, "lost", (double)st.lost);
@@ -1959,7 +2079,12 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 		       const shmclock_info_t *in)
 {
 	struct dist *d = dist_of(m);
+	int64_t now = mono_ns();
 
+	/* A follower whose lease ran out (this process stopped meanwhile)
+	 * takes what waited as one back from silence. */
+	if (!d->leader && d->lease_until && now >= d->lease_until)
+		lease_keep(d, env, now);
 	/* As plain first: the period may follow. */
 	mode_plain_ops.change(m, env, c, in);
 	/* A follower's clock thread refused the changes (its source takes
@@ -1988,8 +2113,12 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int64_t now)
 {
 	struct dist *d = dist_of(m);
-	int64_t next = mode_plain_ops.tick(m, env, now), q;
+	int64_t next, q;
 
+	/* A lease run out first: nothing this follower did since counts. */
+	if (!d->leader && d->lease_until && now >= d->lease_until)
+		lease_keep(d, env, now);
+	next = mode_plain_ops.tick(m, env, now);
 	if (next == CLOCK_MODE_AGAIN)
 		return next;
 	now = mono_ns();
@@ -2013,6 +2142,7 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 				d->fn.leader, (double)(now - d->gap_since) / 1e9);
 			d->hold_stale = true;
 			d->joined = false;
+			lease_let_go(d, env);
 			clock_env_set_stale(env, true);
 			pthread_mutex_lock(&d->mu);
 			d->hold_stales++;
@@ -2023,9 +2153,11 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	}
 	if (!d->leader && d->joined) {
 		follower_ack(d, now, false);
-		if (d->next_ack < next)
-			next = d->next_ack;
+		if (d->next_lease < next)
+			next = d->next_lease;
 	}
+	if (!d->leader && (q = lease_keep(d, env, mono_ns())) < next)
+		next = q;
 	pthread_mutex_lock(&d->mu);
 	d->shown_lead = d->lead_cur;
 	if (d->leader) {
@@ -2040,6 +2172,7 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 
 static void dist_cancel(struct clock_mode *m, const struct clock_env *env)
 {
+	lease_let_go(dist_of(m), env);
 	q_clear(dist_of(m), env, "shmclockd is stopping: the change was not made");
 }
 

@@ -14,6 +14,10 @@ bound to 127.0.0.1, a domain of this run's own):
   an instant still to come (a change decided ahead) stays stale until that
   instant: until then the leader shows a function it may have missed (here
   a pause), never the one it had, running on;
+- a real leader and follower, the follower stopped longer than its lease
+  while the leader pauses without it: its readers stop at the end of the
+  lease, stale, never fresh past the pause; continued, it says its lease
+  ran out and rejoins on the pause, forwards;
 - a follower whose clock thread is stopped from before a change's instant
   until after it (a loaded host at normal priority) counts it in status
   and says so in its log (its readers showed the previous function
@@ -327,6 +331,61 @@ def backlog_phase():
     rogue.stdin.close()
     rogue.wait(10)
     stop_timed(p)
+
+
+def lease_phase():
+    """A follower stopped longer than its lease (SIGSTOP; a host starved
+    that long): its leader goes on without it, here into a pause. Its
+    readers compute time by themselves; they must not run on, fresh, past
+    what the leader may have done meanwhile: they stop at the end of its
+    lease (stale), and continued, the follower is stale until it rejoins on
+    the leader's present, forwards. (Before the lease bound its readers:
+    fresh, 1 s past the leader's pause, then a jump back.)"""
+    wire = "guard-lease-" + RUN
+    lname, lp = start("lease-leader", {"TimeSource": "simulation",
+                                       "Distribute": {"Publish": True, "Clock": wire}})
+    fname, fp = start("lease-follower", {"TimeSource": "leader",
+                                         "Distribute": {"Clock": wire, "StaleAfter": "1s"}})
+    lc, fc = shmclock.Clock(lname), shmclock.Clock(fname)
+    check(wait_for(lambda: fc.info().initialized and not fc.info().stale, 20),
+          "the follower follows the leader")
+    check(wait_for(lambda: ctl(lname, "status")[0]["status"]["distribute"].get("followers"), 10),
+          "the leader waits for it (a member)")
+    fp.send_signal(signal.SIGSTOP)
+    try:
+        r, dt = ctl(lname, "pause")
+        check(r.get("ok"), "the leader pauses without the stopped follower, once its lease "
+              "ran out (%.3f s; %s)" % (dt, r.get("error")))
+        held = lc.info().sim_ns
+        n = past = top = worst = 0
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            i = fc.info()
+            n += 1
+            top = max(top, i.sim_ns)
+            if not i.stale and i.sim_ns > held + 1_000_000:
+                past += 1
+                worst = max(worst, i.sim_ns - held)
+        print("# stopped past its lease: the leader paused after %.3f s; the follower's readers "
+              "%d of %d fresh past the pause (up to %.3f s)" % (dt, past, n, worst / 1e9),
+              flush=True)
+        check(n > 100 and past == 0, "the stopped follower's readers never ran on fresh past "
+              "the leader's pause (%d of %d readings, up to %.3f s)" % (past, n, worst / 1e9))
+    finally:
+        fp.send_signal(signal.SIGCONT)
+    check(wait_for(lambda: not fc.info().stale, 10), "continued, it follows again")
+    i = fc.info()
+    check(i.paused and abs(i.sim_ns - held) < 1_000_000 and i.sim_ns >= top,
+          "on the leader's pause (%.6f s, the leader's %.6f s; it had shown up to %.6f s)"
+          % (i.sim_ns / 1e9, held / 1e9, top / 1e9))
+    st = ctl(fname, "status")[0]["status"]["distribute"]
+    log = open(os.path.join(rtdir, "lease-follower.log")).read()
+    check(st.get("lease_expired", 0) >= 1 and "lease" in log,
+          "its status and log say the lease ran out (%s)" % st.get("lease_expired"))
+    lc.close()
+    fc.close()
+    stop_timed(fp)
+    stop_timed(lp)
 
 
 def off_function(clk, fn):
@@ -715,6 +774,7 @@ def main():
     rogue_phase()
     rejoin_phase()
     backlog_phase()
+    lease_phase()
     late_thread_phase()
     moved_hold_phase()
     fuzz_phase()
