@@ -1805,9 +1805,14 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		 * to come (a leader deciding its next change ahead): until then
 		 * the leader shows a function this host may have missed, so the
 		 * clock is stale until this one takes effect (run_queue), not
-		 * fresh at once on the function it had. */
-		if (fresh)
+		 * fresh at once on the function it had. Stale from there too
+		 * until this thread took it (its readers switch there by
+		 * themselves; the leader waits for this follower, and its lease
+		 * bounds them, only once it says it follows). */
+		if (fresh) {
 			d->rejoin = true;
+			p->fl |= SHMCLOCK_FN_STALE;
+		}
 	}
 	if (fresh && d->rejoin) {
 		lease_let_go(d, env);

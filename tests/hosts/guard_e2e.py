@@ -14,6 +14,9 @@ bound to 127.0.0.1, a domain of this run's own):
   an instant still to come (a change decided ahead) stays stale until that
   instant: until then the leader shows a function it may have missed (here
   a pause), never the one it had, running on;
+- a follower back from silence on a function decided ahead, stopped
+  before its instant: its readers switch there stale, not fresh (the leader
+  does not wait for it until it says it follows);
 - a real leader and follower, the follower stopped longer than its lease
   while the leader pauses without it: its readers stop at the end of the
   lease, stale, never fresh past the pause; continued, it says its lease
@@ -327,6 +330,53 @@ def backlog_phase():
           "back, it follows the leader (%s fresh readings)" % out.get("fresh"))
     check(out.get("off") == 0, "it never showed a function the leader had left, as fresh "
           "(%s readings off, the first %s)" % (out.get("off"), out.get("first")))
+    clk.close()
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
+
+def rejoin_stopped_phase():
+    """A follower back from silence on a function decided ahead (its
+    instant to come), then stopped before that instant: its readers switch
+    to it there by themselves, but the leader does not wait for this
+    follower until it says it follows again (it may make a change without
+    it). They switch stale and stay stale until the follower runs again
+    (they went fresh there, and a real leader's pause 1 s later did not
+    stop them)."""
+    name, p, rogue, rogue_send, clk, t0 = rogue_follower("rjstop", "rogue/8", "600ms")
+    check(wait_for(lambda: clk.info().stale, 10), "silent, the follower is stale")
+    t3 = real() + 1_000_000_000
+    v3 = t3 - t0 + 5 * SEC
+    check(rogue_send("rogue/8", 3, t3, v3), "sent function 3, 1 s ahead")
+    check(wait_for(lambda: ctl(name, "status")[0]["status"]["distribute"]["decided_ahead"] > 0,
+                   0.8), "the follower decided it ahead (staged for its instant)")
+    p.send_signal(signal.SIGSTOP)
+    try:
+        while real() < t3 + 50_000_000:
+            time.sleep(0.01)
+        n = fresh = 0
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            i = clk.info()
+            n += 1
+            fresh += not i.stale
+        print("# stopped while rejoining, past the instant: %d of %d readings fresh"
+              % (fresh, n), flush=True)
+        check(n > 100 and fresh == 0, "its readers switch there stale, not fresh, while it "
+              "does not run (%d of %d fresh)" % (fresh, n))
+        i = clk.info()
+        check(abs(i.sim_ns - (v3 + real() - t3)) < 100_000_000,
+              "they switch to function 3 at its instant (off by %.3f ms)"
+              % ((i.sim_ns - (v3 + real() - t3)) / 1e6))
+    finally:
+        p.send_signal(signal.SIGCONT)
+    # The leader's heartbeats (silent since, it was stale by silence too).
+    end = time.monotonic() + 5
+    while clk.info().stale and time.monotonic() < end:
+        rogue_send("rogue/8", 3, t3, v3)
+        time.sleep(0.02)
+    check(not clk.info().stale, "continued, it follows again")
     clk.close()
     rogue.stdin.close()
     rogue.wait(10)
@@ -774,6 +824,7 @@ def main():
     rogue_phase()
     rejoin_phase()
     backlog_phase()
+    rejoin_stopped_phase()
     lease_phase()
     late_thread_phase()
     moved_hold_phase()
