@@ -278,6 +278,7 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
 	cJSON *targets = cJSON_AddArrayToObject(out, "targets");
 	double shim_ratio = 0, idle_ratio = 0, call_ratio = 0, fake_p50 = 0, shim_p50 = 0;
+	double held_ratio = 0;
 	int nc = 0;
 
 	if (samples < 100 || batch < 1) {
@@ -336,6 +337,34 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 				fake_p50 = st[k].p50;
 			free(r.out[k]);
 		}
+		free(r.out);
+	}
+
+	/* Phase 1b: a follower's clock between hosts, whose update is open
+	 * ahead (freeze_at: the end of its lease, or a change it waits for):
+	 * every read takes the checked path (the record's seq is odd). */
+	{
+		struct contender hc[3] = {
+			cs[0],
+			{ "shmclock_now, update open ahead", batch_shmclock_now, clk },
+			{ "preload shim, update open ahead", batch_foreign_gettime, &shim },
+		};
+		int hn = shim ? 3 : 2, fr;
+		struct run r = { hc, hn, samples, batch, alloc_samples(3, samples) };
+
+		fr = shmclock_writer_freeze_at(w, bench_mono_ns() + SHMCLOCK_FREEZE_AHEAD_MAX_NS - 500000000);
+		if (fr == 0) {
+			measure(&r);
+			shmclock_writer_withdraw(w);
+			printf("\n idle writer, its update open ahead (a follower between hosts), 1 reader thread\n");
+			bench_header("ns per read");
+			report(results, "update open ahead", hc, hn, r.out, samples, st);
+			held_ratio = st[1].p50 / st[0].p50;
+		} else {
+			fprintf(stderr, "shmclock-bench: freeze_at: %s\n", shmclock_strerror(fr));
+		}
+		for (int k = 0; k < 3; k++)
+			free(r.out[k]);
 		free(r.out);
 	}
 
@@ -401,6 +430,12 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 	target(targets, "shmclock_now p50 / inline fast path p50 (idle)", call_ratio, 1.02, "x");
 	target(targets, "shmclock_now p99 at 100k changes/s / idle p99", busy_now.p99 / idle_now.p99,
 	       2.0, "x");
+	if (held_ratio > 0) {
+		/* What a follower's readers pay for the bound on their time. */
+		printf("  %-58s %8.3fx\n", "shmclock_now p50, update open ahead / clock_gettime p50",
+		       held_ratio);
+		cJSON_AddNumberToObject(out, "open_ahead_vs_clock_gettime_p50", held_ratio);
+	}
 	if (shim) {
 		target(targets, "preload shim clock_gettime p50 / clock_gettime p50", shim_ratio, 1.3,
 		       "x");
