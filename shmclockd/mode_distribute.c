@@ -240,6 +240,7 @@ struct dist {
 	 * known yet), and the instant they stop at meanwhile (if held) */
 	int64_t lease_until, lease_at;
 	bool lease_held;
+	bool leave_due;         /* ... and it says it left once stale */
 	/* ... and whether it follows again once the function in force it
 	 * took after silence (or from a new leader) takes effect: its instant
 	 * was still to come, and what the leader shows until then is not
@@ -769,6 +770,7 @@ static void plan_entry(struct dist *d, const struct clock_env *env, const struct
 }
 
 static int64_t repeat_ns(const struct dist *d);
+static unsigned members_live(const struct dist *d, int64_t now);
 
 /* A leader's change (pause, resume, scale, set, step): checked, then, once
  * no other change is being agreed (@in_turn: leader_next's call for the
@@ -826,6 +828,11 @@ static int leader_change(struct dist *d, const struct clock_env *env, struct cmd
 		q_count(d);
 		return CLOCK_MODE_HELD;
 	}
+	/* No member to wait for: Distribute.Lead again (the adaptive Lead
+	 * may have grown, doubled by each postponement, while a member that
+	 * has since left or died did not answer). */
+	if (!members_live(d, now))
+		d->lead_cur = d->lead_ns;
 	d->off = sample_offset(d->fn.timebase);
 	p = q_push(d);
 	p->c = c;
@@ -1175,8 +1182,37 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 	 * arrival, and its readers go on from its sending (lease_keep). */
 	d->lease_until = 0;
 	d->next_lease = now;
+	d->leave_due = false;
 	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader, f->clock,
 		jump ? " (a jump for readers)" : "");
+}
+
+/* Follower: no longer a member (it marks itself stale). It says so (a
+ * lease of 0, reliably: leave_send) once the stale mark is in its segment,
+ * never before (dist_tick), so that its leader stops waiting for it at
+ * once, not its lease later; a leader that misses it waits the lease, as
+ * for a follower that died. */
+static void follower_leave(struct dist *d)
+{
+	d->leave_due = d->leave_due || (d->joined && d->have);
+	d->joined = false;
+	d->lease_until = 0;
+}
+
+static void leave_send(struct dist *d)
+{
+	struct dist_ack a;
+
+	memset(&a, 0, sizeof(a));
+	snprintf(a.clock, sizeof(a.clock), "%s", d->clock);
+	snprintf(a.follower, sizeof(a.follower), "%s", d->self_id);
+	snprintf(a.leader, sizeof(a.leader), "%s", d->fn.leader);
+	a.term = d->fn.term;
+	a.plan = d->fplan;
+	a.committed = d->commit_seen;
+	if (d->api->dist_ack(d->r, &a, true) < 0)
+		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
+	d->leave_due = false;
 }
 
 /* Commits the queued changes whose instants came: the update is open
@@ -1270,7 +1306,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 					(unsigned long long)p->fn.change, (double)(now - p->e_mono) / 1e9,
 					d->fn.leader);
 				d->hold_stale = true;
-				d->joined = false;
+				follower_leave(d);
 				lease_let_go(d, env);
 				clock_env_set_stale(env, true);
 				pthread_mutex_lock(&d->mu);
@@ -1568,7 +1604,7 @@ static void lease_expire(struct dist *d, const struct clock_env *env, int64_t no
 	hold_drop(d, env);
 	d->lease_until = 0;
 	d->hold_stale = true;
-	d->joined = false;
+	follower_leave(d);
 	clock_env_set_stale(env, true);
 	pthread_mutex_lock(&d->mu);
 	d->lease_expired++;
@@ -1817,7 +1853,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	if (fresh && d->rejoin) {
 		lease_let_go(d, env);
 		clock_env_set_stale(env, true);
-		d->joined = false;
+		follower_leave(d);
 		log_msg(LOG_INFO, "distribute: leader %s for clock '%s': stale until its function "
 				  "takes effect, %.3f ms from now", f->leader, f->clock,
 			(double)(e_mono - now) / 1e6);
@@ -1851,6 +1887,16 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 
 	if (strcmp(a->leader, d->leader_id) || a->term != d->term || d->deposed)
 		return 0; /* it follows another leader, or an earlier run */
+	if (a->lease_ns == 0) {
+		/* It left (stale, or stopping): not waited for. */
+		for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
+			if (d->members[i].used && !strcmp(d->members[i].id, a->follower)) {
+				d->members[i].used = false;
+				log_msg(LOG_INFO, "distribute: follower %s left clock '%s' (stale, or "
+						  "stopping): not waited for", a->follower, d->clock);
+			}
+		return 0;
+	}
 	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
 		if (d->members[i].used && !strcmp(d->members[i].id, a->follower))
 			m = &d->members[i];
@@ -2106,8 +2152,10 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 		return 0; /* the topic is quiet: nothing to a leader */
 	/* Silence: what the leader announced is void (a leader back
 	 * resends its function). */
-	if (!d->leader && c->req.kind == CMD_STALE && c->arg_stale)
+	if (!d->leader && c->req.kind == CMD_STALE && c->arg_stale) {
 		q_clear(d, env, "the leader is silent");
+		follower_leave(d); /* said once stale; a member again once it follows */
+	}
 	/* The clock thread's own commits (the stale mark, a reload's): now,
 	 * not at an instant this follower holds (opened again after). */
 	if (c->req.kind == CMD_STALE || c->req.kind == CMD_RELOAD)
@@ -2146,7 +2194,7 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 					  "for %.3f s: the clock is stale until it hears the leader",
 				d->fn.leader, (double)(now - d->gap_since) / 1e9);
 			d->hold_stale = true;
-			d->joined = false;
+			follower_leave(d);
 			lease_let_go(d, env);
 			clock_env_set_stale(env, true);
 			pthread_mutex_lock(&d->mu);
@@ -2163,6 +2211,8 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	}
 	if (!d->leader && (q = lease_keep(d, env, mono_ns())) < next)
 		next = q;
+	if (!d->leader && d->leave_due && atomic_load_explicit(env->stale, memory_order_relaxed))
+		leave_send(d);
 	pthread_mutex_lock(&d->mu);
 	d->shown_lead = d->lead_cur;
 	if (d->leader) {
@@ -2177,8 +2227,19 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 
 static void dist_cancel(struct clock_mode *m, const struct clock_env *env)
 {
-	lease_let_go(dist_of(m), env);
-	q_clear(dist_of(m), env, "shmclockd is stopping: the change was not made");
+	struct dist *d = dist_of(m);
+
+	lease_let_go(d, env);
+	q_clear(d, env, "shmclockd is stopping: the change was not made");
+	/* A member that stops says it leaves, its readers held first (from
+	 * now, -ESTALE; once it closed the clock, no writer): nothing its
+	 * leader then does without it shows here as fresh. With a change
+	 * decided ahead in its segment, nothing is held: the leader waits
+	 * its lease. */
+	if (!d->leader && d->have && (d->joined || d->leave_due) &&
+	    (atomic_load_explicit(env->stale, memory_order_relaxed) ||
+	     shmclock_writer_freeze_at(env->w, mono_ns()) == 0))
+		leave_send(d);
 }
 
 static const struct clock_mode_ops mode_distribute_ops = {

@@ -20,7 +20,8 @@ bound to 127.0.0.1, a domain of this run's own):
 - a real leader and follower, the follower stopped longer than its lease
   while the leader pauses without it: its readers stop at the end of the
   lease, stale, never fresh past the pause; continued, it says its lease
-  ran out and rejoins on the pause, forwards;
+  ran out and rejoins on the pause, forwards; stopped (SIGTERM), it leaves,
+  and the leader's next change does not wait for its lease;
 - a follower whose clock thread is stopped from before a change's instant
   until after it (a loaded host at normal priority) counts it in status
   and says so in its log (its readers showed the previous function
@@ -438,9 +439,25 @@ def lease_phase():
     log = open(os.path.join(rtdir, "lease-follower.log")).read()
     check(st.get("lease_expired", 0) >= 1 and "lease" in log,
           "its status and log say the lease ran out (%s)" % st.get("lease_expired"))
+    # A follower that stops says it leaves: the leader's next change does
+    # not wait for its lease (3.5 s), as it does for one that died.
+    check(wait_for(lambda: ctl(lname, "status")[0]["status"]["distribute"].get("followers"), 10),
+          "it is a member again")
+    stop_timed(fp)
+    r, dt = ctl(lname, "resume")
+    print("# the follower stopped (SIGTERM): the leader's next change took %.3f s (its lease "
+          "3.5 s)" % dt, flush=True)
+    log = open(os.path.join(rtdir, "lease-leader.log")).read()
+    check(r.get("ok") and dt < 2.0 and "left clock" in log, "a follower that stops leaves: the "
+          "leader's next change does not wait for its lease (%.3f s)" % dt)
+    # With no member left, Lead is Distribute.Lead again, not what the
+    # postponements while the follower was stopped made it (1 s).
+    lead = ctl(lname, "status")[0]["status"]["distribute"]
+    check(lead.get("lead_current_ns") == lead.get("lead_ns"),
+          "with no member, the leader's Lead is its configured one again (%s ns, configured %s)"
+          % (lead.get("lead_current_ns"), lead.get("lead_ns")))
     lc.close()
     fc.close()
-    stop_timed(fp)
     stop_timed(lp)
 
 
