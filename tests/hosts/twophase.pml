@@ -25,7 +25,8 @@
  * the clock thread that takes it; no later wake-up of that thread stands
  * between its readers and the instant), then the new function once
  * committed. It marks itself stale holding an
- * instant for H without a commit, or hearing nothing for S; a stale
+ * instant for H without a commit, or hearing nothing for S, and then says
+ * it leaves (LEAVE, lost or not): the leader stops waiting for it. A stale
  * follower's readings make no claim.
  *
  * The property (asserted at every reading, and at the decision for
@@ -46,7 +47,8 @@
  * leader that stops waiting for a member it has not heard from for its
  * lease before it announces a change, not LOST after the announcement (a
  * member that still hears the leader is fresh then, and misses the
- * announcement: spin finds it at once with -DS=3, in 46 s with S = 2).
+ * announcement: spin finds it at once with -DS=3, in 46 s with S = 2);
+ * LEAVE_FRESH, a follower that says it leaves before it is marked stale.
  * mode_distribute.c's member_live() still drops such a member: an open
  * defect (doc/hosts.md). A leader may drop a member only as here: LOST
  * after the announcement it did not acknowledge.
@@ -73,6 +75,7 @@
 #define PMAX 2         /* re-plans explored */
 #define TMAX 6
 #define NONE 255
+#define LEAVE 254      /* ACK(follower, LEAVE): it left (stale) */
 
 mtype = { ANN, COMMIT };
 
@@ -115,6 +118,18 @@ inline reading(i)
 	fi
 }
 
+/* Follower k marks its clock stale, and then (never before: the mark is
+ * in its segment first) says it leaves, lost or not: its leader stops
+ * waiting for it (follower_leave, leave_send). */
+inline go_stale(k)
+{
+	stale[k] = true;
+	if
+	:: nfull(toL) -> toL!k, LEAVE
+	:: skip
+	fi
+}
+
 /* Each tick: what every follower's readers show at its end, then the
  * followers' timers (a hold or a silence that lasted marks the clock
  * stale, assumed timely), then time moves on. */
@@ -131,8 +146,9 @@ end:
 		:: k < NF ->
 			reading(k);
 			if
-			:: !dead[k] && hp[k] != NONE && !fcommitted[k] && t + 1 >= hE[k] + H ->
-				stale[k] = true
+			:: !dead[k] && !stale[k] && hp[k] != NONE && !fcommitted[k] &&
+			   t + 1 >= hE[k] + H ->
+				go_stale(k)
 			:: else -> skip
 			fi;
 			if
@@ -140,7 +156,7 @@ end:
 			:: else -> skip
 			fi;
 			if
-			:: !dead[k] && silent[k] >= S -> stale[k] = true
+			:: !dead[k] && !stale[k] && silent[k] >= S -> go_stale(k)
 			:: else -> skip
 			fi;
 			k++
@@ -198,6 +214,7 @@ end:
 	:: atomic {
 		toL?f, p ->
 		if
+		:: p == LEAVE -> member[f] = false   /* it left: not waited for */
 		:: p == plan -> acked[f] = true
 		:: else -> skip
 		fi;
@@ -287,6 +304,11 @@ end:
 		e = 0
 		}
 	:: atomic { dead[i] = true; break }   /* dies: silent from now on */
+#ifdef MUTANT_LEAVE_FRESH
+	/* says it leaves before its stale mark is in its segment (or without
+	 * one): fresh meanwhile, and its leader goes on without it */
+	:: atomic { !dead[i] && !stale[i] && nfull(toL) -> toL!i, LEAVE }
+#endif
 	od
 }
 
