@@ -241,6 +241,7 @@ struct dist {
 	int64_t lease_until, lease_at;
 	bool lease_held;
 	bool leave_due;         /* ... and it says it left once stale */
+	bool lease_failed;      /* ... and its hold could not be opened (said) */
 	/* ... and whether it follows again once the function in force it
 	 * took after silence (or from a new leader) takes effect: its instant
 	 * was still to come, and what the leader shows until then is not
@@ -1640,13 +1641,18 @@ static int64_t lease_keep(struct dist *d, const struct clock_env *env, int64_t n
 		return d->lease_until;
 	lease_let_go(d, env);
 	r = shmclock_writer_freeze_at(env->w, at);
+	/* An update open already: a change decided ahead that a dropped
+	 * queue left in the segment (q_clear), completed once due. */
+	if (r == -EINVAL && shmclock_writer_complete(env->w) == 0)
+		r = shmclock_writer_freeze_at(env->w, at);
 	if (r == 0) {
 		d->lease_held = true;
 		d->lease_at = at;
-	} else if (r != -ENODATA) {
-		log_msg(LOG_WARN, "distribute: the end of this follower's lease could not be held: %s",
-			shmclock_strerror(r));
+	} else if (r != -ENODATA && r != -EINVAL && !d->lease_failed) {
+		log_msg(LOG_WARN, "distribute: the end of this follower's lease could not be held "
+				  "(said once): %s", shmclock_strerror(r));
 	}
+	d->lease_failed = r && r != -ENODATA && r != -EINVAL;
 	return d->lease_until;
 }
 
