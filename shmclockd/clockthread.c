@@ -230,6 +230,16 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		break;
 	case CMD_INIT:
 		r = init_clock(w, &ct->cfg, &c->arg_init);
+		if (!r) {
+			/* A stale mark an earlier shmclockd left (it had lost
+			 * what it followed, or stopped as a follower): this one
+			 * keeps it where it follows a leader (stale until it
+			 * does: mode_distribute.c), else it goes. */
+			shmclock_writer_info(w, &in); /* after init_clock */
+			atomic_store_explicit(&ct->stale, in.stale, memory_order_relaxed);
+			if (in.stale && ct->cfg.source->feed != FEED_LEADER)
+				r = set_stale(ct, false, false);
+		}
 		if (!r && ct->mode->ops->start)
 			r = ct->mode->ops->start(ct->mode, &ct->env);
 		if (!r)

@@ -240,7 +240,9 @@ struct dist {
 	 * known yet), and the instant they stop at meanwhile (if held) */
 	int64_t lease_until, lease_at;
 	bool lease_held;
-	bool leave_due;         /* ... and it says it left once stale */
+	bool leave_due;         /* ... and it says it left once stale, */
+	char leave_leader[97];  /* ... to this leader, of this term */
+	uint64_t leave_term;
 	bool lease_failed;      /* ... and its hold could not be opened (said) */
 	/* ... and whether it follows again once the function in force it
 	 * took after silence (or from a new leader) takes effect: its instant
@@ -593,8 +595,13 @@ static int dist_start(struct clock_mode *m, const struct clock_env *env)
 	int64_t now;
 	int r = mode_plain_ops.start(m, env);
 
-	if (r || !d->leader)
+	if (r)
 		return r;
+	/* A follower is stale until it follows (follower_fresh): a clock
+	 * continued from an earlier shmclockd shows that one's function,
+	 * which the leader may have left since, or gone. */
+	if (!d->leader)
+		return clock_env_set_stale(env, true);
 	d->fn.timebase = (uint8_t)leader_timebase();
 	now = mono_ns();
 	snapshot(env->w, d, now, sample_offset(d->fn.timebase));
@@ -1180,8 +1187,9 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 	d->joined = true;
 	d->joined_mono = now;
 	/* A lease at once: the leader waits for this follower from its
-	 * arrival, and its readers go on from its sending (lease_keep). */
-	d->lease_until = 0;
+	 * arrival, and its readers go on from its sending (lease_keep); until
+	 * one is sent, no further than one would take them. */
+	d->lease_until = now + DIST_LEASE_NS - DIST_LEASE_MARGIN_NS;
 	d->next_lease = now;
 	d->leave_due = false;
 	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader, f->clock,
@@ -1195,7 +1203,13 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
  * for a follower that died. */
 static void follower_leave(struct dist *d)
 {
-	d->leave_due = d->leave_due || (d->joined && d->have);
+	if (d->joined && d->have) {
+		/* The leader it leaves (a new one's function may be taken in
+		 * the same pass, before the leave goes). */
+		snprintf(d->leave_leader, sizeof(d->leave_leader), "%s", d->fn.leader);
+		d->leave_term = d->fn.term;
+		d->leave_due = true;
+	}
 	d->joined = false;
 	d->lease_until = 0;
 }
@@ -1207,10 +1221,8 @@ static void leave_send(struct dist *d)
 	memset(&a, 0, sizeof(a));
 	snprintf(a.clock, sizeof(a.clock), "%s", d->clock);
 	snprintf(a.follower, sizeof(a.follower), "%s", d->self_id);
-	snprintf(a.leader, sizeof(a.leader), "%s", d->fn.leader);
-	a.term = d->fn.term;
-	a.plan = d->fplan;
-	a.committed = d->commit_seen;
+	snprintf(a.leader, sizeof(a.leader), "%s", d->leave_leader);
+	a.term = d->leave_term;
 	if (d->api->dist_ack(d->r, &a, true) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
 	d->leave_due = false;
@@ -1597,10 +1609,22 @@ static void lease_expire(struct dist *d, const struct clock_env *env, int64_t no
 			  "sent none meanwhile: stopped or starved); the leader may have gone on "
 			  "without it: the clock is stale until it hears the leader",
 		d->fn.leader, (double)(now - d->lease_until) / 1e9);
-	/* A commit now completes the update open at the lease's end, there:
-	 * a pause holds its readers where they stopped. */
-	if (d->lease_held && !d->run_on_loss && shmclock_writer_pause(env->w) == 0)
-		d->lease_held = false;
+	/* One commit completes the update open at the lease's end, there,
+	 * stale from that instant: its readers stay where they stopped, paused
+	 * (or run on from there), never fresh past it, not even for the time
+	 * between two commits. */
+	if (d->lease_held) {
+		shmclock_info_t in;
+		int64_t v;
+
+		shmclock_writer_info(env->w, &in);
+		if (shmclock_writer_eval(env->w, d->lease_at, &v) == 0 &&
+		    shmclock_writer_set_function(
+			    env->w, d->lease_at, v, in.scale,
+			    SHMCLOCK_FN_STALE | (in.stepped ? SHMCLOCK_FN_STEPPED : 0) |
+				    (in.paused || !d->run_on_loss ? SHMCLOCK_FN_PAUSED : 0)) == 0)
+			d->lease_held = false;
+	}
 	lease_let_go(d, env);
 	hold_drop(d, env);
 	d->lease_until = 0;
@@ -2234,17 +2258,22 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 static void dist_cancel(struct clock_mode *m, const struct clock_env *env)
 {
 	struct dist *d = dist_of(m);
+	bool staged = false;
 
+	for (unsigned i = 0; i < d->q_n; i++)
+		staged |= q_at(d, i)->staged;
 	lease_let_go(d, env);
 	q_clear(d, env, "shmclockd is stopping: the change was not made");
-	/* A member that stops says it leaves, its readers held first (from
-	 * now, -ESTALE; once it closed the clock, no writer): nothing its
-	 * leader then does without it shows here as fresh. With a change
-	 * decided ahead in its segment, nothing is held: the leader waits
-	 * its lease. */
-	if (!d->leader && d->have && (d->joined || d->leave_due) &&
-	    (atomic_load_explicit(env->stale, memory_order_relaxed) ||
-	     shmclock_writer_freeze_at(env->w, mono_ns()) == 0))
+	/* A member that stops marks its clock stale (kept in the segment for
+	 * its readers, and for the next shmclockd, which starts stale), then
+	 * says it leaves: nothing its leader does without it shows here as
+	 * fresh. Not with a change decided ahead in its segment (the mark
+	 * would wait for its instant): the leader then waits its lease. */
+	if (d->leader || staged)
+		return;
+	follower_leave(d);
+	if (d->leave_due && clock_env_set_stale(env, true) == 0 &&
+	    atomic_load_explicit(env->stale, memory_order_relaxed))
 		leave_send(d);
 }
 

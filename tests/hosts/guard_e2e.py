@@ -20,8 +20,9 @@ bound to 127.0.0.1, a domain of this run's own):
 - a real leader and follower, the follower stopped longer than its lease
   while the leader pauses without it: its readers stop at the end of the
   lease, stale, never fresh past the pause; continued, it says its lease
-  ran out and rejoins on the pause, forwards; stopped (SIGTERM), it leaves,
-  and the leader's next change does not wait for its lease;
+  ran out and rejoins on the pause, forwards; stopped (SIGTERM), it marks
+  its clock stale and leaves, and the leader's next change does not wait
+  for its lease; restarted with the leader gone, it stays stale;
 - a follower whose clock thread is stopped from before a change's instant
   until after it (a loaded host at normal priority) counts it in status
   and says so in its log (its readers showed the previous function
@@ -456,9 +457,33 @@ def lease_phase():
     check(lead.get("lead_current_ns") == lead.get("lead_ns"),
           "with no member, the leader's Lead is its configured one again (%s ns, configured %s)"
           % (lead.get("lead_current_ns"), lead.get("lead_ns")))
+    # Its clock stays marked stale for its readers and for the next
+    # shmclockd: one that follows is stale until it hears the leader (here
+    # gone: it never is; it went on fresh with the old function before),
+    # one of another source clears the mark.
+    check(fc.info().stale, "the stopped follower's clock is marked stale")
+    stop_timed(lp)
+    f2 = hostsenv.start_daemon(SHMCLOCKD, rtdir, "lease-follower2", fname,
+                               {"TimeSource": "leader", "Ros2": {"Domain": DOMAIN},
+                                "Distribute": {"Clock": wire, "StaleAfter": "1s"}}, ENV)
+    procs.append(f2)
+    fresh = n = 0
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        n += 1
+        fresh += not fc.info().stale
+        time.sleep(0.001)
+    check(fresh == 0, "restarted with its leader gone, a follower is stale until it hears one "
+          "(%d of %d readings fresh)" % (fresh, n))
+    stop_timed(f2)
+    s2 = hostsenv.start_daemon(SHMCLOCKD, rtdir, "lease-simulation", fname,
+                               {"TimeSource": "simulation"}, ENV)
+    procs.append(s2)
+    check(wait_for(lambda: fc.info().writer_alive and not fc.info().stale, 10),
+          "the same clock under another source is not stale")
+    stop_timed(s2)
     lc.close()
     fc.close()
-    stop_timed(lp)
 
 
 def off_function(clk, fn):
