@@ -233,11 +233,12 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		if (!r) {
 			/* A stale mark an earlier shmclockd left (it had lost
 			 * what it followed, or stopped as a follower): this one
-			 * keeps it where it follows a leader (stale until it
-			 * does: mode_distribute.c), else it goes. */
+			 * keeps it where it follows something (a leader: stale
+			 * until it follows, mode_distribute.c; /clock: until its
+			 * first sample), else it goes. */
 			shmclock_writer_info(w, &in); /* after init_clock */
 			atomic_store_explicit(&ct->stale, in.stale, memory_order_relaxed);
-			if (in.stale && ct->cfg.source->feed != FEED_LEADER)
+			if (in.stale && src->feed != FEED_LEADER && src->feed != FEED_ROS2)
 				r = set_stale(ct, false, false);
 		}
 		if (!r && ct->mode->ops->start)
@@ -274,6 +275,10 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		break;
 	case CMD_ADVANCE:
 		r = shmclock_writer_advance(w, c->req.ns);
+		/* /clock speaks: a mark left from before it spoke goes (the
+		 * follower clears its own only once it marked the clock). */
+		if (!r && c->from_source && atomic_load_explicit(&ct->stale, memory_order_relaxed))
+			r = set_stale(ct, false, false);
 		break;
 	case CMD_RELOAD:
 		r = apply_reload(ct, c);

@@ -779,6 +779,7 @@ static void plan_entry(struct dist *d, const struct clock_env *env, const struct
 
 static int64_t repeat_ns(const struct dist *d);
 static unsigned members_live(const struct dist *d, int64_t now);
+static void leave_send(struct dist *d);
 
 /* A leader's change (pause, resume, scale, set, step): checked, then, once
  * no other change is being agreed (@in_turn: leader_next's call for the
@@ -1182,6 +1183,11 @@ static bool leader_next(struct dist *d, const struct clock_env *env)
 static void follower_fresh(struct dist *d, const struct clock_env *env, const struct dist_fn *f,
 			   int64_t now, bool jump)
 {
+	/* A leave still to say (stale and back in one pass: another leader's
+	 * function taken at once) goes to the one it left, while stale. */
+	if (d->leave_due && atomic_load_explicit(env->stale, memory_order_relaxed))
+		leave_send(d);
+	d->leave_due = false;
 	lease_let_go(d, env);
 	clock_env_set_stale(env, false);
 	d->joined = true;
@@ -1191,7 +1197,6 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 	 * one is sent, no further than one would take them. */
 	d->lease_until = now + DIST_LEASE_NS - DIST_LEASE_MARGIN_NS;
 	d->next_lease = now;
-	d->leave_due = false;
 	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader, f->clock,
 		jump ? " (a jump for readers)" : "");
 }
@@ -1328,9 +1333,16 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			}
 			return d->hold_stale ? next : (p->e_mono + bound < next ? p->e_mono + bound : next);
 		}
+		/* Never a fresh commit on a clock marked stale, unless it is the
+		 * function a rejoin waited for (follower_fresh, below). */
 		r = p->staged ? shmclock_writer_complete(env->w)
-			      : shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale,
-							     p->fl);
+			      : shmclock_writer_set_function(
+					env->w, p->e_mono, p->sim_base, p->scale,
+					p->fl | (!d->leader && !d->rejoin &&
+							 atomic_load_explicit(env->stale,
+									      memory_order_relaxed)
+						 ? SHMCLOCK_FN_STALE
+						 : 0));
 		if (p->staged && r == -ENODATA)
 			r = 0; /* another commit (a reload's, say) completed it first */
 		now = mono_ns();
@@ -1627,6 +1639,9 @@ static void lease_expire(struct dist *d, const struct clock_env *env, int64_t no
 	}
 	lease_let_go(d, env);
 	hold_drop(d, env);
+	/* What waits was heard before: the leader may have moved on (and a
+	 * change committed later, fresh, would undo the mark). */
+	q_clear(d, env, "this follower's lease ran out");
 	d->lease_until = 0;
 	d->hold_stale = true;
 	follower_leave(d);
@@ -1840,7 +1855,16 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		late = now - e_mono;
 	/* Another leader, a leader back after silence, or a jump on the
 	 * leader: readers' jump callbacks hear of it. */
-	jump = d->have && (fresh || f->jump_epoch != d->fn.jump_epoch);
+	if (!d->have) {
+		shmclock_info_t in;
+
+		/* A clock an earlier shmclockd left: its leader may have gone
+		 * back since (a jump), and a function behind would be held. */
+		shmclock_writer_info(env->w, &in);
+		jump = in.initialized;
+	} else {
+		jump = fresh || f->jump_epoch != d->fn.jump_epoch;
+	}
 	fl = (f->flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
 	     (f->flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) | (jump ? SHMCLOCK_FN_JUMP : 0);
 	if (!d->have || (f->flags & DIST_F_UNIX_ZERO) != (d->fn.flags & DIST_F_UNIX_ZERO) ||
@@ -2263,6 +2287,12 @@ static void dist_cancel(struct clock_mode *m, const struct clock_env *env)
 	for (unsigned i = 0; i < d->q_n; i++)
 		staged |= q_at(d, i)->staged;
 	lease_let_go(d, env);
+	if (!d->leader && !staged && d->q_n && q_at(d, 0)->frozen &&
+	    mono_ns() >= q_at(d, 0)->e_mono && clock_env_set_stale(env, true) == 0)
+		/* Readers held at an instant past: the mark completes the
+		 * update there, stale (withdrawn first, they would run on
+		 * fresh until the mark). */
+		q_at(d, 0)->frozen = false;
 	q_clear(d, env, "shmclockd is stopping: the change was not made");
 	/* A member that stops marks its clock stale (kept in the segment for
 	 * its readers, and for the next shmclockd, which starts stale), then

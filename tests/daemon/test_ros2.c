@@ -169,6 +169,15 @@ Test(ros2, follows_a_best_effort_publisher_jumps_back_and_goes_stale)
 	cr_assert(in.stale && in.writer_alive, "the segment is marked stale");
 	cr_assert_eq(shmclock_now(r, &t1), -ESTALE, "reads say so, with the value");
 	cr_assert_eq(t1, 5000000000LL);
+	/* Stopped while stale, the mark stays in the segment; the next
+	 * shmclockd keeps it until /clock speaks (it once cleared it at
+	 * start, fresh on a clock /clock had left; before that it kept it for
+	 * ever, samples or not). */
+	cr_assert_eq(daemon_stop(d), 0);
+	d = start_with(name, "{\"TimeSource\": \"ros2\", \"Ros2\": {\"Domain\": %d, "
+			     "\"StaleAfter\": \"300ms\"}}", domain);
+	cr_assert_eq(shmclock_info(r, &in), 0);
+	cr_assert(in.stale && in.writer_alive, "restarted, the clock is still marked stale");
 	cr_assert(publish_until_seen(w, r, 6000000000LL));
 	cr_assert(status_has(name, "\"stale\":false"), "%s", ctl_out);
 	cr_assert_eq(shmclock_info(r, &in), 0);

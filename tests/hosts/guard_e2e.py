@@ -462,6 +462,23 @@ def lease_phase():
     # gone: it never is; it went on fresh with the old function before),
     # one of another source clears the mark.
     check(fc.info().stale, "the stopped follower's clock is marked stale")
+    # The leader goes back while the follower is down: restarted, the
+    # follower takes its function as a jump (it held the old, higher value
+    # before, fresh, ahead of the leader until it caught up).
+    before = fc.info()
+    r, _ = ctl(lname, "set", time="1s")
+    check(r.get("ok"), "the leader goes back to 1 s (%s)" % r.get("error"))
+    f1 = hostsenv.start_daemon(SHMCLOCKD, rtdir, "lease-follower1", fname,
+                               {"TimeSource": "leader", "Ros2": {"Domain": DOMAIN},
+                                "Distribute": {"Clock": wire, "StaleAfter": "1s"}}, ENV)
+    procs.append(f1)
+    check(wait_for(lambda: fc.info().writer_alive and not fc.info().stale, 10),
+          "restarted, the follower follows again")
+    a, i, b = lc.info().sim_ns, fc.info(), lc.info().sim_ns
+    check(a - 50_000_000 <= i.sim_ns <= b + 50_000_000 and i.jump_epoch > before.jump_epoch,
+          "it shows the leader's time, taken as a jump (%.3f s, the leader %.3f s; jump epoch "
+          "%d, %d before)" % (i.sim_ns / 1e9, b / 1e9, i.jump_epoch, before.jump_epoch))
+    stop_timed(f1)
     stop_timed(lp)
     f2 = hostsenv.start_daemon(SHMCLOCKD, rtdir, "lease-follower2", fname,
                                {"TimeSource": "leader", "Ros2": {"Domain": DOMAIN},
