@@ -1637,12 +1637,10 @@ static void lease_expire(struct dist *d, const struct clock_env *env, int64_t no
 				    (in.paused || !d->run_on_loss ? SHMCLOCK_FN_PAUSED : 0)) == 0)
 			d->lease_held = false;
 	}
-	lease_let_go(d, env);
-	hold_drop(d, env);
+	hold_drop(d, env); /* the lease's hold too, if the commit above failed */
 	/* What waits was heard before: the leader may have moved on (and a
 	 * change committed later, fresh, would undo the mark). */
 	q_clear(d, env, "this follower's lease ran out");
-	d->lease_until = 0;
 	d->hold_stale = true;
 	follower_leave(d);
 	clock_env_set_stale(env, true);
