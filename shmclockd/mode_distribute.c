@@ -1219,15 +1219,22 @@ static void follower_leave(struct dist *d)
 	d->lease_until = 0;
 }
 
+/* Follower: a TimeAck to @leader's @term from this follower, its counts
+ * and lease 0 (a leave, unless the caller sets them). */
+static void ack_head(const struct dist *d, struct dist_ack *a, const char *leader, uint64_t term)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->clock, sizeof(a->clock), "%s", d->clock);
+	snprintf(a->follower, sizeof(a->follower), "%s", d->self_id);
+	snprintf(a->leader, sizeof(a->leader), "%s", leader);
+	a->term = term;
+}
+
 static void leave_send(struct dist *d)
 {
 	struct dist_ack a;
 
-	memset(&a, 0, sizeof(a));
-	snprintf(a.clock, sizeof(a.clock), "%s", d->clock);
-	snprintf(a.follower, sizeof(a.follower), "%s", d->self_id);
-	snprintf(a.leader, sizeof(a.leader), "%s", d->leave_leader);
-	a.term = d->leave_term;
+	ack_head(d, &a, d->leave_leader, d->leave_term);
 	if (d->api->dist_ack(d->r, &a, true) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
 	d->leave_due = false;
@@ -1571,11 +1578,7 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 	if (!force && !lease && d->ack_sent_acked == holds &&
 	    d->ack_sent_plan == d->fplan && d->ack_sent_commit == d->commit_seen)
 		return;
-	memset(&a, 0, sizeof(a));
-	snprintf(a.clock, sizeof(a.clock), "%s", d->clock);
-	snprintf(a.follower, sizeof(a.follower), "%s", d->self_id);
-	snprintf(a.leader, sizeof(a.leader), "%s", d->fn.leader);
-	a.term = d->fn.term;
+	ack_head(d, &a, d->fn.leader, d->fn.term);
 	a.plan = d->fplan;
 	a.acked = holds;
 	a.committed = d->commit_seen;
