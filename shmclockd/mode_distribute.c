@@ -252,7 +252,7 @@ struct dist {
 	int64_t joined_mono;
 	bool gap;               /* a change missed (announced after a gap) */
 	bool gap_held;          /* ... and readers held for it */
-	int64_t gap_since;
+	int64_t gap_since, gap_at; /* ... seen, and held from */
 	/* waiting for their instants, oldest first */
 	struct dist_pending q[DIST_QUEUE_MAX];
 	unsigned q_first, q_n;
@@ -780,6 +780,7 @@ static void plan_entry(struct dist *d, const struct clock_env *env, const struct
 static int64_t repeat_ns(const struct dist *d);
 static unsigned members_live(const struct dist *d, int64_t now);
 static void leave_send(struct dist *d);
+static void lost_leader(struct dist *d, const struct clock_env *env);
 
 /* A leader's change (pause, resume, scale, set, step): checked, then, once
  * no other change is being agreed (@in_turn: leader_next's call for the
@@ -1332,8 +1333,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 					d->fn.leader);
 				d->hold_stale = true;
 				follower_leave(d);
-				lease_let_go(d, env);
-				clock_env_set_stale(env, true);
+				lost_leader(d, env); /* held at the instant: stays there */
 				pthread_mutex_lock(&d->mu);
 				d->hold_stales++;
 				pthread_mutex_unlock(&d->mu);
@@ -1618,35 +1618,84 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
  * readers stopped there, stale (lease_keep); they stay there, paused
  * (OnLeaderLoss "hold"), or run on from there (OnLeaderLoss "run"). Stale
  * until it hears the leader again, its function then a jump. */
+/* Follower: has lost the leader (silence; a change held, a gap or its
+ * lease past their bounds). Its readers stop at @at (an instant they are
+ * held at, past: an update open there; or now) and stay there, stale,
+ * paused (OnLeaderLoss "hold", the default) or running on from there
+ * ("run"): one commit completes the open update, never a withdrawal and a
+ * second commit (readers would run on fresh past the instant between
+ * them, and the mark then moves them on by the time they were held), nor
+ * the mark alone (it completes the update running, whatever OnLeaderLoss
+ * says). Then the clock thread's own mark finds the clock stale. */
+static void stale_from(struct dist *d, const struct clock_env *env, int64_t at)
+{
+	shmclock_info_t in;
+	int64_t v;
+	int r;
+
+	shmclock_writer_info(env->w, &in);
+	r = shmclock_writer_eval(env->w, at, &v);
+	if (!r)
+		r = shmclock_writer_set_function(
+			env->w, at, v, in.scale,
+			SHMCLOCK_FN_STALE | (in.stepped ? SHMCLOCK_FN_STEPPED : 0) |
+				(in.paused || (!d->run_on_loss && !in.stepped) ? SHMCLOCK_FN_PAUSED : 0));
+	if (r && r != -ENODATA)
+		log_msg(LOG_WARN, "distribute: the clock could not be marked stale where its readers "
+				  "stopped: %s (marked now)", shmclock_strerror(r));
+	clock_env_set_stale(env, true);
+}
+
+/* Follower: where its readers are held, past (an update open at an
+ * instant that came), if anywhere: stale_from() there. */
+static bool held_past(struct dist *d, int64_t now, int64_t *at)
+{
+	const struct dist_pending *p = d->q_n ? q_at(d, 0) : NULL;
+
+	if (p && p->frozen && !p->staged && now >= p->e_mono)
+		*at = p->e_mono;
+	else if (d->gap_held)
+		*at = d->gap_at; /* opened at once: always past */
+	else if (d->lease_held && now >= d->lease_at)
+		*at = d->lease_at;
+	else
+		return false;
+	return true;
+}
+
+/* Follower: the leader lost (silence, a hold or a gap past its bound, the
+ * lease run out). Readers held past an instant stay there; else they stop
+ * now (a hold still to come let go first). Once: a clock marked already
+ * stays where it was. */
+static void lost_leader(struct dist *d, const struct clock_env *env)
+{
+	int64_t now = mono_ns(), at;
+
+	if (atomic_load_explicit(env->stale, memory_order_relaxed))
+		return;
+	if (!held_past(d, now, &at)) {
+		hold_drop(d, env);
+		at = now;
+	}
+	stale_from(d, env, at);
+	/* Completed there, or let go. (A change's hold completed keeps
+	 * `frozen`: q_clear's withdrawal then finds nothing open.) */
+	d->lease_held = false;
+}
+
 static void lease_expire(struct dist *d, const struct clock_env *env, int64_t now)
 {
 	log_msg(LOG_WARN, "distribute: this follower's lease with leader %s ran out %.3f s ago (it "
 			  "sent none meanwhile: stopped or starved); the leader may have gone on "
 			  "without it: the clock is stale until it hears the leader",
 		d->fn.leader, (double)(now - d->lease_until) / 1e9);
-	/* One commit completes the update open at the lease's end, there,
-	 * stale from that instant: its readers stay where they stopped, paused
-	 * (or run on from there), never fresh past it, not even for the time
-	 * between two commits. */
-	if (d->lease_held) {
-		shmclock_info_t in;
-		int64_t v;
-
-		shmclock_writer_info(env->w, &in);
-		if (shmclock_writer_eval(env->w, d->lease_at, &v) == 0 &&
-		    shmclock_writer_set_function(
-			    env->w, d->lease_at, v, in.scale,
-			    SHMCLOCK_FN_STALE | (in.stepped ? SHMCLOCK_FN_STEPPED : 0) |
-				    (in.paused || !d->run_on_loss ? SHMCLOCK_FN_PAUSED : 0)) == 0)
-			d->lease_held = false;
-	}
-	hold_drop(d, env); /* the lease's hold too, if the commit above failed */
+	/* Its readers stay where they stopped (the lease's end), stale. */
+	lost_leader(d, env);
 	/* What waits was heard before: the leader may have moved on (and a
 	 * change committed later, fresh, would undo the mark). */
 	q_clear(d, env, "this follower's lease ran out");
 	d->hold_stale = true;
 	follower_leave(d);
-	clock_env_set_stale(env, true);
 	pthread_mutex_lock(&d->mu);
 	d->lease_expired++;
 	pthread_mutex_unlock(&d->mu);
@@ -1717,7 +1766,8 @@ static void gap_hold(struct dist *d, const struct clock_env *env)
 	if (d->gap_held || d->q_n)
 		return;
 	lease_let_go(d, env); /* now comes first */
-	if (shmclock_writer_freeze_at(env->w, mono_ns()))
+	d->gap_at = mono_ns();
+	if (shmclock_writer_freeze_at(env->w, d->gap_at))
 		return;
 	d->gap_held = true;
 	pthread_mutex_lock(&d->mu);
@@ -2208,6 +2258,9 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 	/* Silence: what the leader announced is void (a leader back
 	 * resends its function). */
 	if (!d->leader && c->req.kind == CMD_STALE && c->arg_stale) {
+		/* Readers held past an instant stay there, stale (the clock
+		 * thread's own mark then finds the clock marked). */
+		lost_leader(d, env);
 		q_clear(d, env, "the leader is silent");
 		follower_leave(d); /* said once stale; a member again once it follows */
 	}
@@ -2250,8 +2303,7 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 				d->fn.leader, (double)(now - d->gap_since) / 1e9);
 			d->hold_stale = true;
 			follower_leave(d);
-			lease_let_go(d, env);
-			clock_env_set_stale(env, true);
+			lost_leader(d, env); /* held where the gap was seen: stays there */
 			pthread_mutex_lock(&d->mu);
 			d->hold_stales++;
 			pthread_mutex_unlock(&d->mu);

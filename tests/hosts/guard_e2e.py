@@ -675,6 +675,56 @@ def moved_hold_phase():
     stop_timed(p)
 
 
+def lost_held_phase():
+    """A follower that loses its leader while its readers are held at an
+    instant that came: they stay there, stale, paused (OnLeaderLoss
+    "hold", the default), whichever loss it notices first. Three ways:
+    silence (StaleAfter) past the instant of a change it heard and holds;
+    that change's hold past its bound; a change missed (a gap) held past
+    its bound. (Before: silence let the readers go, fresh on the previous
+    function past the instant, then marked them stale and paused where
+    they had run to, 0.3 s on; the two bounds marked them stale running
+    on, OnLeaderLoss notwithstanding.)"""
+    for tag, stale_after, gap in (("lost-silent", "600ms", False),
+                                  ("lost-hold", "5s", False),
+                                  ("lost-gap", "5s", True)):
+        name, p, rogue, rogue_send, clk, t0 = rogue_follower(tag, "rogue/9", stale_after)
+
+        def dist():
+            return ctl(name, "status")[0]["status"]["distribute"]
+        t2 = real() + 300_000_000
+        sent = real()
+        # Change 2 (half speed) announced, never committed; or change 3
+        # after change 2 was missed. Then nothing: the rogue is silent.
+        check(rogue_send("rogue/9", 3 if gap else 2, t2, t2 - t0, 1 << 31, committed=1),
+              "%s: change %d announced 0.3 s ahead, then silence" % (tag, 3 if gap else 2))
+        check(wait_for(lambda: real() > t2 + 1_500_000_000 and clk.info().stale, 10),
+              "%s: the follower marks its clock stale" % tag)
+        a = clk.info()
+        time.sleep(0.2)
+        b = clk.info()
+        st = dist()
+        where = (sent - t0) if gap else (t2 - t0)
+        print("# %s: stale at %.6f s (held at %.6f s), %.6f s 0.2 s later; hold stales %d"
+              % (tag, a.sim_ns / 1e9, where / 1e9, b.sim_ns / 1e9, st.get("hold_stales", -1)),
+              flush=True)
+        check(a.stale and b.stale and a.sim_ns == b.sim_ns,
+              "%s: its readers stay where they were held, paused (%.6f s, then %.6f s)"
+              % (tag, a.sim_ns / 1e9, b.sim_ns / 1e9))
+        if gap:
+            # Held from when the gap was seen: at or after the send.
+            check(where <= a.sim_ns < where + 1_000_000_000,
+                  "%s: where the gap was seen (%.3f s after the send)"
+                  % (tag, (a.sim_ns - where) / 1e9))
+        else:
+            check(abs(a.sim_ns - where) < 1_000_000,
+                  "%s: at the instant held (%.3f ms off)" % (tag, (a.sim_ns - where) / 1e6))
+        clk.close()
+        rogue.stdin.close()
+        rogue.wait(10)
+        stop_timed(p)
+
+
 # A reader in its own process: reads the clock as fast as it can for the
 # given seconds; a reading below the one before within a jump epoch is time
 # going back. Prints one JSON line.
@@ -908,6 +958,7 @@ def main():
     lease_phase()
     late_thread_phase()
     moved_hold_phase()
+    lost_held_phase()
     fuzz_phase()
     pipeline_phase()
 
