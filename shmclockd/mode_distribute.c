@@ -1992,6 +1992,8 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 
 	if (strcmp(a->leader, d->leader_id) || a->term != d->term || d->deposed)
 		return 0; /* it follows another leader, or an earlier run */
+	if (!a->follower[0])
+		return 0; /* nobody's (no follower sends one): never a member */
 	if (a->lease_ns == 0) {
 		/* It left (stale, or stopping): not waited for. */
 		for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)

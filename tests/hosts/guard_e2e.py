@@ -124,6 +124,16 @@ def start_rogue(wire):
                              "" if plan is None else " %d" % plan))
         rogue.stdin.flush()
         return rogue.stdout.readline().strip() == "ok"
+
+    def ack(follower, leader, term, plan=0, acked=0, committed=0, lease=3_500_000_000, late=0,
+            refused=0, holds=0):
+        """One TimeAck (a follower's acknowledgement and lease); "-": empty."""
+        rogue.stdin.write("ack %s %s %d %d %d %d %d %d %d %d\n"
+                          % (follower, leader, term, plan, acked, committed, lease, late,
+                             refused, holds))
+        rogue.stdin.flush()
+        return rogue.stdout.readline().strip() == "ok"
+    send.ack = ack
     return rogue, send
 
 
@@ -725,6 +735,118 @@ def lost_held_phase():
         stop_timed(p)
 
 
+def rogue_ack_phase():
+    """What a peer writes on TimeAck, the leader's input, as a rogue or a
+    broken follower would: acknowledgements to another leader or term,
+    extreme numbers, ids empty or 96 characters long, more followers than
+    a leader keeps, a forged leave of its real follower. The leader keeps
+    at most DIST_MEMBERS_MAX members (and says so once), forgets the fakes
+    after their lease, still makes its changes, answers `status`, and
+    ends on SIGTERM; its real follower stays on its function (a forged
+    leave costs it its membership until its next lease, about a second:
+    the trust boundary the README states); readers in other processes
+    never see time go back."""
+    wire = "guard-ack-" + RUN
+    lname, lp = start("ack-leader", {"TimeSource": "simulation",
+                                     "Distribute": {"Publish": True, "Clock": wire}})
+    fname, fp = start("ack-follower", {"TimeSource": "leader", "Distribute": {"Clock": wire}})
+    lc, fc = shmclock.Clock(lname), shmclock.Clock(fname)
+
+    def dist(name=lname):
+        return ctl(name, "status")[0]["status"]["distribute"]
+
+    def members():
+        return sorted(f["id"] for f in dist().get("followers", []))
+    check(wait_for(lambda: fc.info().initialized and not fc.info().stale, 20) and
+          wait_for(lambda: len(members()) == 1, 10), "the follower follows, a member")
+    real_id, st = members()[0], dist()
+    lid, term = st["leader"], int(st["term"])
+    readers = []
+    for name in (lname, fname):
+        rd = subprocess.Popen([sys.executable, "-c", READER, name, "14"], stdout=subprocess.PIPE,
+                              text=True, env=ENV)
+        procs.append(rd)
+        readers.append(rd)
+    rogue, send = start_rogue(wire)
+    ack = send.ack
+    # Another leader's, another term's: nobody joins.
+    for who, ld, tm in (("fake/other", "someone/else/1", term), ("fake/term", lid, term + 1),
+                        ("fake/old", lid, term - 1 if term else 7)):
+        check(ack(who, ld, tm), "an acknowledgement to %s term %d written" % (ld, tm))
+    time.sleep(0.5)
+    check(members() == [real_id], "acknowledgements to another leader or term join nobody (%s)"
+          % members())
+    # Extremes, to this leader.
+    odd = [("fake/max-lease", dict(lease=2**63 - 1)), ("fake/min-lease", dict(lease=-2**63)),
+           ("fake/neg-lease", dict(lease=-1)), ("fake/unknown-leave", dict(lease=0)),
+           ("fake/max-all", dict(plan=2**64 - 1, acked=2**64 - 1, committed=2**64 - 1,
+                                 late=2**64 - 1, refused=2**64 - 1, holds=2**64 - 1)),
+           ("x" * 96, {}), ("-", {})]
+    for who, kw in odd:
+        check(ack(who, lid, term, **kw), "written: %s %s" % (who[:20], kw))
+    r, dt = ctl(lname, "status")
+    check(r.get("ok") and lp.poll() is None, "the leader answers status after them (%.3f s)" % dt)
+    check(wait_for(lambda: {"fake/neg-lease", "fake/max-all", "x" * 96} <= set(members()), 5),
+          "the acknowledgements with odd numbers join (%d members)" % len(members()))
+    time.sleep(0.3)
+    ms = members()
+    check("" not in ms and "fake/unknown-leave" not in ms and "fake/neg-lease" in ms,
+          "no member without an id, none from a leave (%d members)" % len(ms))
+    # The longest lease a leader believes is 60 s (a follower's StaleAfter
+    # + 0.5 s): a change would wait that long for a member that never
+    # acknowledges. This one leaves (a leave is as good as a rogue's).
+    check(ack("fake/max-lease", lid, term, lease=0) and
+          wait_for(lambda: "fake/max-lease" not in members(), 5), "the 60 s member leaves")
+    # More followers than it keeps.
+    for k in range(40):
+        ack("fake/flood-%d" % k, lid, term)
+    check(wait_for(lambda: len(members()) >= 32, 5),
+          "a flood of followers fills the members (%d)" % len(members()))
+    time.sleep(0.3)
+    n = len(members())
+    log = open(os.path.join(rtdir, "ack-leader.log")).read()
+    check(n == 32 and log.count("more than 32 followers") == 1,
+          "at most 32 members (%d), said once (%d)" % (n, log.count("more than 32 followers")))
+    check(real_id in members(), "the real follower is still one of them")
+    # A change with members that never acknowledge: declared lost after
+    # their lease (3.5 s, the least a leader believes).
+    r, dt = ctl(lname, "pause")
+    print("# a pause with 31 fake members that never acknowledge: answered after %.3f s" % dt,
+          flush=True)
+    check(r.get("ok"), "the leader's change is made all the same (%.3f s; %s)"
+          % (dt, r.get("error")))
+    check(wait_for(lambda: fc.info().paused and not fc.info().stale, 10),
+          "the real follower follows the pause")
+    # A forged leave: the real follower is dropped, and back with its
+    # next lease.
+    before = log.count("left clock")
+    check(ack(real_id, lid, term, lease=0), "a forged leave of the real follower written")
+    check(wait_for(lambda: open(os.path.join(rtdir, "ack-leader.log")).read().count(
+        "left clock") > before, 5), "the leader takes it (the trust boundary)")
+    check(wait_for(lambda: real_id in members(), 10), "the real follower is a member again "
+          "with its next lease")
+    r, _ = ctl(lname, "resume")
+    check(r.get("ok") and wait_for(lambda: not fc.info().paused and not fc.info().stale, 10),
+          "and follows the resume")
+    a, b = lc.info(), fc.info()
+    check(abs(a.sim_ns - b.sim_ns) < 50_000_000, "the follower on the leader's time (%.3f ms)"
+          % ((b.sim_ns - a.sim_ns) / 1e6))
+    for rd in readers:
+        out = json.loads(rd.stdout.readline() or "{}")
+        check(out.get("reads", 0) > 1000 and out.get("back", 1) == 0,
+              "a reader in another process: %s reads, %s back" % (out.get("reads"),
+                                                                   out.get("back")))
+        rd.wait(10)
+    rogue.stdin.close()
+    rogue.wait(10)
+    for p in (fp, lp):
+        t = stop_timed(p)
+        check(t is not None and p.returncode == 0, "SIGTERM ends it (%s s, exit %s)"
+              % (t, p.returncode))
+    lc.close()
+    fc.close()
+
+
 # A reader in its own process: reads the clock as fast as it can for the
 # given seconds; a reading below the one before within a jump epoch is time
 # going back. Prints one JSON line.
@@ -959,6 +1081,7 @@ def main():
     late_thread_phase()
     moved_hold_phase()
     lost_held_phase()
+    rogue_ack_phase()
     fuzz_phase()
     pipeline_phase()
 

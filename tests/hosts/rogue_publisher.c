@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A TimeFunction publisher that is not shmclockd, for the tests of what a
- * follower refuses (guard_e2e.py): it writes whatever it is told, fields
- * and all, on the topic leaders use, with their QoS.
+ * A TimeFunction and TimeAck publisher that is not shmclockd, for the tests
+ * of what a follower refuses and what a leader takes (guard_e2e.py): it
+ * writes whatever it is told, fields and all, on the topics leaders and
+ * followers use, with their QoS.
  *
  *   rogue-publisher DOMAIN CLOCK
  *
@@ -11,8 +12,10 @@
  * (EFFECTIVE_NS in CLOCK_REALTIME, timebase 0; COMMITTED, the changes said
  * committed, CHANGE unless given: CHANGE - 1 makes the sample an
  * announcement; PLAN, 0 unless given: a higher one moves a change announced
- * before, as a leader's postponement does). It answers "ok" or "error" on stdout after each; end of
- * input ends it.
+ * before, as a leader's postponement does), or one acknowledgement:
+ *   ack FOLLOWER LEADER TERM PLAN ACKED COMMITTED LEASE_NS LATE REFUSED HOLDS
+ * (FOLLOWER or LEADER "-": empty). It answers "ok" or "error" on stdout
+ * after each; end of input ends it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -27,7 +30,7 @@
 
 int main(int argc, char **argv)
 {
-	dds_entity_t pp, topic, wr;
+	dds_entity_t pp, topic, wr, atopic, awr;
 	dds_qos_t *q;
 	char line[512];
 	uint64_t seq = 0;
@@ -49,7 +52,14 @@ int main(int argc, char **argv)
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
 	wr = dds_create_writer(pp, topic, q, NULL);
 	dds_delete_qos(q);
-	if (topic < 0 || wr < 0) {
+	/* As a follower's lease writer (reliable, volatile). */
+	atopic = dds_create_topic(pp, &shmclock_TimeAck_desc, "shmclock_TimeAck", NULL, NULL);
+	q = dds_create_qos();
+	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+	awr = atopic < 0 ? atopic : dds_create_writer(pp, atopic, q, NULL);
+	dds_delete_qos(q);
+	if (topic < 0 || wr < 0 || awr < 0) {
 		fprintf(stderr, "rogue-publisher: no writer\n");
 		dds_delete(pp);
 		return 1;
@@ -62,6 +72,28 @@ int main(int argc, char **argv)
 
 		int n;
 
+		if (!strncmp(line, "ack ", 4)) {
+			shmclock_TimeAck a;
+			char follower[97], lead[97];
+
+			memset(&a, 0, sizeof(a));
+			n = sscanf(line + 4, "%96s %96s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+					     " %" SCNd64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+				   follower, lead, &a.term, &a.plan, &a.acked, &a.committed, &a.lease_ns,
+				   &a.late, &a.refused, &a.holds);
+			if (n != 10) {
+				puts("error: bad ack line");
+				fflush(stdout);
+				continue;
+			}
+			snprintf(a.clock, sizeof(a.clock), "%s", argv[2]);
+			snprintf(a.follower, sizeof(a.follower), "%s", strcmp(follower, "-") ? follower : "");
+			snprintf(a.leader, sizeof(a.leader), "%s", strcmp(lead, "-") ? lead : "");
+			ok = dds_write(awr, &a) >= 0;
+			puts(ok ? "ok" : "error: write failed");
+			fflush(stdout);
+			continue;
+		}
 		memset(&m, 0, sizeof(m));
 		n = sscanf(line, "%96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu32
 				 " %" SCNu64 " %" SCNd64 " %" SCNu64 " %" SCNu64,
