@@ -142,6 +142,9 @@
 #define DIST_MEMBERS_MAX 32
 #define DIST_ACK_HB_NS INT64_C(1000000000)
 #define DIST_LEASE_NS (3 * DIST_ACK_HB_NS + 500000000)
+/* How long after a follower's leave an acknowledgement from it (best
+ * effort) is taken as one sent before the leave, overtaken by it. */
+#define DIST_LEAVE_ORDER_NS INT64_C(1000000000)
 #define DIST_LOST_BASE_NS INT64_C(500000000)
 #define DIST_LEAD_MIN_NS INT64_C(3000000)
 #define DIST_LEAD_MAX_NS INT64_C(1000000000)
@@ -185,6 +188,11 @@ struct dist_member {
 	int64_t last_ack_ns;    /* its last acknowledgement's delay */
 	uint64_t late, refused, holds; /* as it reports them */
 	bool used;
+	/* It left (a lease of 0), at left_at: the slot keeps its id until
+	 * reused, and for DIST_LEAVE_ORDER_NS only a reliable word takes it
+	 * back (leader_ack). */
+	bool left;
+	int64_t left_at;
 };
 
 /* What a follower refuses (one log line per leader and kind). */
@@ -1999,16 +2007,32 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
 			if (d->members[i].used && !strcmp(d->members[i].id, a->follower)) {
 				d->members[i].used = false;
+				d->members[i].left = true;
+				d->members[i].left_at = now;
 				log_msg(LOG_INFO, "distribute: follower %s left clock '%s' (stale, or "
 						  "stopping): not waited for", a->follower, d->clock);
 			}
 		return 0;
 	}
 	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
-		if (d->members[i].used && !strcmp(d->members[i].id, a->follower))
-			m = &d->members[i];
-		else if (!free_slot && !member_live(&d->members[i], now))
-			free_slot = &d->members[i];
+		struct dist_member *x = &d->members[i];
+
+		/* A follower that left is back by its lease, which follows its
+		 * leave on the same reliable writer, in order; an
+		 * acknowledgement sent before the leave may arrive after it
+		 * (best effort, another reader) and would make it a member
+		 * for its lease, waited for by every change meanwhile. Only
+		 * shortly after the leave: later, an acknowledgement is one
+		 * of a follower back (its lease may be late: retransmitted). */
+		if (!x->used && x->left && !strcmp(x->id, a->follower)) {
+			if (!a->reliable && now - x->left_at < DIST_LEAVE_ORDER_NS)
+				return 0;
+			x->left = false; /* back: its acknowledgements count again */
+		}
+		if (x->used && !strcmp(x->id, a->follower))
+			m = x;
+		else if (!free_slot && !member_live(x, now))
+			free_slot = x;
 	}
 	if (!m) {
 		if (!free_slot) {

@@ -356,7 +356,9 @@ static int ack_topic(struct ros2 *r, char *err, size_t errlen)
 }
 
 /* The leader's acknowledgements: each to host->ack. */
-static void ack_take_from(struct ros2 *r, dds_entity_t cond)
+/* @reliable: from the reader that only a reliable writer matches (leases,
+ * leaves; the other reader takes those too, and the acknowledgements). */
+static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
@@ -380,6 +382,7 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond)
 		a.late = m->late;
 		a.refused = m->refused;
 		a.holds = m->holds;
+		a.reliable = reliable;
 		pthread_mutex_lock(&r->mu);
 		r->acks_received++;
 		pthread_mutex_unlock(&r->mu);
@@ -391,8 +394,8 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond)
 
 static void ack_take(struct ros2 *r)
 {
-	ack_take_from(r, r->acks.readcond2);
-	ack_take_from(r, r->acks.readcond);
+	ack_take_from(r, r->acks.readcond2, false);
+	ack_take_from(r, r->acks.readcond, true);
 }
 
 static void *ack_main(void *arg)

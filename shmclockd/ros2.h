@@ -58,6 +58,7 @@ struct dist_ack {
 	uint64_t term, plan, acked, committed;
 	int64_t lease_ns;
 	uint64_t late, refused, holds; /* the follower's counts, for the leader's status */
+	bool reliable; /* leader: taken from the reliable reader (a lease, a leave) */
 };
 
 #define DIST_F_PAUSED 0x1u

@@ -14,11 +14,13 @@
  * announcement; PLAN, 0 unless given: a higher one moves a change announced
  * before, as a leader's postponement does), or one acknowledgement:
  *   ack FOLLOWER LEADER TERM PLAN ACKED COMMITTED LEASE_NS LATE REFUSED HOLDS
- * (FOLLOWER or LEADER "-": empty). It answers "ok" or "error" on stdout
+ * (FOLLOWER or LEADER "-": empty), reliably as a lease; "ackbe" the same,
+ * best effort, as an acknowledgement. It answers "ok" or "error" on stdout
  * after each; end of input ends it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,7 @@
 
 int main(int argc, char **argv)
 {
-	dds_entity_t pp, topic, wr, atopic, awr;
+	dds_entity_t pp, topic, wr, atopic, awr, bwr;
 	dds_qos_t *q;
 	char line[512];
 	uint64_t seq = 0;
@@ -58,8 +60,10 @@ int main(int argc, char **argv)
 	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
 	awr = atopic < 0 ? atopic : dds_create_writer(pp, atopic, q, NULL);
+	dds_qset_reliability(q, DDS_RELIABILITY_BEST_EFFORT, 0);
+	bwr = atopic < 0 ? atopic : dds_create_writer(pp, atopic, q, NULL);
 	dds_delete_qos(q);
-	if (topic < 0 || wr < 0 || awr < 0) {
+	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0) {
 		fprintf(stderr, "rogue-publisher: no writer\n");
 		dds_delete(pp);
 		return 1;
@@ -72,12 +76,13 @@ int main(int argc, char **argv)
 
 		int n;
 
-		if (!strncmp(line, "ack ", 4)) {
+		if (!strncmp(line, "ack ", 4) || !strncmp(line, "ackbe ", 6)) {
+			bool be = line[3] == 'b';
 			shmclock_TimeAck a;
 			char follower[97], lead[97];
 
 			memset(&a, 0, sizeof(a));
-			n = sscanf(line + 4, "%96s %96s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+			n = sscanf(line + (be ? 6 : 4), "%96s %96s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
 					     " %" SCNd64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
 				   follower, lead, &a.term, &a.plan, &a.acked, &a.committed, &a.lease_ns,
 				   &a.late, &a.refused, &a.holds);
@@ -89,7 +94,7 @@ int main(int argc, char **argv)
 			snprintf(a.clock, sizeof(a.clock), "%s", argv[2]);
 			snprintf(a.follower, sizeof(a.follower), "%s", strcmp(follower, "-") ? follower : "");
 			snprintf(a.leader, sizeof(a.leader), "%s", strcmp(lead, "-") ? lead : "");
-			ok = dds_write(awr, &a) >= 0;
+			ok = dds_write(be ? bwr : awr, &a) >= 0;
 			puts(ok ? "ok" : "error: write failed");
 			fflush(stdout);
 			continue;
