@@ -1681,6 +1681,20 @@ static void lost_leader(struct dist *d, const struct clock_env *env)
 
 	if (atomic_load_explicit(env->stale, memory_order_relaxed))
 		return;
+	/* A change decided ahead stands: past its instant it is completed
+	 * first (what readers show is that function); still to come, the
+	 * mark waits for it there (the writer settles it first) and is made
+	 * on that function, as the clock thread's own mark is. */
+	if (shmclock_writer_complete(env->w) == -EAGAIN) {
+		shmclock_info_t in;
+
+		lease_let_go(d, env);
+		clock_env_set_stale(env, true);
+		shmclock_writer_info(env->w, &in);
+		if (!d->run_on_loss && in.initialized && !in.paused && !in.stepped)
+			shmclock_writer_pause(env->w);
+		return;
+	}
 	if (!held_past(d, now, &at)) {
 		hold_drop(d, env);
 		at = now;
@@ -2031,8 +2045,9 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		}
 		if (x->used && !strcmp(x->id, a->follower))
 			m = x;
-		else if (!free_slot && !member_live(x, now))
-			free_slot = x;
+		else if (!free_slot && !member_live(x, now) &&
+			 !(x->left && now - x->left_at < DIST_LEAVE_ORDER_NS))
+			free_slot = x; /* not another's leave, still kept */
 	}
 	if (!m) {
 		if (!free_slot) {
