@@ -383,6 +383,7 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable)
 		a.refused = m->refused;
 		a.holds = m->holds;
 		a.reliable = reliable;
+		a.written_ns = infos[i].source_timestamp;
 		pthread_mutex_lock(&r->mu);
 		r->acks_received++;
 		pthread_mutex_unlock(&r->mu);

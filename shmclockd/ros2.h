@@ -59,6 +59,8 @@ struct dist_ack {
 	int64_t lease_ns;
 	uint64_t late, refused, holds; /* the follower's counts, for the leader's status */
 	bool reliable; /* leader: taken from the reliable reader (a lease, a leave) */
+	int64_t written_ns; /* leader: when the follower wrote it (its CLOCK_REALTIME, the
+			     * sample's source timestamp); 0 unknown */
 };
 
 #define DIST_F_PAUSED 0x1u

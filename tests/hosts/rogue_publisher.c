@@ -15,7 +15,8 @@
  * before, as a leader's postponement does), or one acknowledgement:
  *   ack FOLLOWER LEADER TERM PLAN ACKED COMMITTED LEASE_NS LATE REFUSED HOLDS
  * (FOLLOWER or LEADER "-": empty), reliably as a lease; "ackbe" the same,
- * best effort, as an acknowledgement. It answers "ok" or "error" on stdout
+ * best effort, as an acknowledgement, with one more field: AGE_NS, how
+ * long before now it says it was written (its source timestamp). It answers "ok" or "error" on stdout
  * after each; end of input ends it.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -82,11 +83,13 @@ int main(int argc, char **argv)
 			char follower[97], lead[97];
 
 			memset(&a, 0, sizeof(a));
+			int64_t age = 0;
+
 			n = sscanf(line + (be ? 6 : 4), "%96s %96s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-					     " %" SCNd64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+					     " %" SCNd64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNd64,
 				   follower, lead, &a.term, &a.plan, &a.acked, &a.committed, &a.lease_ns,
-				   &a.late, &a.refused, &a.holds);
-			if (n != 10) {
+				   &a.late, &a.refused, &a.holds, &age);
+			if (n != (be ? 11 : 10)) {
 				puts("error: bad ack line");
 				fflush(stdout);
 				continue;
@@ -94,7 +97,7 @@ int main(int argc, char **argv)
 			snprintf(a.clock, sizeof(a.clock), "%s", argv[2]);
 			snprintf(a.follower, sizeof(a.follower), "%s", strcmp(follower, "-") ? follower : "");
 			snprintf(a.leader, sizeof(a.leader), "%s", strcmp(lead, "-") ? lead : "");
-			ok = dds_write(be ? bwr : awr, &a) >= 0;
+			ok = (be ? dds_write_ts(bwr, &a, dds_time() - age) : dds_write(awr, &a)) >= 0;
 			puts(ok ? "ok" : "error: write failed");
 			fflush(stdout);
 			continue;
