@@ -1622,11 +1622,6 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 		d->next_lease = now + DIST_ACK_HB_NS;
 }
 
-/* Follower: its lease ran out (it sent none for that long: this process
- * was stopped, or starved): its leader may have gone on without it. Its
- * readers stopped there, stale (lease_keep); they stay there, paused
- * (OnLeaderLoss "hold"), or run on from there (OnLeaderLoss "run"). Stale
- * until it hears the leader again, its function then a jump. */
 /* Follower: has lost the leader (silence; a change held, a gap or its
  * lease past their bounds). Its readers stop at @at (an instant they are
  * held at, past: an update open there; or now) and stay there, stale,
@@ -1706,6 +1701,11 @@ static void lost_leader(struct dist *d, const struct clock_env *env)
 	d->lease_held = false;
 }
 
+/* Follower: its lease ran out (it sent none for that long: this process
+ * was stopped, or starved): its leader may have gone on without it. Its
+ * readers stopped there, stale (lease_keep); they stay there, paused
+ * (OnLeaderLoss "hold"), or run on from there (OnLeaderLoss "run"). Stale
+ * until it hears the leader again, its function then a jump. */
 static void lease_expire(struct dist *d, const struct clock_env *env, int64_t now)
 {
 	log_msg(LOG_WARN, "distribute: this follower's lease with leader %s ran out %.3f s ago (it "
