@@ -158,6 +158,10 @@
  * sent, at most this often. */
 #define DIST_LEASE_MARGIN_NS DIST_SKEW_MAX_NS
 #define DIST_LEASE_MOVE_NS (DIST_ACK_HB_NS / 2)
+/* A follower of a leader that echoes (DIST_F_ECHO) counts its lease from
+ * the last lease echoed, not sent: the leases it wrote lately, by stamp
+ * (one a second: an echo older than the lease is of no use). */
+#define DIST_LRING_N 8
 
 /* A change waiting for its instant. */
 struct dist_pending {
@@ -253,6 +257,25 @@ struct dist {
 	char leave_leader[97];  /* ... to this leader, of this term */
 	uint64_t leave_term;
 	bool lease_failed;      /* ... and its hold could not be opened (said) */
+	/* ... and, with a leader that echoes its leases (DIST_F_ECHO),
+	 * whether it waits to be admitted: joined, stale until an echo of a
+	 * lease it wrote since (stamped admit_ts on) came and it heard every
+	 * change up to the one the echo names (admit_change): the leader
+	 * waits for it from then on, not before (a change it decides
+	 * meanwhile, this follower may miss). The leases it wrote lately
+	 * (stamp, when, how long), its last stamp (CLOCK_REALTIME, never
+	 * back), the echoes taken and when the last one came. */
+	bool admit_wait, admit_echoed;
+	int64_t admit_ts;
+	uint64_t admit_change;
+	struct dist_lease_sent {
+		int64_t ts, mono, lease;
+	} lring[DIST_LRING_N];
+	unsigned lring_i;
+	int64_t last_stamp;
+	uint64_t echoes;        /* under mu, with shown_admit (admit_wait) */
+	int64_t echo_mono;
+	bool shown_admit;
 	/* ... and whether it follows again once the function in force it
 	 * took after silence (or from a new leader) takes effect: its instant
 	 * was still to come, and what the leader shows until then is not
@@ -555,6 +578,7 @@ static void publish_fn(struct dist *d, struct dist_fn *f, unsigned how)
 	f->committed = d->committed;
 	f->plan = d->plan;
 	f->lead_ns = d->lead_cur;
+	f->flags |= DIST_F_ECHO; /* leader_ack */
 	if (d->api->dist_publish(d->r, f, how) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
 }
@@ -1190,6 +1214,15 @@ static bool leader_next(struct dist *d, const struct clock_env *env)
 
 /* Follower: a function of leader @f's is in force after silence or a new
  * leader: fresh, and a member (it acknowledges) from @now. */
+/* Follower: waits to be admitted (true), or not (false). */
+static void admit_set(struct dist *d, bool wait)
+{
+	d->admit_wait = wait;
+	pthread_mutex_lock(&d->mu);
+	d->shown_admit = wait;
+	pthread_mutex_unlock(&d->mu);
+}
+
 static void follower_fresh(struct dist *d, const struct clock_env *env, const struct dist_fn *f,
 			   int64_t now, bool jump)
 {
@@ -1199,16 +1232,92 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 		leave_send(d);
 	d->leave_due = false;
 	lease_let_go(d, env);
-	clock_env_set_stale(env, false);
+	/* A leader that echoes leases counts this follower once its first
+	 * lease arrives, not before: stale until it says so (admit_check). */
+	admit_set(d, f->flags & DIST_F_ECHO);
+	d->admit_echoed = false;
+	d->admit_ts = 0;
+	d->admit_change = 0;
+	if (!d->admit_wait)
+		clock_env_set_stale(env, false);
 	d->joined = true;
 	d->joined_mono = now;
 	/* A lease at once: the leader waits for this follower from its
-	 * arrival, and its readers go on from its sending (lease_keep); until
-	 * one is sent, no further than one would take them. */
+	 * arrival, and its readers go on from its sending (lease_keep), or
+	 * from the sending of the last one echoed; until one is sent, no
+	 * further than one would take them. */
 	d->lease_until = now + DIST_LEASE_NS - DIST_LEASE_MARGIN_NS;
 	d->next_lease = now;
-	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s", f->leader, f->clock,
-		jump ? " (a jump for readers)" : "");
+	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s%s", f->leader, f->clock,
+		jump ? " (a jump for readers)" : "",
+		d->admit_wait ? ": stale until the leader echoes its lease (it counts this follower)"
+			      : "");
+}
+
+/* Follower: fresh once admitted (follower_fresh): an echo of a lease
+ * written since it joined came, and it heard every change the leader
+ * announced by then, none of them waiting any more (a change queued
+ * commits stale: run_queue). */
+static void admit_check(struct dist *d, const struct clock_env *env)
+{
+	if (!d->admit_wait || !d->admit_echoed || d->q_n || d->gap || d->hold_stale ||
+	    d->fn.change < d->admit_change)
+		return;
+	admit_set(d, false);
+	lease_let_go(d, env); /* a commit of its own: the lease's end opened again after */
+	clock_env_set_stale(env, false);
+	log_msg(LOG_INFO, "distribute: leader %s counts this follower of clock '%s': fresh",
+		d->fn.leader, d->clock);
+}
+
+/* Follower: a stamp for a TimeAck (CLOCK_REALTIME, never back, never the
+ * same twice): the leader's echo names the lease by it. */
+static int64_t follower_stamp(struct dist *d)
+{
+	struct timespec ts;
+	int64_t v;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	v = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (v <= d->last_stamp)
+		v = d->last_stamp + 1;
+	d->last_stamp = v;
+	return v;
+}
+
+/* Follower: its leader's echo of one of its leases (CMD_ACK, a->echo):
+ * the leader waits for it until that lease's end from its arrival, so
+ * its readers may go on until that lease's end from its sending; and it
+ * may be what admits it. Anything else (another follower's, another
+ * leader's, a lease this follower did not write lately) is nothing. */
+static int follower_echo(struct dist *d, const struct clock_env *env, const struct dist_ack *a,
+			 int64_t now)
+{
+	const struct dist_lease_sent *e = NULL;
+	int64_t until;
+
+	if (d->leader || !d->joined || !d->have || strcmp(a->follower, d->self_id) ||
+	    strcmp(a->leader, d->fn.leader) || a->term != d->fn.term)
+		return 0;
+	for (unsigned i = 0; i < DIST_LRING_N; i++)
+		if (d->lring[i].ts && d->lring[i].ts == a->written_ns)
+			e = &d->lring[i];
+	if (!e)
+		return 0;
+	until = e->mono - DIST_LEASE_MARGIN_NS + e->lease;
+	if (until > d->lease_until)
+		d->lease_until = until;
+	if (d->admit_wait && d->admit_ts && a->written_ns >= d->admit_ts) {
+		d->admit_echoed = true;
+		if (a->acked > d->admit_change)
+			d->admit_change = a->acked;
+	}
+	pthread_mutex_lock(&d->mu);
+	d->echoes++;
+	d->echo_mono = now;
+	pthread_mutex_unlock(&d->mu);
+	admit_check(d, env);
+	return 0;
 }
 
 /* Follower: no longer a member (it marks itself stale). It says so (a
@@ -1226,14 +1335,17 @@ static void follower_leave(struct dist *d)
 		d->leave_due = true;
 	}
 	d->joined = false;
+	if (d->admit_wait)
+		admit_set(d, false);
 	d->lease_until = 0;
 }
 
 /* Follower: a TimeAck to @leader's @term from this follower, its counts
  * and lease 0 (a leave, unless the caller sets them). */
-static void ack_head(const struct dist *d, struct dist_ack *a, const char *leader, uint64_t term)
+static void ack_head(struct dist *d, struct dist_ack *a, const char *leader, uint64_t term)
 {
 	memset(a, 0, sizeof(*a));
+	a->written_ns = follower_stamp(d);
 	snprintf(a->clock, sizeof(a->clock), "%s", d->clock);
 	snprintf(a->follower, sizeof(a->follower), "%s", d->self_id);
 	snprintf(a->leader, sizeof(a->leader), "%s", leader);
@@ -1603,15 +1715,24 @@ static void follower_ack(struct dist *d, int64_t now, bool force)
 		a.lease_ns = DIST_LEASE_NS;
 	/* An acknowledgement goes twice (best effort, as the announcements);
 	 * the lease once, reliably. */
-	if (d->api->dist_ack(d->r, &a, lease) < 0 || (!lease && d->api->dist_ack(d->r, &a, false) < 0))
+	if (d->api->dist_ack(d->r, &a, lease) < 0 || (!lease && d->api->dist_ack(d->r, &a, false) < 0)) {
 		log_msg(LOG_DEBUG, "distribute: a TimeAck write failed");
-	else if (lease)
+	} else if (lease) {
 		/* The leader waits for this follower until its lease from this
 		 * one's arrival (never sooner than its sending), as it says it
-		 * (at most 60 s). */
-		d->lease_until = now - DIST_LEASE_MARGIN_NS +
-				 (a.lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000)
-									 : a.lease_ns);
+		 * (at most 60 s): from here, or, when the leader echoes, from
+		 * here once its echo says it arrived (follower_echo; a lease
+		 * lost on the way, one way, no longer moves it). */
+		struct dist_lease_sent *e = &d->lring[d->lring_i++ % DIST_LRING_N];
+
+		e->ts = a.written_ns;
+		e->mono = now;
+		e->lease = a.lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000) : a.lease_ns;
+		if (d->admit_wait && !d->admit_ts)
+			d->admit_ts = a.written_ns;
+		if (!(d->fn.flags & DIST_F_ECHO))
+			d->lease_until = now - DIST_LEASE_MARGIN_NS + e->lease;
+	}
 	d->ack_sent_acked = a.acked;
 	d->ack_sent_plan = a.plan;
 	d->ack_sent_commit = a.committed;
@@ -1708,10 +1829,13 @@ static void lost_leader(struct dist *d, const struct clock_env *env)
  * until it hears the leader again, its function then a jump. */
 static void lease_expire(struct dist *d, const struct clock_env *env, int64_t now)
 {
-	log_msg(LOG_WARN, "distribute: this follower's lease with leader %s ran out %.3f s ago (it "
-			  "sent none meanwhile: stopped or starved); the leader may have gone on "
-			  "without it: the clock is stale until it hears the leader",
-		d->fn.leader, (double)(now - d->lease_until) / 1e9);
+	log_msg(LOG_WARN, "distribute: this follower's lease with leader %s ran out %.3f s ago (%s); "
+			  "the leader may have gone on without it: the clock is stale until it "
+			  "hears the leader",
+		d->fn.leader, (double)(now - d->lease_until) / 1e9,
+		d->fn.flags & DIST_F_ECHO ? "none echoed since: its leases do not reach the leader, or "
+					    "its echoes do not come back, or this process was stopped"
+					  : "it sent none meanwhile: stopped or starved");
 	/* Its readers stay where they stopped (the lease's end), stale. */
 	lost_leader(d, env);
 	/* What waits was heard before: the leader may have moved on (and a
@@ -1836,7 +1960,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	}
 	/* A rejoin waiting for its function's instant is not a new start:
 	 * later samples of the same leader go on from it. */
-	fresh = new_leader || (stale && !d->rejoin);
+	fresh = new_leader || (stale && !d->rejoin && !d->admit_wait);
 	now = mono_ns();
 	if (!fresh) {
 		if (f->committed > d->commit_seen)
@@ -1941,6 +2065,9 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	}
 	fl = (f->flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
 	     (f->flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) | (jump ? SHMCLOCK_FN_JUMP : 0);
+	/* Stale while it waits for its leader's echo (follower_fresh). */
+	if (d->admit_wait || (fresh && (f->flags & DIST_F_ECHO)))
+		fl |= SHMCLOCK_FN_STALE;
 	if (!d->have || (f->flags & DIST_F_UNIX_ZERO) != (d->fn.flags & DIST_F_UNIX_ZERO) ||
 	    f->unix_at_zero_ns != d->fn.unix_at_zero_ns) {
 		int64_t uz = f->unix_at_zero_ns;
@@ -1995,6 +2122,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	d->off = off;
 	d->have = true;
 	follower_ack(d, now, false);
+	admit_check(d, env);
 	pthread_mutex_lock(&d->mu);
 	snprintf(d->leader_id, sizeof(d->leader_id), "%s", f->leader);
 	d->shown_term = f->term;
@@ -2087,6 +2215,23 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 	m->late = a->late;
 	m->refused = a->refused;
 	m->holds = a->holds;
+	if (a->reliable && a->written_ns) {
+		/* Its lease, echoed: this follower is waited for from now on
+		 * (every change not decided yet), and hears here which it must
+		 * know of before it is fresh (the last announced). */
+		struct dist_ack e;
+
+		memset(&e, 0, sizeof(e));
+		snprintf(e.clock, sizeof(e.clock), "%s", d->clock);
+		snprintf(e.follower, sizeof(e.follower), "%s", a->follower);
+		snprintf(e.leader, sizeof(e.leader), "%s", d->leader_id);
+		e.term = d->term;
+		e.written_ns = a->written_ns;
+		e.acked = d->fn.change;
+		e.echo = true;
+		if (d->api->dist_echo(d->r, &e) < 0)
+			log_msg(LOG_DEBUG, "distribute: a TimeEcho write failed");
+	}
 	return 0;
 }
 
@@ -2267,6 +2412,12 @@ static void dist_status(struct clock_mode *m, cJSON *status, const struct shmclo
 		cJSON_AddNumberToObject(o, "hold_stales", (double)d->hold_stales);
 		cJSON_AddNumberToObject(o, "ran_past_instant", (double)d->ran_past);
 		cJSON_AddNumberToObject(o, "lease_expired", (double)d->lease_expired);
+		/* The leader's echoes of this follower's leases: how many, how
+		 * long ago the last one; whether it waits for one to be fresh. */
+		cJSON_AddNumberToObject(o, "echoes", (double)d->echoes);
+		cJSON_AddNumberToObject(o, "last_echo_age_ns",
+					d->echo_mono ? (double)(mono_ns() - d->echo_mono) : -1.0);
+		cJSON_AddBoolToObject(o, "awaiting_echo", d->shown_admit);
 		cJSON_AddNumberToObject(o, "acks_sent", (double)st.acks_sent);
 		cJSON_AddNumberToObject(o, "received", (double)st.received);
 		cJSON_AddNumberToObject(o, "lost", (double)st.lost);
@@ -2298,6 +2449,8 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 		return follow_apply(d, env, c);
 	if (d->leader && c->req.kind == CMD_FUNCTION)
 		return leader_heard(d, env, c->arg_fn);
+	if (c->req.kind == CMD_ACK && c->arg_ack->echo)
+		return d->leader ? 0 : follower_echo(d, env, c->arg_ack, mono_ns());
 	if (c->req.kind == CMD_ACK)
 		return d->leader ? leader_ack(d, c->arg_ack, mono_ns()) : 0;
 	if (d->leader && c->req.kind == CMD_STALE)
@@ -2339,6 +2492,8 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	q = run_queue(d, env, now);
 	if (q < next)
 		next = q;
+	if (!d->leader)
+		admit_check(d, env); /* the queue it waited for may have emptied */
 	if (!d->leader && d->gap)
 		gap_hold(d, env);
 	if (!d->leader && d->gap && !d->hold_stale) {

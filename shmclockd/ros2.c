@@ -19,6 +19,7 @@
 #define ROS2_POLL_NS 50000000 /* how often the follower looks at staleness */
 #define DIST_TOPIC "shmclock_TimeFunction"
 #define ACK_TOPIC "shmclock_TimeAck"
+#define ECHO_TOPIC "shmclock_TimeEcho"
 /* The TimeFunction history: every change the leader may have announced
  * and not committed (DIST_QUEUE_MAX in mode_distribute.c) and a few more,
  * so that reliable delivery loses no announcement to a newer sample. */
@@ -59,6 +60,9 @@ struct ros2 {
 	struct follower fn;         /* TimeFunction */
 	dds_entity_t ack_topic, ack_writer, ack_lease_writer;
 	struct follower acks;       /* TimeAck (leader) */
+	/* TimeEcho: the leader's writer; the follower's reader, waited for
+	 * by the TimeFunction follower's thread */
+	dds_entity_t echo_topic, echo_writer, echo_reader, echo_cond;
 	char dist_clock[65];
 	int64_t dist_stale_ns;
 	dds_time_t dist_created;    /* the follower's reader: what is older is history */
@@ -195,8 +199,8 @@ static void take_samples(struct ros2 *r)
  * thread is to stop), true otherwise (samples may be there, or none). */
 static bool follower_wait(struct follower *f, dds_duration_t timeout)
 {
-	dds_attach_t hits[3];
-	int n = dds_waitset_wait(f->waitset, hits, 3, timeout);
+	dds_attach_t hits[4];
+	int n = dds_waitset_wait(f->waitset, hits, 4, timeout);
 
 	for (int i = 0; i < n; i++)
 		if (hits[i] == (dds_attach_t)f->guard)
@@ -352,6 +356,12 @@ static int ack_topic(struct ros2 *r, char *err, size_t errlen)
 	r->ack_topic = dds_create_topic(r->participant, &shmclock_TimeAck_desc, ACK_TOPIC, NULL, NULL);
 	if (r->ack_topic < 0)
 		return dds_fail(err, errlen, "cannot create topic " ACK_TOPIC, r->ack_topic);
+	if (r->echo_topic > 0)
+		return 0;
+	r->echo_topic = dds_create_topic(r->participant, &shmclock_TimeEcho_desc, ECHO_TOPIC, NULL,
+					 NULL);
+	if (r->echo_topic < 0)
+		return dds_fail(err, errlen, "cannot create topic " ECHO_TOPIC, r->echo_topic);
 	return 0;
 }
 
@@ -427,12 +437,57 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 	m.late = a->late;
 	m.refused = a->refused;
 	m.holds = a->holds;
-	if (dds_write(w, &m) < 0)
+	/* The follower's own stamp, never back: a leader's echo names the
+	 * lease by it. */
+	if ((a->written_ns ? dds_write_ts(w, &m, a->written_ns) : dds_write(w, &m)) < 0)
 		return -EIO;
 	pthread_mutex_lock(&r->mu);
 	r->acks_sent++;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
+}
+
+static int dist_echo(struct ros2 *r, const struct dist_ack *a)
+{
+	shmclock_TimeEcho m;
+
+	if (r->echo_writer <= 0)
+		return -ENOTCONN;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.clock, sizeof(m.clock), "%s", a->clock);
+	snprintf(m.follower, sizeof(m.follower), "%s", a->follower);
+	snprintf(m.leader, sizeof(m.leader), "%s", a->leader);
+	m.term = a->term;
+	m.written_ns = a->written_ns;
+	m.change = a->acked;
+	return dds_write(r->echo_writer, &m) < 0 ? -EIO : 0;
+}
+
+/* The follower: the echoes of the leases, each to host->ack (a->echo). */
+static void echo_take(struct ros2 *r)
+{
+	void *ptrs[ROS2_TAKE_MAX] = { 0 };
+	dds_sample_info_t infos[ROS2_TAKE_MAX];
+	int n = dds_take(r->echo_cond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+
+	for (int i = 0; i < n; i++) {
+		const shmclock_TimeEcho *m = ptrs[i];
+		struct dist_ack a;
+
+		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
+			continue;
+		memset(&a, 0, sizeof(a));
+		snprintf(a.clock, sizeof(a.clock), "%s", m->clock);
+		snprintf(a.follower, sizeof(a.follower), "%s", m->follower);
+		snprintf(a.leader, sizeof(a.leader), "%s", m->leader);
+		a.term = m->term;
+		a.written_ns = m->written_ns;
+		a.acked = m->change;
+		a.echo = true;
+		r->host.ack(r->host.ctx, &a);
+	}
+	if (n > 0)
+		dds_return_loan(r->echo_cond, ptrs, n);
 }
 
 static int dist_topic(struct ros2 *r, char *err, size_t errlen)
@@ -482,7 +537,16 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	rc = follower_start(r, &r->acks, r->ack_topic, qos, qos2, ack_main, "TimeAck", err, errlen);
 	dds_delete_qos(qos);
 	dds_delete_qos(qos2);
-	return rc;
+	if (rc)
+		return rc;
+	/* The echoes: reliable, volatile (an echo is for the follower that
+	 * is there), the last per follower. */
+	qos = dist_qos(1, false);
+	r->echo_writer = dds_create_writer(r->participant, r->echo_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->echo_writer < 0)
+		return dds_fail(err, errlen, "cannot create the TimeEcho writer", r->echo_writer);
+	return 0;
 }
 
 static int dist_publish(struct ros2 *r, const struct dist_fn *f, unsigned how)
@@ -620,6 +684,8 @@ static void *dist_main(void *arg)
 		int64_t limit;
 
 		dist_take(r);
+		if (r->echo_cond > 0)
+			echo_take(r);
 		pthread_mutex_lock(&r->mu);
 		limit = r->dist_stale_ns > 0 ? r->dist_stale_ns : 3 * r->dist_hb_ns;
 		if (!r->dist_stale && r->dist_last_mono >= 0 && limit > 0 &&
@@ -664,6 +730,15 @@ static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char
 	dds_delete_qos(qos);
 	if (r->ack_lease_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_lease_writer);
+	/* The echoes first: the thread waits for them too. */
+	qos = dist_qos(4, false);
+	r->echo_reader = dds_create_reader(r->participant, r->echo_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->echo_reader < 0)
+		return dds_fail(err, errlen, "cannot create the TimeEcho reader", r->echo_reader);
+	r->echo_cond = dds_create_readcondition(r->echo_reader, DDS_ANY_STATE);
+	if (r->echo_cond < 0)
+		return dds_fail(err, errlen, "cannot wait for TimeEcho", r->echo_cond);
 	qos = dist_qos(4, true);
 	qos2 = dist_qos(DIST_DEPTH, false);
 	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
@@ -671,6 +746,8 @@ static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char
 			    errlen);
 	dds_delete_qos(qos);
 	dds_delete_qos(qos2);
+	if (!rc && dds_waitset_attach(r->fn.waitset, r->echo_cond, (dds_attach_t)r->echo_cond) < 0)
+		return dds_fail(err, errlen, "cannot wait for TimeEcho", DDS_RETCODE_ERROR);
 	return rc;
 }
 
@@ -717,6 +794,7 @@ __attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api 
 	.dist_publisher = dist_publisher,
 	.dist_publish = dist_publish,
 	.dist_ack = dist_ack,
+	.dist_echo = dist_echo,
 	.dist_follow = dist_follow,
 	.dist_get_stats = dist_get_stats,
 	.stop = ros2_stop,

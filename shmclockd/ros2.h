@@ -59,13 +59,21 @@ struct dist_ack {
 	int64_t lease_ns;
 	uint64_t late, refused, holds; /* the follower's counts, for the leader's status */
 	bool reliable; /* leader: taken from the reliable reader (a lease, a leave) */
-	int64_t written_ns; /* leader: when the follower wrote it (its CLOCK_REALTIME, the
-			     * sample's source timestamp); 0 unknown */
+	/* When the follower wrote it (its CLOCK_REALTIME, never back: the
+	 * sample's source timestamp, which dist_ack writes when not 0); the
+	 * leader: 0 unknown */
+	int64_t written_ns;
+	/* A leader's echo of a lease (TimeEcho; follower, leader, term,
+	 * written_ns the lease's): the follower takes it as an acknowledgement
+	 * of its own, with acked the leader's last change announced. */
+	bool echo;
 };
 
 #define DIST_F_PAUSED 0x1u
 #define DIST_F_STEPPED 0x2u
 #define DIST_F_UNIX_ZERO 0x4u
+/* The leader echoes leases (TimeEcho): its followers wait for the echo. */
+#define DIST_F_ECHO 0x8u
 /* The heartbeats a follower believes (Distribute.Heartbeat's range). */
 #define DIST_HB_MIN_NS INT64_C(100000000)
 #define DIST_HB_MAX_NS INT64_C(60000000000)
@@ -110,7 +118,8 @@ struct ros2_host {
 	 * speaks again (false; /clock only: a leader's next function clears
 	 * it). */
 	void (*stale)(void *ctx, bool stale);
-	/* A follower's acknowledgement (the leader's ack thread calls it). */
+	/* A follower's acknowledgement (the leader's ack thread calls it), or
+	 * a leader's echo of a lease (a->echo; the follower thread). */
 	void (*ack)(void *ctx, const struct dist_ack *a);
 };
 
@@ -133,8 +142,10 @@ struct ros2_api {
 	 * best effort (an announcement's, repeated with it) or @reliable (the
 	 * lease, which must not lapse for a lost sample) ... */
 	int (*dist_ack)(struct ros2 *r, const struct dist_ack *a, bool reliable);
-	/* ... and the follower: every sample of @clock goes to host->function;
-	 * host->stale(true) after @stale_ns without one (0: three of the
+	/* ... a leader's echo of a lease (a->echo; reliably) ... */
+	int (*dist_echo)(struct ros2 *r, const struct dist_ack *a);
+	/* ... and the follower: every sample of @clock goes to host->function,
+	 * every echo to host->ack; host->stale(true) after @stale_ns without one (0: three of the
 	 * leader's heartbeats). A thread. */
 	int (*dist_follow)(struct ros2 *r, const char *clock, int64_t stale_ns, char *err,
 			   size_t errlen);

@@ -135,7 +135,17 @@ def start_rogue(wire):
                              " %d" % age if best_effort else ""))
         rogue.stdin.flush()
         return rogue.stdout.readline().strip() == "ok"
+    def echo(leader, term, change, forged=None):
+        """Echoes the leases the rogue took since its last echo (waiting up
+        to 3 s for one), as @leader's of @term that announced @change; with
+        @forged, that stamp instead of each lease's. The echoes written."""
+        rogue.stdin.write("echo %s %d %d%s\n" % (leader, term, change,
+                                                 "" if forged is None else " %d" % forged))
+        rogue.stdin.flush()
+        out = rogue.stdout.readline().split()
+        return int(out[1]) if out[:1] == ["ok"] else 0
     send.ack = ack
+    send.echo = echo
     return rogue, send
 
 
@@ -265,6 +275,94 @@ def rejoin_phase():
     want = held + time.clock_gettime_ns(time.CLOCK_REALTIME) - t3
     check(got and abs(i.sim_ns - want) < 100_000_000,
           "from the instant it follows function 3 (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
+    clk.close()
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
+
+def echo_phase():
+    """A leader that echoes leases (TimeFunction flags 8, as shmclockd's):
+    its follower is stale until an echo of a lease it wrote since it joined
+    came and it heard the change the echo names (the leader decided what
+    came before without it); then fresh. Echoes that stop (its leases no
+    longer reach the leader: a one-way break) stop its readers at the end
+    of the last lease echoed, stale, while it still hears the leader; an
+    echo again makes it fresh again. Before: fresh at once, and for as long
+    as it heard the leader."""
+    wire = "guard-echo-" + RUN
+    name, p = start("echo", {"TimeSource": "leader",
+                             "Distribute": {"Clock": wire, "StaleAfter": "2s"}})
+    rogue, send = start_rogue(wire)
+    lead = "rogue/7"
+    t0 = real()
+    fn = {"change": 1, "at": t0, "base": 0}
+
+    def beat():
+        return send(lead, fn["change"], fn["at"], fn["base"], flags=8)
+
+    def status():
+        return ctl(name, "status")[0]["status"]["distribute"]
+
+    def stale_for(secs):
+        """Heartbeats for @secs: the readings that were fresh, of how many."""
+        fresh = n = 0
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            beat()
+            fresh += not clk.info().stale
+            n += 1
+            time.sleep(0.05)
+        return fresh, n
+
+    check(beat(), "the rogue publisher writes")
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: clk.info().initialized, 20), "the follower takes function 1")
+    fresh, n = stale_for(1.5)
+    st = status()
+    print("# no echo: %d of %d readings fresh; status awaiting_echo %s, echoes %s"
+          % (fresh, n, st.get("awaiting_echo"), st.get("echoes")), flush=True)
+    check(fresh == 0 and st.get("awaiting_echo") is True,
+          "a follower whose leader echoes leases is stale until it has an echo (%d of %d "
+          "readings fresh)" % (fresh, n))
+    check(send.echo(lead, 1, 1, forged=12345) > 0, "the rogue echoes a stamp never written")
+    fresh, n = stale_for(0.7)
+    check(fresh == 0 and status().get("echoes") == 0,
+          "an echo of a lease it did not write is nothing (%d of %d readings fresh)" % (fresh, n))
+    check(send.echo(lead, 2, 1) > 0, "the rogue echoes under another term")
+    fresh, n = stale_for(0.7)
+    check(fresh == 0, "an echo of another term is nothing (%d of %d fresh)" % (fresh, n))
+    check(send.echo(lead, 1, 2) > 0, "the rogue echoes, naming change 2, not sent yet")
+    fresh, n = stale_for(0.7)
+    check(fresh == 0 and status().get("echoes", 0) >= 1,
+          "an echo naming a change it has not heard leaves it stale (%d of %d fresh; %s echoes)"
+          % (fresh, n, status().get("echoes")))
+    t2 = real()
+    fn.update(change=2, at=t2, base=t2 - t0)
+    check(wait_for(lambda: beat() and not clk.info().stale, 5, 0.05),
+          "with change 2 heard, fresh")
+    i, want = clk.info(), real() - t0
+    check(abs(i.sim_ns - want) < 100_000_000 and status().get("awaiting_echo") is False,
+          "... on change 2 (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
+    # The last echo went; the leases go on, unechoed, as the heartbeats.
+    t_echo = time.monotonic()
+    got = wait_for(lambda: beat() and clk.info().stale, 10, 0.05)
+    dt = time.monotonic() - t_echo
+    st = status()
+    print("# echoes stop: stale %.2f s after the last echo (lease 3.5 s less 0.25 s), "
+          "lease_expired %s, last message %.0f ms ago"
+          % (dt, st.get("lease_expired"), st.get("last_message_age_ns", -1) / 1e6), flush=True)
+    check(got and st.get("lease_expired", 0) >= 1,
+          "leases no longer echoed run out while the leader is heard: stale (%.2f s)" % dt)
+    check(dt < 6.5, "... near the end of the last lease echoed, not later (%.2f s)" % dt)
+    fresh, n = stale_for(0.7)
+    check(fresh == 0, "... and stays stale, the leader heard, until an echo (%d of %d fresh)"
+          % (fresh, n))
+    # Echoed again: it follows again.
+    ok = wait_for(lambda: beat() and send.echo(lead, 1, 2) >= 0 and not clk.info().stale, 10, 0.1)
+    i, want = clk.info(), real() - t0
+    check(ok and abs(i.sim_ns - want) < 100_000_000,
+          "echoed again, it follows again (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
     clk.close()
     rogue.stdin.close()
     rogue.wait(10)
@@ -1159,6 +1257,7 @@ def main():
     moved_hold_phase()
     lost_held_phase()
     rogue_ack_phase()
+    echo_phase()
     fuzz_phase()
     pipeline_phase()
 

@@ -16,8 +16,15 @@
  *   ack FOLLOWER LEADER TERM PLAN ACKED COMMITTED LEASE_NS LATE REFUSED HOLDS
  * (FOLLOWER or LEADER "-": empty), reliably as a lease; "ackbe" the same,
  * best effort, as an acknowledgement, with one more field: AGE_NS, how
- * long before now it says it was written (its source timestamp). It answers "ok" or "error" on stdout
- * after each; end of input ends it.
+ * long before now it says it was written (its source timestamp). Or a
+ * leader's echo of leases:
+ *   echo LEADER TERM CHANGE [WRITTEN_NS]
+ * echoes each lease (a reliable TimeAck with a lease) of the clock taken
+ * since the last "echo", waiting up to 3 s for one, as LEADER's of TERM
+ * that announced CHANGE; with WRITTEN_NS, one echo with that stamp to
+ * every follower whose lease it took instead (a forged one). It answers
+ * "ok" (an echo: "ok N", N the echoes written) or "error" on stdout after
+ * each; end of input ends it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -33,7 +40,7 @@
 
 int main(int argc, char **argv)
 {
-	dds_entity_t pp, topic, wr, atopic, awr, bwr;
+	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic, ewr;
 	dds_qos_t *q;
 	char line[512];
 	uint64_t seq = 0;
@@ -64,7 +71,16 @@ int main(int argc, char **argv)
 	dds_qset_reliability(q, DDS_RELIABILITY_BEST_EFFORT, 0);
 	bwr = atopic < 0 ? atopic : dds_create_writer(pp, atopic, q, NULL);
 	dds_delete_qos(q);
-	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0) {
+	/* As a leader's lease reader and echo writer (reliable, volatile). */
+	q = dds_create_qos();
+	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 16);
+	ard = atopic < 0 ? atopic : dds_create_reader(pp, atopic, q, NULL);
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+	etopic = dds_create_topic(pp, &shmclock_TimeEcho_desc, "shmclock_TimeEcho", NULL, NULL);
+	ewr = etopic < 0 ? etopic : dds_create_writer(pp, etopic, q, NULL);
+	dds_delete_qos(q);
+	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || ewr < 0) {
 		fprintf(stderr, "rogue-publisher: no writer\n");
 		dds_delete(pp);
 		return 1;
@@ -77,6 +93,46 @@ int main(int argc, char **argv)
 
 		int n;
 
+		if (!strncmp(line, "echo ", 5)) {
+			shmclock_TimeEcho e;
+			char lead[97];
+			int64_t forged = 0;
+			int written = 0;
+
+			memset(&e, 0, sizeof(e));
+			n = sscanf(line + 5, "%96s %" SCNu64 " %" SCNu64 " %" SCNd64, lead, &e.term,
+				   &e.change, &forged);
+			if (n < 3) {
+				puts("error: bad echo line");
+				fflush(stdout);
+				continue;
+			}
+			snprintf(e.clock, sizeof(e.clock), "%s", argv[2]);
+			snprintf(e.leader, sizeof(e.leader), "%s", lead);
+			for (int tries = 0; tries < 300 && !written; tries++) {
+				void *ptrs[16] = { 0 };
+				dds_sample_info_t infos[16];
+				int k = dds_take(ard, ptrs, infos, 16, 16);
+
+				for (int i = 0; i < k; i++) {
+					const shmclock_TimeAck *a = ptrs[i];
+
+					if (!infos[i].valid_data || strcmp(a->clock, argv[2]) ||
+					    a->lease_ns <= 0)
+						continue;
+					snprintf(e.follower, sizeof(e.follower), "%s", a->follower);
+					e.written_ns = n == 4 ? forged : infos[i].source_timestamp;
+					written += dds_write(ewr, &e) >= 0;
+				}
+				if (k > 0)
+					dds_return_loan(ard, ptrs, k);
+				if (!written)
+					dds_sleepfor(DDS_MSECS(10));
+			}
+			printf(written ? "ok %d\n" : "error: no lease to echo\n", written);
+			fflush(stdout);
+			continue;
+		}
 		if (!strncmp(line, "ack ", 4) || !strncmp(line, "ackbe ", 6)) {
 			bool be = line[3] == 'b';
 			shmclock_TimeAck a;
