@@ -49,9 +49,12 @@
  * member that still hears the leader is fresh then, and misses the
  * announcement: spin finds it at once with -DS=3, in 46 s with S = 2);
  * LEAVE_FRESH, a follower that says it leaves before it is marked stale.
- * mode_distribute.c's member_live() still drops such a member: an open
- * defect (doc/hosts.md). A leader may drop a member only as here: LOST
- * after the announcement it did not acknowledge.
+ * mode_distribute.c's member_live() does drop such a member: safe only
+ * because its follower counts its lease from the last lease the leader
+ * echoed, and is stale at its end (lease.pml checks that; a follower of a
+ * leader that does not echo, an older shmclockd, is not covered). In this
+ * model, a leader drops a member only LOST after the announcement it did
+ * not acknowledge.
  */
 
 #define NF 2           /* followers (the macros below are written for two) */
