@@ -1094,6 +1094,22 @@ static void leader_own(struct dist *d, const struct dist_pending *p, int64_t now
  * this thread runs next. Not possible once the instant came (-EALREADY),
  * or with nothing open (a follower's first function: -ENODATA from
  * freeze_at): the change is then committed at the instant as before. */
+/* Follower: whether what it commits or decides ahead now must say stale:
+ * a clock marked stale, unless it waits for the function a rejoin took
+ * (follower_fresh clears the mark there, when its leader does not echo);
+ * or one that waits for its leader's echo (admit_check clears it). The
+ * segment's mark and the clock thread's stay the same: a mark cleared by a
+ * commit alone is not seen by the next set_stale(). */
+static bool follower_stale(const struct dist *d, const struct clock_env *env)
+{
+	if (d->leader)
+		return false;
+	if (d->admit_wait)
+		return true;
+	return atomic_load_explicit(env->stale, memory_order_relaxed) &&
+	       (!d->rejoin || (d->fn.flags & DIST_F_ECHO));
+}
+
 static void stage(struct dist *d, const struct clock_env *env, struct dist_pending *p, int64_t now)
 {
 	if (!p->frozen) {
@@ -1103,7 +1119,8 @@ static void stage(struct dist *d, const struct clock_env *env, struct dist_pendi
 	}
 	if (p->staged || now >= p->e_mono ||
 	    shmclock_writer_set_function(env->w, p->e_mono, p->sim_base, p->scale,
-					 p->fl | SHMCLOCK_FN_AHEAD))
+					 p->fl | SHMCLOCK_FN_AHEAD |
+						 (follower_stale(d, env) ? SHMCLOCK_FN_STALE : 0)))
 		return;
 	p->staged = true;
 	pthread_mutex_lock(&d->mu);
@@ -1238,8 +1255,8 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 	d->admit_echoed = false;
 	d->admit_ts = 0;
 	d->admit_change = 0;
-	if (!d->admit_wait)
-		clock_env_set_stale(env, false);
+	/* (follow_apply committed it stale: the clock thread's mark too.) */
+	clock_env_set_stale(env, d->admit_wait);
 	d->joined = true;
 	d->joined_mono = now;
 	/* A lease at once: the leader waits for this follower from its
@@ -1261,8 +1278,8 @@ static void follower_fresh(struct dist *d, const struct clock_env *env, const st
 static void admit_check(struct dist *d, const struct clock_env *env)
 {
 	if (!d->admit_wait || !d->admit_echoed || d->q_n || d->gap || d->hold_stale ||
-	    d->fn.change < d->admit_change)
-		return;
+	    d->fn.change < d->admit_change || mono_ns() >= d->lease_until)
+		return; /* (a lease run out meanwhile: the next echo) */
 	admit_set(d, false);
 	lease_let_go(d, env); /* a commit of its own: the lease's end opened again after */
 	clock_env_set_stale(env, false);
@@ -1466,11 +1483,7 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 		r = p->staged ? shmclock_writer_complete(env->w)
 			      : shmclock_writer_set_function(
 					env->w, p->e_mono, p->sim_base, p->scale,
-					p->fl | (!d->leader && !d->rejoin &&
-							 atomic_load_explicit(env->stale,
-									      memory_order_relaxed)
-						 ? SHMCLOCK_FN_STALE
-						 : 0));
+					p->fl | (follower_stale(d, env) ? SHMCLOCK_FN_STALE : 0));
 		if (p->staged && r == -ENODATA)
 			r = 0; /* another commit (a reload's, say) completed it first */
 		now = mono_ns();
@@ -2065,8 +2078,9 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	}
 	fl = (f->flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
 	     (f->flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) | (jump ? SHMCLOCK_FN_JUMP : 0);
-	/* Stale while it waits for its leader's echo (follower_fresh). */
-	if (d->admit_wait || (fresh && (f->flags & DIST_F_ECHO)))
+	/* Stale while it waits for its leader's echo (follower_fresh), or for
+	 * the function a rejoin took (a change after it, decided ahead). */
+	if (d->admit_wait || (fresh && (f->flags & DIST_F_ECHO)) || (!fresh && follower_stale(d, env)))
 		fl |= SHMCLOCK_FN_STALE;
 	if (!d->have || (f->flags & DIST_F_UNIX_ZERO) != (d->fn.flags & DIST_F_UNIX_ZERO) ||
 	    f->unix_at_zero_ns != d->fn.unix_at_zero_ns) {

@@ -27,6 +27,11 @@ bound to 127.0.0.1, a domain of this run's own):
   until after it (a loaded host at normal priority) counts it in status
   and says so in its log (its readers showed the previous function
   meanwhile: printed, not fixed);
+- a rogue leader that echoes leases only when told: its follower is
+  stale until an echo of its own lease, of that leader's term, naming a
+  change it has heard; stale again when the echoes stop while the leader is
+  heard (a one-way break); joined on two functions decided ahead, stale past
+  both until the echo;
 - a rogue sends random samples for 20 s (changes moved, committed under
   the wrong plan, instants behind and ahead, jumps, functions going back,
   gaps, silences) while the follower is SIGSTOPped and continued at
@@ -144,8 +149,14 @@ def start_rogue(wire):
         rogue.stdin.flush()
         out = rogue.stdout.readline().split()
         return int(out[1]) if out[:1] == ["ok"] else 0
+    def match():
+        """Waits (10 s at most) until a follower's reader matched."""
+        rogue.stdin.write("match\n")
+        rogue.stdin.flush()
+        return rogue.stdout.readline().strip() == "ok"
     send.ack = ack
     send.echo = echo
+    send.match = match
     return rogue, send
 
 
@@ -363,6 +374,61 @@ def echo_phase():
     i, want = clk.info(), real() - t0
     check(ok and abs(i.sim_ns - want) < 100_000_000,
           "echoed again, it follows again (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
+    clk.close()
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
+
+def echo_staged_phase():
+    """A follower that joins an echoing leader on a function decided ahead
+    (its instant still to come), and hears the next change, decided ahead
+    too, before that instant: both switch in its segment by themselves, and
+    it stays stale past both until the leader echoes its lease (a first
+    version decided the second ahead without the stale mark: 15 of 49
+    readings fresh past its instant, unechoed). Both must arrive before the
+    first instant: on a machine too loaded for that, tried again (at most
+    four times, said)."""
+    for attempt in range(4):
+        tag = "echost%d" % attempt
+        wire = "guard-%s-%s" % (tag, RUN)
+        name, p = start(tag, {"TimeSource": "leader",
+                              "Distribute": {"Clock": wire, "StaleAfter": "2s"}})
+        rogue, send = start_rogue(wire)
+        lead = "rogue/8"
+
+        def queued(n, until):
+            return wait_for(lambda: real() < until and ctl(name, "status")[0]["status"]
+                            ["distribute"].get("queued", 0) >= n, 5, 0.01) and real() < until
+        check(send.match(), "the rogue's writer matched the follower")
+        t0 = real()
+        t1, t2 = t0 + 1_200_000_000, t0 + 1_700_000_000
+        ok = send(lead, 1, t1, 0, flags=8) and queued(1, t1 - 400_000_000)
+        ok = ok and send(lead, 2, t2, 500_000_000, flags=8) and queued(2, t1 - 200_000_000)
+        if ok:
+            break
+        print("# attempt %d: the follower did not queue both functions well before the first "
+              "instant (a loaded machine): again" % attempt, flush=True)
+        rogue.stdin.close()
+        rogue.wait(10)
+        stop_timed(p)
+    check(ok, "the follower queues both functions before the first one's instant")
+    clk = shmclock.Clock(name)
+    fresh = n = 0
+    while real() < t2 + 800_000_000:
+        send(lead, 2, t2, 500_000_000, flags=8)
+        i = clk.info()
+        n += 1
+        fresh += not i.stale
+        time.sleep(0.05)
+    print("# joined on two functions decided ahead, no echo: %d of %d readings fresh (0.8 s past "
+          "the second's instant)" % (fresh, n), flush=True)
+    check(fresh == 0, "past both instants, no echo: stale (%d of %d readings fresh)" % (fresh, n))
+    ok = wait_for(lambda: send(lead, 2, t2, 500_000_000, flags=8) and
+                  send.echo(lead, 1, 2) >= 0 and not clk.info().stale, 10, 0.1)
+    i, want = clk.info(), 500_000_000 + real() - t2
+    check(ok and abs(i.sim_ns - want) < 100_000_000,
+          "echoed, fresh on function 2 (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
     clk.close()
     rogue.stdin.close()
     rogue.wait(10)
@@ -1258,6 +1324,7 @@ def main():
     lost_held_phase()
     rogue_ack_phase()
     echo_phase()
+    echo_staged_phase()
     fuzz_phase()
     pipeline_phase()
 

@@ -22,7 +22,10 @@
  * echoes each lease (a reliable TimeAck with a lease) of the clock taken
  * since the last "echo", waiting up to 3 s for one, as LEADER's of TERM
  * that announced CHANGE; with WRITTEN_NS, one echo with that stamp to
- * every follower whose lease it took instead (a forged one). It answers
+ * every follower whose lease it took instead (a forged one). Or
+ *   match
+ * waits up to 10 s until a reader (a follower) matched its TimeFunction
+ * writer, so that the next sample reaches it at once. It answers
  * "ok" (an echo: "ok N", N the echoes written) or "error" on stdout after
  * each; end of input ends it.
  */
@@ -93,6 +96,18 @@ int main(int argc, char **argv)
 
 		int n;
 
+		if (!strcmp(line, "match\n")) {
+			dds_publication_matched_status_t st = { 0 };
+
+			for (int tries = 0; tries < 1000; tries++) {
+				if (dds_get_publication_matched_status(wr, &st) < 0 || st.current_count > 0)
+					break;
+				dds_sleepfor(DDS_MSECS(10));
+			}
+			puts(st.current_count > 0 ? "ok" : "error: no reader matched");
+			fflush(stdout);
+			continue;
+		}
 		if (!strncmp(line, "echo ", 5)) {
 			shmclock_TimeEcho e;
 			char lead[97];
