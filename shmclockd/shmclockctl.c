@@ -195,7 +195,10 @@ static void print_status(const cJSON *st)
 		       str_of(t, "clock"), str_of(t, "leader")[0] ? str_of(t, "leader") : "(none yet)",
 		       num_of(t, "changes"), num_of(t, "late_changes"), num_of(t, "worst_late_ns") / 1e6,
 		       num_of(t, "leaders"), str_of(t, "on_leader_loss"),
-		       bool_of(t, "stale") ? "  STALE: the leader is silent" : "");
+		       bool_of(t, "awaiting_echo") ? "  STALE: until the leader echoes its lease (it does "
+						     "not wait for this host yet)"
+		       : bool_of(t, "stale")       ? "  STALE: the leader is silent, or lost"
+						   : "");
 	}
 	if (t && bool_of(t, "conflict"))
 		printf("CONFLICT    another live leader of clock '%s': %s (term %.0f); this %s term "

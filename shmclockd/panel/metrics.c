@@ -215,6 +215,17 @@ static double g_d_stale(const struct panel_clock *c)
 {
 	return sub(c, "distribute") ? bool_of(sub(c, "distribute"), "stale") : NAN;
 }
+static double g_d_await(const struct panel_clock *c)
+{
+	const cJSON *d = sub(c, "distribute");
+
+	return d && cJSON_GetObjectItemCaseSensitive(d, "awaiting_echo") ? bool_of(d, "awaiting_echo")
+									  : NAN;
+}
+static double g_d_lease_exp(const struct panel_clock *c)
+{
+	return st_num(c, "distribute", "lease_expired");
+}
 
 /*
  * The tick lateness as a Prometheus histogram. The daemon sends the
@@ -353,7 +364,9 @@ char *panel_metrics(struct panel *p)
 		{ "shmclock_hosts_messages_sent_total", "counter", "Leader: messages sent.", g_d_sent },
 		{ "shmclock_hosts_reanchors_total", "counter", "Host clock steps the time function was re-anchored for.", g_d_reanchors },
 		{ "shmclock_hosts_last_message_age_seconds", "gauge", "Follower: since the leader's last message.", g_d_age },
-		{ "shmclock_hosts_stale", "gauge", "Follower: 1 while the leader is silent.", g_d_stale },
+		{ "shmclock_hosts_stale", "gauge", "Follower: 1 while its clock is stale (the leader silent or lost, its lease not echoed yet).", g_d_stale },
+		{ "shmclock_hosts_awaiting_echo", "gauge", "Follower: 1 while it waits for the leader to echo its lease (not waited for yet: stale).", g_d_await },
+		{ "shmclock_hosts_lease_expired_total", "counter", "Follower: leases run out (stopped, or its leases not echoed).", g_d_lease_exp },
 		{ "shmclock_hosts_followers", "gauge", "Leader: followers that acknowledge its changes (members).", g_d_followers },
 		{ "shmclock_hosts_ack_p99_seconds", "gauge", "Leader: from announcing a change to its last acknowledgement (p99).", g_d_ack99 },
 		{ "shmclock_hosts_commit_p99_seconds", "gauge", "Leader: from a client's change to its commit (p99).", g_d_commit99 },

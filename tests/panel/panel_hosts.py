@@ -102,6 +102,12 @@ def main():
           "/metrics: no conflict between leaders on either host")
     check(m.get(("shmclock_hosts_refused_total", fol)) == 0,
           "/metrics: the follower refused nothing")
+    check(m.get(("shmclock_hosts_awaiting_echo", fol)) == 0 and
+          ("shmclock_hosts_awaiting_echo", lead) not in m and
+          m.get(("shmclock_hosts_lease_expired_total", fol)) == 0,
+          "/metrics: the follower's lease is echoed (awaiting_echo %s, lease_expired %s)"
+          % (m.get(("shmclock_hosts_awaiting_echo", fol)),
+             m.get(("shmclock_hosts_lease_expired_total", fol))))
     check(("shmclock_hosts_queued_changes", lead) in m and
           ("shmclock_hosts_host_offset_seconds", fol) in m and
           m.get(("shmclock_hosts_clocks_disagree", fol)) == 0,

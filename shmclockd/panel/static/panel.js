@@ -201,7 +201,8 @@ function hosts(c, d) {
     (d.deposed ? ' — DEPOSED: a leader of a higher term publishes' : '') :
     `following '${d.clock}' from ${d.leader || '(none yet)'}, term ${d.term ?? '?'}: ${d.changes} changes, ${d.late_changes} late ` +
     `(worst ${fmtNs(d.worst_late_ns)}), ${d.refused ?? 0} refused, ${d.leaders} leaders, ${d.lost} lost, last message ${fmtNs(d.last_message_age_ns)} ago` +
-    (d.stale ? ' — STALE: the leader is silent' : '') +
+    (d.awaiting_echo ? ' — STALE: until the leader echoes its lease (it does not wait for this host yet)' :
+     d.stale ? ' — STALE: the leader is silent, or lost' : '') +
     (d.clocks_disagree ? ` — this host's clock is ${fmtNs(d.host_offset_ns)} off the leader's (chrony/PTP; TAI on all hosts or none)` : '');
   const row = el('div', {}, 'hosts: ' + txt);
   c.hosts.append(row);
