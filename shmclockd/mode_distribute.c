@@ -1470,8 +1470,8 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 					(unsigned long long)p->fn.change, (double)(now - p->e_mono) / 1e9,
 					d->fn.leader);
 				d->hold_stale = true;
-				follower_leave(d);
 				lost_leader(d, env); /* held at the instant: stays there */
+				follower_leave(d);
 				pthread_mutex_lock(&d->mu);
 				d->hold_stales++;
 				pthread_mutex_unlock(&d->mu);
@@ -1804,12 +1804,14 @@ static bool held_past(struct dist *d, int64_t now, int64_t *at)
 /* Follower: the leader lost (silence, a hold or a gap past its bound, the
  * lease run out). Readers held past an instant stay there; else they stop
  * now (a hold still to come let go first). Once: a clock marked already
- * stays where it was. */
+ * stays where it was, unless it was stale only while it joined (running
+ * on the leader's function until its echo, or its rejoin's function):
+ * lost, it stops as OnLeaderLoss says. */
 static void lost_leader(struct dist *d, const struct clock_env *env)
 {
 	int64_t now = mono_ns(), at;
 
-	if (atomic_load_explicit(env->stale, memory_order_relaxed))
+	if (atomic_load_explicit(env->stale, memory_order_relaxed) && !d->admit_wait && !d->rejoin)
 		return;
 	/* A change decided ahead stands: past its instant it is completed
 	 * first (what readers show is that function); still to come, the
@@ -2518,8 +2520,8 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 					  "for %.3f s: the clock is stale until it hears the leader",
 				d->fn.leader, (double)(now - d->gap_since) / 1e9);
 			d->hold_stale = true;
-			follower_leave(d);
 			lost_leader(d, env); /* held where the gap was seen: stays there */
+			follower_leave(d);
 			pthread_mutex_lock(&d->mu);
 			d->hold_stales++;
 			pthread_mutex_unlock(&d->mu);

@@ -31,7 +31,7 @@ bound to 127.0.0.1, a domain of this run's own):
   stale until an echo of its own lease, of that leader's term, naming a
   change it has heard; stale again when the echoes stop while the leader is
   heard (a one-way break); joined on two functions decided ahead, stale past
-  both until the echo;
+  both until the echo; lost while it waits for the echo, its readers stop;
 - a rogue sends random samples for 20 s (changes moved, committed under
   the wrong plan, instants behind and ahead, jumps, functions going back,
   gaps, silences) while the follower is SIGSTOPped and continued at
@@ -374,6 +374,44 @@ def echo_phase():
     i, want = clk.info(), real() - t0
     check(ok and abs(i.sim_ns - want) < 100_000_000,
           "echoed again, it follows again (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
+    clk.close()
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
+
+def echo_lost_phase():
+    """A follower that loses its leader while it waits for the echo (stale,
+    running on the leader's function): its readers stop there, as
+    OnLeaderLoss "hold" says (a first version left them running, stale, for
+    ever: the clock was marked stale already)."""
+    wire = "guard-echolost-" + RUN
+    name, p = start("echolost", {"TimeSource": "leader",
+                                 "Distribute": {"Clock": wire, "StaleAfter": "600ms"}})
+    rogue, send = start_rogue(wire)
+    lead = "rogue/9"
+    check(send.match(), "the rogue's writer matched the follower")
+    t0 = real()
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: send(lead, 1, t0, 0, flags=8) and clk.info().initialized, 10, 0.05),
+          "the follower takes function 1")
+    a = clk.info()
+    time.sleep(0.2)
+    b = clk.info()
+    check(a.stale and b.stale and b.sim_ns > a.sim_ns,
+          "waiting for the echo: stale, running (%.3f ms in 0.2 s)" % ((b.sim_ns - a.sim_ns) / 1e6))
+    # The leader falls silent: lost after StaleAfter.
+    check(wait_for(lambda: ctl(name, "status")[0]["status"]["distribute"]
+                   .get("awaiting_echo") is False, 10, 0.05),
+          "silent, the follower no longer waits for the echo")
+    time.sleep(0.1)
+    a = clk.info()
+    time.sleep(0.3)
+    b = clk.info()
+    print("# lost while waiting for the echo: %.3f ms in 0.3 s, paused %s"
+          % ((b.sim_ns - a.sim_ns) / 1e6, b.paused), flush=True)
+    check(b.stale and b.paused and b.sim_ns == a.sim_ns,
+          "... its readers stop (OnLeaderLoss hold): %.3f ms in 0.3 s" % ((b.sim_ns - a.sim_ns) / 1e6))
     clk.close()
     rogue.stdin.close()
     rogue.wait(10)
@@ -1325,6 +1363,7 @@ def main():
     rogue_ack_phase()
     echo_phase()
     echo_staged_phase()
+    echo_lost_phase()
     fuzz_phase()
     pipeline_phase()
 
