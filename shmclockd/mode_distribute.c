@@ -2169,6 +2169,7 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 				d->members[i].left = true;
 				d->members[i].left_at = now;
 				d->members[i].left_written = a->written_ns;
+				d->api->dist_echo_forget(d->r, a->follower);
 				log_msg(LOG_INFO, "distribute: follower %s left clock '%s' (stale, or "
 						  "stopping): not waited for", a->follower, d->clock);
 			}
@@ -2208,6 +2209,8 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 			return 0;
 		}
 		m = free_slot;
+		if (m->id[0] && strcmp(m->id, a->follower))
+			d->api->dist_echo_forget(d->r, m->id); /* gone: its echoes too */
 		memset(m, 0, sizeof(*m));
 		snprintf(m->id, sizeof(m->id), "%s", a->follower);
 		m->used = true;

@@ -463,6 +463,20 @@ static int dist_echo(struct ros2 *r, const struct dist_ack *a)
 	return dds_write(r->echo_writer, &m) < 0 ? -EIO : 0;
 }
 
+/* A follower gone (left, or its slot taken by another): its echo
+ * instance let go, or the writer would keep one per follower run. */
+static void dist_echo_forget(struct ros2 *r, const char *follower)
+{
+	shmclock_TimeEcho m;
+
+	if (r->echo_writer <= 0 || !follower[0])
+		return;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.clock, sizeof(m.clock), "%s", r->dist_clock);
+	snprintf(m.follower, sizeof(m.follower), "%s", follower);
+	dds_unregister_instance(r->echo_writer, &m); /* never echoed: nothing to let go */
+}
+
 /* The follower: the echoes of the leases, each to host->ack (a->echo). */
 static void echo_take(struct ros2 *r)
 {
@@ -795,6 +809,7 @@ __attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api 
 	.dist_publish = dist_publish,
 	.dist_ack = dist_ack,
 	.dist_echo = dist_echo,
+	.dist_echo_forget = dist_echo_forget,
 	.dist_follow = dist_follow,
 	.dist_get_stats = dist_get_stats,
 	.stop = ros2_stop,

@@ -142,8 +142,10 @@ struct ros2_api {
 	 * best effort (an announcement's, repeated with it) or @reliable (the
 	 * lease, which must not lapse for a lost sample) ... */
 	int (*dist_ack)(struct ros2 *r, const struct dist_ack *a, bool reliable);
-	/* ... a leader's echo of a lease (a->echo; reliably) ... */
+	/* ... a leader's echo of a lease (a->echo; reliably), and the end of
+	 * the echoes to @follower (gone: its instance let go) ... */
 	int (*dist_echo)(struct ros2 *r, const struct dist_ack *a);
+	void (*dist_echo_forget)(struct ros2 *r, const char *follower);
 	/* ... and the follower: every sample of @clock goes to host->function,
 	 * every echo to host->ack; host->stale(true) after @stale_ns without one (0: three of the
 	 * leader's heartbeats). A thread. */

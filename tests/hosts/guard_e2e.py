@@ -154,9 +154,17 @@ def start_rogue(wire):
         rogue.stdin.write("match\n")
         rogue.stdin.flush()
         return rogue.stdout.readline().strip() == "ok"
+    def echostate(follower):
+        """A leader's echoes to @follower as a reader sees them: "alive",
+        "gone" or "none"."""
+        rogue.stdin.write("echostate %s\n" % follower)
+        rogue.stdin.flush()
+        out = rogue.stdout.readline().split()
+        return out[1] if out[:1] == ["ok"] else "error"
     send.ack = ack
     send.echo = echo
     send.match = match
+    send.echostate = echostate
     return rogue, send
 
 
@@ -620,11 +628,13 @@ def lease_phase():
                                        "Distribute": {"Publish": True, "Clock": wire}})
     fname, fp = start("lease-follower", {"TimeSource": "leader",
                                          "Distribute": {"Clock": wire, "StaleAfter": "1s"}})
+    rogue, watch = start_rogue(wire)  # a reader of the leader's echoes
     lc, fc = shmclock.Clock(lname), shmclock.Clock(fname)
     check(wait_for(lambda: fc.info().initialized and not fc.info().stale, 20),
           "the follower follows the leader")
     check(wait_for(lambda: ctl(lname, "status")[0]["status"]["distribute"].get("followers"), 10),
           "the leader waits for it (a member)")
+    fid = ctl(lname, "status")[0]["status"]["distribute"]["followers"][0]["id"]
     fp.send_signal(signal.SIGSTOP)
     try:
         r, dt = ctl(lname, "pause")
@@ -664,6 +674,8 @@ def lease_phase():
         return open(os.path.join(rtdir, "lease-leader.log")).read().count("left clock")
 
     before = leaves()  # it left once already, when its lease ran out
+    check(wait_for(lambda: watch.echostate(fid) == "alive", 10),
+          "the leader echoes the follower's leases (%s)" % watch.echostate(fid))
     stop_timed(fp)
     # The leave is what the leader logs: a member whose lease ran out is
     # "lost". No real-time bound: once it logged the leave, the next change
@@ -671,6 +683,9 @@ def lease_phase():
     # that does not answer).
     check(wait_for(lambda: leaves() > before, 10),
           "a follower that stops says it leaves (the leader's log)")
+    # Its echoes' instance is let go (the leader kept one per follower run).
+    check(wait_for(lambda: watch.echostate(fid) == "gone", 10),
+          "the leader lets the echoes to a follower that left go (%s)" % watch.echostate(fid))
     ld = ctl(lname, "status")[0]["status"]["distribute"]
     check(not ld.get("followers"), "the leader no longer waits for it (%s)" % ld.get("followers"))
     r, dt = ctl(lname, "resume")
@@ -730,6 +745,8 @@ def lease_phase():
     stop_timed(s2)
     lc.close()
     fc.close()
+    rogue.stdin.close()
+    rogue.wait(10)
 
 
 def off_function(clk, fn):

@@ -25,7 +25,10 @@
  * every follower whose lease it took instead (a forged one). Or
  *   match
  * waits up to 10 s until a reader (a follower) matched its TimeFunction
- * writer, so that the next sample reaches it at once. It answers
+ * writer, so that the next sample reaches it at once. Or
+ *   echostate FOLLOWER
+ * what a leader's echoes to FOLLOWER are, as a follower's reader sees them:
+ * "alive", "gone" (the leader let the instance go) or "none". It answers
  * "ok" (an echo: "ok N", N the echoes written) or "error" on stdout after
  * each; end of input ends it.
  */
@@ -43,7 +46,7 @@
 
 int main(int argc, char **argv)
 {
-	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic, ewr;
+	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic, ewr, erd;
 	dds_qos_t *q;
 	char line[512];
 	uint64_t seq = 0;
@@ -82,8 +85,9 @@ int main(int argc, char **argv)
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
 	etopic = dds_create_topic(pp, &shmclock_TimeEcho_desc, "shmclock_TimeEcho", NULL, NULL);
 	ewr = etopic < 0 ? etopic : dds_create_writer(pp, etopic, q, NULL);
+	erd = etopic < 0 ? etopic : dds_create_reader(pp, etopic, q, NULL);
 	dds_delete_qos(q);
-	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || ewr < 0) {
+	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || ewr < 0 || erd < 0) {
 		fprintf(stderr, "rogue-publisher: no writer\n");
 		dds_delete(pp);
 		return 1;
@@ -96,6 +100,29 @@ int main(int argc, char **argv)
 
 		int n;
 
+		if (!strncmp(line, "echostate ", 10)) {
+			shmclock_TimeEcho k;
+			void *ptrs[1] = { 0 };
+			dds_sample_info_t info;
+			dds_instance_handle_t h;
+			const char *state = "none";
+
+			memset(&k, 0, sizeof(k));
+			snprintf(k.clock, sizeof(k.clock), "%s", argv[2]);
+			if (sscanf(line + 10, "%96s", k.follower) != 1) {
+				puts("error: bad echostate line");
+				fflush(stdout);
+				continue;
+			}
+			h = dds_lookup_instance(erd, &k);
+			if (h && dds_read_instance(erd, ptrs, &info, 1, 1, h) == 1) {
+				state = info.instance_state == DDS_IST_ALIVE ? "alive" : "gone";
+				dds_return_loan(erd, ptrs, 1);
+			}
+			printf("ok %s\n", state);
+			fflush(stdout);
+			continue;
+		}
 		if (!strcmp(line, "match\n")) {
 			dds_publication_matched_status_t st = { 0 };
 
