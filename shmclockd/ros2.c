@@ -365,6 +365,17 @@ static int ack_topic(struct ros2 *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* A TimeAck's or TimeEcho's names and term, into @a (the rest 0). */
+static void ack_names(struct dist_ack *a, const char *clock, const char *follower,
+		      const char *leader, uint64_t term)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->clock, sizeof(a->clock), "%s", clock);
+	snprintf(a->follower, sizeof(a->follower), "%s", follower);
+	snprintf(a->leader, sizeof(a->leader), "%s", leader);
+	a->term = term;
+}
+
 /* The leader's acknowledgements: each to host->ack. */
 /* @reliable: from the reader that only a reliable writer matches (leases,
  * leaves; the other reader takes those too, and the acknowledgements). */
@@ -380,11 +391,7 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable)
 
 		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
 			continue;
-		memset(&a, 0, sizeof(a));
-		snprintf(a.clock, sizeof(a.clock), "%s", m->clock);
-		snprintf(a.follower, sizeof(a.follower), "%s", m->follower);
-		snprintf(a.leader, sizeof(a.leader), "%s", m->leader);
-		a.term = m->term;
+		ack_names(&a, m->clock, m->follower, m->leader, m->term);
 		a.plan = m->plan;
 		a.acked = m->acked;
 		a.committed = m->committed;
@@ -490,11 +497,7 @@ static void echo_take(struct ros2 *r)
 
 		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
 			continue;
-		memset(&a, 0, sizeof(a));
-		snprintf(a.clock, sizeof(a.clock), "%s", m->clock);
-		snprintf(a.follower, sizeof(a.follower), "%s", m->follower);
-		snprintf(a.leader, sizeof(a.leader), "%s", m->leader);
-		a.term = m->term;
+		ack_names(&a, m->clock, m->follower, m->leader, m->term);
 		a.written_ns = m->written_ns;
 		a.acked = m->change;
 		a.echo = true;
