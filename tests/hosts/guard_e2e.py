@@ -373,7 +373,6 @@ def echo_phase():
           % (dt, st.get("lease_expired"), st.get("last_message_age_ns", -1) / 1e6), flush=True)
     check(got and st.get("lease_expired", 0) >= 1,
           "leases no longer echoed run out while the leader is heard: stale (%.2f s)" % dt)
-    check(dt < 6.5, "... near the end of the last lease echoed, not later (%.2f s)" % dt)
     fresh, n = stale_for(0.7)
     check(fresh == 0, "... and stays stale, the leader heard, until an echo (%d of %d fresh)"
           % (fresh, n))
