@@ -1282,6 +1282,26 @@ static void admit_check(struct dist *d, const struct clock_env *env)
 		return; /* (a lease run out meanwhile: the next echo) */
 	admit_set(d, false);
 	lease_let_go(d, env); /* a commit of its own: the lease's end opened again after */
+	/* What readers show may be off the leader's function: a change that
+	 * arrived after its instant while this follower waited (the leader
+	 * did not wait for it then) is held, never backwards, at what its
+	 * readers saw, stale (paused there for ever). Fresh means on the
+	 * leader's function: taken again, a jump where it is off. */
+	{
+		int64_t now = mono_ns(), e_mono = d->cur.effective_ns - d->off, v = 0;
+		bool still = d->cur.flags & (DIST_F_PAUSED | DIST_F_STEPPED);
+		int64_t want = shmclock_static_eval(e_mono, d->cur.sim_base_ns, still ? 0 : d->cur.mult, now);
+		unsigned fl = (d->cur.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
+			      (d->cur.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0);
+
+		if (d->have && !shmclock_writer_eval(env->w, now, &v) && llabs(v - want) > DIST_REANCHOR_NS) {
+			log_msg(LOG_INFO, "distribute: its readers were %.6f ms off the leader's function "
+					  "while it waited (a change heard late): taken again, a jump",
+				(double)(v - want) / 1e6);
+			shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns,
+						     mult_scale(d->cur.mult), fl | SHMCLOCK_FN_JUMP);
+		}
+	}
 	clock_env_set_stale(env, false);
 	log_msg(LOG_INFO, "distribute: leader %s counts this follower of clock '%s': fresh",
 		d->fn.leader, d->clock);
@@ -1959,7 +1979,8 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		d->skew_base = v; /* the least while it follows */
 		d->have_base = true;
 	}
-	if (new_leader && d->have && !stale) {
+	/* (Stale only while it joins, its leader speaks: the same rule.) */
+	if (new_leader && d->have && (!stale || d->admit_wait || d->rejoin)) {
 		/* Another leader while ours speaks: a dead one's history is
 		 * nothing; a live one is a conflict, and only a leader that
 		 * ranks above ours is followed (never back to a lower one). */
