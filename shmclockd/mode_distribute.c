@@ -451,6 +451,14 @@ static double mult_scale(uint64_t mult)
 	return (double)mult / 4294967296.0;
 }
 
+/* A function's flags on the wire (DIST_F_*) as the writer's
+ * (SHMCLOCK_FN_*): paused and stepped; the rest is the commit's own. */
+static unsigned fn_flags(uint32_t wire)
+{
+	return (wire & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
+	       (wire & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0);
+}
+
 static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int64_t now);
 static const struct clock_mode_ops mode_distribute_ops;
 
@@ -1291,8 +1299,7 @@ static void admit_check(struct dist *d, const struct clock_env *env)
 		int64_t now = mono_ns(), e_mono = d->cur.effective_ns - d->off, v = 0;
 		bool still = d->cur.flags & (DIST_F_PAUSED | DIST_F_STEPPED);
 		int64_t want = shmclock_static_eval(e_mono, d->cur.sim_base_ns, still ? 0 : d->cur.mult, now);
-		unsigned fl = (d->cur.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
-			      (d->cur.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0);
+		unsigned fl = fn_flags(d->cur.flags);
 
 		if (d->have && !shmclock_writer_eval(env->w, now, &v) && llabs(v - want) > DIST_REANCHOR_NS) {
 			log_msg(LOG_INFO, "distribute: its readers were %.6f ms off the leader's function "
@@ -2099,8 +2106,7 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	} else {
 		jump = fresh || f->jump_epoch != d->fn.jump_epoch;
 	}
-	fl = (f->flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
-	     (f->flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) | (jump ? SHMCLOCK_FN_JUMP : 0);
+	fl = fn_flags(f->flags) | (jump ? SHMCLOCK_FN_JUMP : 0);
 	/* Stale while it waits for its leader's echo (follower_fresh), or for
 	 * the function a rejoin took (a change after it, decided ahead). */
 	if (d->admit_wait || (fresh && (f->flags & DIST_F_ECHO)) || (!fresh && follower_stale(d, env)))
@@ -2301,8 +2307,7 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 			d->next_hb = now + d->hb_ns;
 		} else {
 			int64_t e_mono = d->cur.effective_ns - off;
-			unsigned fl = (d->cur.flags & DIST_F_PAUSED ? SHMCLOCK_FN_PAUSED : 0) |
-				      (d->cur.flags & DIST_F_STEPPED ? SHMCLOCK_FN_STEPPED : 0) |
+			unsigned fl = fn_flags(d->cur.flags) |
 				      (atomic_load_explicit(env->stale, memory_order_relaxed)
 					       ? SHMCLOCK_FN_STALE : 0);
 
