@@ -376,34 +376,69 @@ static void ack_names(struct dist_ack *a, const char *clock, const char *followe
 	a->term = term;
 }
 
-/* The leader's acknowledgements: each to host->ack. */
-/* @reliable: from the reader that only a reliable writer matches (leases,
- * leaves; the other reader takes those too, and the acknowledgements). */
-static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable)
+/* The four names and the term of a TimeAck or a TimeEcho to be written
+ * (both types spell them alike) from @a. */
+#define WIRE_NAMES(m, a)                                                       \
+	do {                                                                   \
+		snprintf((m)->clock, sizeof((m)->clock), "%s", (a)->clock);       \
+		snprintf((m)->follower, sizeof((m)->follower), "%s", (a)->follower); \
+		snprintf((m)->leader, sizeof((m)->leader), "%s", (a)->leader);    \
+		(m)->term = (a)->term;                                         \
+	} while (0)
+
+/* A TimeAck (@echo false) or a TimeEcho taken, as the host's dist_ack;
+ * false when it is not this clock's. */
+static bool ack_from_wire(const struct ros2 *r, const void *sample, const dds_sample_info_t *info,
+			  bool echo, struct dist_ack *a)
+{
+	if (echo) {
+		const shmclock_TimeEcho *m = sample;
+
+		if (strcmp(m->clock, r->dist_clock))
+			return false;
+		ack_names(a, m->clock, m->follower, m->leader, m->term);
+		a->written_ns = m->written_ns;
+		a->acked = m->change;
+		a->echo = true;
+	} else {
+		const shmclock_TimeAck *m = sample;
+
+		if (strcmp(m->clock, r->dist_clock))
+			return false;
+		ack_names(a, m->clock, m->follower, m->leader, m->term);
+		a->plan = m->plan;
+		a->acked = m->acked;
+		a->committed = m->committed;
+		a->lease_ns = m->lease_ns;
+		a->late = m->late;
+		a->refused = m->refused;
+		a->holds = m->holds;
+		a->written_ns = info->source_timestamp;
+	}
+	return true;
+}
+
+/* Everything @cond holds, each to host->ack: the leader's
+ * acknowledgements (@echo false; @reliable: from the reader that only a
+ * reliable writer matches, leases and leaves; the other reader takes
+ * those too, and the acknowledgements), or the follower's echoes. */
+static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable, bool echo)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
 	int n = dds_take(cond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
 
 	for (int i = 0; i < n; i++) {
-		const shmclock_TimeAck *m = ptrs[i];
 		struct dist_ack a;
 
-		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
+		if (!infos[i].valid_data || !ack_from_wire(r, ptrs[i], &infos[i], echo, &a))
 			continue;
-		ack_names(&a, m->clock, m->follower, m->leader, m->term);
-		a.plan = m->plan;
-		a.acked = m->acked;
-		a.committed = m->committed;
-		a.lease_ns = m->lease_ns;
-		a.late = m->late;
-		a.refused = m->refused;
-		a.holds = m->holds;
 		a.reliable = reliable;
-		a.written_ns = infos[i].source_timestamp;
-		pthread_mutex_lock(&r->mu);
-		r->acks_received++;
-		pthread_mutex_unlock(&r->mu);
+		if (!echo) {
+			pthread_mutex_lock(&r->mu);
+			r->acks_received++;
+			pthread_mutex_unlock(&r->mu);
+		}
 		r->host.ack(r->host.ctx, &a);
 	}
 	if (n > 0)
@@ -412,8 +447,8 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable)
 
 static void ack_take(struct ros2 *r)
 {
-	ack_take_from(r, r->acks.readcond2, false);
-	ack_take_from(r, r->acks.readcond, true);
+	ack_take_from(r, r->acks.readcond2, false, false);
+	ack_take_from(r, r->acks.readcond, true, false);
 }
 
 static void *ack_main(void *arg)
@@ -433,10 +468,7 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 	if (w <= 0)
 		return -ENOTCONN;
 	memset(&m, 0, sizeof(m));
-	snprintf(m.clock, sizeof(m.clock), "%s", a->clock);
-	snprintf(m.follower, sizeof(m.follower), "%s", a->follower);
-	snprintf(m.leader, sizeof(m.leader), "%s", a->leader);
-	m.term = a->term;
+	WIRE_NAMES(&m, a);
 	m.plan = a->plan;
 	m.acked = a->acked;
 	m.committed = a->committed;
@@ -461,10 +493,7 @@ static int dist_echo(struct ros2 *r, const struct dist_ack *a)
 	if (r->echo_writer <= 0)
 		return -ENOTCONN;
 	memset(&m, 0, sizeof(m));
-	snprintf(m.clock, sizeof(m.clock), "%s", a->clock);
-	snprintf(m.follower, sizeof(m.follower), "%s", a->follower);
-	snprintf(m.leader, sizeof(m.leader), "%s", a->leader);
-	m.term = a->term;
+	WIRE_NAMES(&m, a);
 	m.written_ns = a->written_ns;
 	m.change = a->acked;
 	return dds_write(r->echo_writer, &m) < 0 ? -EIO : 0;
@@ -482,29 +511,6 @@ static void dist_echo_forget(struct ros2 *r, const char *follower)
 	snprintf(m.clock, sizeof(m.clock), "%s", r->dist_clock);
 	snprintf(m.follower, sizeof(m.follower), "%s", follower);
 	dds_unregister_instance(r->echo_writer, &m); /* never echoed: nothing to let go */
-}
-
-/* The follower: the echoes of the leases, each to host->ack (a->echo). */
-static void echo_take(struct ros2 *r)
-{
-	void *ptrs[ROS2_TAKE_MAX] = { 0 };
-	dds_sample_info_t infos[ROS2_TAKE_MAX];
-	int n = dds_take(r->echo_cond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
-
-	for (int i = 0; i < n; i++) {
-		const shmclock_TimeEcho *m = ptrs[i];
-		struct dist_ack a;
-
-		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
-			continue;
-		ack_names(&a, m->clock, m->follower, m->leader, m->term);
-		a.written_ns = m->written_ns;
-		a.acked = m->change;
-		a.echo = true;
-		r->host.ack(r->host.ctx, &a);
-	}
-	if (n > 0)
-		dds_return_loan(r->echo_cond, ptrs, n);
 }
 
 static int dist_topic(struct ros2 *r, char *err, size_t errlen)
@@ -702,7 +708,7 @@ static void *dist_main(void *arg)
 
 		dist_take(r);
 		if (r->echo_cond > 0)
-			echo_take(r);
+			ack_take_from(r, r->echo_cond, false, true);
 		pthread_mutex_lock(&r->mu);
 		limit = r->dist_stale_ns > 0 ? r->dist_stale_ns : 3 * r->dist_hb_ns;
 		if (!r->dist_stale && r->dist_last_mono >= 0 && limit > 0 &&
