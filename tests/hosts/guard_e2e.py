@@ -188,6 +188,28 @@ def rogue_follower(tag, leader, stale_after):
           "the follower takes function 1")
     return name, p, rogue, rogue_send, clk, t0
 
+
+def echo_follower(tag, stale_after="2s"):
+    """A follower (StaleAfter @stale_after) and the rogue publisher on a
+    wire of their own, the follower's reader matched: (name, process,
+    rogue, send)."""
+    wire = "guard-%s-%s" % (tag, RUN)
+    name, p = start(tag, {"TimeSource": "leader",
+                          "Distribute": {"Clock": wire, "StaleAfter": stale_after}})
+    rogue, send = start_rogue(wire)
+    check(send.match(), "the rogue's writer matched the follower")
+    return name, p, rogue, send
+
+
+def finish(clk, rogue, p):
+    """The end of a phase: @clk closed (if any), the rogue publisher
+    ended, the daemon stopped in time."""
+    if clk is not None:
+        clk.close()
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
 def rogue_phase():
     wire = "guard-wire-" + RUN
     name, p = start("follower", {"TimeSource": "leader",
@@ -295,10 +317,7 @@ def rejoin_phase():
     want = held + time.clock_gettime_ns(time.CLOCK_REALTIME) - t3
     check(got and abs(i.sim_ns - want) < 100_000_000,
           "from the instant it follows function 3 (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def echo_phase():
@@ -310,10 +329,7 @@ def echo_phase():
     of the last lease echoed, stale, while it still hears the leader; an
     echo again makes it fresh again. Before: fresh at once, and for as long
     as it heard the leader."""
-    wire = "guard-echo-" + RUN
-    name, p = start("echo", {"TimeSource": "leader",
-                             "Distribute": {"Clock": wire, "StaleAfter": "2s"}})
-    rogue, send = start_rogue(wire)
+    name, p, rogue, send = echo_follower("echo")
     lead = "rogue/7"
     t0 = real()
     fn = {"change": 1, "at": t0, "base": 0}
@@ -382,10 +398,7 @@ def echo_phase():
     i, want = clk.info(), real() - t0
     check(ok and abs(i.sim_ns - want) < 100_000_000,
           "echoed again, it follows again (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def echo_late_phase():
@@ -395,12 +408,8 @@ def echo_late_phase():
     held there for ever. Once echoed, fresh means on the leader's function:
     taken again, a jump. (A first version cleared the stale mark alone: a
     CI run under ASan had 371 readings 2.8 ms ahead of a pause, fresh.)"""
-    wire = "guard-echolate-" + RUN
-    name, p = start("echolate", {"TimeSource": "leader",
-                                 "Distribute": {"Clock": wire, "StaleAfter": "2s"}})
-    rogue, send = start_rogue(wire)
+    name, p, rogue, send = echo_follower("echolate")
     lead = "rogue/10"
-    check(send.match(), "the rogue's writer matched the follower")
     t0 = real()
     fn = {"change": 1, "at": t0, "base": 0, "flags": 8}
 
@@ -427,10 +436,7 @@ def echo_late_phase():
     check(ok and i.paused and abs(i.sim_ns - (at - t0)) <= 1000 and i.jump_epoch > held.jump_epoch,
           "echoed, fresh on the leader's pause, a jump (%.3f ms off)"
           % ((i.sim_ns - (at - t0)) / 1e6))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def echo_lost_phase():
@@ -438,12 +444,8 @@ def echo_lost_phase():
     running on the leader's function): its readers stop there, as
     OnLeaderLoss "hold" says (a first version left them running, stale, for
     ever: the clock was marked stale already)."""
-    wire = "guard-echolost-" + RUN
-    name, p = start("echolost", {"TimeSource": "leader",
-                                 "Distribute": {"Clock": wire, "StaleAfter": "600ms"}})
-    rogue, send = start_rogue(wire)
+    name, p, rogue, send = echo_follower("echolost", "600ms")
     lead = "rogue/9"
-    check(send.match(), "the rogue's writer matched the follower")
     t0 = real()
     clk = shmclock.Clock(name)
     check(wait_for(lambda: send(lead, 1, t0, 0, flags=8) and clk.info().initialized, 10, 0.05),
@@ -465,10 +467,7 @@ def echo_lost_phase():
           % ((b.sim_ns - a.sim_ns) / 1e6, b.paused), flush=True)
     check(b.stale and b.paused and b.sim_ns == a.sim_ns,
           "... its readers stop (OnLeaderLoss hold): %.3f ms in 0.3 s" % ((b.sim_ns - a.sim_ns) / 1e6))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def echo_staged_phase():
@@ -481,17 +480,12 @@ def echo_staged_phase():
     first instant: on a machine too loaded for that, tried again (at most
     four times, said)."""
     for attempt in range(4):
-        tag = "echost%d" % attempt
-        wire = "guard-%s-%s" % (tag, RUN)
-        name, p = start(tag, {"TimeSource": "leader",
-                              "Distribute": {"Clock": wire, "StaleAfter": "2s"}})
-        rogue, send = start_rogue(wire)
+        name, p, rogue, send = echo_follower("echost%d" % attempt)
         lead = "rogue/8"
 
         def queued(n, until):
             return wait_for(lambda: real() < until and ctl(name, "status")[0]["status"]
                             ["distribute"].get("queued", 0) >= n, 5, 0.01) and real() < until
-        check(send.match(), "the rogue's writer matched the follower")
         t0 = real()
         t1, t2 = t0 + 1_200_000_000, t0 + 1_700_000_000
         ok = send(lead, 1, t1, 0, flags=8) and queued(1, t1 - 400_000_000)
@@ -500,9 +494,7 @@ def echo_staged_phase():
             break
         print("# attempt %d: the follower did not queue both functions well before the first "
               "instant (a loaded machine): again" % attempt, flush=True)
-        rogue.stdin.close()
-        rogue.wait(10)
-        stop_timed(p)
+        finish(None, rogue, p)
     check(ok, "the follower queues both functions before the first one's instant")
     clk = shmclock.Clock(name)
     fresh = n = 0
@@ -520,10 +512,7 @@ def echo_staged_phase():
     i, want = clk.info(), 500_000_000 + real() - t2
     check(ok and abs(i.sim_ns - want) < 100_000_000,
           "echoed, fresh on function 2 (off by %.3f ms)" % ((i.sim_ns - want) / 1e6))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 # A reader in its own process: until its stdin closes, records every fresh
@@ -605,10 +594,7 @@ def backlog_phase():
           "back, it follows the leader (%s fresh readings)" % out.get("fresh"))
     check(out.get("off") == 0, "it never showed a function the leader had left, as fresh "
           "(%s readings off, the first %s)" % (out.get("off"), out.get("first")))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def rejoin_stopped_phase():
@@ -654,10 +640,7 @@ def rejoin_stopped_phase():
         rogue_send("rogue/8", 3, t3, v3)
         time.sleep(0.02)
     check(not clk.info().stale, "continued, it follows again")
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def lease_phase():
@@ -885,10 +868,7 @@ def late_thread_phase():
     st = dist()
     check(st.get("ran_past_instant") == 0,
           "no change reached its instant unheld (%s)" % st.get("ran_past_instant"))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def moved_hold_phase():
@@ -945,10 +925,7 @@ def moved_hold_phase():
     i, off = off_function(clk, lambda t: (t3 - t0) + (t - t3) // 2)
     check(ok and off < 2_000_000,
           "then it follows change 2 from the new instant (off by %.3f ms)" % (off / 1e6))
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def lost_held_phase():
@@ -998,10 +975,7 @@ def lost_held_phase():
         else:
             check(abs(a.sim_ns - where) < 1_000_000,
                   "%s: at the instant held (%.3f ms off)" % (tag, (a.sim_ns - where) / 1e6))
-        clk.close()
-        rogue.stdin.close()
-        rogue.wait(10)
-        stop_timed(p)
+        finish(clk, rogue, p)
     # A change decided ahead (a set 5 s back, a jump), then silence before
     # its instant: it stands (every host switches there), and the clock is
     # marked stale on it, paused there; not on the function before it (it
@@ -1030,10 +1004,7 @@ def lost_held_phase():
     else:
         print("# lost-staged: not decided ahead within 0.5 s (a busy machine): not asserted",
               flush=True)
-    clk.close()
-    rogue.stdin.close()
-    rogue.wait(10)
-    stop_timed(p)
+    finish(clk, rogue, p)
 
 
 def rogue_ack_phase():
