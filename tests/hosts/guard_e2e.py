@@ -141,12 +141,14 @@ def start_rogue(wire):
                              " %d" % age if best_effort else ""))
         rogue.stdin.flush()
         return rogue.stdout.readline().strip() == "ok"
-    def echo(leader, term, change, forged=None):
+    def echo(leader, term, change, forged=None, count=1):
         """Echoes the leases the rogue took since its last echo (waiting up
         to 3 s for one), as @leader's of @term that announced @change; with
-        @forged, that stamp instead of each lease's. The echoes written."""
+        @forged, @count echoes stamped from @forged on instead of each
+        lease's. The echoes written."""
         rogue.stdin.write("echo %s %d %d%s\n" % (leader, term, change,
-                                                 "" if forged is None else " %d" % forged))
+                                                 "" if forged is None else
+                                                 " %d %d" % (forged, count)))
         rogue.stdin.flush()
         out = rogue.stdout.readline().split()
         return int(out[1]) if out[:1] == ["ok"] else 0
@@ -467,6 +469,73 @@ def echo_lost_phase():
           % ((b.sim_ns - a.sim_ns) / 1e6, b.paused), flush=True)
     check(b.stale and b.paused and b.sim_ns == a.sim_ns,
           "... its readers stop (OnLeaderLoss hold): %.3f ms in 0.3 s" % ((b.sim_ns - a.sim_ns) / 1e6))
+    finish(clk, rogue, p)
+
+
+def echo_flood_phase():
+    """A flood of forged echoes at an admitted follower (stamps it never
+    wrote, 20,000 in a row, as its leader's, from a second publisher)
+    while its leader goes on: none counts (its echo count stays), its
+    control socket answers throughout, and its readings stay on the
+    leader's function, fresh."""
+    name, p, rogue, send = echo_follower("echoflood", "5s")
+    flooder, flood = start_rogue("guard-echoflood-" + RUN)
+    lead = "rogue/11"
+    t0 = real()
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: send(lead, 1, t0, 0, flags=8) and clk.info().initialized, 10, 0.05),
+          "the follower takes function 1")
+    check(wait_for(lambda: send(lead, 1, t0, 0, flags=8) and send.echo(lead, 1, 1) >= 0
+                   and not clk.info().stale, 10, 0.1), "echoed, it is fresh")
+    check(flood.match(), "the flooder's writer matched the follower")
+    done = threading.Event()
+    seen = {"worst_ctl": 0.0, "stale": 0, "off": 0, "reads": 0, "real": 0}
+
+    def leader():
+        """The leader goes on: a heartbeat, then the leases taken since
+        echoed (it waits up to 3 s for one: StaleAfter 5 s)."""
+        while not done.is_set():
+            send(lead, 1, t0, 0, flags=8)
+            seen["real"] += send.echo(lead, 1, 1)
+
+    def watch():
+        while not done.is_set():
+            t = time.monotonic()
+            ctl(name, "status")
+            seen["worst_ctl"] = max(seen["worst_ctl"], time.monotonic() - t)
+            i, off = off_function(clk, lambda r: r - t0)
+            seen["reads"] += 1
+            seen["stale"] += i.stale
+            seen["off"] += not i.stale and off > 1000
+            time.sleep(0.01)
+    before = ctl(name, "status")[0]["status"]["distribute"].get("echoes", 0)
+    ths = [threading.Thread(target=leader), threading.Thread(target=watch)]
+    for th in ths:
+        th.start()
+    time.sleep(0.5)
+    t = time.monotonic()
+    written = flood.echo(lead, 1, 1, forged=1, count=20000)
+    took = time.monotonic() - t
+    time.sleep(1.0)
+    done.set()
+    for th in ths:
+        th.join()
+    time.sleep(0.2)
+    counted = ctl(name, "status")[0]["status"]["distribute"].get("echoes", 0) - before
+    print("# %d forged echoes in %.2f s while the leader went on: %d echoes counted, the leader "
+          "wrote %d; status at worst %.1f ms; %d readings, %d stale, %d fresh and off the "
+          "function" % (written, took, counted, seen["real"], seen["worst_ctl"] * 1e3,
+                        seen["reads"], seen["stale"], seen["off"]), flush=True)
+    check(written >= 20000, "the flooder floods (%d forged echoes written)" % written)
+    check(counted <= seen["real"],
+          "no forged echo counts (%d counted, %d real ones written)" % (counted, seen["real"]))
+    check(seen["worst_ctl"] < 1.0, "status answers within 1 s throughout (worst %.1f ms)"
+          % (seen["worst_ctl"] * 1e3))
+    check(seen["reads"] > 0 and seen["stale"] == 0 and seen["off"] == 0,
+          "its readings stay fresh and on the function (%d stale, %d off, of %d)"
+          % (seen["stale"], seen["off"], seen["reads"]))
+    flooder.stdin.close()
+    flooder.wait(10)
     finish(clk, rogue, p)
 
 
@@ -1395,6 +1464,7 @@ def main():
     lost_held_phase()
     rogue_ack_phase()
     echo_phase()
+    echo_flood_phase()
     echo_staged_phase()
     echo_lost_phase()
     echo_late_phase()

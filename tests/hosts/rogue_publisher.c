@@ -18,11 +18,12 @@
  * best effort, as an acknowledgement, with one more field: AGE_NS, how
  * long before now it says it was written (its source timestamp). Or a
  * leader's echo of leases:
- *   echo LEADER TERM CHANGE [WRITTEN_NS]
+ *   echo LEADER TERM CHANGE [WRITTEN_NS [COUNT]]
  * echoes each lease (a reliable TimeAck with a lease) of the clock taken
  * since the last "echo", waiting up to 3 s for one, as LEADER's of TERM
  * that announced CHANGE; with WRITTEN_NS, one echo with that stamp to
- * every follower whose lease it took instead (a forged one). Or
+ * every follower whose lease it took instead (a forged one); with COUNT,
+ * COUNT of them, stamped WRITTEN_NS, WRITTEN_NS + 1, ... (a flood). Or
  *   match
  * waits up to 10 s until a reader (a follower) matched its TimeFunction
  * writer, so that the next sample reaches it at once. Or
@@ -139,12 +140,12 @@ int main(int argc, char **argv)
 			shmclock_TimeEcho e;
 			char lead[97];
 			int64_t forged = 0;
-			int written = 0;
+			int written = 0, count = 1;
 
 			memset(&e, 0, sizeof(e));
-			n = sscanf(line + 5, "%96s %" SCNu64 " %" SCNu64 " %" SCNd64, lead, &e.term,
-				   &e.change, &forged);
-			if (n < 3) {
+			n = sscanf(line + 5, "%96s %" SCNu64 " %" SCNu64 " %" SCNd64 " %d", lead, &e.term,
+				   &e.change, &forged, &count);
+			if (n < 3 || count < 1) {
 				puts("error: bad echo line");
 				fflush(stdout);
 				continue;
@@ -163,8 +164,10 @@ int main(int argc, char **argv)
 					    a->lease_ns <= 0)
 						continue;
 					snprintf(e.follower, sizeof(e.follower), "%s", a->follower);
-					e.written_ns = n == 4 ? forged : infos[i].source_timestamp;
-					written += dds_write(ewr, &e) >= 0;
+					for (int j = 0; j < (n >= 4 ? count : 1); j++) {
+						e.written_ns = n >= 4 ? forged + j : infos[i].source_timestamp;
+						written += dds_write(ewr, &e) >= 0;
+					}
 				}
 				if (k > 0)
 					dds_return_loan(ard, ptrs, k);
