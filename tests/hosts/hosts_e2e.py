@@ -24,7 +24,10 @@ minus leader time at the same instant measures the protocol alone.
   leader's way to a follower cut (one way) 0.9 s, four times, while the
   leader makes a change every 20 ms: the follower is stale each time and
   fresh once its lease is echoed, and never off the leader's function
-  while not stale.
+  while not stale; then 12 followers start at once (6 under a sanitizer)
+  while the leader makes a change every 20 ms: each is stale until its
+  lease is echoed, then fresh, never off the leader's function while not
+  stale; stopped at once, the leader lets them all go.
 
 Needs root (ip netns, tc). Exit 77 with the reason when a capability is
 missing. Environment: SHMCLOCKD, PYTHONPATH (the built module), SANITIZE.
@@ -58,6 +61,8 @@ LOSSY_COMMANDS = int(os.environ.get("HOSTS_LOSSY_COMMANDS", 200 if SANITIZED els
 # ... and from several clients at once, so that changes queue on the leader.
 PIPELINED_COMMANDS = int(os.environ.get("HOSTS_PIPELINED_COMMANDS", 120 if SANITIZED else 200))
 PIPELINED_CLIENTS = 4
+# Followers that start at once (storm_phase).
+STORM = int(os.environ.get("HOSTS_STORM", 6 if SANITIZED else 12))
 SEC = 1_000_000_000
 MS = 1_000_000
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
@@ -745,6 +750,25 @@ def link_drop_phase(leader, followers):
         c.close()
 
 
+def changes_every(leader, secs):
+    """Random changes on @leader, one every @secs, in a thread until the
+    event returned is set: (event, thread, the changes refused)."""
+    done, refused = threading.Event(), []
+
+    def changes():
+        paused = shmclock.Clock(leader).info().paused
+        while not done.is_set():
+            cmd, kw = random_command(paused)
+            r = ctl(leader, cmd, **kw)
+            if not r.get("ok"):
+                refused.append((cmd, r))
+            paused = cmd == "pause" or (paused and cmd != "resume")
+            time.sleep(secs)
+    th = threading.Thread(target=changes)
+    th.start()
+    return done, th, refused
+
+
 def oneway_phase(leader, followers):
     """A follower that stops hearing its leader while the leader still
     hears it (one way, 0.9 s, four times) while the leader makes a change
@@ -755,26 +779,12 @@ def oneway_phase(leader, followers):
     not stale. (Fresh at once on its return, it could show the function
     before a change decided without it past that change's instant: a CI
     run under ASan, 747 readings 23.6 ms ahead.)"""
-    import threading
     gone = followers[1]
     hub = start_hub(0.0, 0.0, 0.0)
     stop, q = mp.Event(), mp.Queue()
     sampler = mp.Process(target=sampler_main, args=(leader, [gone], stop, q))
     sampler.start()
-    done = threading.Event()
-    refused = []
-
-    def changes():
-        paused = shmclock.Clock(leader).info().paused
-        while not done.is_set():
-            cmd, kw = random_command(paused)
-            r = ctl(leader, cmd, **kw)
-            if not r.get("ok"):
-                refused.append((cmd, r))
-            paused = cmd == "pause" or (paused and cmd != "resume")
-            time.sleep(0.02)
-    th = threading.Thread(target=changes)
-    th.start()
+    done, th, refused = changes_every(leader, 0.02)
     gc = shmclock.Clock(gone)
     stale = back = 0
     worst = 0.0
@@ -819,6 +829,84 @@ def oneway_phase(leader, followers):
                                                    max(outside, key=abs) if outside else 0))
     check(after.get("echoes", 0) > before.get("echoes", 0),
           "its leases were echoed (%s -> %s)" % (before.get("echoes"), after.get("echoes")))
+
+
+def storm_phase(leader, cfg_follower):
+    """STORM followers start at once, half on each follower host, while
+    the leader makes a change every 20 ms: each is stale until the leader
+    echoes its lease, then fresh, and never off the leader's function
+    while not stale; the leader takes every change and counts them all;
+    stopped at once, each says it leaves and the leader lets them all go."""
+    base = len(dist(leader)["followers"])
+    echoes0 = dist(leader)
+    names = [None] * STORM
+    errors = []
+
+    def one(k):
+        try:
+            names[k] = start(HOSTS[1 + k % 2], "storm%d" % k, cfg_follower)
+        except Exception as e:  # said below, with the others
+            errors.append(repr(e))
+    done, th, refused = changes_every(leader, 0.02)
+    t0 = time.monotonic()
+    starters = [threading.Thread(target=one, args=(k,)) for k in range(STORM)]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join()
+    check(not errors, "%d followers start at once (%s)" % (STORM, errors[:1]))
+    if errors:
+        done.set()
+        th.join()
+        return
+    stop, q = mp.Event(), mp.Queue()
+    sampler = mp.Process(target=sampler_main, args=(leader, names, stop, q))
+    sampler.start()
+    cs = [shmclock.Clock(n) for n in names]
+    try:
+        fresh = wait_for(lambda: all(c.info().initialized and not c.info().stale for c in cs),
+                         90, 0.05)
+        took = time.monotonic() - t0
+        counted = wait_for(lambda: len(dist(leader)["followers"]) >= base + STORM, 30, 0.1)
+        time.sleep(1.0)  # changes decided with every one of them
+    finally:
+        done.set()
+        th.join()
+        stop.set()
+    n, nstale, across, outside = q.get(timeout=60)
+    sampler.join(10)
+    for c in cs:
+        c.close()
+    members = len(dist(leader)["followers"])
+    print("# %d followers started at once, a change every 20 ms: all fresh %.1f s after the "
+          "start, the leader counts %d members; %d samples (%d stale, %d across a jump): %d "
+          "outside by more than 1 us" % (STORM, took, members, n, nstale, across, len(outside)),
+          flush=True)
+    check(fresh, "every follower of the storm is fresh once its lease is echoed (%.1f s)" % took)
+    check(counted, "the leader counts every one of them (%d of %d)" % (members, base + STORM))
+    check(not refused, "the leader takes every change meanwhile (%s)" % refused[:1])
+    check(not outside, "no sample outside the leader's readings by more than 1 us while not "
+          "stale (%d of %d; worst %s ns)" % (len(outside), n,
+                                             max(outside, key=abs) if outside else 0))
+    # All stopped at once: each says it leaves.
+    ps = [procs.pop("storm%d" % k) for k in range(STORM)]
+    for p in ps:
+        p.send_signal(signal.SIGTERM)
+    codes = []
+    for p in ps:
+        try:
+            codes.append(p.wait(20))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait())
+    left = wait_for(lambda: len(dist(leader)["followers"]) == base, 10, 0.1)
+    after = dist(leader)
+    check(all(c == 0 for c in codes), "SIGTERM ends every one of them cleanly (%s)" % codes)
+    check(left, "the leader lets them all go (%d members, %d before the storm)"
+          % (len(after["followers"]), base))
+    check(after.get("lost_followers", 0) == echoes0.get("lost_followers", 0),
+          "... as leaves, none lost (%s -> %s)"
+          % (echoes0.get("lost_followers"), after.get("lost_followers")))
 
 
 def split_brain(leader, leader_tag, followers, cfg_leader):
@@ -951,6 +1039,7 @@ def main():
     lossy_phase(new_leader, [f1, f2], PIPELINED_CLIENTS)
     link_drop_phase(new_leader, [f1, f2])
     oneway_phase(new_leader, [f1, f2])
+    storm_phase(new_leader, follow)
     split_brain(new_leader, "leader2", [f1, f2], lead)
     clocks_disagree(f1, shift_file)
 
