@@ -1237,8 +1237,6 @@ static bool leader_next(struct dist *d, const struct clock_env *env)
 	return d->q_n > 0;
 }
 
-/* Follower: a function of leader @f's is in force after silence or a new
- * leader: fresh, and a member (it acknowledges) from @now. */
 /* Follower: waits to be admitted (true), or not (false). */
 static void admit_set(struct dist *d, bool wait)
 {
@@ -1248,6 +1246,9 @@ static void admit_set(struct dist *d, bool wait)
 	pthread_mutex_unlock(&d->mu);
 }
 
+/* Follower: a function of leader @f's is in force after silence or a new
+ * leader: a member (it acknowledges) from @now; fresh at once, or, with a
+ * leader that echoes leases, once admitted (admit_check). */
 static void follower_fresh(struct dist *d, const struct clock_env *env, const struct dist_fn *f,
 			   int64_t now, bool jump)
 {
