@@ -80,6 +80,9 @@ def start_daemon(shmclockd, rtdir, tag, name, cfg, env, argv_prefix=()):
     deadline = time.monotonic() + 20
     while not os.path.exists(sock):
         if p.poll() is not None or time.monotonic() > deadline:
+            if p.poll() is None:  # not left behind: the caller never saw it
+                p.kill()
+                p.wait()
             raise RuntimeError("%s did not start:\n%s" % (tag, open(log.name).read()))
         time.sleep(0.02)
     return p
