@@ -23,7 +23,8 @@
  * since the last "echo", waiting up to 3 s for one, as LEADER's of TERM
  * that announced CHANGE; with WRITTEN_NS, one echo with that stamp to
  * every follower whose lease it took instead (a forged one); with COUNT,
- * COUNT of them, stamped WRITTEN_NS, WRITTEN_NS + 1, ... (a flood). Or
+ * COUNT of them for each lease taken, stamped WRITTEN_NS, WRITTEN_NS + 1,
+ * ... (a flood). Or
  *   match
  * waits up to 10 s until a reader (a follower) matched its TimeFunction
  * writer, so that the next sample reaches it at once. Or
