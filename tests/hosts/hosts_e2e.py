@@ -548,6 +548,22 @@ def sampler_main(leader, followers, stop, out):
     out.put((n, stale, across, outside))
 
 
+class Sampler:
+    """sampler_main in a process of its own, over @followers against
+    @leader, until finish(): (samples, stale, across a jump, outside)."""
+
+    def __init__(self, leader, followers):
+        self.stop, self.q = mp.Event(), mp.Queue()
+        self.p = mp.Process(target=sampler_main, args=(leader, followers, self.stop, self.q))
+        self.p.start()
+
+    def finish(self):
+        self.stop.set()
+        res = self.q.get(timeout=60)
+        self.p.join(10)
+        return res
+
+
 def hog_main():
     while True:
         pass
@@ -598,9 +614,7 @@ def lossy_phase(leader, followers, clients=1):
     before = {f: dist(f) for f in followers}
     lbefore = dist(leader)
     readers = Readers(followers)
-    stop, q = mp.Event(), mp.Queue()
-    sampler = mp.Process(target=sampler_main, args=(leader, followers, stop, q))
-    sampler.start()
+    sampler = Sampler(leader, followers)
     lc = shmclock.Clock(leader)
     paused = lc.info().paused
     took = []
@@ -619,9 +633,7 @@ def lossy_phase(leader, followers, clients=1):
         paused = cmd == "pause" or (paused and cmd != "resume")
     secs = time.monotonic() - t0
     time.sleep(0.5)
-    stop.set()
-    n, stale, across, outside = q.get(timeout=60)
-    sampler.join(10)
+    n, stale, across, outside = sampler.finish()
     res = readers.finish()
     for h in hogs:
         h.kill()
@@ -781,9 +793,7 @@ def oneway_phase(leader, followers):
     run under ASan, 747 readings 23.6 ms ahead.)"""
     gone = followers[1]
     hub = start_hub(0.0, 0.0, 0.0)
-    stop, q = mp.Event(), mp.Queue()
-    sampler = mp.Process(target=sampler_main, args=(leader, [gone], stop, q))
-    sampler.start()
+    sampler = Sampler(leader, [gone])
     done, th, refused = changes_every(leader, 0.02)
     gc = shmclock.Clock(gone)
     stale = back = 0
@@ -811,9 +821,8 @@ def oneway_phase(leader, followers):
     finally:
         done.set()
         th.join()
-        stop.set()
-    n, nstale, across, outside = q.get(timeout=60)
-    sampler.join(10)
+        sampler.stop.set()  # ends it on a failure too (a child left would hang the exit)
+    n, nstale, across, outside = sampler.finish()
     gc.close()
     impair(False)
     after = dist(gone)
@@ -864,9 +873,7 @@ def storm_phase(leader, cfg_follower):
                 p.kill()
                 p.wait()
         return
-    stop, q = mp.Event(), mp.Queue()
-    sampler = mp.Process(target=sampler_main, args=(leader, names, stop, q))
-    sampler.start()
+    sampler = Sampler(leader, names)
     cs = [shmclock.Clock(n) for n in names]
     try:
         fresh = wait_for(lambda: all(c.info().initialized and not c.info().stale for c in cs),
@@ -877,9 +884,8 @@ def storm_phase(leader, cfg_follower):
     finally:
         done.set()
         th.join()
-        stop.set()
-    n, nstale, across, outside = q.get(timeout=60)
-    sampler.join(10)
+        sampler.stop.set()  # ends it on a failure too (a child left would hang the exit)
+    n, nstale, across, outside = sampler.finish()
     for c in cs:
         c.close()
     members = len(dist(leader)["followers"])
