@@ -2608,10 +2608,42 @@ static void dist_cancel(struct clock_mode *m, const struct clock_env *env)
 		leave_send(d);
 }
 
+/* A reload on a clock between hosts: what is the leader's function is not
+ * a key of this host's file. A leader's TimeScale or UnixTimeAtZero set
+ * by a reload would change this host's clock alone (apply_reload commits
+ * it at once), its followers fresh on the old function until its next
+ * heartbeat, and lost altogether under a change being agreed; a
+ * follower's would be its own, off its leader's. Refused, naming what
+ * does it. */
+static int dist_reload(struct clock_mode *m, const struct clock_env *env,
+		       const struct shmclockd_config *next, char *err, size_t errlen)
+{
+	const struct dist *d = dist_of(m);
+	const struct shmclockd_config *cur = env->cfg;
+
+	if (next->scale != cur->scale) {
+		snprintf(err, errlen, "TimeScale %s",
+			 d->leader ? "of a leader between hosts changes with a change its followers "
+				     "agree on: shmclockctl scale"
+				   : "of a follower is its leader's: change it there (shmclockctl scale)");
+		return -EINVAL;
+	}
+	if (next->has_unix_zero != cur->has_unix_zero ||
+	    (next->has_unix_zero && next->unix_zero_ns != cur->unix_zero_ns)) {
+		snprintf(err, errlen, "UnixTimeAtZero %s",
+			 d->leader ? "of a leader between hosts changes only with its restart (its "
+				     "followers take it from its function)"
+				   : "of a follower is its leader's: it changes there, with a restart");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const struct clock_mode_ops mode_distribute_ops = {
 	.name = "distribute",
 	.start = dist_start,
 	.change = dist_change,
+	.reload = dist_reload,
 	.tick = dist_tick,
 	.cancel = dist_cancel,
 	.status = dist_status,
