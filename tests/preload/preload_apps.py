@@ -403,17 +403,20 @@ def main():
                             if mine:
                                 print("ok mutant (%s) %s fails: %s" % (what, name, mine[0][:150]))
                             else:
-                                failures.append("%s passed with the %s" % (name, what))
-                                print("FAIL [%s/%s] %s" % (source, scenario, failures[-1]),
-                                      flush=True)
+                                failures.append("[%s/%s] %s passed with the %s"
+                                                % (source, scenario, name, what))
+                                print("FAIL %s" % failures[-1], flush=True)
                     continue
                 print("# %s source, %s" % (source, scenario), flush=True)
                 f = run_group(env, source, scenario, selected, tmp)
                 for line in f:
-                    print("FAIL [%s/%s] %s" % (source, scenario, line), flush=True)
-                failures += f
+                    failures.append("[%s/%s] %s" % (source, scenario, line))
+                    print("FAIL %s" % failures[-1], flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # Again at the end: a log cut to its last lines (meson's) still shows them.
+    for line in failures:
+        print("FAIL %s" % line)
     print("%d failures" % len(failures))
     return 1 if failures else 0
 
