@@ -191,6 +191,7 @@ struct dist_member {
 	uint64_t committed;     /* it heard the commits up to this one */
 	int64_t last_ack_ns;    /* its last acknowledgement's delay */
 	uint64_t late, refused, holds; /* as it reports them */
+	int64_t written;        /* the newest stamp of its acknowledgements */
 	bool used;
 	/* It left (a lease of 0), at left_at, written at left_written (its
 	 * clock): the slot keeps its id until reused (not by another for
@@ -2190,9 +2191,14 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 	if (!a->follower[0])
 		return 0; /* nobody's (no follower sends one): never a member */
 	if (a->lease_ns == 0) {
-		/* It left (stale, or stopping): not waited for. */
+		/* It left (stale, or stopping): not waited for. Unless it
+		 * wrote an acknowledgement after this leave: a leave comes
+		 * through both readers (reliable and best effort), and the
+		 * later copy may come after the follower is back, by a new
+		 * lease; it would drop an admitted member. */
 		for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
-			if (d->members[i].used && !strcmp(d->members[i].id, a->follower)) {
+			if (d->members[i].used && !strcmp(d->members[i].id, a->follower) &&
+			    !(a->written_ns && a->written_ns < d->members[i].written)) {
 				d->members[i].used = false;
 				d->members[i].left = true;
 				d->members[i].left_at = now;
@@ -2245,6 +2251,8 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		log_msg(LOG_INFO, "distribute: follower %s joined clock '%s'", a->follower, d->clock);
 	}
 	m->seen = now;
+	if (a->written_ns > m->written)
+		m->written = a->written_ns;
 	m->lease = a->lease_ns < DIST_LEASE_NS ? DIST_LEASE_NS
 		   : a->lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000)
 							      : a->lease_ns;
