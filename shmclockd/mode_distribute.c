@@ -2305,8 +2305,12 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 	/* Queued changes keep the offset they were published (leader) or
 	 * translated (follower) with: re-anchored once they took effect (a
 	 * follower's re-anchor commits its current function, which would
-	 * undo a change decided ahead for an instant still to come). */
-	if (llabs(off - d->off) > DIST_REANCHOR_NS && !d->q_n) {
+	 * undo a change decided ahead for an instant still to come). Nor
+	 * while a follower holds its readers for a change it missed: the
+	 * commit would end that hold, and readers would run on, fresh, past
+	 * the change (the leader's repetition, taken with the offset of the
+	 * day, or the gap's bound ends it). */
+	if (llabs(off - d->off) > DIST_REANCHOR_NS && !d->q_n && !d->gap_held) {
 		/* The host clock was stepped: the same function, re-expressed. */
 		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
 				  "re-anchoring", (double)(off - d->off) / 1e9);

@@ -88,10 +88,11 @@ URI = ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface addr
 ENV = dict(os.environ, CYCLONEDDS_URI=URI, SHMCLOCK_RUNTIME_DIR=rtdir)
 
 
-def start(tag, cfg):
+def start(tag, cfg, env=None):
     name = "guard-%s-%s" % (RUN, tag)
     clocks.append(name)
-    p = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Ros2={"Domain": DOMAIN}), ENV)
+    p = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Ros2={"Domain": DOMAIN}),
+                     dict(ENV, **(env or {})))
     procs.append(p)
     return name, p
 
@@ -123,11 +124,15 @@ def start_rogue(wire):
     procs.append(rogue)
 
     def send(leader, change, eff, base, mult=1 << 32, flags=0, epoch=0, hb=200_000_000,
-             committed=None, plan=None):
-        rogue.stdin.write("%s %d %d %d %d %d %d %d%s%s\n"
+             committed=None, plan=None, lead=None):
+        if lead is not None:  # the fields before it, as a leader has them
+            committed = change if committed is None else committed
+            plan = 0 if plan is None else plan
+        rogue.stdin.write("%s %d %d %d %d %d %d %d%s%s%s\n"
                           % (leader, change, eff, base, mult, flags, epoch, hb,
                              "" if committed is None else " %d" % committed,
-                             "" if plan is None else " %d" % plan))
+                             "" if plan is None else " %d" % plan,
+                             "" if lead is None else " %d" % lead))
         rogue.stdin.flush()
         return rogue.stdout.readline().strip() == "ok"
 
@@ -175,16 +180,17 @@ def real():
     return time.clock_gettime_ns(time.CLOCK_REALTIME)
 
 
-def rogue_follower(tag, leader, stale_after):
-    """A follower (StaleAfter @stale_after) of a rogue @leader on a wire of
-    its own, following the rogue's function 1 (time 0 at t0, rate 1):
-    (name, process, rogue, send, clock, t0)."""
+def rogue_follower(tag, leader, stale_after, env=None, lead=None):
+    """A follower (StaleAfter @stale_after, @env added to its environment)
+    of a rogue @leader on a wire of its own, following the rogue's function
+    1 (time 0 at t0, rate 1, Lead @lead ns): (name, process, rogue, send,
+    clock, t0)."""
     wire = "guard-%s-%s" % (tag, RUN)
     name, p = start(tag, {"TimeSource": "leader",
-                          "Distribute": {"Clock": wire, "StaleAfter": stale_after}})
+                          "Distribute": {"Clock": wire, "StaleAfter": stale_after}}, env)
     rogue, rogue_send = start_rogue(wire)
     t0 = real()
-    check(rogue_send(leader, 1, t0, 0), "the rogue publisher writes")
+    check(rogue_send(leader, 1, t0, 0, lead=lead), "the rogue publisher writes")
     clk = shmclock.Clock(name)
     check(wait_for(lambda: clk.info().initialized and not clk.info().stale, 20),
           "the follower takes function 1")
@@ -1088,6 +1094,60 @@ def lost_held_phase():
     finish(clk, rogue, p)
 
 
+def gap_step_phase():
+    """A step of the follower's host clock while its readers are held for
+    a change it missed (a gap): they stay held, fresh or stale, never run
+    on. (The re-anchor after the step committed the function in force,
+    which ended the hold, and it was never opened again: readers ran on
+    fresh past the missed change until the gap's bound.) The step is the
+    SHMCLOCKD_TEST_CLOCK_SHIFT hook's, on this daemon alone; the function's
+    Lead of 1 s makes that bound 2.5 s, time for the step to be seen."""
+    shift = os.path.join(rtdir, "gap-step.ns")
+    with open(shift, "w") as f:
+        f.write("0\n")
+    name, p, rogue, rogue_send, clk, t0 = rogue_follower(
+        "gap-step", "rogue/12", "5s", {"SHMCLOCKD_TEST_CLOCK_SHIFT": shift}, lead=SEC)
+
+    def dist():
+        return ctl(name, "status")[0]["status"]["distribute"]
+    holds = dist()["holds"]
+    t3 = real() + 300_000_000
+    # Change 3 announced (change 2 never sent): a gap, readers held at once.
+    check(rogue_send("rogue/12", 3, t3, t3 - t0, 1 << 31, committed=1, lead=SEC),
+          "gap-step: change 3 announced, change 2 missed")
+    check(wait_for(lambda: dist()["holds"] > holds, 2, step=0.01),
+          "gap-step: the follower holds its readers for the gap")
+    held = clk.info()
+    # (A reader held at an instant its writer has not decided sees the
+    # clock as stale: the library's rule.)
+    check(held.stale, "gap-step: its readers held (stale, as the library shows a hold)")
+    with open(shift, "w") as f:
+        f.write("%d\n" % (3 * SEC))
+    seen = time.monotonic()
+    log = os.path.join(rtdir, "gap-step.log")
+    off = n = 0
+    # Until the step was taken (re-anchored), or the gap's bound came,
+    # then 0.3 s more: no fresh reading off the one held.
+    end = None
+    while time.monotonic() < seen + 6 and (end is None or time.monotonic() < end):
+        i = clk.info()
+        n += 1
+        if not i.stale and i.sim_ns != held.sim_ns:
+            off += 1
+        if end is None:
+            text = open(log).read()
+            if "re-anchoring" in text or "missed and not repeated" in text:
+                end = time.monotonic() + 0.3
+        time.sleep(0.002)
+    st = dist()
+    print("# gap-step: %d readings over %.3f s, %d fresh off the hold (%.6f s); re-anchors %d, "
+          "stale %s" % (n, time.monotonic() - seen, off, held.sim_ns / 1e9, st["reanchors"],
+                        clk.info().stale), flush=True)
+    check(end is not None, "gap-step: the follower took the step, or the gap's bound came")
+    check(off == 0, "gap-step: no fresh reading off the hold after the step (%d of %d)" % (off, n))
+    finish(clk, rogue, p)
+
+
 def leader_reload_phase():
     """A reload that changes a leader's TimeScale or UnixTimeAtZero is
     refused, said in its log, the clock unchanged: it would change this
@@ -1518,6 +1578,7 @@ def main():
     late_thread_phase()
     moved_hold_phase()
     lost_held_phase()
+    gap_step_phase()
     rogue_ack_phase()
     leader_reload_phase()
     echo_phase()

@@ -8,11 +8,12 @@
  *   rogue-publisher DOMAIN CLOCK
  *
  * Each line on stdin is one sample:
- *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS [COMMITTED [PLAN]]
+ *   LEADER CHANGE EFFECTIVE_NS SIM_BASE_NS MULT FLAGS JUMP_EPOCH HEARTBEAT_NS [COMMITTED [PLAN [LEAD_NS]]]
  * (EFFECTIVE_NS in CLOCK_REALTIME, timebase 0; COMMITTED, the changes said
  * committed, CHANGE unless given: CHANGE - 1 makes the sample an
  * announcement; PLAN, 0 unless given: a higher one moves a change announced
- * before, as a leader's postponement does), or one acknowledgement:
+ * before, as a leader's postponement does; LEAD_NS, the leader's Lead, 0
+ * unless given), or one acknowledgement:
  *   ack FOLLOWER LEADER TERM PLAN ACKED COMMITTED LEASE_NS LATE REFUSED HOLDS
  * (FOLLOWER or LEADER "-": empty), reliably as a lease; "ackbe" the same,
  * best effort, as an acknowledgement, with one more field: AGE_NS, how
@@ -206,10 +207,10 @@ int main(int argc, char **argv)
 		}
 		memset(&m, 0, sizeof(m));
 		n = sscanf(line, "%96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu32
-				 " %" SCNu64 " %" SCNd64 " %" SCNu64 " %" SCNu64,
+				 " %" SCNu64 " %" SCNd64 " %" SCNu64 " %" SCNu64 " %" SCNd64,
 			   leader, &m.change, &m.effective_ns, &m.sim_base_ns, &m.mult, &m.flags,
-			   &m.jump_epoch, &m.heartbeat_ns, &m.committed, &m.plan);
-		if (n < 8 || n > 10) {
+			   &m.jump_epoch, &m.heartbeat_ns, &m.committed, &m.plan, &m.lead_ns);
+		if (n < 8 || n > 11) {
 			puts("error: bad line");
 			fflush(stdout);
 			continue;
