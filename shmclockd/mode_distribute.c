@@ -22,7 +22,11 @@
  * (its instant a deadline of the clock thread's loop, the update open
  * meanwhile: freeze_at, withdrawn without a wait if the change is dropped
  * or moved), so status, other commands and SIGTERM go on meanwhile; a
- * leader answers the change's client at its commit. A
+ * leader answers the change's client at its commit. One wait remains: a
+ * commit of its own (the stale mark, a new leader's function) while a
+ * change decided ahead is staged in the segment completes that change at
+ * its instant first (the writer's settle), at most the Lead away (1 s),
+ * or the 2 s a follower allows a leader's instant ahead. A
  * follower refuses what no leader may send (dist_check): instants beyond
  * the bound, impossible rates and heartbeats, a function that goes back
  * without a jump; each refusal is counted in status and logged once per
