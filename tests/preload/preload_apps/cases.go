@@ -19,7 +19,7 @@
 //
 // Cases: sleep (time.Sleep), after (<-time.After), ctx
 // (context.WithTimeout), ticker (a 100 Hz time.Ticker counted while a 5 s
-// timer runs: "timeout" if 250..501 ticks came), http (an HTTP server with
+// timer runs: "timeout" if 100..501 ticks came), http (an HTTP server with
 // a 5 s ReadTimeout; a client connects and sends nothing: "timeout" when
 // the server has closed the connection), exec (runs sleep 5 with an
 // environment that has neither LD_PRELOAD nor the clock's name).
