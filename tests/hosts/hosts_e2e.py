@@ -504,10 +504,11 @@ def kill_leader(leader_tag, followers, cfg_leader, stale_after_s, running):
     return new
 
 
-def sampler_main(leader, followers, stop, out):
+def sampler_main(leader, followers, stop, out, count=None):
     """Reads leader, follower, leader, over and over: the follower's value
     must lie between the two leader readings (within 1 us) unless the
-    follower is marked stale. Counts the samples outside and their size."""
+    follower is marked stale. Counts the samples outside and their size
+    (and, in @count, the samples compared so far)."""
     lc = shmclock.Clock(leader)
     fcs = [shmclock.Clock(f) for f in followers]
     n = stale = across = 0
@@ -534,6 +535,8 @@ def sampler_main(leader, followers, stop, out):
             continue
         lo, hi = min(a.sim_ns, c.sim_ns), max(a.sim_ns, c.sim_ns)
         n += 1
+        if count is not None and n % 256 == 0:
+            count.value = n
         if b.sim_ns < lo - 1000 or b.sim_ns > hi + 1000:
             outside.append(b.sim_ns - lo if b.sim_ns < lo else b.sim_ns - hi)
             if len(seen) < 5:
@@ -554,8 +557,14 @@ class Sampler:
 
     def __init__(self, leader, followers):
         self.stop, self.q = mp.Event(), mp.Queue()
-        self.p = mp.Process(target=sampler_main, args=(leader, followers, self.stop, self.q))
+        self.count = mp.Value("q", 0, lock=False)
+        self.p = mp.Process(target=sampler_main,
+                            args=(leader, followers, self.stop, self.q, self.count))
         self.p.start()
+
+    def compared(self):
+        """The samples compared so far (in steps of 256)."""
+        return self.count.value
 
     def finish(self):
         self.stop.set()
@@ -604,6 +613,11 @@ def lossy_phase(leader, followers, clients=1):
     that many clients at once and queue on the leader (it agrees them one
     at a time; before it did, followers switched at instants the leader
     had moved, and 2.7-22 % of their readings were off by up to hours)."""
+    # Members, fresh, before the links go bad: what is tested is the
+    # agreement among them, not how long a join takes under loss.
+    check(wait_for(lambda: all(not dist(f)["stale"] for f in followers) and
+                   len(dist(leader).get("followers", [])) >= len(followers), 20, 0.1),
+          "the followers are fresh members of %s before the loss" % leader)
     how = impair(True)
     print("# loss 20 %%, delay 5 ms +- 2 ms on every link, by %s; a CPU hog on each of %d "
           "cores; %d client%s" % (how, os.cpu_count(), clients, "s at once" if clients > 1 else ""),
@@ -622,7 +636,13 @@ def lossy_phase(leader, followers, clients=1):
     total = PIPELINED_COMMANDS if clients > 1 else LOSSY_COMMANDS
     if clients > 1:
         pipelined(leader, total, clients, took)
-    for _ in range(LOSSY_COMMANDS if clients == 1 else 0):
+    # The changes asked for; then more, up to 20 s, until the sampler has
+    # compared enough samples (a starved machine may keep the followers
+    # stale a while: the safe side, which compares nothing).
+    k = 0
+    while clients == 1 and (k < LOSSY_COMMANDS or (sampler.compared() <= 1000 and
+                                                  time.monotonic() - t0 < 20)):
+        k += 1
         cmd, kw = random_command(paused)
         t = time.monotonic()
         r = ctl(leader, cmd, **kw)
