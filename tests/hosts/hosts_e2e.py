@@ -467,9 +467,13 @@ def kill_leader(leader_tag, followers, cfg_leader, stale_after_s, running):
     t0 = time.monotonic()
     cs = {f: shmclock.Clock(f) for f in followers}
     for f, c in cs.items():
-        ok = wait_for(lambda: c.info().stale, stale_after_s + 2)
+        ok = wait_for(lambda: c.info().stale, stale_after_s + 5)
         took = time.monotonic() - t0
-        check(ok and took <= stale_after_s + 0.5,
+        # StaleAfter, by the follower's clock thread: late by what a
+        # loaded machine delays it (a sanitizer, two suites at once); a
+        # follower that waited for its lease (3.5 s) or never went stale
+        # still fails.
+        check(ok and took <= stale_after_s + 2.0,
               "%s is stale %.3f s after the leader's SIGKILL (StaleAfter %.1f s)"
               % (f, took, stale_after_s))
         try:
@@ -963,13 +967,15 @@ def split_brain(leader, leader_tag, followers, cfg_leader):
             # a new conflict on every host (an earlier one may still show)
             return all(dist(h)["conflicts"] > seen[h]["conflicts"] and dist(h)["conflict"]
                        for h in hosts) and dist(new)["term"] > 0
-        ok = wait_for(all_conflict, 5)
+        ok = wait_for(all_conflict, 10)
         took = time.monotonic() - t0
         print("# %s (StartTime %s) after a live leader: conflict in status on every host "
               "%.3f s after its start (it listens 0.5 s for terms first)" % (tag, start_at, took),
               flush=True)
-        check(ok and took < 1.5 + 0.5, "%s: conflict in status on every host within a second "
-              "of its first message" % tag)
+        # About a second (printed above); the bound leaves a loaded
+        # machine (daemons under a sanitizer, starting) 3 s more.
+        check(ok and took < 1.5 + 3.5, "%s: conflict in status on every host within seconds "
+              "of its first message (%.3f s)" % (tag, took))
         dn, do = dist(new), dist(cur)
         check(dn["term"] > old_term and not dn["deposed"] and do["deposed"],
               "%s takes term %d above %d and leads; the first stops publishing (deposed)"
