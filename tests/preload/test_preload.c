@@ -253,8 +253,10 @@ Test(preload, python_time_follows_pause_scale_and_unix_zero)
 			 NULL),
 		     0, "%s", err);
 	cr_assert_eq(sscanf(out, "%lf %lf", &slept_t, &slept_m), 2, "%s", out);
-	cr_expect(slept_t >= 3.0 && slept_t < 4.0, "time.time() moved %f over sleep(3)", slept_t);
-	cr_expect(slept_m >= 3.0 && slept_m < 4.0, "monotonic moved %f over sleep(3)", slept_m);
+	/* A wake-up late by a tenth of a real second is a simulated second
+	 * at scale 10: bounded well under the 30 a real-time sleep shows. */
+	cr_expect(slept_t >= 3.0 && slept_t < 13.0, "time.time() moved %f over sleep(3)", slept_t);
+	cr_expect(slept_m >= 3.0 && slept_m < 13.0, "monotonic moved %f over sleep(3)", slept_m);
 	cr_expect(secs_since(t0) < 2.5, "sleep(3) at scale 10 took %.3f s", secs_since(t0));
 	daemon_stop(d);
 }
@@ -736,13 +738,17 @@ Test(preload, the_shim_takes_a_timeout_of_centuries_as_a_long_wait)
 
 Test(preload, a_periodic_timer_looked_at_loses_no_expiry)
 {
-	int n = -1;
+	int n = -1, ms = -1;
 
 	probe_under_shim("timer");
-	cr_assert_eq(sscanf(out, "expiries %d", &n), 1, "output: %s", out);
-	fprintf(stderr, "# 100 ms timer over 2 s with one timer_gettime: %d expiries\n", n);
-	/* 20 due; one either side for where the 2 s fall on a loaded machine. */
-	cr_assert(n >= 19 && n <= 21, "%d expiries in 2 s of a 100 ms timer", n);
+	cr_assert_eq(sscanf(out, "expiries %d in %d ms", &n, &ms), 2, "output: %s", out);
+	fprintf(stderr, "# 100 ms timer over 2 s with one timer_gettime: %d expiries in %d ms\n",
+		n, ms);
+	/* One per 100 ms the program saw go by (counted with their overruns:
+	 * a loaded machine merges signals), one either side for where the
+	 * ends fall. The timer_gettime that lost one fails it. */
+	cr_assert(ms >= 2000 && n >= ms / 100 - 1 && n <= ms / 100 + 1,
+		  "%d expiries in %d ms of a 100 ms timer", n, ms);
 }
 
 Test(preload, signal_masks_are_the_programs_under_the_trap)
