@@ -233,8 +233,14 @@ struct dist {
 	int64_t off;            /* the offset fn was translated with */
 	int64_t next_hb;        /* leader: CLOCK_MONOTONIC of the next heartbeat */
 	uint64_t seq;
-	/* follower: the function committed last (re-anchoring re-commits it) */
+	/* follower: the function committed last (re-anchoring re-commits it),
+	 * and the offset it is in the segment with: not always off, which a
+	 * sample queued for later moves on (a re-anchor compared with off
+	 * was lost then, and readers ran on the old offset until that
+	 * change's instant) */
 	struct dist_fn cur;
+	int64_t cur_off;
+	bool have_cur;
 	/* two-phase, leader: its members, the last change decided, the plan
 	 * (re-plans so far), the adaptive Lead, the next repetition of what
 	 * members have not acknowledged or confirmed */
@@ -826,6 +832,7 @@ static void plan_entry(struct dist *d, const struct clock_env *env, const struct
 static int64_t repeat_ns(const struct dist *d);
 static unsigned members_live(const struct dist *d, int64_t now);
 static void leave_send(struct dist *d);
+static void follower_reanchor(struct dist *d, const struct clock_env *env, int64_t off);
 static void lost_leader(struct dist *d, const struct clock_env *env);
 
 /* A leader's change (pause, resume, scale, set, step): checked, then, once
@@ -1313,6 +1320,7 @@ static void admit_check(struct dist *d, const struct clock_env *env)
 				(double)(v - want) / 1e6);
 			shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns,
 						     mult_scale(d->cur.mult), fl | SHMCLOCK_FN_JUMP);
+			d->cur_off = d->off;
 		}
 	}
 	clock_env_set_stale(env, false);
@@ -1530,6 +1538,8 @@ static int64_t run_queue(struct dist *d, const struct clock_env *env, int64_t no
 			d->next_hb = now + d->hb_ns;
 		} else {
 			d->cur = p->fn;
+			d->cur_off = p->fn.effective_ns - p->e_mono;
+			d->have_cur = true;
 			if (d->rejoin) {
 				/* The function taken after silence is in force. */
 				d->rejoin = false;
@@ -2096,6 +2106,13 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 	}
 	if (!committed)
 		d->fplan = f->plan;
+	/* The host clock stepped since the function in force was committed
+	 * (this sample is the first to see it, or a gap held the re-anchor
+	 * back): re-expressed before this one is queued, which would hold
+	 * the re-anchor off until its instant. */
+	if (d->have_cur && !fresh && !stale && !d->q_n && !d->gap_held &&
+	    llabs(off - d->cur_off) > DIST_REANCHOR_NS)
+		follower_reanchor(d, env, off);
 	/* Late: a function in force that arrived after its instant, sent
 	 * after this follower joined (not the history it catches up with). */
 	if (e_mono <= now && committed && d->have && !fresh && f->sent_ns - off > d->joined_mono)
@@ -2130,6 +2147,8 @@ static int follow_apply(struct dist *d, const struct clock_env *env, struct cmd 
 		if (r)
 			return cmd_fail(c, r, shmclock_strerror(r));
 		d->cur = *f;
+		d->cur_off = off;
+		d->have_cur = true;
 	} else {
 		struct dist_pending *p = q_push(d);
 
@@ -2296,6 +2315,31 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 
 /* ------------------------------------------------------------ both */
 
+/* Follower: the function in force re-expressed with the offset @off (the
+ * host clock was stepped), never backwards: a function behind is held
+ * until it catches up. Only with nothing queued (the commit would undo a
+ * change decided ahead for an instant still to come: re-anchored once
+ * they took effect, each committed with the offset it was translated
+ * with) and no hold for a missed change (the commit would end it, and
+ * readers would run on, fresh, past that change: re-anchored when the
+ * gap is filled, or the gap's bound marks the clock stale). */
+static void follower_reanchor(struct dist *d, const struct clock_env *env, int64_t off)
+{
+	int64_t e_mono = d->cur.effective_ns - off;
+	unsigned fl = fn_flags(d->cur.flags) |
+		      (atomic_load_explicit(env->stale, memory_order_relaxed) ? SHMCLOCK_FN_STALE : 0);
+
+	log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
+			  "re-anchoring", (double)(off - d->cur_off) / 1e9);
+	lease_let_go(d, env);
+	shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns, mult_scale(d->cur.mult), fl);
+	d->off = d->cur_off = off;
+	pthread_mutex_lock(&d->mu);
+	d->reanchors++;
+	d->last_off = off;
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* Each tick: heartbeats (leader), re-anchoring after a host clock step
  * (both). */
 static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int64_t now)
@@ -2314,35 +2358,20 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 	 * commit would end that hold, and readers would run on, fresh, past
 	 * the change (the leader's repetition, taken with the offset of the
 	 * day, or the gap's bound ends it). */
-	if (llabs(off - d->off) > DIST_REANCHOR_NS && !d->q_n && !d->gap_held) {
+	if (d->leader && llabs(off - d->off) > DIST_REANCHOR_NS) {
 		/* The host clock was stepped: the same function, re-expressed. */
 		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
 				  "re-anchoring", (double)(off - d->off) / 1e9);
-		if (d->leader) {
-			snapshot(env->w, d, now, off);
-			publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE);
-			d->next_hb = now + d->hb_ns;
-		} else {
-			int64_t e_mono = d->cur.effective_ns - off;
-			unsigned fl = fn_flags(d->cur.flags) |
-				      (atomic_load_explicit(env->stale, memory_order_relaxed)
-					       ? SHMCLOCK_FN_STALE : 0);
-
-			/* Not a jump: never backwards, held until it catches up. */
-			lease_let_go(d, env);
-			shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns,
-						     mult_scale(d->cur.mult), fl);
-			/* What waits is re-expressed too (an open update keeps
-			 * its instant). */
-			for (unsigned i = 0; i < d->q_n; i++)
-				if (!q_at(d, i)->frozen)
-					q_at(d, i)->e_mono = q_at(d, i)->fn.effective_ns - off;
-			d->off = off;
-		}
+		snapshot(env->w, d, now, off);
+		publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE);
+		d->next_hb = now + d->hb_ns;
 		pthread_mutex_lock(&d->mu);
 		d->reanchors++;
 		d->last_off = off;
 		pthread_mutex_unlock(&d->mu);
+	} else if (!d->leader && d->have_cur && llabs(off - d->cur_off) > DIST_REANCHOR_NS &&
+		   !d->q_n && !d->gap_held) {
+		follower_reanchor(d, env, off);
 	}
 	if (d->leader && now >= d->next_hb) {
 		shmclock_info_t in;
