@@ -240,7 +240,7 @@ struct dist {
 	 * change's instant) */
 	struct dist_fn cur;
 	int64_t cur_off;
-	bool have_cur;
+	bool have_cur;          /* ... and the segment holds it (not a loss's own) */
 	/* two-phase, leader: its members, the last change decided, the plan
 	 * (re-plans so far), the adaptive Lead, the next repetition of what
 	 * members have not acknowledged or confirmed */
@@ -1856,6 +1856,11 @@ static void lost_leader(struct dist *d, const struct clock_env *env)
 
 	if (atomic_load_explicit(env->stale, memory_order_relaxed) && !d->admit_wait && !d->rejoin)
 		return;
+	/* The segment holds a function of its own from here (paused, or
+	 * running on, stale): not the leader's to re-anchor after a host
+	 * clock step (that ran held readers on), until a function of the
+	 * leader's is committed again. */
+	d->have_cur = false;
 	/* A change decided ahead stands: past its instant it is completed
 	 * first (what readers show is that function); still to come, the
 	 * mark waits for it there (the writer settles it first) and is made

@@ -1197,6 +1197,37 @@ def gap_step_phase():
     finish(clk, rogue, p)
 
 
+def lost_step_phase():
+    """A step of the host clock of a follower that lost its leader and
+    holds its time (OnLeaderLoss "hold", the default): its readers stay
+    where they were held, stale, paused. (The tick re-anchored the
+    leader's last function after the step, and the held readers ran on
+    from there, stale: a review of the re-anchor found it.)"""
+    shift = os.path.join(rtdir, "lost-step.ns")
+    with open(shift, "w") as f:
+        f.write("0\n")
+    name, p, rogue, rogue_send, clk, t0 = rogue_follower(
+        "lost-step", "rogue/14", "600ms", {"SHMCLOCKD_TEST_CLOCK_SHIFT": shift})
+    # The rogue says nothing more: stale after 0.6 s, held there.
+    check(wait_for(lambda: clk.info().stale, 10), "lost-step: the follower marks its clock stale")
+    time.sleep(0.1)
+    held = clk.info()
+    with open(shift, "w") as f:
+        f.write("%d\n" % (2 * SEC))
+    end = time.monotonic() + 0.6  # the hook is read every 20 ms, the tick every 10
+    n = moved = 0
+    while time.monotonic() < end:
+        i = clk.info()
+        n += 1
+        moved += i.sim_ns != held.sim_ns or not i.stale
+        time.sleep(0.005)
+    print("# lost-step: held at %.6f s, %d readings after a step of 2 s, %d moved or fresh"
+          % (held.sim_ns / 1e9, n, moved), flush=True)
+    check(held.paused and moved == 0,
+          "lost-step: its readers stay held, stale, after the step (%d of %d moved)" % (moved, n))
+    finish(clk, rogue, p)
+
+
 def leader_reload_phase():
     """A reload that changes a leader's TimeScale or UnixTimeAtZero is
     refused, said in its log, the clock unchanged: it would change this
@@ -1628,6 +1659,7 @@ def main():
     moved_hold_phase()
     lost_held_phase()
     gap_step_phase()
+    lost_step_phase()
     rogue_ack_phase()
     leader_reload_phase()
     echo_phase()
