@@ -2320,6 +2320,17 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 
 /* ------------------------------------------------------------ both */
 
+/* A host clock step (the offset from @was to @off) taken: said, counted. */
+static void reanchored(struct dist *d, int64_t was, int64_t off)
+{
+	log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
+			  "re-anchoring", (double)(off - was) / 1e9);
+	pthread_mutex_lock(&d->mu);
+	d->reanchors++;
+	d->last_off = off;
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* Follower: the function in force re-expressed with the offset @off (the
  * host clock was stepped), never backwards: a function behind is held
  * until it catches up. Only with nothing queued (the commit would undo a
@@ -2327,22 +2338,19 @@ static int leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
  * they took effect, each committed with the offset it was translated
  * with) and no hold for a missed change (the commit would end it, and
  * readers would run on, fresh, past that change: re-anchored when the
- * gap is filled, or the gap's bound marks the clock stale). */
+ * gap is filled, or the gap's bound marks the clock stale), and only
+ * while the segment holds the leader's function (have_cur: not a loss's
+ * own, paused or running on). */
 static void follower_reanchor(struct dist *d, const struct clock_env *env, int64_t off)
 {
 	int64_t e_mono = d->cur.effective_ns - off;
 	unsigned fl = fn_flags(d->cur.flags) |
 		      (atomic_load_explicit(env->stale, memory_order_relaxed) ? SHMCLOCK_FN_STALE : 0);
 
-	log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
-			  "re-anchoring", (double)(off - d->cur_off) / 1e9);
+	reanchored(d, d->cur_off, off);
 	lease_let_go(d, env);
 	shmclock_writer_set_function(env->w, e_mono, d->cur.sim_base_ns, mult_scale(d->cur.mult), fl);
 	d->off = d->cur_off = off;
-	pthread_mutex_lock(&d->mu);
-	d->reanchors++;
-	d->last_off = off;
-	pthread_mutex_unlock(&d->mu);
 }
 
 /* Each tick: heartbeats (leader), re-anchoring after a host clock step
@@ -2355,25 +2363,15 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 	if (!d->have)
 		return;
 	off = sample_offset(d->fn.timebase);
-	/* Queued changes keep the offset they were published (leader) or
-	 * translated (follower) with: re-anchored once they took effect (a
-	 * follower's re-anchor commits its current function, which would
-	 * undo a change decided ahead for an instant still to come). Nor
-	 * while a follower holds its readers for a change it missed: the
-	 * commit would end that hold, and readers would run on, fresh, past
-	 * the change (the leader's repetition, taken with the offset of the
-	 * day, or the gap's bound ends it). */
-	if (d->leader && llabs(off - d->off) > DIST_REANCHOR_NS) {
-		/* The host clock was stepped: the same function, re-expressed. */
-		log_msg(LOG_WARN, "distribute: the host clock moved by %.6f s against CLOCK_MONOTONIC; "
-				  "re-anchoring", (double)(off - d->off) / 1e9);
+	/* The host clock was stepped: the same function, re-expressed. Not
+	 * while changes are queued: they keep the offset they were published
+	 * (leader) or translated (follower) with, and are re-anchored once
+	 * they took effect; a follower's other conditions: follower_reanchor. */
+	if (d->leader && !d->q_n && llabs(off - d->off) > DIST_REANCHOR_NS) {
+		reanchored(d, d->off, off);
 		snapshot(env->w, d, now, off);
 		publish(d, DIST_PUB_FAST | DIST_PUB_RELIABLE);
 		d->next_hb = now + d->hb_ns;
-		pthread_mutex_lock(&d->mu);
-		d->reanchors++;
-		d->last_off = off;
-		pthread_mutex_unlock(&d->mu);
 	} else if (!d->leader && d->have_cur && llabs(off - d->cur_off) > DIST_REANCHOR_NS &&
 		   !d->q_n && !d->gap_held) {
 		follower_reanchor(d, env, off);
