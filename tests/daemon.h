@@ -141,6 +141,28 @@ static inline void slurp(int fd, char *buf, size_t len)
 }
 
 /*
+ * Reads the file behind @fd into @buf (NUL-terminated, from its start)
+ * until it holds @needle or @timeout_ns of real time have gone: a log line
+ * the daemon writes when it gets to it, on a machine that may be loaded.
+ * Returns whether it came; @fd stays open.
+ */
+static inline bool log_wait(int fd, char *buf, size_t len, const char *needle, int64_t timeout_ns)
+{
+	int64_t t0 = now_mono();
+
+	for (;;) {
+		ssize_t n = pread(fd, buf, len - 1, 0);
+
+		buf[n > 0 ? n : 0] = 0;
+		if (strstr(buf, needle))
+			return true;
+		if (now_mono() - t0 > timeout_ns)
+			return false;
+		sleep_ns(20000000);
+	}
+}
+
+/*
  * Runs a program (NULL-terminated argv, argv[0] a path), its stdout and
  * stderr captured into out / err (NUL-terminated, truncated). Returns the
  * exit status as test_wait() does.

@@ -40,7 +40,9 @@ def main():
         tracks = {tid: n.split(" ")[0] for tid, n in names.items() if tid != 0}
         check(sorted(tracks.values()) == e.who, "one track per participant: %s" % sorted(tracks.values()))
         dur = j.get("otherData", {}).get("duration_s", 0)
-        check(abs(dur - SECONDS) < 0.5 and dur <= took, "traced %.3f s (the command took %.3f s)" % (dur, took))
+        # At least what was asked, at most the command's own time: a loaded
+        # machine may end the trace late, never early.
+        check(SECONDS - 0.05 <= dur <= took, "traced %.3f s (the command took %.3f s)" % (dur, took))
         for tid, who in sorted(tracks.items()):
             s = sorted((x for x in ev if x["ph"] == "X" and x["tid"] == tid), key=lambda x: x["ts"])
             alt = all(a["name"] != b["name"] for a, b in zip(s, s[1:])) and \
