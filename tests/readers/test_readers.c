@@ -135,10 +135,11 @@ Test(readers, sensor_survives_pause_scale_and_backward_jump)
 		ctl(name, "set", "2s", NULL);
 		_exit(0);
 	}
-	/* 100 frames (2 simulated s, about 1.2 s real): long enough that the
-	 * driver's jump lands inside the run even on a slow (sanitizer) build. */
+	/* 200 frames (4 simulated s, about 2.2 s real; the driver's jump comes
+	 * after 0.45 s): long enough that the jump lands inside the run even on
+	 * a slow (sanitizer) build on a loaded machine. */
 	cr_assert_eq(run("SHMCLOCK_SENSOR", "-n", name, "--rate", "50", "--latency", "5ms", "--frames",
-			 "100", NULL), 0, "%s", err);
+			 "200", NULL), 0, "%s", err);
 	cr_assert_eq(test_wait(driver), 0);
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		long long n, m, p;
@@ -161,7 +162,7 @@ Test(readers, sensor_survives_pause_scale_and_backward_jump)
 			cr_assert_fail("unexpected line: %s", line);
 		}
 	}
-	cr_assert_eq(frames + drops, 100, "%d frames, %d drops\n%s", frames, drops, out);
+	cr_assert_eq(frames + drops, 200, "%d frames, %d drops\n%s", frames, drops, out);
 	cr_assert_eq(jumps, 1, "the backward jump was reported");
 	cr_assert_geq(back_at, 2000000000LL);
 	cr_assert_lt(back_at, 3000000000LL, "frames after the jump continue from 2 s");
