@@ -6,6 +6,9 @@
  *   clock_gettime(CLOCK_MONOTONIC)  the floor (the baseline of every ratio)
  *   shmclock_now                    the library call
  *   shmclock_now (inline)           the opt-in inline fast path
+ *   inline path, local call, ...    the same behind a call of this file's,
+ *                                   the value through memory or in a
+ *                                   register (what the exported call costs)
  *   preload shim clock_gettime      libshmclock-preload.so's clock_gettime
  *   libfaketime clock_gettime       Debian's libfaketime, FAKETIME="+0 x2"
  *   AWSIM-style mutex source        a pthread mutex around "read the clock,
@@ -74,6 +77,50 @@ static int64_t batch_shmclock_inline(void *ctx, int n)
 		shmclock_static_now(ctx, &t);
 		acc += t;
 	}
+	return acc;
+}
+
+/*
+ * The same fast path behind a call of this file's (no PLT, no GOT), the
+ * value once through memory as shmclock_now() returns it, once in a
+ * register: what the exported call's two costs are on this CPU (the call
+ * and its frame; the out-parameter's store the caller loads back), as
+ * against the inline path. Diagnostics, printed with the targets.
+ */
+static __attribute__((noinline)) int local_now_out(void *ctx, int64_t *t)
+{
+	if (__builtin_expect(shmclock_static_read(ctx, shmclock_static_mono, NULL, t, NULL, NULL), 1))
+		return 0;
+	return shmclock_now(ctx, t);
+}
+
+static __attribute__((noinline)) int64_t local_now_reg(void *ctx)
+{
+	int64_t t;
+
+	if (__builtin_expect(shmclock_static_read(ctx, shmclock_static_mono, NULL, &t, NULL, NULL), 1))
+		return t;
+	shmclock_now(ctx, &t);
+	return t;
+}
+
+static int64_t batch_local_out(void *ctx, int n)
+{
+	int64_t acc = 0, t;
+
+	for (int i = 0; i < n; i++) {
+		local_now_out(ctx, &t);
+		acc += t;
+	}
+	return acc;
+}
+
+static int64_t batch_local_reg(void *ctx, int n)
+{
+	int64_t acc = 0;
+
+	for (int i = 0; i < n; i++)
+		acc += local_now_reg(ctx);
 	return acc;
 }
 
@@ -271,13 +318,14 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 	struct awsim aw = { .m = PTHREAD_MUTEX_INITIALIZER, .scale = 1.0 };
 	char name[64], path[4096], shim_name[80];
 	gettime_fn shim = NULL, fake = NULL;
-	struct contender cs[8];
-	struct bench_stats st[8], idle_now, busy_now = { 0 };
+	struct contender cs[10];
+	struct bench_stats st[10], idle_now, busy_now = { 0 };
 	shmclock_writer_t *w;
 	shmclock_t *clk;
 	cJSON *results = cJSON_AddArrayToObject(out, "results");
 	cJSON *targets = cJSON_AddArrayToObject(out, "targets");
 	double shim_ratio = 0, idle_ratio = 0, call_ratio = 0, fake_p50 = 0, shim_p50 = 0;
+	double local_out_ratio = 0, local_reg_ratio = 0;
 	double held_ratio = 0;
 	int nc = 0;
 
@@ -309,6 +357,8 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 	cs[nc++] = (struct contender){ "clock_gettime(MONOTONIC)", batch_clock_gettime, NULL };
 	cs[nc++] = (struct contender){ "shmclock_now", batch_shmclock_now, clk };
 	cs[nc++] = (struct contender){ "shmclock_now (inline)", batch_shmclock_inline, clk };
+	cs[nc++] = (struct contender){ "inline path, local call, out-param", batch_local_out, clk };
+	cs[nc++] = (struct contender){ "inline path, local call, in register", batch_local_reg, clk };
 	if (shim)
 		cs[nc++] = (struct contender){ "preload shim clock_gettime", batch_foreign_gettime,
 					       &shim };
@@ -328,6 +378,8 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 		idle_now = st[1];
 		idle_ratio = st[1].p50 / st[0].p50;
 		call_ratio = st[1].p50 / st[2].p50;
+		local_out_ratio = st[3].p50 / st[2].p50;
+		local_reg_ratio = st[4].p50 / st[2].p50;
 		for (int k = 0; k < nc; k++) {
 			if (cs[k].fn == batch_foreign_gettime && cs[k].ctx == &shim) {
 				shim_ratio = st[k].p50 / st[0].p50;
@@ -428,6 +480,12 @@ int bench_read(const struct bench_opts *o, cJSON *out)
 	/* The exported call against the same fast path inlined: what the call
 	 * itself costs (the call, the value's trip through memory). */
 	target(targets, "shmclock_now p50 / inline fast path p50 (idle)", call_ratio, 1.02, "x");
+	/* What of that the call is, and what the value's trip through memory:
+	 * the same fast path behind a call of this program's own. */
+	printf("  %-58s %8.3fx\n", "  of which: a local call, out-param / inline p50", local_out_ratio);
+	printf("  %-58s %8.3fx\n", "  of which: a local call, in a register / inline p50", local_reg_ratio);
+	cJSON_AddNumberToObject(out, "local_call_out_vs_inline_p50", local_out_ratio);
+	cJSON_AddNumberToObject(out, "local_call_reg_vs_inline_p50", local_reg_ratio);
 	target(targets, "shmclock_now p99 at 100k changes/s / idle p99", busy_now.p99 / idle_now.p99,
 	       2.0, "x");
 	if (held_ratio > 0) {
