@@ -101,6 +101,29 @@ static inline int test_wait(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* test_wait() with a deadline of real time: -1 when the child was still
+ * running at @timeout_ns (it is killed and reaped then). */
+static inline int test_wait_for(pid_t pid, int64_t timeout_ns)
+{
+	int64_t t0 = now_mono();
+	int st;
+	pid_t r;
+
+	while ((r = waitpid(pid, &st, WNOHANG)) == 0 && now_mono() - t0 < timeout_ns)
+		sleep_ns(10000000);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		test_wait(pid);
+		return -1;
+	}
+	if (r < 0)
+		return test_wait(pid);
+	for (int i = 0; i < test_nchildren; i++)
+		if (test_children[i] == pid)
+			test_children[i] = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* Criterion .fini: runs after a failed assertion too. */
 static inline void test_cleanup(void)
 {

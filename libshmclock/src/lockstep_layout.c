@@ -148,7 +148,9 @@ int shmclock__ls_map_segment(const char *name, const shmclock_t *clk, bool writa
 	int fd, r = 0;
 
 	ls_path(path, sizeof(path), name, false);
-	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO planted under the name must not hang the open
+	 * (it is refused below, not a regular file). */
+	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return errno == ENOENT ? -EOPNOTSUPP : -errno;
 	if (fstat(fd, &st) < 0)

@@ -82,8 +82,10 @@ static int map_segment(const char *name, unsigned flags, const struct shmclock_s
 	int fd, r;
 
 	shmclock__shm_name(shm, name);
-	/* O_RDONLY and PROT_READ: nothing a reader does can change time. */
-	fd = shm_open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	/* O_RDONLY and PROT_READ: nothing a reader does can change time.
+	 * O_NONBLOCK: anyone may put a FIFO in /dev/shm under a clock's name,
+	 * whose open would wait for a writer forever (refused below). */
+	fd = shm_open(shm, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
 	if (fd < 0)
 		return errno == ELOOP ? -EPROTO : -errno;
 	/* Size before mapping: a short file would SIGBUS on access. */

@@ -345,7 +345,9 @@ SHMCLOCK_EXPORT int shmclock_writer_open_mode(const char *name, unsigned mode,
 	shmclock__shm_name(shm, name);
 	/* Open or create, retrying the race with a concurrent creator. */
 	for (tries = 0; tries < 8; tries++) {
-		int fd = shm_open(shm, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+		/* O_NONBLOCK: a planted FIFO must not hang the open (refused by
+		 * attach_segment, not a regular file). */
+		int fd = shm_open(shm, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
 
 		if (fd >= 0) {
 			r = attach_segment(name, fd, mode, w);

@@ -143,7 +143,7 @@ static int load_token(const char *path)
 	struct stat st;
 	char *data, *nl;
 	size_t len;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a FIFO: refused, not waited on */
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		fprintf(stderr, "shmclock-panel: --token-file %s: %s\n", path, strerror(errno));

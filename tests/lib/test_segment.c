@@ -154,6 +154,54 @@ Test(segment, symlinks_and_directories_are_refused_not_followed)
 	rmdir(path);
 }
 
+/*
+ * A FIFO under a clock's name (anyone may make one in /dev/shm): opening it
+ * for reading would wait for a writer forever, and with it shmclock-cat,
+ * the panel's discovery (its lock held: every page), a lockstep join. Run
+ * in a child with a deadline, so that a hang fails the test, not the suite.
+ */
+static void expect_prompt(const char *what, int (*fn)(const char *), const char *name)
+{
+	int *rc = shared_alloc(sizeof(int));
+	pid_t p = test_fork();
+	int st;
+
+	if (p == 0)
+		_exit((*rc = fn(name)) == 0 ? 1 : 0);
+	st = test_wait_for(p, 10000000000LL);
+	cr_expect_neq(st, -1, "%s: still in open() after 10 s (a FIFO waits for a writer)", what);
+	cr_expect(st == 0 || st == -1, "%s accepted a FIFO", what);
+	if (st == 0)
+		fprintf(stderr, "# %s on a FIFO: %s\n", what, shmclock_strerror(*rc));
+	munmap(rc, sizeof(int));
+}
+
+static int open_reader(const char *name)
+{
+	shmclock_t *r = NULL;
+
+	return shmclock_open(name, &r);
+}
+
+static int open_writer(const char *name)
+{
+	shmclock_writer_t *w = NULL;
+
+	return shmclock_writer_open(name, &w);
+}
+
+Test(segment, a_fifo_under_the_name_is_refused_at_once_not_waited_on)
+{
+	const char *name = test_clock_name();
+	char path[128];
+
+	path_of(path, sizeof(path), name);
+	cr_assert_eq(mkfifo(path, 0666), 0, "mkfifo %s: %s", path, strerror(errno));
+	expect_prompt("shmclock_open", open_reader, name);
+	expect_prompt("shmclock_writer_open", open_writer, name);
+	unlink(path);
+}
+
 Test(segment, a_valid_segment_planted_by_another_user_is_refused_by_the_writer)
 {
 	uint8_t buf[SHMCLOCK_SEG_SIZE], after[SHMCLOCK_SEG_SIZE];

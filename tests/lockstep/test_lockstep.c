@@ -59,6 +59,37 @@ Test(lockstep, join_needs_a_lockstep_clock_and_a_valid_name)
 		"a-name-that-is-longer-than-sixty-four-characters-which-is-the-limit-x", &p), -EINVAL);
 	p = join(name, "ok");
 	shmclock_lockstep_leave(p);
+	{
+		/* A FIFO where the lockstep segment goes (its own removed, as a
+		 * careless rm may; anyone may make a FIFO in /dev/shm): refused
+		 * at once, not an open() that waits for a writer forever: an
+		 * observer's (shmclock-top, the panel) opens it read-only (a
+		 * participant's read-write open would not wait). In a child, so
+		 * that a hang fails only this. */
+		char fifo[256];
+		int *rc = shared_alloc(sizeof(int)), st;
+		pid_t c;
+
+		snprintf(fifo, sizeof(fifo), "/dev/shm/shmclock-lockstep.%s", name);
+		cr_assert_eq(unlink(fifo), 0, "%s: %s", fifo, strerror(errno));
+		cr_assert_eq(mkfifo(fifo, 0666), 0, "%s: %s", fifo, strerror(errno));
+		c = test_fork();
+		if (c == 0) {
+			shmclock_lockstep_observer_t *o = NULL;
+
+			*rc = shmclock_lockstep_join(name, "b", &p);
+			if (*rc != -EPROTO)
+				_exit(1);
+			*rc = shmclock_lockstep_observe(name, &o);
+			_exit(*rc == -EPROTO ? 0 : 2);
+		}
+		st = test_wait_for(c, 10 * SEC);
+		unlink(fifo);
+		cr_assert_neq(st, -1, "join or observe still in open() after 10 s (a FIFO waits for a "
+				      "writer)");
+		cr_assert_eq(st, 0, "%s on a FIFO: %d %s", st == 1 ? "join" : "observe", *rc,
+			     shmclock_strerror(*rc));
+	}
 	daemon_stop(d);
 }
 

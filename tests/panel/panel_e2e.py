@@ -18,6 +18,7 @@ Each check prints an ok / not ok line; exit 0 when all hold.
 import json
 import os
 import re
+import select
 import signal
 import socket
 import stat
@@ -458,12 +459,50 @@ def test_options(e):
     check(r.returncode == 0 and "--token-file" in r.stdout, "--help")
 
 
+def test_fifo_in_dev_shm(e):
+    """A FIFO in /dev/shm under a clock's name (anyone may make one): a
+    panel that shows every clock refuses it at once. Before, its discovery
+    waited in open() for a writer forever, with the panel's lock held:
+    every page and /metrics hung, and SIGTERM too."""
+    fifo = "/dev/shm/shmclock.%s-fifo" % e.name
+    os.mkfifo(fifo, 0o666)
+    p = None
+    try:
+        p = subprocess.Popen([PANEL, "--listen", "127.0.0.1:0"], env=e.env, stdout=subprocess.PIPE,
+                             text=True)
+        ready, _, _ = select.select([p.stdout], [], [], 10)
+        line = p.stdout.readline() if ready else ""
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0]) if "http://127.0.0.1:" in line else 0
+        check(port != 0, "a FIFO in /dev/shm: the panel of every clock starts (%r)" % line)
+        code, body = 0, ""
+        if port:
+            try:
+                code, body, _ = e.get("/metrics", port=port, timeout=10)
+            except OSError as ex:
+                body = str(ex)
+        check(code == 200 and ('clock="%s"' % e.name) in body,
+              "a FIFO in /dev/shm: the panel of every clock still serves /metrics (%s, %d bytes)"
+              % (code or body[:60], len(body)))
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, "and it ends on SIGTERM (exit %s)" % rc)
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        os.unlink(fifo)
+
+
 def main():
     with Env(participants=3, period_ms=10) as e:
         test_read(e)
         test_control(e)
         test_bad_input(e)
         test_options(e)
+        test_fifo_in_dev_shm(e)
         test_daemon_gone(e)
         test_stalled_stream(e)
         test_sigterm(e)
