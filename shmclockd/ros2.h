@@ -74,6 +74,12 @@ struct dist_ack {
 #define DIST_F_UNIX_ZERO 0x4u
 /* The leader echoes leases (TimeEcho): its followers wait for the echo. */
 #define DIST_F_ECHO 0x8u
+/* The leader's function in force re-expressed after its host clock stepped
+ * (the same function on its host; on the wire earlier or later by the
+ * step): its followers take it where it goes back too, their readers held
+ * until it catches up. A follower that does not know the flag refuses it,
+ * as before the flag. */
+#define DIST_F_REANCHOR 0x10u
 /* The heartbeats a follower believes (Distribute.Heartbeat's range). */
 #define DIST_HB_MIN_NS INT64_C(100000000)
 #define DIST_HB_MAX_NS INT64_C(60000000000)

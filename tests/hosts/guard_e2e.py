@@ -180,14 +180,15 @@ def real():
     return time.clock_gettime_ns(time.CLOCK_REALTIME)
 
 
-def rogue_follower(tag, leader, stale_after, env=None, lead=None):
-    """A follower (StaleAfter @stale_after, @env added to its environment)
-    of a rogue @leader on a wire of its own, following the rogue's function
-    1 (time 0 at t0, rate 1, Lead @lead ns): (name, process, rogue, send,
-    clock, t0)."""
+def rogue_follower(tag, leader, stale_after, env=None, lead=None, dist=None):
+    """A follower (StaleAfter @stale_after, @env added to its environment,
+    @dist to its Distribute section) of a rogue @leader on a wire of its
+    own, following the rogue's function 1 (time 0 at t0, rate 1, Lead @lead
+    ns): (name, process, rogue, send, clock, t0)."""
     wire = "guard-%s-%s" % (tag, RUN)
     name, p = start(tag, {"TimeSource": "leader",
-                          "Distribute": {"Clock": wire, "StaleAfter": stale_after}}, env)
+                          "Distribute": dict({"Clock": wire, "StaleAfter": stale_after},
+                                             **(dist or {}))}, env)
     rogue, rogue_send = start_rogue(wire)
     t0 = real()
     check(rogue_send(leader, 1, t0, 0, lead=lead), "the rogue publisher writes")
@@ -1231,6 +1232,128 @@ def lost_step_phase():
     finish(clk, rogue, p)
 
 
+def leader_step_phase():
+    """A step of the leader's host clock (the SHMCLOCKD_TEST_CLOCK_SHIFT
+    hook, on the leader alone): it re-expresses its function in force on
+    the wire, flagged as a re-anchor; its follower takes it, its readers
+    held until it catches up, never back, and follows the changes after it.
+    (A follower refused the re-anchor as going back without a jump, then
+    every change after it: fresh on the old function, running on through
+    the leader's pause; a review found it.)"""
+    shift = os.path.join(rtdir, "leader-step.ns")
+    with open(shift, "w") as f:
+        f.write("0\n")
+    wire = "guard-lstep-" + RUN
+    lname, lp = start("lstep-leader", {"TimeSource": "simulation",
+                                       "Distribute": {"Publish": True, "Clock": wire}},
+                      {"SHMCLOCKD_TEST_CLOCK_SHIFT": shift})
+    fname, fp = start("lstep-follower", {"TimeSource": "leader",
+                                         "Distribute": {"Clock": wire, "StaleAfter": "2s"}})
+    lc, fc = shmclock.Clock(lname), shmclock.Clock(fname)
+    check(wait_for(lambda: fc.info().initialized and not fc.info().stale, 20),
+          "leader-step: the follower follows the leader")
+
+    def fdist():
+        return ctl(fname, "status")[0]["status"]["distribute"]
+
+    def diff():
+        """Follower minus leader at one instant (both running)."""
+        li, fi = lc.info(), fc.info()
+        t = max(li.mono_ns, fi.mono_ns)
+        return (fi.sim_ns + round((t - fi.mono_ns) * fi.scale)) - \
+            (li.sim_ns + round((t - li.mono_ns) * li.scale))
+    refused = fdist()["refused"]
+    d0 = diff()
+    step = SEC
+    stop = threading.Event()
+    seen = {"n": 0, "back": 0, "prev": None}
+
+    def reader():
+        # The follower's readers: never back within a jump epoch.
+        while not stop.is_set():
+            i = fc.info()
+            prev = seen["prev"]
+            if prev and i.jump_epoch == prev[0] and i.sim_ns < prev[1]:
+                seen["back"] += 1
+            seen["prev"] = (i.jump_epoch, i.sim_ns)
+            seen["n"] += 1
+            time.sleep(0.001)
+    th = threading.Thread(target=reader)
+    th.start()
+    try:
+        with open(shift, "w") as f:
+            f.write("%d\n" % step)
+        took = wait_for(lambda: ctl(lname, "status")[0]["status"]["distribute"]["reanchors"] > 0,
+                        5)
+        check(took, "leader-step: the leader re-anchors after its host clock's step")
+        # Taken at its instant, 1 s ahead on the follower's clock, then held
+        # 1 s until it catches up: the follower is then behind by the step,
+        # as its host clock is.
+        # (Both on this machine: exact but for the offsets' rounding.)
+        settled = wait_for(lambda: abs(diff() + step) < 2_000_000, 10)
+        d1 = diff()
+        st = fdist()
+        check(settled and st["refused"] == refused,
+              "leader-step: the follower takes the re-anchor (refused %d -> %d, %s): behind by "
+              "the step, as its host clock is (%.3f ms, before %.3f ms)"
+              % (refused, st["refused"], st.get("refused_last", "-"), d1 / 1e6, d0 / 1e6))
+        r, _ = ctl(lname, "pause")
+        check(r.get("ok") and wait_for(lambda: fc.info().paused, 10),
+              "leader-step: a pause after the step reaches the follower (%s)" % r.get("error", "ok"))
+    finally:
+        stop.set()
+        th.join()
+    print("# leader-step: %d readings, %d back" % (seen["n"], seen["back"]), flush=True)
+    check(seen["n"] > 0 and seen["back"] == 0,
+          "leader-step: the follower's readers never went back (%d of %d)"
+          % (seen["back"], seen["n"]))
+    lc.close()
+    fc.close()
+    stop_timed(fp)
+    stop_timed(lp)
+
+
+def gap_loss_phase():
+    """A follower that saw a gap while changes were queued (so no hold
+    was opened for it), then lost its leader, with OnLeaderLoss "run":
+    its readers run on, stale. (The gap outlived the loss, and the next
+    tick opened its hold on the stale clock: readers stopped, and the
+    log said a change was missed; a review found it.)"""
+    name, p, rogue, send, clk, t0 = rogue_follower("gap-loss", "rogue/15", "600ms", lead=SEC,
+                                                   dist={"OnLeaderLoss": "run"})
+    cfg_ok = clk.info()
+    holds = ctl(name, "status")[0]["status"]["distribute"]["holds"]
+    t2 = real() + 1_500_000_000
+    # Change 2 announced, queued for its instant 1.5 s ahead (within the
+    # 2 s a follower takes); change 4 announced after it (3 missed): a gap
+    # with a change queued, so no hold yet.
+    check(send("rogue/15", 2, t2, t2 - t0, 1 << 32, committed=1, lead=SEC)
+          and send("rogue/15", 4, t2 + 300_000_000, t2 + 300_000_000 - t0, 1 << 32, committed=1,
+                   lead=SEC),
+          "gap-loss: change 2 queued, change 4 announced (3 missed)")
+    time.sleep(0.2)
+    st = ctl(name, "status")[0]["status"]["distribute"]
+    check(not clk.info().stale and st["holds"] == holds and st["refused"] == 0,
+          "gap-loss: no hold for the gap (a change is queued; holds %d, refused %d)"
+          % (st["holds"] - holds, st["refused"]))
+    # Then silence: stale after 0.6 s, before change 2's instant; its queue
+    # cleared.
+    check(wait_for(lambda: clk.info().stale, 10), "gap-loss: the follower marks its clock stale")
+    time.sleep(0.3)
+    a = clk.info()
+    time.sleep(0.3)
+    b = clk.info()
+    st = ctl(name, "status")[0]["status"]["distribute"]
+    print("# gap-loss: %.3f ms in 0.3 s after the loss; holds %d, hold_stales %d"
+          % ((b.sim_ns - a.sim_ns) / 1e6, st["holds"] - holds, st["hold_stales"]), flush=True)
+    check(cfg_ok.initialized and b.sim_ns - a.sim_ns > 100_000_000 and not b.paused,
+          "gap-loss: its readers run on, stale (OnLeaderLoss run): %.3f ms in 0.3 s"
+          % ((b.sim_ns - a.sim_ns) / 1e6))
+    check(st["hold_stales"] == 0, "gap-loss: no missed change said after the loss (%d)"
+          % st["hold_stales"])
+    finish(clk, rogue, p)
+
+
 def leader_reload_phase():
     """A reload that changes a leader's TimeScale or UnixTimeAtZero is
     refused, said in its log, the clock unchanged: it would change this
@@ -1663,6 +1786,8 @@ def main():
     lost_held_phase()
     gap_step_phase()
     lost_step_phase()
+    leader_step_phase()
+    gap_loss_phase()
     rogue_ack_phase()
     leader_reload_phase()
     echo_phase()
