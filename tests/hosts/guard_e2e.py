@@ -1354,6 +1354,37 @@ def gap_loss_phase():
     finish(clk, rogue, p)
 
 
+def queue_full_phase():
+    """A rogue's 64 announcements (uncommitted: each waits for its commit)
+    whose instants then come, and a 65th whose instant has come too: the
+    follower refuses the 65th (the refusal was only for instants still to
+    come: it was queued, its index wrapped over the queue's head), answers
+    status and ends on SIGTERM. Lead 1 s: a change due and not committed
+    counts as lost after 2.5 s, time enough for the 65th."""
+    name, p, rogue, send, clk, t0 = rogue_follower("qfull", "rogue/16", "5s", lead=SEC)
+    base = real() + 400_000_000
+    ok = all(send("rogue/16", 2 + k, base + k * 1_000_000, base + k * 1_000_000 - t0, 1 << 32,
+                  committed=1, lead=SEC) for k in range(64))
+    check(ok, "queue-full: 64 announcements sent")
+
+    def dist():
+        return ctl(name, "status")[0]["status"]["distribute"]
+    check(wait_for(lambda: dist()["queued"] >= 64, 5), "queue-full: 64 queued (%d)"
+          % dist()["queued"])
+    refused = dist()["refused"]
+    while real() < base + 100_000_000:
+        time.sleep(0.01)
+    t65 = real() - 5_000_000  # come, after the 64th's
+    check(send("rogue/16", 66, t65, t65 - t0, 1 << 32, committed=1, lead=SEC),
+          "queue-full: a 65th sent, its instant come")
+    got = wait_for(lambda: dist()["refused"] > refused, 5)
+    st = dist()
+    check(got and "64 changes" in str(st.get("refused_last")) and st["queued"] <= 64,
+          "queue-full: the 65th refused, the queue at 64 (%d queued; %s)"
+          % (st["queued"], st.get("refused_last")))
+    finish(clk, rogue, p)
+
+
 def leader_reload_phase():
     """A reload that changes a leader's TimeScale or UnixTimeAtZero is
     refused, said in its log, the clock unchanged: it would change this
@@ -1788,6 +1819,7 @@ def main():
     lost_step_phase()
     leader_step_phase()
     gap_loss_phase()
+    queue_full_phase()
     rogue_ack_phase()
     leader_reload_phase()
     echo_phase()
