@@ -8,6 +8,7 @@
 #define SHMCLOCKD_CONTROL_CLIENT_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,19 +17,47 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A connection to the control socket at @path: fd, or -errno. */
-static inline int control_client_connect(const char *path)
+static inline int64_t control_client_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A connection to the control socket at @path within @timeout_ms (-1: no
+ * limit): fd (blocking), or -errno (-ETIMEDOUT). Not a blocking connect():
+ * a daemon that does not accept (stopped, hung) fills its listen backlog
+ * with the connections its clients gave up on, and the next blocking
+ * connect() on a Unix socket then waits until it accepts again, whatever
+ * the caller's timeout. Non-blocking, a full backlog is EAGAIN: tried again
+ * every 10 ms until the deadline.
+ */
+static inline int control_client_connect_within(const char *path, int timeout_ms)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd, e;
+	int64_t deadline = control_client_ms() + timeout_ms;
+	int fd, e, fl;
 
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(a.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+	while (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		e = errno;
+		if (e == EINTR)
+			continue;
+		if (e != EAGAIN || (timeout_ms >= 0 && control_client_ms() >= deadline)) {
+			close(fd);
+			return e == EAGAIN ? -ETIMEDOUT : -e;
+		}
+		poll(NULL, 0, 10);
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
 		e = errno;
 		close(fd);
 		return -e;
@@ -36,12 +65,10 @@ static inline int control_client_connect(const char *path)
 	return fd;
 }
 
-static inline int64_t control_client_ms(void)
+/* A connection to the control socket at @path: fd, or -errno. */
+static inline int control_client_connect(const char *path)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return control_client_connect_within(path, -1);
 }
 
 /* Reads until a newline, EOF, or @timeout_ms in all (-1: no limit) into
@@ -77,7 +104,8 @@ static inline size_t control_client_read_line(int fd, char *buf, size_t len, int
 static inline int control_client_request(const char *path, const char *req, char *buf,
 					 size_t len, int timeout_ms)
 {
-	int fd = control_client_connect(path), e;
+	int64_t t0 = control_client_ms();
+	int fd = control_client_connect_within(path, timeout_ms), e;
 
 	buf[0] = 0;
 	if (fd < 0)
@@ -88,9 +116,12 @@ static inline int control_client_request(const char *path, const char *req, char
 		return -e;
 	}
 	{
-		int64_t t0 = control_client_ms();
+		/* What the connection left of the timeout (at least 1 ms). */
+		int left = timeout_ms < 0 ? -1 : (int)(timeout_ms - (control_client_ms() - t0));
 
-		control_client_read_line(fd, buf, len, timeout_ms);
+		if (timeout_ms >= 0 && left < 1)
+			left = 1;
+		control_client_read_line(fd, buf, len, left);
 		close(fd);
 		if (strchr(buf, '\n'))
 			return 0;

@@ -1465,6 +1465,40 @@ Test(daemon, shmclockctl_gives_up_on_a_stopped_daemon)
 	cr_assert_eq(daemon_stop(d), 0);
 }
 
+/*
+ * A daemon stopped long enough that its listen backlog filled with the
+ * connections its clients gave up on (the panel's status rounds, one a
+ * second): shmclockctl --timeout still gives up in time. A blocking
+ * connect() on a full Unix backlog waits until the daemon accepts again:
+ * shmclockctl hung, the panel's poller and its control requests with it.
+ */
+Test(daemon, shmclockctl_gives_up_on_a_stopped_daemon_whose_backlog_is_full)
+{
+	const char *name = test_clock_name();
+	pid_t d = must_start(name, NULL), c;
+	char sock[256];
+	int fds[256], n = 0, st;
+
+	socket_path(sock, sizeof(sock), name);
+	kill(d, SIGSTOP);
+	/* Connections queue until the backlog is full (then EAGAIN). */
+	while (n < 256 && (fds[n] = control_client_connect_within(sock, 100)) >= 0)
+		n++;
+	cr_assert_lt(n, 256, "the backlog never filled");
+	cr_assert_eq(fds[n], -ETIMEDOUT, "connect on a full backlog: %s", strerror(-fds[n]));
+	fprintf(stderr, "# a stopped daemon's backlog: full after %d connections\n", n);
+	c = test_fork();
+	if (c == 0)
+		_exit(ctl(name, "--timeout", "0.5", "status", NULL));
+	st = test_wait_for(c, 10 * SEC);
+	kill(d, SIGCONT);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	cr_assert_neq(st, -1, "shmclockctl --timeout 0.5 still waiting after 10 s (in connect)");
+	cr_assert_eq(st, 3, "exit %d", st);
+	cr_assert_eq(daemon_stop(d), 0);
+}
+
 Test(daemon, config_errors_point_at_the_right_line)
 {
 	const char *name = test_clock_name();
