@@ -551,7 +551,7 @@ static enum MHD_Result control(struct MHD_Connection *conn, struct post *po)
 	static const char *const allowed[] = { "pause", "resume", "scale", "step", "set", "evict" };
 	const struct proto_cmd *pc = NULL;
 	const cJSON *clk, *cmd, *arg;
-	char sock[108], names[1024], *line, buf[4096];
+	char sock[108], names[1024], *line, buf[4096], *rbuf;
 	cJSON *req, *o;
 	int r;
 
@@ -616,17 +616,33 @@ static enum MHD_Result control(struct MHD_Connection *conn, struct post *po)
 	pthread_mutex_lock(&P.mu);
 	P.control_requests++;
 	pthread_mutex_unlock(&P.mu);
-	r = control_client_request(sock, line, buf, sizeof(buf), 5000);
+	/* The reply to a change carries the whole status: as large as the
+	 * poller's (a 4 KiB buffer cut a lockstep clock's of 8 participants,
+	 * and a change made was answered 502, inviting a second one). */
+	rbuf = malloc(STATUS_MAX);
+	if (!rbuf) {
+		free(line);
+		return MHD_NO;
+	}
+	r = control_client_request(sock, line, rbuf, STATUS_MAX, 5000);
 	free(line);
-	if (r)
+	if (r) {
+		free(rbuf);
 		return refuse(conn, MHD_HTTP_BAD_GATEWAY, true, "shmclockd at %s: %s", sock,
 			      r == -ETIMEDOUT ? "no answer within 5 s" : strerror(-r));
-	o = cJSON_Parse(buf);
+	}
+	o = cJSON_Parse(rbuf);
 	r = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "ok"));
 	cJSON_Delete(o);
 	/* Passed on as the daemon sent it: ok with the status, or its error. */
-	return reply(conn, r ? MHD_HTTP_OK : MHD_HTTP_CONFLICT, "application/json", buf, strlen(buf),
-		     MHD_RESPMEM_MUST_COPY);
+	{
+		enum MHD_Result ret = reply(conn, r ? MHD_HTTP_OK : MHD_HTTP_CONFLICT,
+					    "application/json", rbuf, strlen(rbuf),
+					    MHD_RESPMEM_MUST_COPY);
+
+		free(rbuf);
+		return ret;
+	}
 }
 
 /* Whether a control request may go on; else the refusal is queued. */

@@ -20,6 +20,9 @@
 #include <shmclock/shmclock.h>
 
 #define PANEL_CLOCKS_MAX 64
+/* The largest reply read from a daemon (status, and a change's ok, which
+ * carries the status): 64 participants with their figures. */
+#define STATUS_MAX (256 * 1024)
 /* The real-time factor's history: one sample a second, five minutes. */
 #define PANEL_HISTORY 300
 

@@ -19,8 +19,6 @@
 #include "paths.h"
 #include "status_json.h"
 
-/* The largest status reply read: 64 participants with their figures. */
-#define STATUS_MAX (256 * 1024)
 /* A daemon that does not answer status within this is shown as such; the
  * next round asks again. */
 #define STATUS_TIMEOUT_MS 1000

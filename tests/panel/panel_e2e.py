@@ -496,7 +496,25 @@ def test_fifo_in_dev_shm(e):
         os.unlink(fifo)
 
 
+def test_control_large_reply():
+    """A change's ok carries the whole status: for a lockstep clock of 24
+    participants well over 4 KiB. The panel passes it on (200). Before,
+    it read the reply into 4 KiB, answered 502 "Protocol error" for a
+    pause that was made, and a user who tried again paused twice."""
+    with Env(participants=24, period_ms=10, tag="panel-big") as e:
+        size = len(e.ctl("status", "--json").stdout)
+        check(size > 4096, "24 participants: a status of %d bytes" % size)
+        code, body, _ = e.control_req("pause")
+        st = e.status()
+        check(code == 200 and st and st["paused"] and len(body) > 4096,
+              "pause on a clock whose status is %d bytes: %d, %d bytes passed on, paused %s"
+              % (size, code, len(body), st and st["paused"]))
+        code, body, _ = e.control_req("resume")
+        check(code == 200 and running(e), "resume: %d, the clock runs again" % code)
+
+
 def main():
+    test_control_large_reply()
     with Env(participants=3, period_ms=10) as e:
         test_read(e)
         test_control(e)
