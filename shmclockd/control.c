@@ -198,7 +198,10 @@ int control_pollfds(struct control *c, struct pollfd *fds, int max)
 	for (int i = 0; i < CONTROL_CLIENTS_MAX && n < max; i++)
 		if (c->clients[i].fd >= 0)
 			fds[n++] = (struct pollfd){ .fd = c->clients[i].fd,
-						    .events = c->clients[i].blocked ? 0 : POLLIN };
+						    .events = c->clients[i].blocked ||
+									      c->clients[i].eof
+								      ? 0
+								      : POLLIN };
 	return n;
 }
 
@@ -214,6 +217,7 @@ static void drop(struct control *c, struct client *cl, const char *why)
 	cl->fd = -1;
 	cl->used = 0;
 	cl->blocked = false;
+	cl->eof = false;
 	/* Their results go nowhere: the clock thread frees them. */
 	for (; cl->count; cl->count--, cl->first = (cl->first + 1) % CONTROL_INFLIGHT_MAX)
 		cmd_orphan(cl->inflight[cl->first]);
@@ -228,6 +232,8 @@ static void reply_error(struct client *cl, const char *msg)
 		send_line(cl->fd, line);
 	free(line);
 }
+
+static void read_client(struct control *c, struct client *cl, short revents);
 
 /*
  * accept4() failed with EMFILE / ENFILE: the connection stays queued and
@@ -288,19 +294,34 @@ static void accept_one(struct control *c)
 	}
 	/*
 	 * A free slot, else the client quiet for longest: idle connections
-	 * must not lock the owner out of their own clock.
+	 * must not lock the owner out of their own clock. Never one with
+	 * commands in flight (a leader's change waits for its instant): it is
+	 * not idle, and its change would be made while it was told it was
+	 * dropped. With every client waiting so, the newcomer is refused.
 	 */
 	struct client *slot = NULL;
 
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++) {
 		struct client *cl = &c->clients[i];
+		struct pollfd in = { .fd = cl->fd, .events = POLLIN };
 
+		/* What it sent and this loop has not read yet first: a client
+		 * whose request waits in its socket is not idle either. */
+		if (cl->fd >= 0 && !cl->count && !cl->blocked && !cl->eof && poll(&in, 1, 0) == 1)
+			read_client(c, cl, in.revents);
 		if (cl->fd < 0) {
 			slot = cl;
 			break;
 		}
-		if (!slot || cl->last_ns < slot->last_ns)
+		if (!cl->count && (!slot || cl->last_ns < slot->last_ns))
 			slot = cl;
+	}
+	if (!slot) {
+		reply_error(&tmp, "too many clients, each waiting for a change: try again when one "
+				  "is answered");
+		c->errors++;
+		close(fd);
+		return;
 	}
 	if (slot->fd >= 0) {
 		reply_error(slot, "dropped: too many clients and this one was the longest idle");
@@ -434,13 +455,21 @@ static void read_client(struct control *c, struct client *cl, short revents)
 {
 	ssize_t n;
 
-	if (cl->blocked) {
+	if (cl->blocked || cl->eof) {
 		/* Not polled for input: only a hang-up or error comes here. */
 		if (revents & (POLLHUP | POLLERR))
 			drop(c, cl, NULL);
 		return;
 	}
 	n = recv(cl->fd, cl->buf + cl->used, CONTROL_LINE_MAX - cl->used, 0);
+	if (n == 0 && cl->count) {
+		/* It shut its side after its last line (printf ... | socat):
+		 * its commands in flight are answered first, then it is
+		 * closed (control_handle). Dropped at once, it went
+		 * unanswered while its changes were made. */
+		cl->eof = true;
+		return;
+	}
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR))
 			drop(c, cl, NULL);
@@ -489,6 +518,10 @@ void control_handle(struct control *c, const struct pollfd *fds, int n)
 			continue;
 		if (answer_done(c, cl) && cl->blocked)
 			run_lines(c, cl);
+		/* Shut and answered: closed (its lines still waiting, if any,
+		 * run as the answers come, then this). */
+		if (cl->fd >= 0 && cl->eof && !cl->count && !cl->blocked)
+			drop(c, cl, NULL);
 	}
 	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
 		if (c->clients[i].fd >= 0 && !c->clients[i].count &&

@@ -40,6 +40,9 @@ struct client {
 	/* A complete line waits for the commands before it to be answered
 	 * (status after a pending change, or the queue full). */
 	bool blocked;
+	/* It shut its side (end of input) with commands still to answer: not
+	 * read any more; answered, then closed. */
+	bool eof;
 	/* Commands posted to the clock thread, answered in this order. */
 	struct cmd *inflight[CONTROL_INFLIGHT_MAX];
 	unsigned first, count;

@@ -1806,7 +1806,76 @@ def pipeline_phase():
     c.s.close()
 
 
+def crowd_phase():
+    """A leader's changes wait for their instants (Lead 300ms), so its
+    clients wait with commands in flight: 32 such clients (the most the
+    daemon serves) and a 33rd: the newcomer is refused with a clear line,
+    and each of the 32 gets its change's reply, ok. (The daemon evicted the
+    longest idle of them, commands in flight or not: its change was made,
+    and it was told it was dropped.) And a client that sends its change and
+    shuts its side (printf ... | socat): answered, then closed. (Its end of
+    input dropped it at once, its change made, unanswered.)"""
+    wire = "guard-crowd-" + RUN
+    name, p = start("crowd", {"TimeSource": "simulation",
+                              "Distribute": {"Publish": True, "Clock": wire, "Lead": "300ms"}})
+    sock = os.path.join(rtdir, name + ".sock")
+    pls = [Pipeline(name, '{"cmd":"scale","value":%g}\n' % (1 + k / 1000)) for k in range(32)]
+    late = socket.socket(socket.AF_UNIX)
+    late.settimeout(10)
+    late.connect(sock)
+    try:
+        late.sendall(b'{"cmd":"status"}\n')
+    except OSError:
+        pass  # refused and closed before it wrote: the refusal is to read
+    buf = b""
+    try:
+        while not buf.endswith(b"\n"):
+            chunk = late.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except OSError:
+        pass
+    late.close()
+    try:
+        r = json.loads(buf.decode().splitlines()[0])
+    except (ValueError, IndexError):
+        r = {}
+    check(not r.get("ok") and "too many clients" in r.get("error", ""),
+          "crowd: a 33rd client while 32 wait for their changes is refused: %s"
+          % (r.get("error") or buf[:80]))
+    bad = []
+    for k, pl in enumerate(pls):
+        rs = pl.replies(60)
+        if len(rs) != 1 or not rs[0].get("ok"):
+            bad.append((k, rs[0].get("error") if rs else "no reply"))
+        pl.s.close()
+    check(not bad, "crowd: each of the 32 gets its change's reply, ok (not: %s)" % bad[:3])
+    # Half-closed: the reply still comes, then the end.
+    hc = socket.socket(socket.AF_UNIX)
+    hc.settimeout(10)
+    hc.connect(sock)
+    hc.sendall(b'{"cmd":"pause"}\n')
+    hc.shutdown(socket.SHUT_WR)
+    buf = b""
+    try:
+        while True:
+            chunk = hc.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except OSError as ex:
+        buf += b" (" + str(ex).encode() + b")"
+    hc.close()
+    lines = buf.decode(errors="replace").splitlines()
+    check(len(lines) == 1 and json.loads(lines[0]).get("ok"),
+          "crowd: a client that shuts its side after a change gets the reply, then the end (%r)"
+          % buf[:80])
+    stop_timed(p)
+
+
 def main():
+    crowd_phase()
     rogue_phase()
     rejoin_phase()
     backlog_phase()
