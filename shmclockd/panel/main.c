@@ -317,8 +317,7 @@ static void conn_notify(void *cls, struct MHD_Connection *conn, void **sctx,
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		int sndbuf = CONN_SNDBUF;
 
-		w = calloc(1, sizeof(*w));
-		if (!w || !ci)
+		if (!ci || !(w = calloc(1, sizeof(*w))))
 			return; /* (unwatched: the idle timeout still applies) */
 		w->fd = ci->connect_fd;
 		setsockopt(w->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
