@@ -40,6 +40,7 @@ import datetime
 import os
 import threading
 import weakref
+import time
 
 from . import _shmclock
 from ._shmclock import ClockInfo, Jump, StaleClockError
@@ -239,7 +240,21 @@ class Clock(_shmclock.Clock):
         if wait is None:
             super().__init__(name, flags)
         else:
-            super().__init__(name, flags, to_ns(wait))
+            # In slices, so that Python runs its signal handlers between
+            # them (Ctrl-C); one wait of an hour in C could not be
+            # interrupted.
+            w = to_ns(wait)
+            if w < 0:
+                raise ValueError("wait must be a duration >= 0 (None: don't wait)")
+            deadline = time.monotonic_ns() + w
+            while True:
+                left = max(0, deadline - time.monotonic_ns())
+                try:
+                    super().__init__(name, flags, min(left, _SLICE_NS))
+                    break
+                except TimeoutError:
+                    if left <= _SLICE_NS:
+                        raise
         self._changes = _Changes(self)
         _open_clocks.add(self)
 

@@ -426,6 +426,11 @@ static int Clock_init(ClockObject *self, PyObject *args, PyObject *kw)
 				       shmclock_nsec(wait_ns), &h);
 	Py_END_ALLOW_THREADS
 	if (r) {
+		/* Not opened: __init__ may be tried again (the module waits in
+		 * slices, so that Python can run its signal handlers). */
+		pthread_mutex_lock(&self->mu);
+		self->name[0] = 0;
+		pthread_mutex_unlock(&self->mu);
 		raise_errno(r, name);
 		return -1;
 	}

@@ -209,6 +209,33 @@ class ClockTest(unittest.TestCase):
         with self.assertRaises(TimeoutError):
             shmclock.Clock(self.name + "-2", wait=datetime.timedelta(milliseconds=200))
 
+    def test_ctrl_c_interrupts_a_wait_for_a_clock(self):
+        """Clock(name, wait=3600.0) on a clock that never comes: Ctrl-C ends
+        it (it waited in C for the whole hour, signals unseen); a negative
+        wait is an error, not "forever"."""
+        code = ("import shmclock, sys, time\n"
+                "print('waiting', flush=True)\n"
+                "try:\n"
+                "    shmclock.Clock(sys.argv[1], wait=3600.0)\n"
+                "except KeyboardInterrupt:\n"
+                "    print(time.monotonic_ns(), flush=True)\n")
+        p = subprocess.Popen([sys.executable, "-c", code, self.name + "-never"],
+                             stdout=subprocess.PIPE, env=dict(os.environ), text=True)
+        self.addCleanup(p.kill)
+        self.assertEqual(p.stdout.readline().strip(), "waiting")
+        time.sleep(0.3)
+        sent = time.monotonic_ns()
+        p.send_signal(signal.SIGINT)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.fail("Clock(wait=3600.0) still waiting 10 s after Ctrl-C")
+        self.assertTrue(out.strip(), "no KeyboardInterrupt")
+        print("# Ctrl-C to KeyboardInterrupt in Clock(wait=): %.1f ms"
+              % ((int(out.strip()) - sent) / 1e6), file=sys.stderr)
+        with self.assertRaises(ValueError):
+            shmclock.Clock(self.name + "-never", wait=-1)
+
     # ------------------------------------------------------------ sleeping
 
     def test_sleep_takes_int_float_and_timedelta(self):
