@@ -373,12 +373,30 @@ SHMCLOCK_EXPORT shmclock_t *shmclock_lockstep_clock(shmclock_lockstep_t *p)
 
 SHMCLOCK_EXPORT void shmclock_lockstep_leave(shmclock_lockstep_t *p)
 {
+	bool mine;
+
 	if (!p)
 		return;
+	/* The slot's robust lock is the joining thread's (its TID in the lock
+	 * word; relaxed: only this thread's own TID matters, which only this
+	 * thread writes). */
+	mine = (atomic_load_explicit(&p->slot->lock.word, memory_order_relaxed) &
+		SHMCLOCK_LOCK_TID_MASK) == (uint32_t)gettid();
 	if (still_member(p)) {
 		/* L1. Release: pairs with the host's acquire load of state. */
 		atomic_store_explicit(&p->slot->state, LS_LEFT, memory_order_release);
 		shmclock__ls_kick_host(p->ls, false);
+	}
+	if (!mine) {
+		/* Another thread (the header says: the joining one). It cannot
+		 * release the lock (EPERM), and unmapping it under the joining
+		 * thread's robust list would leave the kernel unable to release
+		 * it when that thread ends: the slot lost for good. Left, the
+		 * clock stops waiting for it now; the slot frees when the
+		 * joining thread ends. The mapping stays for that. */
+		shmclock_close(p->clk);
+		free(p);
+		return;
 	}
 	/* Evicted: the host frees the slot once it sees the lock released. */
 	pthread_mutex_unlock(&p->slot->lock.mutex);

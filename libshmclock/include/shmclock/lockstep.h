@@ -125,7 +125,8 @@ shmclock_t *shmclock_lockstep_clock(shmclock_lockstep_t *p);
 /**
  * shmclock_lockstep_leave() - leave cleanly: the clock no longer waits for
  * this participant. Frees @p (NULL is fine). Call it from the joining
- * thread.
+ * thread (the slot's lock is that thread's); from another, the clock stops
+ * waiting at once and the slot comes free when the joining thread ends.
  */
 void shmclock_lockstep_leave(shmclock_lockstep_t *p);
 
