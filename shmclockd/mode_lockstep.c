@@ -422,6 +422,15 @@ static int ls_change(struct clock_mode *m, const struct clock_env *env, struct c
 		return 0;
 	case CMD_EVICT:
 		return evict(l, c->req.who, c->err, sizeof(c->err));
+	case CMD_PAUSE:
+	case CMD_RESUME:
+		/* A step's target ends with its pause (a pause of a paused
+		 * clock changes nothing): left, a pause after a resume ran the
+		 * clock on to a step made before it, and a new step added to
+		 * that (a review found it). */
+		if (c->req.kind == CMD_RESUME || !in->paused)
+			l->step_target = INT64_MIN;
+		return CLOCK_MODE_PASS;
 	default:
 		return CLOCK_MODE_PASS;
 	}

@@ -280,6 +280,35 @@ Test(lockstep, pause_holds_and_step_advances_within_the_grants)
 	daemon_stop(d);
 }
 
+/* A step's target left unreached ends with the pause: paused again after
+ * a resume, the clock stays; a step then counts from where it is. (The
+ * old target stayed: paused again at 500 ms, the clock ran on to the 1 s
+ * of a step made before the resume, and a new step added to that.) */
+Test(lockstep, a_step_target_ends_with_its_pause)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(ctl(name, "step", "1s", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 10 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(ctl(name, "resume", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 500 * MS, shmclock_sec(5)), 0);
+	cr_assert_eq(ctl(name, "pause", NULL), 0, "%s", ctl_err);
+	cr_assert_eq(shmclock_lockstep_advance(a, 900 * MS, shmclock_msec(300)), -ETIMEDOUT,
+		     "paused again, the clock ran on to %lld ns", (long long)now_of(r));
+	cr_assert_eq(now_of(r), 500 * MS);
+	cr_assert_eq(ctl(name, "step", "100ms", NULL), 0, "%s", ctl_err);
+	for (int64_t t0 = now_mono(); now_of(r) == 500 * MS && now_mono() - t0 < 5 * SEC;)
+		sleep_ns(2 * MS);
+	assert_held_at(r, 600 * MS, 300 * MS); /* from 500 ms, not from the old 1 s */
+	shmclock_lockstep_leave(a);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
 Test(lockstep, max_scale_one_never_runs_faster_than_real_time)
 {
 	const char *name = test_clock_name();
