@@ -32,7 +32,30 @@ struct shmclock_lockstep {
 	struct ls_stats *stats; /* our figures (0x4040 + 0x400 * slot) */
 	int64_t granted_mono;   /* CLOCK_MONOTONIC of our last grant */
 	int64_t seen;       /* the clock's time as we saw it last (never goes back) */
+	unsigned forks;     /* `forks` when this process joined */
 };
+
+/* fork()s that made this process, counted in each child: a handle joined
+ * before a fork is the parent's participant, not the child's copy's (its
+ * grants would overwrite the parent's, its leave end the parent's
+ * membership). Relaxed: read and written by this process's threads only,
+ * the child's one thread first. */
+static _Atomic unsigned forks;
+
+static void count_fork(void)
+{
+	atomic_fetch_add_explicit(&forks, 1, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void watch_forks(void)
+{
+	pthread_atfork(NULL, NULL, count_fork);
+}
+
+static bool forked(const shmclock_lockstep_t *p)
+{
+	return atomic_load_explicit(&forks, memory_order_relaxed) != p->forks;
+}
 
 /* -ESTALE when the clock's writer is gone or is not the one that made
  * this participants' segment. */
@@ -173,6 +196,7 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 		shmclock__futex_wait(&p->slot->ack, a, 10000000);
 	}
 	p->incarnation = atomic_load_explicit(&p->slot->incarnation, memory_order_relaxed);
+	p->forks = atomic_load_explicit(&forks, memory_order_relaxed);
 	p->joined_at = atomic_load_explicit(&p->slot->joined_sim_ns, memory_order_relaxed);
 	p->last = p->seen = p->joined_at;
 	*out = p;
@@ -191,6 +215,11 @@ SHMCLOCK_EXPORT int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t unti
 
 	if (!p)
 		return -EINVAL;
+	if (__builtin_expect(forked(p), 0)) {
+		p->why = "this process is a fork of the one that joined: the participant is "
+			 "the parent's (join again here)";
+		return -EPERM;
+	}
 	if (!still_member(p))
 		return -ECANCELED;
 	if (until_ns < p->last) {
@@ -340,6 +369,8 @@ SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t
 	case -EACCES:
 		return "not allowed to join: neither the clock's user nor in its ControlGroup";
 	case -EPERM:
+		if (p && p->why && forked(p))
+			return p->why;
 		return "the lockstep segment is not owned by the clock's owner: not believed";
 	case -EPROTO:
 		return "not a lockstep segment of this ABI version";
@@ -377,6 +408,15 @@ SHMCLOCK_EXPORT void shmclock_lockstep_leave(shmclock_lockstep_t *p)
 
 	if (!p)
 		return;
+	if (forked(p)) {
+		/* This process's copy of its parent's participant: the
+		 * membership, the slot and its lock are the parent's. Only the
+		 * copy goes (this process's robust list never held the lock). */
+		munmap(p->ls, LS_SIZE);
+		shmclock_close(p->clk);
+		free(p);
+		return;
+	}
 	/* The slot's robust lock is the joining thread's (its TID in the lock
 	 * word; relaxed: only this thread's own TID matters, which only this
 	 * thread writes). */

@@ -521,6 +521,38 @@ Test(lockstep, a_leave_from_another_thread_gives_the_slot_back_when_the_joiner_e
 	daemon_stop(d);
 }
 
+/* A fork of a participant's process: the participant stays the parent's.
+ * The child's grant is refused (-EPERM), its leave() frees its copy only.
+ * (The child's grant overwrote the parent's, so the clock could pass a
+ * step the parent had not finished, and its leave ended the parent's
+ * membership: the parent's next advance got -ECANCELED.) */
+Test(lockstep, a_fork_of_a_participant_neither_grants_nor_leaves_for_it)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1"), c;
+	shmclock_t *r = open_reader(name);
+	shmclock_lockstep_t *a = join(name, "a");
+	int64_t t = shmclock_lockstep_joined_at(a);
+
+	cr_assert_eq(shmclock_lockstep_advance(a, t + 10 * MS, shmclock_sec(5)), 0);
+	c = test_fork();
+	if (c == 0) {
+		int g = shmclock_lockstep_grant(a, t + 500 * MS);
+
+		shmclock_lockstep_leave(a);
+		_exit(g == -EPERM ? 0 : 1);
+	}
+	cr_assert_eq(test_wait_for(c, 10 * SEC), 0, "the child's grant was not refused");
+	/* The clock went no further than the parent's grant... */
+	assert_held_at(r, t + 10 * MS, 100 * MS);
+	/* ...and the parent is still its participant. */
+	cr_assert_eq(shmclock_lockstep_advance(a, t + 20 * MS, shmclock_sec(5)), 0,
+		     "the parent after its child's leave");
+	shmclock_lockstep_leave(a);
+	shmclock_close(r);
+	daemon_stop(d);
+}
+
 Test(lockstep, sixty_four_participants_then_enospc)
 {
 	const char *name = test_clock_name();

@@ -88,7 +88,9 @@ int shmclock_lockstep_join(const char *name, const char *who, shmclock_lockstep_
  * before the time it joined at), is INT64_MAX (beyond the clock's range),
  * or is beyond the horizon: the clock's time + the writer's MaxGrantAhead
  * (shmclock_lockstep_max_ahead()); shmclock_lockstep_strerror(@p, r) says
- * which. -ECANCELED the participant was evicted.
+ * which. -ECANCELED the participant was evicted. -EPERM this process is a
+ * fork of the one that joined: the participant is the parent's (a child
+ * joins on its own; its leave() of the copy only frees the copy).
  */
 int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns);
 
@@ -99,7 +101,7 @@ int shmclock_lockstep_grant(shmclock_lockstep_t *p, int64_t until_ns);
  *
  * Return: 0 the clock is at @until_ns or later; -ETIMEDOUT; -ECANCELED this
  * participant was evicted; -ESTALE the clock's writer died (or was replaced:
- * join again); -EINVAL as for grant() (nothing is granted).
+ * join again); -EINVAL, -EPERM as for grant() (nothing is granted).
  */
 int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t until_ns,
 			      shmclock_duration_t timeout);
