@@ -323,6 +323,50 @@ static class TestShmclock
         }
     }
 
+    // A handler of one handle removes a handler of another handle of the
+    // same clock while that one is delivered on its own watcher thread.
+    // Inside a handler the library cannot wait for the other delivery: the
+    // removed handler's target must outlive it (it was freed at once, and
+    // the other watcher called the freed handle: an exception in a native
+    // callback, the process aborted).
+    static void CrossHandles()
+    {
+        string name = NewName();
+        using (var w = new Peer("writer", name)) {
+            w.Do("pause");
+            w.Do("set " + 1 * S);
+            using (var a = Clock.Open(name))
+            using (var b = Clock.Open(name)) {
+                IDisposable rb = null;
+                int disposed = 0, ran = 0;
+                a.OnJump(JumpThreshold.Any, e => {
+                    if (!e.Before)
+                        return;
+                    var r = Interlocked.Exchange(ref rb, null);
+                    if (r != null) {
+                        r.Dispose();
+                        Interlocked.Increment(ref disposed);
+                    }
+                });
+                int i;
+                for (i = 0; i < 300; i++) {
+                    Volatile.Write(ref rb, b.OnJump(JumpThreshold.Any, e => {
+                        Interlocked.Increment(ref ran);
+                        Thread.SpinWait(200);
+                    }));
+                    int before = Volatile.Read(ref disposed);
+                    w.Do("set " + (2 + i % 2) * S);
+                    for (int k = 0; k < 250 && Volatile.Read(ref disposed) == before; k++)
+                        Thread.Sleep(2);
+                    if (Volatile.Read(ref disposed) == before)
+                        break;
+                }
+                Ok(i == 300, "300 jumps, each removing the other handle's handler from a handler: "
+                   + i + " done, no crash (the other ran " + Volatile.Read(ref ran) + " times)");
+            }
+        }
+    }
+
     // Async and blocking waits in simulated time.
     static void Waits()
     {
@@ -695,6 +739,7 @@ static class TestShmclock
             { "ss2 steps", Ss2Steps },
             { "reader follows a C writer", ReaderFollowsCWriter },
             { "jump events", JumpEvents },
+            { "handlers across handles", CrossHandles },
             { "waits", Waits },
             { "UNIX time", UnixTime },
             { "take over", TakeOver },

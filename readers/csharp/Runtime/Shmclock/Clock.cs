@@ -56,6 +56,15 @@ namespace Shmclock
         // trampoline below, freed once the library no longer calls it.
         readonly System.Collections.Generic.Dictionary<ulong, GCHandle> handlers =
             new System.Collections.Generic.Dictionary<ulong, GCHandle>();
+        // Targets of handlers removed from inside a handler (of any clock):
+        // the library unlinks them at once but cannot wait there for a
+        // delivery running on another thread, which may still call them.
+        // Freed by the finalizer, with the handle. (Freed at once, another
+        // watcher called a freed handle: the process crashed.)
+        readonly System.Collections.Generic.List<GCHandle> graveyard =
+            new System.Collections.Generic.List<GCHandle>();
+        // How deep this thread is in jump handlers (the trampoline's).
+        [ThreadStatic] static int inHandler;
         // The cancel tokens of the sleeps in progress (Dispose ends them).
         readonly System.Collections.Generic.HashSet<IntPtr> sleepers = new System.Collections.Generic.HashSet<IntPtr>();
         readonly object jumpLock = new object();
@@ -447,7 +456,9 @@ namespace Shmclock
 
         /// <summary>
         /// A jump handler with thresholds (rcl's jump callbacks). Dispose the
-        /// result to remove it; after that it does not run again.
+        /// result to remove it; after that it does not run again (disposed
+        /// from inside a handler, a delivery already running on another
+        /// thread may still call it once).
         /// </summary>
         public IDisposable OnJump(JumpThreshold threshold, Action<JumpEventArgs> handler)
         {
@@ -471,8 +482,11 @@ namespace Shmclock
         [MonoPInvokeCallback(typeof(Native.JumpCallback))]
         static void OnNativeJump(IntPtr jp, byte before, IntPtr user)
         {
-            var target = (JumpTarget)GCHandle.FromIntPtr(user).Target;
+            JumpTarget target = null;
+
+            inHandler++;
             try {
+                target = (JumpTarget)GCHandle.FromIntPtr(user).Target;
                 var j = (NativeJump)Marshal.PtrToStructure(jp, typeof(NativeJump));
                 target.Handler(new JumpEventArgs {
                     Before = before != 0, Kind = (JumpKind)j.kind, DeltaNs = j.delta_ns,
@@ -480,8 +494,23 @@ namespace Shmclock
                 });
             } catch (Exception e) {
                 // An exception cannot cross into C.
-                Console.Error.WriteLine("shmclock {0}: a jump handler threw: {1}", target.Name, e);
+                Console.Error.WriteLine("shmclock {0}: a jump handler threw: {1}",
+                                        target != null ? target.Name : "?", e);
+            } finally {
+                inHandler--;
             }
+        }
+
+        // A removed handler's target: freed now, or, removed from inside a
+        // handler (the removal did not wait), kept until the finalizer.
+        void Release(GCHandle gh)
+        {
+            if (inHandler == 0) {
+                gh.Free();
+                return;
+            }
+            lock (handlers)
+                graveyard.Add(gh);
         }
 
         ulong AddNative(JumpThreshold t, Action<JumpEventArgs> handler)
@@ -529,7 +558,7 @@ namespace Shmclock
                 handlers.Remove(id);
             }
             int r = Native.shmclock_jump_callback_remove(H, id);
-            gh.Free();
+            Release(gh);
             // The last handler gone: raw reads again (a handler added
             // meanwhile keeps them off: it is counted under the same lock).
             lock (handlers) {
@@ -558,7 +587,7 @@ namespace Shmclock
             }
             foreach (var kv in gone) {
                 Native.shmclock_jump_callback_remove(h, kv.Key);
-                kv.Value.Free();
+                Release(kv.Value);
             }
             Native.shmclock_jump_watch(h, false);
             lock (sleepers) {
@@ -577,6 +606,8 @@ namespace Shmclock
             Native.shmclock_close(h);
             Native.shmclock_close(rh);
             foreach (var gh in handlers.Values)
+                gh.Free();
+            foreach (var gh in graveyard)
                 gh.Free();
         }
     }
