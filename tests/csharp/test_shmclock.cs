@@ -367,6 +367,46 @@ static class TestShmclock
         }
     }
 
+    // TimeSpan.MaxValue, where a duration or a timeout is taken: saturated
+    // (Ticks * 100 wrapped to -100 ns: a threshold refused with EINVAL, a
+    // sleep refused, an async timeout that expired at once).
+    static void Saturation()
+    {
+        string name = NewName();
+        using (var w = Writer.Open(name))
+        using (var c = Clock.Open(name)) {
+            w.SetTime(0);
+            Exception err = null;
+            try {
+                c.OnJump(new JumpThreshold { MinForward = TimeSpan.MaxValue, MinBackward = TimeSpan.MaxValue },
+                         e => { }).Dispose();
+            } catch (Exception e) {
+                err = e;
+            }
+            Ok(err == null, "a jump threshold of TimeSpan.MaxValue is taken" + (err != null ? ": " + err.Message : ""));
+            var cts = new CancellationTokenSource();
+            var t = c.SleepForAsync(TimeSpan.FromHours(1), cts.Token, TimeSpan.MaxValue);
+            Thread.Sleep(200);
+            Ok(!t.IsCompleted, "SleepForAsync(1 h, timeout: TimeSpan.MaxValue) still waits after 200 ms" +
+               (t.IsFaulted ? " (" + t.Exception.InnerException.GetType().Name + ")" : ""));
+            cts.Cancel();
+            try {
+                t.Wait(5000);
+            } catch (AggregateException) {
+            }
+            Ok(t.IsCanceled, "and ends when cancelled");
+            var c2 = new CancellationTokenSource(200);
+            err = null;
+            try {
+                c.SleepFor(TimeSpan.MaxValue, c2.Token);
+            } catch (Exception e) {
+                err = e;
+            }
+            Ok(err is OperationCanceledException, "SleepFor(TimeSpan.MaxValue) sleeps until cancelled" +
+               (err != null ? " (" + err.GetType().Name + ")" : " (returned)"));
+        }
+    }
+
     // Async and blocking waits in simulated time.
     static void Waits()
     {
@@ -740,6 +780,7 @@ static class TestShmclock
             { "reader follows a C writer", ReaderFollowsCWriter },
             { "jump events", JumpEvents },
             { "handlers across handles", CrossHandles },
+            { "TimeSpan.MaxValue", Saturation },
             { "waits", Waits },
             { "UNIX time", UnixTime },
             { "take over", TakeOver },

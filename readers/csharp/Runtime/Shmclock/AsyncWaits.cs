@@ -46,7 +46,7 @@ namespace Shmclock
             var w = new AsyncWait {
                 Target = ns, Relative = !until, JumpError = jumpError,
                 Deadline = timeout == null || timeout.Value == Timeout.InfiniteTimeSpan
-                                   ? long.MaxValue : SteadyNow() + ToNs(timeout),
+                                   ? long.MaxValue : SatAdd(SteadyNow(), ToNs(timeout)),
                 // User continuations never run on the waiter thread.
                 Tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously),
             };
@@ -87,7 +87,7 @@ namespace Shmclock
             return w.Tcs.Task;
         }
 
-        static long SatAdd(long a, long b)
+        internal static long SatAdd(long a, long b)
         {
             long s = unchecked(a + b);
             return ((a ^ s) & (b ^ s)) < 0 ? (a < 0 ? long.MinValue : long.MaxValue) : s;

@@ -188,7 +188,21 @@ namespace Shmclock
         {
             if (t == null || t.Value == Timeout.InfiniteTimeSpan)
                 return Native.DURATION_INFINITE;
-            return t.Value.Ticks < 0 ? 0 : t.Value.Ticks * 100;
+            return t.Value.Ticks < 0 ? 0 : TicksToNs(t.Value.Ticks);
+        }
+
+        /// <summary>
+        /// A TimeSpan's ticks in ns, saturated at long's range: Ticks * 100
+        /// wrapped for spans past 29 227 years (TimeSpan.MaxValue became
+        /// -100 ns: a timeout that expired at once, a sleep refused).
+        /// </summary>
+        internal static long TicksToNs(long ticks)
+        {
+            if (ticks > long.MaxValue / 100)
+                return long.MaxValue;
+            if (ticks < long.MinValue / 100)
+                return long.MinValue;
+            return ticks * 100;
         }
 
         // ------------------------------------------------------------ now
@@ -322,7 +336,7 @@ namespace Shmclock
         public void SleepFor(TimeSpan duration, CancellationToken cancel = default(CancellationToken),
                              TimeSpan? timeout = null, bool jumpError = false)
         {
-            Sleep(false, duration.Ticks * 100, cancel, timeout, jumpError);
+            Sleep(false, TicksToNs(duration.Ticks), cancel, timeout, jumpError);
         }
 
         public void SleepForNs(long ns, CancellationToken cancel = default(CancellationToken),
@@ -350,7 +364,7 @@ namespace Shmclock
         public Task SleepForAsync(TimeSpan duration, CancellationToken cancel = default(CancellationToken),
                                   TimeSpan? timeout = null, bool jumpError = false)
         {
-            return SleepAsync(false, duration.Ticks * 100, cancel, timeout, jumpError);
+            return SleepAsync(false, TicksToNs(duration.Ticks), cancel, timeout, jumpError);
         }
 
         void Sleep(bool until, long ns, CancellationToken cancel, TimeSpan? timeout, bool jumpError)
@@ -517,8 +531,8 @@ namespace Shmclock
         {
             var nt = new NativeThreshold {
                 on_clock_change = (byte)(t.OnClockChange ? 1 : 0),
-                min_forward_ns = t.MinForward.Ticks * 100,
-                min_backward_ns = t.MinBackward.Ticks * 100,
+                min_forward_ns = TicksToNs(t.MinForward.Ticks),
+                min_backward_ns = TicksToNs(t.MinBackward.Ticks),
             };
             // While reads went through rh, h saw no jump: one read brings it
             // up to date, or the handler would be given the jumps that came

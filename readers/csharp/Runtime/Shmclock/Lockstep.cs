@@ -109,7 +109,7 @@ namespace Shmclock
         {
             Grant(untilNs);
             long deadline = timeout == null || timeout.Value == Timeout.InfiniteTimeSpan
-                                    ? long.MaxValue : Clock.SteadyNow() + Clock.ToNs(timeout);
+                                    ? long.MaxValue : Clock.SatAdd(Clock.SteadyNow(), Clock.ToNs(timeout));
             for (;;) {
                 // In slices of a second, to look at the writer in between.
                 long left = deadline == long.MaxValue ? SliceNs : Math.Min(SliceNs, deadline - Clock.SteadyNow());

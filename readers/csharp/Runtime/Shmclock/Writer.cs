@@ -78,7 +78,7 @@ namespace Shmclock
             try { Call(Native.shmclock_writer_set_time(h, simNs), "set time"); published = true; } finally { Leave(); }
         }
 
-        public void SetTime(TimeSpan t) { SetTime(t.Ticks * 100); }
+        public void SetTime(TimeSpan t) { SetTime(Clock.TicksToNs(t.Ticks)); }
 
         /// <summary>Changes the rate continuously (no jump). ArgumentException unless finite and > 0.</summary>
         public void SetScale(double scale)
@@ -108,7 +108,7 @@ namespace Shmclock
             try { Call(Native.shmclock_writer_step(h, deltaNs), "step"); } finally { Leave(); }
         }
 
-        public void Step(TimeSpan delta) { Step(delta.Ticks * 100); }
+        public void Step(TimeSpan delta) { Step(Clock.TicksToNs(delta.Ticks)); }
 
         /// <summary>Publishes the next value of a stepped source (no extrapolation in between); earlier than now is a jump.</summary>
         public void Advance(long simNs)
@@ -117,7 +117,7 @@ namespace Shmclock
             try { Call(Native.shmclock_writer_advance(h, simNs), "advance"); published = true; } finally { Leave(); }
         }
 
-        public void Advance(TimeSpan t) { Advance(t.Ticks * 100); }
+        public void Advance(TimeSpan t) { Advance(Clock.TicksToNs(t.Ticks)); }
 
         /// <summary>Records where time comes from (shown by status and info); does not change the mode.</summary>
         public void SetSource(ClockSource source)
