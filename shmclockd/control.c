@@ -185,6 +185,13 @@ fail:
 	return r;
 }
 
+/* Whether a client's input is read: not while a line waits for the replies
+ * before it (blocked), nor after its end of input (eof). */
+static bool reading(const struct client *cl)
+{
+	return !cl->blocked && !cl->eof;
+}
+
 int control_pollfds(struct control *c, struct pollfd *fds, int max)
 {
 	int n = 0;
@@ -198,10 +205,7 @@ int control_pollfds(struct control *c, struct pollfd *fds, int max)
 	for (int i = 0; i < CONTROL_CLIENTS_MAX && n < max; i++)
 		if (c->clients[i].fd >= 0)
 			fds[n++] = (struct pollfd){ .fd = c->clients[i].fd,
-						    .events = c->clients[i].blocked ||
-									      c->clients[i].eof
-								      ? 0
-								      : POLLIN };
+						    .events = reading(&c->clients[i]) ? POLLIN : 0 };
 	return n;
 }
 
@@ -307,7 +311,7 @@ static void accept_one(struct control *c)
 
 		/* What it sent and this loop has not read yet first: a client
 		 * whose request waits in its socket is not idle either. */
-		if (cl->fd >= 0 && !cl->count && !cl->blocked && !cl->eof && poll(&in, 1, 0) == 1)
+		if (cl->fd >= 0 && !cl->count && reading(cl) && poll(&in, 1, 0) == 1)
 			read_client(c, cl, in.revents);
 		if (cl->fd < 0) {
 			slot = cl;
@@ -455,7 +459,7 @@ static void read_client(struct control *c, struct client *cl, short revents)
 {
 	ssize_t n;
 
-	if (cl->blocked || cl->eof) {
+	if (!reading(cl)) {
 		/* Not polled for input: only a hang-up or error comes here. */
 		if (revents & (POLLHUP | POLLERR))
 			drop(c, cl, NULL);

@@ -39,8 +39,8 @@ import atexit
 import datetime
 import os
 import threading
-import weakref
 import time
+import weakref
 
 from . import _shmclock
 from ._shmclock import ClockInfo, Jump, StaleClockError
