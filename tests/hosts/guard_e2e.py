@@ -1880,6 +1880,30 @@ def crowd_phase():
     check(len(lines) == 1 and json.loads(lines[0]).get("ok"),
           "crowd: a client that shuts its side after a change gets the reply, then the end (%r)"
           % buf[:80])
+    # And one that sends more lines than may be in flight (32), a status
+    # last, then shuts its side: every line answered, in order, then the end.
+    hc = socket.socket(socket.AF_UNIX)
+    hc.settimeout(60)
+    hc.connect(sock)
+    hc.sendall((pause_resume(40) + '{"cmd":"status"}\n').encode())
+    hc.shutdown(socket.SHUT_WR)
+    buf = b""
+    try:
+        while True:
+            chunk = hc.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+    except OSError as ex:
+        buf += b" (" + str(ex).encode() + b")"
+    hc.close()
+    try:
+        rs = [json.loads(x) for x in buf.decode(errors="replace").splitlines()]
+    except ValueError:
+        rs = []
+    check(len(rs) == 41 and all(x.get("ok") for x in rs) and rs[-1]["status"]["paused"] is False,
+          "crowd: 40 changes and a status, then its end of input: 41 replies, ok, in order (%d)"
+          % len(rs))
     stop_timed(p)
 
 
