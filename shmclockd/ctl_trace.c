@@ -31,6 +31,7 @@
 #include <shmclock/time.h>
 
 #include "ctl_trace.h"
+#include "duration.h"
 
 #define TRACE_SAMPLE_NS 500000LL   /* 0.5 ms */
 #define TRACE_RTF_NS 100000000LL   /* a real-time factor point every 100 ms */
@@ -166,15 +167,14 @@ int ctl_trace(const char *name, int argc, char **argv)
 	struct trace t = { .first = true, .next_tid = 1 };
 	double seconds = -1;
 	int64_t end, last_sim = INT64_MIN, rtf_mono, rtf_sim = 0, now;
-	char who[200], *e;
+	char who[200];
 	const char *path;
 	int c, r;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
 		if (c == 's') {
-			seconds = strtod(optarg, &e);
-			if (e == optarg || *e || !(seconds > 0) || seconds > 86400) {
+			if (number_parse(optarg, &seconds) || !(seconds > 0) || seconds > 86400) {
 				fprintf(stderr, "shmclockctl: trace --seconds takes seconds from 0 to 86400, not '%s'\n",
 					optarg);
 				return 2;

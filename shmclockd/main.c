@@ -158,10 +158,9 @@ static int scale_arg(const char *option, const char *section, const char *key, c
 		     double *out)
 {
 	const struct config_key *k = config_key_find(section, key);
-	char *end, msg[128];
+	char msg[128];
 
-	*out = strtod(arg, &end);
-	if (end != arg && !*end && config_scale_ok(*out))
+	if (!number_parse(arg, out) && config_scale_ok(*out))
 		return 0;
 	snprintf(msg, sizeof(msg), "%s must be %s", option, k->expect);
 	return die_usage(msg, arg);

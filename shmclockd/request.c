@@ -91,10 +91,7 @@ int request_parse(const char *line, size_t len, struct request *req, char *err, 
 	case PARG_SCALE:
 		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
 		if (cJSON_IsString(v)) {
-			char *end;
-
-			req->scale = strtod(v->valuestring, &end);
-			if (end == v->valuestring || *end)
+			if (number_parse(v->valuestring, &req->scale))
 				req->scale = NAN;
 		} else if (cJSON_IsNumber(v)) {
 			req->scale = v->valuedouble;

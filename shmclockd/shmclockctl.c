@@ -426,13 +426,11 @@ int main(int argc, char **argv)
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "+n:t:h", opts, NULL)) != -1) {
-		char *end;
 		double t;
 
 		switch (c) {
 		case 't':
-			t = strtod(optarg, &end);
-			if (end == optarg || *end || !(t >= 0) || t > 86400) {
+			if (number_parse(optarg, &t) || !(t >= 0) || t > 86400) {
 				fprintf(stderr, "shmclockctl: --timeout takes seconds from 0 (forever) to 86400, not '%s'\n",
 					optarg);
 				return 2;

@@ -3,8 +3,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -232,4 +234,44 @@ char *time_format_iso(int64_t unix_ns, char *buf, size_t len)
 	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%09dZ", tm.tm_year + 1900, tm.tm_mon + 1,
 		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)nsec);
 	return buf;
+}
+
+int number_parse(const char *s, double *out)
+{
+	const char *p = s;
+	char *end;
+	bool digits = false;
+
+	while (isspace((unsigned char)*p))
+		p++;
+	const char *start = p;
+
+	/* [+-] digits [. digits] [(e|E) [+-] digits]: at least one digit
+	 * before the exponent. */
+	if (*p == '+' || *p == '-')
+		p++;
+	while (isdigit((unsigned char)*p))
+		p++, digits = true;
+	if (*p == '.')
+		for (p++; isdigit((unsigned char)*p); p++)
+			digits = true;
+	if (!digits)
+		return -EINVAL;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	const char *stop = p;
+
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p)
+		return -EINVAL;
+	*out = strtod(start, &end);
+	return end == stop ? 0 : -EINVAL;
 }

@@ -22,6 +22,14 @@ int duration_parse(const char *s, int64_t *ns, char *err, size_t errlen);
 int time_parse(const char *s, int64_t *ns, char *err, size_t errlen);
 
 /*
+ * Parses a decimal number as JSON writes one ("2", "0.5", "-1.5e3", and
+ * ".5"), whitespace around allowed, into *out. Hexadecimal ("0x10"),
+ * "inf", "nan" and anything else strtod() would take are refused, so a
+ * number means what the documentation says it does. Returns 0 or -EINVAL.
+ */
+int number_parse(const char *s, double *out);
+
+/*
  * Text from outside (a config value, a request, an argument) as it may
  * appear in a one-line error: control characters as \xNN, cut to at most
  * 40 bytes with "..." after. Returns buf.

@@ -117,6 +117,25 @@ Test(units, control_requests_parse_to_their_command)
 	}
 }
 
+Test(units, numbers_are_decimal_as_documented)
+{
+	static const struct {
+		const char *text;
+		double value;
+	} ok[] = { { "2", 2 }, { "0.5", 0.5 }, { " 1e3 ", 1e3 }, { "-1.5E-2", -1.5e-2 },
+		   { ".5", 0.5 }, { "+3", 3 }, { "7.", 7 } };
+	static const char *const bad[] = { "", " ", "0x10", "0X1p4", "inf", "nan", "1e", "e5",
+					   "1.2.3", "2 x", ".", "-", "1e+", "١" };
+	double v;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_assert_eq(number_parse(ok[i].text, &v), 0, "'%s' refused", ok[i].text);
+		cr_expect_eq(v, ok[i].value, "'%s': %g", ok[i].text, v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(number_parse(bad[i], &v), -EINVAL, "'%s' accepted as %g", bad[i], v);
+}
+
 Test(units, bad_control_requests_are_refused_with_one_line)
 {
 	static const char *const bad[] = {
@@ -128,6 +147,13 @@ Test(units, bad_control_requests_are_refused_with_one_line)
 		"{\"v\":1,\"cmd\":\"scale\",\"value\":-1}",
 		"{\"v\":1,\"cmd\":\"set\",\"time\":\"soon\"}",
 		"{\"v\":1,\"cmd\":\"step\",\"duration\":\"-1s\"}",
+		/* Numbers as documented (decimal), not all strtod() takes
+		 * (issue 52): "0x10" was 16. */
+		"{\"v\":1,\"cmd\":\"scale\",\"value\":\"0x10\"}",
+		"{\"v\":1,\"cmd\":\"scale\",\"value\":\"0x1p1\"}",
+		"{\"v\":1,\"cmd\":\"scale\",\"value\":\"infinity\"}",
+		"{\"v\":1,\"cmd\":\"scale\",\"value\":\"2x\"}",
+		"{\"v\":1,\"cmd\":\"scale\",\"value\":\"e3\"}",
 	};
 	struct request r;
 
