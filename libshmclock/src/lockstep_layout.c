@@ -71,6 +71,29 @@ int64_t shmclock__ls_hist_pct(const _Atomic uint32_t *hist, double q)
 	return hist_value(LS_HIST - 1);
 }
 
+/* Unicode's invisible formatting characters (general category Cf, and the
+ * line and paragraph separators Zl, Zp): a name holding one shows in status,
+ * top and the log as something it is not (U+202E RIGHT-TO-LEFT OVERRIDE
+ * turns the rest of the line around; issue 52). Ranges from Unicode 15's
+ * UnicodeData.txt. */
+static bool ls_format_char(uint32_t cp)
+{
+	static const uint32_t ranges[][2] = {
+		{ 0x00ad, 0x00ad },   { 0x0600, 0x0605 },   { 0x061c, 0x061c },
+		{ 0x06dd, 0x06dd },   { 0x070f, 0x070f },   { 0x0890, 0x0891 },
+		{ 0x08e2, 0x08e2 },   { 0x180e, 0x180e },   { 0x200b, 0x200f },
+		{ 0x2028, 0x202e },   { 0x2060, 0x2064 },   { 0x2066, 0x206f },
+		{ 0xfeff, 0xfeff },   { 0xfff9, 0xfffb },   { 0x110bd, 0x110bd },
+		{ 0x110cd, 0x110cd }, { 0x13430, 0x1343f }, { 0x1bca0, 0x1bca3 },
+		{ 0x1d173, 0x1d17a }, { 0xe0001, 0xe0001 }, { 0xe0020, 0xe007f },
+	};
+
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+		if (cp >= ranges[i][0] && cp <= ranges[i][1])
+			return true;
+	return false;
+}
+
 int shmclock__ls_check_who(const char *who)
 {
 	const unsigned char *s = (const unsigned char *)who;
@@ -107,7 +130,7 @@ int shmclock__ls_check_who(const char *who)
 			cp = cp << 6 | (s[n + k] & 0x3f);
 		}
 		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0x20 ||
-		    (cp >= 0x7f && cp <= 0x9f))
+		    (cp >= 0x7f && cp <= 0x9f) || ls_format_char(cp))
 			return -EINVAL;
 		n += len;
 		if (n > SHMCLOCK_LOCKSTEP_WHO_MAX)

@@ -755,6 +755,15 @@ Test(lockstep, names_are_utf8_without_control_characters)
 		"a\xc2\x85z",       /* U+0085, a C1 control */
 		"del\x7f",
 		"\xe2\x82",         /* cut short */
+		/* Invisible formatting (issue 52): U+202E RIGHT-TO-LEFT
+		 * OVERRIDE spoofed status, top and the log. */
+		"p1\xe2\x80\xae""2p",      /* U+202E */
+		"a\xe2\x80\x8b""b",        /* U+200B ZERO WIDTH SPACE */
+		"a\xe2\x81\xa6""b",        /* U+2066 LEFT-TO-RIGHT ISOLATE */
+		"\xef\xbb\xbf""a",         /* U+FEFF */
+		"a\xc2\xad""b",             /* U+00AD SOFT HYPHEN */
+		"a\xe2\x80\xa8""b",        /* U+2028 LINE SEPARATOR */
+		"a\xf3\xa0\x80\x81",      /* U+E0001 LANGUAGE TAG */
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -63,8 +63,9 @@ typedef struct shmclock_lockstep shmclock_lockstep_t;
 /**
  * shmclock_lockstep_join() - join the lockstep of clock @name as @who.
  * @who: 1 to 64 bytes of UTF-8 (shortest forms, no surrogates) without
- *       control characters (U+0000-U+001F, U+007F-U+009F); shown in status
- *       and logs.
+ *       control characters (U+0000-U+001F, U+007F-U+009F) or invisible
+ *       formatting ones (Unicode's Cf, U+2028, U+2029: U+202E and its kin
+ *       would spoof status); shown in status and logs.
  *
  * Returns once the clock's writer has accepted the participant (within a
  * second of real time when it runs). Until the first grant the participant
