@@ -80,6 +80,7 @@
 #include "clocks.h"
 #include "escapes.h"
 #include "preload/filter.h"
+#include "relay.h"
 #include "supervise.h"
 
 #define PROG "shmclock-run"
@@ -1854,6 +1855,12 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 	 * follow). */
 	bool hide = !v || strcmp(v, "0");
 
+	/* Until it ignores them (relay_tracer_init(), once the program is
+	 * forked: it must not inherit that), a group's signals wait. */
+	sigset_t all, orig;
+
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &orig);
 	mask = clocks;
 	quiet = q;
 	r = shmclock_open(name, &clk);
@@ -1878,6 +1885,7 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 		 * errno); an exec that works closes it. */
 		int msg[2] = { 0, 0 };
 
+		sigprocmask(SIG_SETMASK, &orig, NULL);
 		close(rep[0]);
 		close(lsock[0]);
 		if (report >= 0)
@@ -1902,6 +1910,12 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 		(void)!write(rep[1], msg, sizeof(msg));
 		_exit(127);
 	}
+	/* A group's signals (^C, a service manager's SIGTERM, a hangup, a
+	 * harness's killpg) reach the program itself: the tracer stays to see
+	 * them through rather than die and take the tree with it (EXITKILL).
+	 * relay.h says why each comes once. */
+	relay_tracer_init(getppid());
+	sigprocmask(SIG_SETMASK, &orig, NULL);
 	close(rep[1]);
 	close(lsock[1]);
 	if (waitpid(child, &st, __WALL) != child || !WIFSTOPPED(st)) {
@@ -1927,11 +1941,6 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 		return 126;
 	}
 	find(child, true)->known = true;
-	/* A terminal's ^C or ^\ reaches the program itself (the same process
-	 * group): the tracer stays to see it through rather than die and take
-	 * the tree with it (EXITKILL). */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
 	ptrace(PTRACE_CONT, child, NULL, NULL);
 	report_to(report, 0, child);
 	/* Nothing more to say: the terminal and the pipes of shmclock-run's
@@ -1989,7 +1998,10 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 			pt_forget(pid);
 			if (pid == child) {
 				/* shmclock-run returns now; the tracer stays
-				 * while anything of the tree lives on. */
+				 * while anything of the tree lives on, so it
+				 * no longer dies with shmclock-run (before the
+				 * report: shmclock-run may end at once). */
+				prctl(PR_SET_PDEATHSIG, 0);
 				report_to(report, 1, st);
 				close(report);
 				report = -1;
@@ -2068,6 +2080,10 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 			if ((sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) &&
 			    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si))
 				sig = 0;
+			/* A group's signal and shmclock-run's relay of it: one
+			 * delivery (relay.h). */
+			if (relay_relays(sig) && tgid_of(pid) == child)
+				sig = relay_deliver(pid, sig);
 			if (sig && t->waiting && !t->in_slice)
 				between_slices(pid, t);
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
@@ -2075,17 +2091,6 @@ static int tracer(char **argv, const char *name, unsigned clocks, bool q, int re
 	}
 	shmclock_close(clk);
 	return 0;
-}
-
-static volatile pid_t main_child;
-
-static void pass_on(int sig)
-{
-	int e = errno;
-
-	if (main_child > 0)
-		kill(main_child, sig);
-	errno = e;
 }
 
 /*
@@ -2104,26 +2109,34 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
 		return 1;
 	}
+	pid_t self = getpid();
+
 	tr = fork();
 	if (tr < 0) {
 		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
 		return 1;
 	}
 	if (tr == 0) {
+		/* The tracer dies with the pid the user started (a harness's
+		 * kill -9 of it): and with the tracer, the tree (EXITKILL).
+		 * Until the program exits: then it stays for the program's
+		 * orphans (tracer()). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != self)
+			_exit(126);
 		close(rep[0]);
 		_exit(tracer(argv, name, clocks, q, rep[1]));
 	}
 	close(rep[1]);
-	/* SIGTERM and SIGHUP sent to shmclock-run go on to the program; a
-	 * terminal's ^C and ^\ reach it anyway (the same process group). */
-	{
-		struct sigaction fwd = { .sa_handler = pass_on, .sa_flags = SA_RESTART };
+	/* Until the program is known, the signals relay.h relays are held
+	 * (blocked), not lost: a harness's SIGINT right after the start
+	 * reaches the program. */
+	sigset_t held, old;
 
-		sigaction(SIGTERM, &fwd, NULL);
-		sigaction(SIGHUP, &fwd, NULL);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGQUIT, SIG_IGN);
-	}
+	sigemptyset(&held);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (relay_relays(sig))
+			sigaddset(&held, sig);
+	sigprocmask(SIG_BLOCK, &held, &old);
 	for (;;) {
 		ssize_t n = read(rep[0], m, sizeof(m));
 
@@ -2132,7 +2145,8 @@ int supervise(char **argv, const char *name, unsigned clocks, bool q)
 		if (n != (ssize_t)sizeof(m))
 			break;
 		if (m[0] == 0) {
-			main_child = m[1];
+			relay_start(m[1]);
+			sigprocmask(SIG_SETMASK, &old, NULL);
 			continue;
 		}
 		got = 1;

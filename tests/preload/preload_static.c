@@ -46,6 +46,13 @@
  * keeps at once), a fork child has no POSIX timer but shares a timerfd,
  * and an exec'd image (this program again, "timer_exec ID") has no timer
  * left: prints "robust ok" or what failed.
+ *
+ * handler (issue 52: shutdown as a service manager or a harness does it):
+ * handlers for SIGHUP, SIGINT, SIGQUIT, SIGTERM and SIGUSR1; prints
+ * "ready", waits for a signal, then goes on gathering for 5 simulated s
+ * (a duplicate would arrive meanwhile), prints "got SIG from PID code C"
+ * for each signal it took, then "handled N" and exits with 40 + the first
+ * signal's number: a graceful shutdown whose output and status show.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -254,6 +261,43 @@ static int robust(const char *self)
 	return 0;
 }
 
+static volatile sig_atomic_t got_n;
+static siginfo_t got[16];
+
+static void take(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	(void)sig;
+	if (got_n < 16)
+		got[got_n] = *si;
+	got_n++;
+}
+
+static int handler_mode(void)
+{
+	static const int sigs[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 };
+	struct sigaction sa = { .sa_sigaction = take, .sa_flags = SA_SIGINFO | SA_RESTART };
+	int64_t until;
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+	puts("ready");
+	while (!got_n)
+		pause();
+	until = now(CLOCK_MONOTONIC) + 5 * (int64_t)1000000000;
+	while (now(CLOCK_MONOTONIC) < until) {
+		struct timespec step = { 0, 100000000 };
+
+		nanosleep(&step, NULL);
+	}
+	for (int i = 0; i < got_n && i < 16; i++)
+		printf("got %s from %d code %d\n", strsignal(got[i].si_signo), (int)got[i].si_pid,
+		       got[i].si_code);
+	printf("handled %d\n", (int)got_n);
+	return 40 + got[0].si_signo;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -264,6 +308,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(m, "timer_robust"))
 		return robust(argv[0]);
+	if (!strcmp(m, "handler"))
+		return handler_mode();
 	if (!strcmp(m, "timer_exec") && argc > 2) {
 		struct itimerspec cur;
 

@@ -14,8 +14,14 @@
   sigterm-passed-on  a SIGTERM to shmclock-run goes on to the program,
                    which dies of it, and shmclock-run with it at once,
                    while the program's orphan (sleep) still runs, still
-                   supervised; a SIGINT to shmclock-run alone (a terminal's
-                   goes to the program too) does not end it;
+                   supervised;
+  group-signals    SIGTERM, SIGHUP, SIGINT and SIGUSR1 to the whole group
+                   reach a static program's handler once; it finishes, and
+                   its exit status is shmclock-run's (issue 52);
+  signals-to-shmclock-run  SIGINT, SIGTERM and SIGQUIT to shmclock-run
+                   alone reach the handler once (SIGINT was lost);
+  under-timeout    timeout --preserve-status around it: the same;
+  runner-killed    kill -9 of shmclock-run leaves nothing of the tree;
   ptrace-denied    a supervisor inside the tree of another cannot trace
                    (a traced process's child cannot PTRACE_TRACEME): a
                    clear error, exit 126, the program never runs;
@@ -169,17 +175,12 @@ def supervisor_killed(env, clock):
 
 def sigterm_passed_on(env, clock):
     # SIGTERM to shmclock-run goes to the program (which dies of it, as
-    # without the supervisor), and shmclock-run then ends the same way;
-    # SIGINT to shmclock-run alone does not take the tree down.
+    # without the supervisor), and shmclock-run then ends the same way.
     p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
     sid = p.pid
     try:
         if not wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
             return ["the supervised tree never ran sleep"]
-        os.kill(p.pid, signal.SIGINT)
-        time.sleep(0.3)
-        if p.poll() is not None:
-            return ["a SIGINT to the supervisor alone ended it (exit %d)" % p.returncode]
         os.kill(p.pid, signal.SIGTERM)
         try:
             p.communicate(timeout=10)
@@ -191,6 +192,115 @@ def sigterm_passed_on(env, clock):
         orphan = [x for x in procs_in_session(sid) if x[2] == "sleep"]
         if not orphan or orphan[0][1] in "tT":
             return ["the program's orphan is not running on (%s)" % procs_in_session(sid)]
+        return []
+    finally:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def handler_run(env, clock, prefix=()):
+    """shmclock-run of preload-static's handler mode, started in a session
+    of its own (behind @prefix, e.g. timeout); returns it once the program
+    said "ready" (its handlers are in place), or None."""
+    p = subprocess.Popen(list(prefix) + [env["SHMCLOCK_RUN"], "-n", clock.name, "--",
+                                         env["PRELOAD_STATIC"], "handler"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    if p.stdout.readline().strip() != "ready":
+        kill_session(p)
+        return None
+    return p
+
+
+def handled(p, sig, what):
+    """The program's end after @sig: its handler ran once and its own exit
+    status (40 + the signal) is what the caller got."""
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        return ["%s: the program never ended (its handler never ran?)" % what]
+    fails = []
+    n = [int(x.split()[1]) for x in out.splitlines() if x.startswith("handled ")]
+    if n != [1]:
+        fails.append("%s: the handler ran %s times, not once (out %r)" % (what, n or "no", out))
+    if p.returncode != 40 + sig:
+        fails.append("%s: exit %d, not the program's %d (err %r)"
+                     % (what, p.returncode, 40 + sig, err.strip()[-300:]))
+    return fails
+
+
+def group_signals(env, clock):
+    """Issue 52: a signal to the whole process group (a service manager's
+    stop, a closing terminal, killpg) reaches a static program once, and
+    its handler finishes: shmclock-run exits with the program's status.
+    Before, the tracer (in the same group, SIGTERM and SIGHUP at their
+    default action) died first, and PTRACE_O_EXITKILL killed the program:
+    exit 126 ("the supervisor ended before the program")."""
+    fails = []
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1):
+        p = handler_run(env, clock)
+        if not p:
+            fails.append("the handler program did not start")
+            continue
+        try:
+            os.killpg(p.pid, sig)
+            fails += handled(p, sig, "killpg %s" % sig.name)
+            fails += left_behind(p)
+        finally:
+            kill_session(p)
+    return fails
+
+
+def signals_to_shmclock_run(env, clock):
+    """A harness's signal to the pid it started (Popen.send_signal): the
+    program gets it once, and exits as it chooses. Before, SIGINT to
+    shmclock-run alone was lost for a static program (dynamic ones got
+    it)."""
+    fails = []
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        p = handler_run(env, clock)
+        if not p:
+            fails.append("the handler program did not start")
+            continue
+        try:
+            p.send_signal(sig)
+            fails += handled(p, sig, "%s to shmclock-run" % sig.name)
+        finally:
+            kill_session(p)
+    return fails
+
+
+def under_timeout(env, clock):
+    """GNU timeout signals the command and then its whole group (as when
+    the time runs out: here timeout is told to, once the program is ready,
+    so that nothing depends on the machine's speed); with
+    --preserve-status the program's own status comes back."""
+    p = handler_run(env, clock, ["timeout", "--preserve-status", "600"])
+    if not p:
+        return ["the handler program did not start under timeout"]
+    try:
+        p.send_signal(signal.SIGTERM)  # timeout passes it on to its command and group
+        return handled(p, signal.SIGTERM, "timeout") + left_behind(p)
+    finally:
+        kill_session(p)
+
+
+def runner_killed(env, clock):
+    """kill -9 of the pid a harness started (Popen.kill(), a CI timeout):
+    nothing of the tree is left. Before, the tracer (re-parented to init)
+    and the program ran on for ever."""
+    p = run(env, clock, ["--", env["PRELOAD_STATIC"], "exec", "sleep", "100"])
+    sid = p.pid
+    try:
+        if not wait_for(lambda: [x for x in procs_in_session(sid) if x[2] == "sleep"], 10):
+            return ["the supervised tree never ran sleep"]
+        p.kill()
+        p.wait()
+        left = wait_for(lambda: not procs_in_session(sid), 5)
+        if left is not True:
+            return ["after kill -9 of shmclock-run, left running: %s" % procs_in_session(sid)]
         return []
     finally:
         try:
@@ -302,6 +412,10 @@ def main():
             for name, fn in (("child-killed", child_killed),
                              ("supervisor-killed", supervisor_killed),
                              ("sigterm-passed-on", sigterm_passed_on),
+                             ("group-signals", group_signals),
+                             ("signals-to-shmclock-run", signals_to_shmclock_run),
+                             ("under-timeout", under_timeout),
+                             ("runner-killed", runner_killed),
                              ("ptrace-denied", ptrace_denied), ("no-supervise", no_supervise),
                              ("signal-between-slices", signal_between_slices),
                              ("timer-robust", timer_robust)):
