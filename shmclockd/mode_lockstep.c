@@ -116,9 +116,9 @@ static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lock
 		log_msg(LOG_INFO, "lockstep: '%s' (pid %d) left at grant %s", p->who, (int)p->pid, g);
 		break;
 	case SHMCLOCK_LOCKSTEP_REFUSED:
-		log_msg(LOG_WARN, "lockstep: a join as '%s' (pid %d) refused: its name is not UTF-8 "
-				  "of the documented set, or its slot lock is not held by the thread "
-				  "it names", p->who, (int)p->pid);
+		log_msg(LOG_WARN, "lockstep: a join as '%s' (pid %d) refused: another participant "
+				  "has that name, or it is not UTF-8 of the documented set, or its slot "
+				  "lock is not held by the thread it names", p->who, (int)p->pid);
 		break;
 	case SHMCLOCK_LOCKSTEP_DIED:
 	case SHMCLOCK_LOCKSTEP_INVALID: {

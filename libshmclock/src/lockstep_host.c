@@ -145,6 +145,30 @@ static bool join_valid(const struct ls_slot *sl, uint32_t word)
 	return !shmclock__ls_check_who(who) && tid > 0 && (word & SHMCLOCK_LOCK_TID_MASK) == (uint32_t)tid;
 }
 
+/* Whether a live member of ours is called what the joiner in slot @i says
+ * it is: of two joins under one name, the first scanned is the member, the
+ * other refused. The same test as the joiner's (shmclock__ls_name_taken:
+ * state MEMBER, lock alive), so a refused joiner finds the name taken and
+ * says so; one that left or died no longer holds its name. */
+static bool name_taken(const shmclock_lockstep_host_t *h, unsigned i)
+{
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1], other[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+
+	who_get(&h->ls->slot[i], who);
+	for (unsigned j = 0; j < LS_SLOTS; j++) {
+		const struct ls_slot *sl = &h->ls->slot[j];
+
+		if (j == i || !(h->members & (UINT64_C(1) << j)) ||
+		    atomic_load_explicit(&sl->state, memory_order_acquire) != LS_MEMBER ||
+		    !shmclock__writer_alive(lock_word(sl)))
+			continue;
+		who_get(sl, other);
+		if (!strcmp(other, who))
+			return true;
+	}
+	return false;
+}
+
 /* MEMBER -> EVICTED: its calls return -ECANCELED; the slot is free again
  * once its lock is released. -ENOENT: not a member (any more). */
 static int evict_slot(shmclock_lockstep_host_t *h, unsigned i)
@@ -199,9 +223,10 @@ SHMCLOCK_EXPORT void shmclock_lockstep_host_scan(shmclock_lockstep_host_t *h, in
 									memory_order_relaxed);
 				continue;
 			}
-			if (!join_valid(sl, word)) {
+			if (!join_valid(sl, word) || name_taken(h, i)) {
 				/* Refused: the joiner sees FREE and gets -ECANCELED
-				 * (the CAS fails if it withdrew meanwhile). */
+				 * (-EEXIST for a taken name; the CAS fails if it
+				 * withdrew meanwhile). */
 				if (atomic_compare_exchange_strong_explicit(&sl->state, &joining, LS_FREE,
 									    memory_order_acq_rel,
 									    memory_order_relaxed)) {

@@ -139,6 +139,24 @@ int shmclock__ls_check_who(const char *who)
 	return n ? 0 : -EINVAL;
 }
 
+bool shmclock__ls_name_taken(const struct ls_seg *ls, const char *who, int self)
+{
+	char other[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+
+	for (int i = 0; i < LS_SLOTS; i++) {
+		const struct ls_slot *sl = &ls->slot[i];
+
+		if (i == self ||
+		    atomic_load_explicit(&sl->state, memory_order_acquire) != LS_MEMBER ||
+		    !shmclock__writer_alive(lock_word(sl)))
+			continue;
+		who_get(sl, other);
+		if (!strcmp(other, who))
+			return true;
+	}
+	return false;
+}
+
 void shmclock__ls_kick_host(struct ls_seg *ls, bool grant)
 {
 	int64_t at;

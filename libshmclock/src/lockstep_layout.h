@@ -333,6 +333,14 @@ int64_t shmclock__ls_hist_pct(const _Atomic uint32_t *hist, double q);
 int shmclock__ls_check_who(const char *who);
 
 /*
+ * Whether a live member other than slot @self (-1: none) is called @who:
+ * names are unique per clock (issue 52), so that `evict NAME`, status and
+ * the metrics name one participant. The host refuses a join under a taken
+ * name; a joiner asks first, and again when refused, to say why.
+ */
+bool shmclock__ls_name_taken(const struct ls_seg *ls, const char *who, int self);
+
+/*
  * Tell the host. @grant: a grant (not a join or leave, which always wake
  * it). A grant wakes the host only when no member's grant is still at or
  * below the time the host is blocked at: with four participants due at

@@ -135,6 +135,10 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 	r = writer_check(p);
 	if (r)
 		goto fail;
+	if (shmclock__ls_name_taken(p->ls, who, -1)) {
+		r = -EEXIST;
+		goto fail;
+	}
 	deadline = shmclock__mono_ns() + JOIN_TIMEOUT_NS;
 	for (;;) {
 		bool soon;
@@ -177,7 +181,11 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 			break; /* J2: acquire pairs with the host's CAS (H1) */
 		r = writer_check(p);
 		if (!r && st != LS_JOINING)
-			r = -ECANCELED;
+			/* Refused: for a name that another joiner took first,
+			 * say so. */
+			r = shmclock__ls_name_taken(p->ls, who, (int)(p->slot - p->ls->slot))
+				    ? -EEXIST
+				    : -ECANCELED;
 		if (!r && shmclock__mono_ns() >= deadline)
 			r = -ETIMEDOUT;
 		/* Withdraw, unless the host accepted us just now. */
@@ -366,6 +374,9 @@ SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t
 		return "the clock is not in lockstep mode (shmclockd --lockstep N)";
 	case -ENOSPC:
 		return "all 64 participant slots of this clock are taken";
+	case -EEXIST:
+		return "a participant of this name has joined this clock already: names are "
+		       "unique per clock";
 	case -EACCES:
 		return "not allowed to join: neither the clock's user nor in its ControlGroup";
 	case -EPERM:

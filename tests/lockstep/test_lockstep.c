@@ -781,6 +781,82 @@ Test(lockstep, names_are_utf8_without_control_characters)
 	daemon_stop(d);
 }
 
+struct dup_joiner {
+	const char *name;
+	pthread_barrier_t *go;
+	int rc;
+	shmclock_lockstep_t *p;
+};
+
+/* Joins as "twin" at the barrier, and leaves (from the joining thread, as
+ * the header asks: a thread that ends is a participant that died) once
+ * both joins returned. */
+static void *dup_join(void *arg)
+{
+	struct dup_joiner *j = arg;
+
+	pthread_barrier_wait(j->go);
+	j->rc = shmclock_lockstep_join(j->name, "twin", &j->p);
+	pthread_barrier_wait(j->go);
+	shmclock_lockstep_leave(j->p);
+	return NULL;
+}
+
+/*
+ * Names are unique per clock (issue 52): a second join under a taken name
+ * is refused with -EEXIST and says why, and of two joins racing under one
+ * name exactly one becomes the member. Before, both joined: `evict twin`
+ * and the panel's Evict button evicted the first in slot order, whichever
+ * process that was, and /metrics emitted the series twice.
+ */
+Test(lockstep, a_name_is_taken_by_one_participant_at_a_time)
+{
+	const char *name = test_clock_name();
+	pid_t d = start_lockstep(name, "1");
+	shmclock_lockstep_t *p = join(name, "twin"), *q = NULL;
+	int rc = shmclock_lockstep_join(name, "twin", &q);
+
+	cr_assert_eq(rc, -EEXIST, "a second 'twin': %d (%s)", rc, shmclock_lockstep_strerror(NULL, rc));
+	cr_assert_null(q);
+	cr_assert(strstr(shmclock_lockstep_strerror(NULL, rc), "unique"), "%s",
+		  shmclock_lockstep_strerror(NULL, rc));
+	cr_assert_eq(ctl(name, "status", "--json", NULL), 0, "%s", ctl_err);
+	cr_assert(strstr(ctl_out, "\"twin\"") && !strstr(strstr(ctl_out, "\"twin\"") + 1, "\"twin\""),
+		  "one 'twin' in status: %s", ctl_out);
+	shmclock_lockstep_leave(p);
+	/* Free again once it left (the host frees the slot within a scan). */
+	for (int64_t t0 = now_mono(); (rc = shmclock_lockstep_join(name, "twin", &q)) == -EEXIST &&
+				      now_mono() - t0 < 5 * SEC;)
+		sleep_ns(10 * MS);
+	cr_assert_eq(rc, 0, "'twin' after the first left: %d", rc);
+	shmclock_lockstep_leave(q);
+
+	/* Racing joins: one member, the other refused by the host (both may
+	 * pass the joiner's own look before either is a member). */
+	for (int round = 0; round < 20; round++) {
+		pthread_barrier_t go;
+		struct dup_joiner j[2] = { { .name = name, .go = &go }, { .name = name, .go = &go } };
+		pthread_t t[2];
+
+		pthread_barrier_init(&go, NULL, 2);
+		for (int k = 0; k < 2; k++)
+			pthread_create(&t[k], NULL, dup_join, &j[k]);
+		for (int k = 0; k < 2; k++)
+			pthread_join(t[k], NULL);
+		pthread_barrier_destroy(&go);
+		cr_assert((j[0].rc == 0 && j[1].rc == -EEXIST) || (j[0].rc == -EEXIST && j[1].rc == 0),
+			  "round %d: joins %d and %d (one 0, one -EEXIST)", round, j[0].rc, j[1].rc);
+		/* Until the host freed the slot, the name is still taken. */
+		for (int64_t t0 = now_mono(); now_mono() - t0 < 5 * SEC; sleep_ns(5 * MS)) {
+			if (!shmclock_lockstep_join(name, "twin", &q)) {
+				shmclock_lockstep_leave(q);
+				break;
+			}
+		}
+	}
+	daemon_stop(d);
+}
+
 Test(lockstep, a_name_rewritten_after_the_join_still_gives_valid_json)
 {
 	const char *name = test_clock_name();
