@@ -10,9 +10,10 @@
 // libc: Mono's class library has no Unix endpoint) and at each step T sends
 // "WHO@T" to every peer, after logging the messages stamped before T that
 // have arrived (the lockstep guarantee: all of them), in the C twin's
-// format. --async steps with AdvanceAsync; --check-thread checks that a
-// grant from another thread throws InvalidOperationException, and one after
-// Leave ObjectDisposedException.
+// format. --async steps with AdvanceAsync in an async loop (its steps
+// resume on pool threads); --check-thread checks that a grant from another
+// thread works, that one during an AdvanceAsync throws
+// InvalidOperationException, and one after Leave ObjectDisposedException.
 // Exit: 0; 1 a lockstep call failed (printed); 2 usage; 3 the thread check failed.
 using System;
 using System.Collections.Generic;
@@ -20,6 +21,7 @@ using System.IO;
 using System.Runtime.InteropServices;
 using System.Text;
 using System.Threading;
+using System.Threading.Tasks;
 using Shmclock;
 
 static class LsParticipant
@@ -95,22 +97,44 @@ static class LsParticipant
             return 1;
         }
         if (checkThread) {
+            // Another thread's grant, not during a call here, is this
+            // participant's (the joining thread lives): how an await
+            // resumes outside Unity (issue 52).
             Exception seen = null;
             var t = new Thread(() => {
                 try {
-                    p.Grant(p.Clock.Now());
+                    p.Grant(p.JoinedAt);
                 } catch (Exception e) {
                     seen = e;
                 }
             });
             t.Start();
             t.Join();
-            if (!(seen is InvalidOperationException)) {
+            if (seen != null) {
                 Console.Error.WriteLine("ls-participant-cs " + who + ": a grant from another thread gave " +
-                                        (seen == null ? "no exception" : seen.GetType().ToString()));
+                                        seen.GetType() + ": " + seen.Message);
                 return 3;
             }
-            Console.Error.WriteLine("ls-participant-cs " + who + ": " + seen.Message);
+            // Two calls at once are refused: a grant while an
+            // AdvanceAsync is under way (asserted when the step had not
+            // ended by then: the other participants may have let the
+            // clock there at once).
+            long first = (p.JoinedAt / period + 1) * period;
+            var inFlight = p.AdvanceAsync(first, TimeSpan.FromSeconds(30));
+            if (!inFlight.IsCompleted) {
+                try {
+                    p.Grant(first);
+                    if (!inFlight.IsCompleted) {
+                        Console.Error.WriteLine("ls-participant-cs " + who + ": a grant during AdvanceAsync gave no exception");
+                        return 3;
+                    }
+                } catch (InvalidOperationException e) {
+                    Console.Error.WriteLine("ls-participant-cs " + who + ": " + e.Message);
+                }
+            } else {
+                Console.Error.WriteLine("ls-participant-cs " + who + ": two calls at once: not asserted (the step ended at once)");
+            }
+            inFlight.Wait();
             // A grant beyond the horizon: ArgumentException with lockstep's
             // own words for the check it failed (not a clock name's).
             seen = null;
@@ -157,19 +181,9 @@ static class LsParticipant
             rx.Start();
         }
         string[] peerList = peers != null ? peers.Split(',') : new string[0];
-        for (long t = (joined / period + 1) * period; t <= end; t += period) {
-            try {
-                if (async)
-                    p.AdvanceAsync(t, TimeSpan.FromSeconds(30)).Wait();
-                else
-                    p.Advance(t, TimeSpan.FromSeconds(30));
-            } catch (Exception e) {
-                if (e is AggregateException)
-                    e = e.InnerException;
-                Console.Error.WriteLine("ls-participant-cs " + who + ": advance to " + t + ": " + e.GetType().Name +
-                                        ": " + e.Message);
-                return 1;
-            }
+        long firstStep = (joined / period + 1) * period;
+        // What a step does once the clock is at T.
+        Action<long> step = t => {
             if (fd >= 0) {
                 lock (pending) {
                     takeIn();
@@ -194,6 +208,32 @@ static class LsParticipant
             } else if (log != null) {
                 log.WriteLine(t + " " + who);
             }
+        };
+        try {
+            if (async) {
+                // The natural .NET loop, awaited step after step: with no
+                // SynchronizationContext (Mono outside Unity) each await
+                // resumes on a pool thread, which grants the next step.
+                // Before issue 52 the second step threw
+                // InvalidOperationException ("another thread").
+                Func<Task> loop = async () => {
+                    for (long t = firstStep; t <= end; t += period) {
+                        await p.AdvanceAsync(t, TimeSpan.FromSeconds(30));
+                        step(t);
+                    }
+                };
+                loop().Wait();
+            } else {
+                for (long t = firstStep; t <= end; t += period) {
+                    p.Advance(t, TimeSpan.FromSeconds(30));
+                    step(t);
+                }
+            }
+        } catch (Exception e) {
+            if (e is AggregateException)
+                e = e.InnerException;
+            Console.Error.WriteLine("ls-participant-cs " + who + ": advance: " + e.GetType().Name + ": " + e.Message);
+            return 1;
         }
         p.Leave();
         if (checkThread) {
