@@ -53,6 +53,10 @@ static int max_streams = 64;
 static char token[257];
 static size_t token_len;
 static char host[80]; /* what the Host header of a control request must be */
+/* ... or this, the address alone, when the port is 80: what a browser
+ * sends for http://ADDR/ (the default port is left out of Host and Origin,
+ * RFC 9110 7.2 and RFC 6454 6.2). Empty on other ports. */
+static char host_default_port[80];
 
 struct asset {
 	const char *path, *file, *type;
@@ -215,6 +219,14 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss)
 	a->sin_family = AF_INET;
 	a->sin_port = htons((uint16_t)port);
 	return inet_pton(AF_INET, addr, &a->sin_addr) == 1 ? 0 : -1;
+}
+
+/* 0.0.0.0 or [::]: every address of the host. */
+static bool listen_wildcard(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+	return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const char *type,
@@ -662,15 +674,19 @@ static bool control_allowed(struct MHD_Connection *conn, enum MHD_Result *ret)
 	}
 	/* DNS rebinding: a page of another site, its name now resolving to
 	 * us, sends its own name as Host. */
-	if (!h || strcmp(h, host)) {
+	if (!h || (strcmp(h, host) && (!host_default_port[0] || strcmp(h, host_default_port)))) {
 		*ret = refuse(conn, MHD_HTTP_FORBIDDEN, true,
 			      "the Host header must be %s, the address this panel listens on", host);
 		return false;
 	}
 	snprintf(want, sizeof(want), "http://%s", host);
 	if (origin && strcmp(origin, want)) {
-		*ret = refuse(conn, MHD_HTTP_FORBIDDEN, true, "requests from another origin are refused");
-		return false;
+		snprintf(want, sizeof(want), "http://%s", host_default_port);
+		if (!host_default_port[0] || strcmp(origin, want)) {
+			*ret = refuse(conn, MHD_HTTP_FORBIDDEN, true,
+				      "requests from another origin are refused");
+			return false;
+		}
 	}
 	/* In a header, never a cookie: a browser attaches cookies to another
 	 * site's requests, but only our page's script can set this header. */
@@ -741,6 +757,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	pthread_mutex_lock(&P.mu);
 	P.requests++;
 	pthread_mutex_unlock(&P.mu);
+	/* A clock's page is looked up by its name in the panel's table, never
+	 * as a file: a valid name may hold "..", "v1..2" (issue 52). */
+	if (!strncmp(url, "/clock/", 7)) {
+		pthread_mutex_lock(&P.mu);
+		bool known = panel_find(&P, url + 7) != NULL;
+
+		clock_names(names, sizeof(names));
+		pthread_mutex_unlock(&P.mu);
+		if (!known)
+			return refuse(conn, MHD_HTTP_NOT_FOUND, false, "unknown clock (this panel shows: %s)",
+				      names);
+		return reply(conn, MHD_HTTP_OK, assets[0].type, assets[0].data, assets[0].len,
+			     MHD_RESPMEM_PERSISTENT);
+	}
 	if (strstr(url, "..") || strchr(url, '\\'))
 		return refuse(conn, MHD_HTTP_BAD_REQUEST, false, "path traversal refused: only this panel's "
 								 "own files are served");
@@ -763,18 +793,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		if (!strcmp(url, assets[i].path))
 			return reply(conn, MHD_HTTP_OK, assets[i].type, assets[i].data, assets[i].len,
 				     MHD_RESPMEM_PERSISTENT);
-	if (!strncmp(url, "/clock/", 7)) {
-		pthread_mutex_lock(&P.mu);
-		bool known = panel_find(&P, url + 7) != NULL;
-
-		clock_names(names, sizeof(names));
-		pthread_mutex_unlock(&P.mu);
-		if (!known)
-			return refuse(conn, MHD_HTTP_NOT_FOUND, false, "unknown clock (this panel shows: %s)",
-				      names);
-		return reply(conn, MHD_HTTP_OK, assets[0].type, assets[0].data, assets[0].len,
-			     MHD_RESPMEM_PERSISTENT);
-	}
 	return refuse(conn, MHD_HTTP_NOT_FOUND, false,
 		      "no such page (this panel serves /, /clock/NAME, /events, /api/status, "
 		      "/api/control, /metrics)");
@@ -865,6 +883,14 @@ int main(int argc, char **argv)
 			listen);
 		return 2;
 	}
+	/* A browser names the address it connects to, never 0.0.0.0 or ::,
+	 * so every control request would be refused by the Host check:
+	 * refused here, at once, with the reason (issue 52). */
+	if (P.control && listen_wildcard(&ss)) {
+		fprintf(stderr, "shmclock-panel: --control needs --listen on one address (the Host a "
+				"browser sends), not the wildcard '%s'\n", listen);
+		return 2;
+	}
 	if (P.control != (token_file != NULL)) {
 		fprintf(stderr, "shmclock-panel: %s\n", P.control
 			? "--control needs --token-file FILE (mode 0600, the token on its first line)"
@@ -902,6 +928,8 @@ int main(int argc, char **argv)
 	memcpy(addr, listen, (size_t)(strrchr(listen, ':') - listen));
 	addr[strrchr(listen, ':') - listen] = 0;
 	snprintf(host, sizeof(host), "%s:%u", addr, di ? (unsigned)di->port : 0);
+	if (di && di->port == 80)
+		snprintf(host_default_port, sizeof(host_default_port), "%s", addr);
 	pthread_create(&poller, NULL, panel_poller, &P);
 	pthread_create(&status_poller, NULL, panel_status_poller, &P);
 	printf("shmclock-panel: serving http://%s/ (%d clock%s%s, control %s)\n", host, P.nclocks,

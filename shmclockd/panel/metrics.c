@@ -411,6 +411,10 @@ char *panel_metrics(struct panel *p)
 	sb_printf(&b, "# HELP shmclock_panel_event_streams Event streams the panel serves now.\n"
 		      "# TYPE shmclock_panel_event_streams gauge\nshmclock_panel_event_streams %d\n",
 		  p->streams);
+	sb_printf(&b, "# HELP shmclock_panel_clocks_not_shown Clocks found in /dev/shm past the "
+		      "panel's %d.\n# TYPE shmclock_panel_clocks_not_shown gauge\n"
+		      "shmclock_panel_clocks_not_shown %d\n",
+		  PANEL_CLOCKS_MAX, p->not_shown);
 	if (b.oom) {
 		free(b.s);
 		return NULL;

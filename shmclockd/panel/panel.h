@@ -51,6 +51,7 @@ struct panel {
 	struct panel_clock clocks[PANEL_CLOCKS_MAX];
 	int nclocks;
 	bool every;             /* no -n: every clock this user can read */
+	int not_shown;          /* clocks discovery found past PANEL_CLOCKS_MAX */
 	int frame_ms, status_ms;
 	uint64_t frame_seq;     /* frames rendered so far */
 	uint64_t status_seq;    /* status rounds so far */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <shmclock/time.h>
 
@@ -49,15 +50,46 @@ int panel_add_clock(struct panel *p, const char *name, bool given)
 	return 0;
 }
 
+/* Drops clock @i from the table (what it holds freed, the later ones
+ * moved down). Only the status poller's own round calls it (discover()),
+ * so the indices it asks status by stay valid. Caller holds p->mu. */
+static void forget_clock(struct panel *p, int i)
+{
+	struct panel_clock *c = &p->clocks[i];
+
+	if (c->clk)
+		shmclock_close(c->clk);
+	cJSON_Delete(c->status);
+	free(c->reply);
+	memmove(c, c + 1, (size_t)(p->nclocks - i - 1) * sizeof(*c));
+	p->nclocks--;
+}
+
 /* Every clock in /dev/shm that this user may open (the readers' trust rules
- * decide, as for shmclock-cat). Caller holds p->mu. */
+ * decide, as for shmclock-cat); a discovered clock whose segment is gone
+ * is forgotten (issue 52: clocks were only ever added, and a panel that
+ * had seen 64 names went blind to new ones). More than PANEL_CLOCKS_MAX at
+ * once: those left out are counted (p->not_shown, a metric) and said once
+ * per episode on stderr. Caller holds p->mu. */
 static void discover(struct panel *p)
 {
 	DIR *d = opendir("/dev/shm");
 	struct dirent *e;
+	char path[128], first[65] = "";
+	int not_shown = 0;
 
 	if (!d)
 		return;
+	for (int i = 0; i < p->nclocks;) {
+		snprintf(path, sizeof(path), "/dev/shm/shmclock.%s", p->clocks[i].name);
+		if (!p->clocks[i].given && access(path, F_OK) && errno == ENOENT) {
+			fprintf(stderr, "shmclock-panel: clock '%s' removed: no longer shown\n",
+				p->clocks[i].name);
+			forget_clock(p, i);
+		} else {
+			i++;
+		}
+	}
 	while ((e = readdir(d))) {
 		shmclock_t *clk;
 
@@ -67,9 +99,15 @@ static void discover(struct panel *p)
 		if (shmclock_open(e->d_name + 9, &clk))
 			continue;
 		shmclock_close(clk);
-		panel_add_clock(p, e->d_name + 9, false);
+		if (panel_add_clock(p, e->d_name + 9, false) == -ENOSPC && !not_shown++)
+			snprintf(first, sizeof(first), "%s", e->d_name + 9);
 	}
 	closedir(d);
+	if (not_shown && !p->not_shown)
+		fprintf(stderr, "shmclock-panel: more than %d clocks: '%s' and %d more not shown until "
+				"others are removed (or name the clocks with -n)\n",
+			PANEL_CLOCKS_MAX, first, not_shown - 1);
+	p->not_shown = not_shown;
 }
 
 static void read_segment(struct panel_clock *c)
@@ -279,7 +317,8 @@ static void status_round(struct panel *p)
 		discover(p);
 	n = p->nclocks;
 	pthread_mutex_unlock(&p->mu);
-	/* Clocks are only ever added, never moved: index i stays valid. */
+	/* Only discover() above adds and removes clocks, and only here: index
+	 * i stays valid through the round. */
 	for (int i = 0; i < n; i++)
 		ask_status(p, i, buf);
 	pthread_mutex_lock(&p->mu);

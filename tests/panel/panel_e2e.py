@@ -19,10 +19,12 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -451,12 +453,150 @@ def test_options(e):
         (["-n", "bad/name"], None, "bad clock name"),
         (["--status-interval", "5"], None, "100 to 60000"),
         (["--frobnicate"], None, "unknown option"),
+        # A browser never sends 0.0.0.0 or :: as Host (issue 52).
+        (["--control", "--token-file", "TOKEN", "--listen", "0.0.0.0:0"], None, "wildcard"),
+        (["--control", "--token-file", "TOKEN", "--listen", "[::]:0"], None, "wildcard"),
     ]:
         rc, err = run(args, mode)
         check(rc == 2 and want in err and len(err.splitlines()) == 1,
               "shmclock-panel %s: exit %d, %s" % (" ".join(args), rc, err.splitlines()[-1:] if err else ""))
     r = subprocess.run([PANEL, "--help"], capture_output=True, text=True)
     check(r.returncode == 0 and "--token-file" in r.stdout, "--help")
+
+
+def test_default_port(e):
+    """A panel on port 80 (in a network namespace of its own: the port may
+    be taken on the machine): browsers leave the default port out of Host
+    and Origin (http://127.0.0.1/), and its control requests must go
+    through. Before (issue 52), every one was refused (403)."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("# the panel on port 80: not checked (needs root and ip for a network namespace)")
+        return
+    ns = "shmclk-panel80-%d" % os.getpid()
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
+        print("# the panel on port 80: not checked (ip netns add failed)")
+        return
+    p = None
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
+        p = subprocess.Popen(["ip", "netns", "exec", ns, PANEL, "-n", e.name, "--listen",
+                              "127.0.0.1:80", "--control", "--token-file", e.token_file],
+                             env=e.env, stdout=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        check("http://127.0.0.1:80/" in line, "a panel on 127.0.0.1:80 in a namespace: %r" % line)
+        client = ("import http.client, json, sys\n"
+                  "c = http.client.HTTPConnection('127.0.0.1', 80, timeout=10)\n"
+                  "h = json.loads(sys.argv[1])\n"
+                  "c.request('POST', '/api/control', body=sys.argv[2], headers=h)\n"
+                  "print(c.getresponse().status)\n")
+        for cmd, host, origin, want in [("pause", "127.0.0.1", "http://127.0.0.1", 200),
+                                        ("resume", "127.0.0.1:80", "http://127.0.0.1:80", 200),
+                                        ("pause", "127.0.0.1", None, 200),
+                                        ("resume", "evil.example", "http://127.0.0.1", 403),
+                                        ("resume", "127.0.0.1", "http://evil.example", 403),
+                                        ("resume", "127.0.0.1", "http://127.0.0.1:8077", 403)]:
+            body = json.dumps({"clock": e.name, "cmd": cmd})
+            h = {"Host": host, "Content-Type": "application/json", "X-Shmclock-Token": e.token}
+            if origin:
+                h["Origin"] = origin
+            r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", client,
+                                json.dumps(h), body], capture_output=True, text=True, timeout=30)
+            got = int(r.stdout.strip() or 0)
+            check(got == want, "port 80: %s with Host %s, Origin %s: %d (want %d) %s"
+                  % (cmd, host, origin, got, want, r.stderr.strip()[-200:]))
+        e.ctl("resume")
+    finally:
+        if p and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_discovery_churn(e):
+    """A panel of every clock on a machine that names a clock per job: 70
+    names come and go around it, 35 at a time, and each wave is shown once
+    the one before is gone; 70 at once are said (stderr, a metric), and the
+    cap lifts when they go. Before (issue 52), clocks were only ever
+    added: the second wave pushed past 64 names and was never shown (404,
+    no word). Each clock is a copy of this test's segment, valid and
+    trusted as a reader sees it: 70 daemons are not needed for the names."""
+    src = "/dev/shm/shmclock." + e.name
+    made = []
+    log = os.path.join(e.tmp, "churn.err")
+
+    def make(names):
+        for n in names:
+            shutil.copyfile(src, "/dev/shm/shmclock." + n)
+            made.append(n)
+
+    def remove(names):
+        for n in names:
+            os.unlink("/dev/shm/shmclock." + n)
+            made.remove(n)
+
+    def shown(port):
+        code, body, _ = e.get("/api/status", port=port)
+        return set(json.loads(body)["clocks"]) if code == 200 else set()
+
+    def until(what, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if what():
+                return True
+            time.sleep(0.1)
+        return False
+
+    p = None
+    with open(log, "w") as errf:
+        try:
+            p = subprocess.Popen([PANEL, "--listen", "127.0.0.1:0", "--status-interval", "100"],
+                                 env=e.env, stdout=subprocess.PIPE, stderr=errf, text=True)
+            line = p.stdout.readline()
+            port = int(line.split("http://127.0.0.1:")[1].split("/")[0]) if "http://127.0.0.1:" in line else 0
+            check(port != 0, "a panel of every clock starts (%r)" % line)
+            if not port:
+                return
+            waves = [["%s-w%d-%d" % (e.name, w, k) for k in range(35)] for w in range(2)]
+            make(waves[0])
+            check(until(lambda: set(waves[0]) <= shown(port)), "the first 35 names are shown")
+            remove(waves[0])
+            check(until(lambda: not set(waves[0]) & shown(port)),
+                  "... and forgotten once removed (%d still shown)" % len(set(waves[0]) & shown(port)))
+            make(waves[1])
+            check(until(lambda: set(waves[1]) <= shown(port)),
+                  "the next 35 names are shown (70 in all; %d of 35)" % len(set(waves[1]) & shown(port)))
+            code, body, _ = e.get("/clock/" + waves[1][-1], port=port)
+            check(code == 200, "/clock/ of the 70th name: %d" % code)
+            remove(waves[1])
+            burst = ["%s-b%d" % (e.name, k) for k in range(70)]
+            make(burst)
+
+            def said():
+                with open(log) as f:
+                    return "more than 64 clocks" in f.read()
+            check(until(said), "70 at once: the cap is said on stderr")
+            code, body, _ = e.get("/metrics", port=port)
+            m = re.search(r"^shmclock_panel_clocks_not_shown (\d+)$", body, re.M)
+            check(m and int(m.group(1)) > 0, "... and counted (%s)" % (m and m.group(1)))
+            remove(burst)
+            check(until(lambda: e.name in shown(port) and not set(burst) & shown(port)),
+                  "once they are gone, none is shown, this test's clock still is")
+            code, body, _ = e.get("/metrics", port=port)
+            check("shmclock_panel_clocks_not_shown 0" in body, "... and the count is 0 again")
+        finally:
+            for n in list(made):
+                os.unlink("/dev/shm/shmclock." + n)
+            if p and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 
 def test_fifo_in_dev_shm(e):
@@ -513,13 +653,30 @@ def test_control_large_reply():
         check(code == 200 and running(e), "resume: %d, the clock runs again" % code)
 
 
+def test_dotted_name():
+    """A valid clock name may hold "..": its page is served (200), not
+    refused as a path traversal (400, issue 52), and a traversal behind
+    /clock/ still reaches no file."""
+    with Env(participants=1, period_ms=10, tag="panel-v1..2", control=False) as e:
+        code, body, _ = e.get("/clock/" + e.name)
+        check(code == 200 and "panel.js" in body, "/clock/%s: %d" % (e.name, code))
+        code, body, _ = e.get("/api/status?clock=" + e.name)
+        check(code == 200 and e.name in body, "/api/status?clock=%s: %d" % (e.name, code))
+        r = raw(e.port, b"GET /clock/../../etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        check(" 200 " not in r.split("\r\n")[0] and "root:" not in r,
+              "GET /clock/../../etc/passwd: %s" % r.split("\r\n")[0])
+
+
 def main():
+    test_dotted_name()
     test_control_large_reply()
     with Env(participants=3, period_ms=10) as e:
         test_read(e)
         test_control(e)
         test_bad_input(e)
         test_options(e)
+        test_default_port(e)
+        test_discovery_churn(e)
         test_fifo_in_dev_shm(e)
         test_daemon_gone(e)
         test_stalled_stream(e)
