@@ -75,10 +75,12 @@ static struct asset assets[] = {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: shmclock-panel [-n NAME]... [--listen ADDR:PORT] [--control --token-file FILE]\n"
+		"usage: shmclock-panel [-n NAME [--socket PATH]]... [--listen ADDR:PORT] [--control --token-file FILE]\n"
 		"\nA web page, Prometheus metrics and a JSON API for shmclock clocks.\n\n"
 		"  -n, --name NAME         a clock to show (repeatable; default: every clock this\n"
 		"                          user can read, found in /dev/shm)\n"
+		"      --socket PATH       the control socket of the -n NAME before it (a daemon\n"
+		"                          run with --socket PATH; default: the daemon's default)\n"
 		"  -l, --listen ADDR:PORT  where to serve (default 127.0.0.1:8077; [::1]:PORT for\n"
 		"                          IPv6; port 0: any free port, printed at start)\n"
 		"      --control           serve POST /api/control (pause, resume, scale, step, set,\n"
@@ -819,6 +821,7 @@ int main(int argc, char **argv)
 		{ "status-interval", required_argument, NULL, 'S' },
 		{ "max-streams", required_argument, NULL, 'M' },
 		{ "static-dir", required_argument, NULL, 'D' },
+		{ "socket", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -842,6 +845,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "shmclock-panel: at most %d clocks\n", PANEL_CLOCKS_MAX);
 				return 2;
 			}
+			break;
+		case 's':
+			/* The control socket of the clock named just before: a
+			 * daemon run with --socket PATH (issue 52). */
+			if (!P.nclocks || P.clocks[P.nclocks - 1].sock_given) {
+				fprintf(stderr, "shmclock-panel: --socket PATH follows the -n NAME it is for "
+						"(one each), not '%s'\n", optarg);
+				return 2;
+			}
+			if (strlen(optarg) >= sizeof(P.clocks[0].sock)) {
+				fprintf(stderr, "shmclock-panel: --socket: a path of at most %zu bytes, "
+						"not '%s'\n", sizeof(P.clocks[0].sock) - 1, optarg);
+				return 2;
+			}
+			snprintf(P.clocks[P.nclocks - 1].sock, sizeof(P.clocks[0].sock), "%s", optarg);
+			P.clocks[P.nclocks - 1].sock_given = true;
 			break;
 		case 'l':
 			listen = optarg;

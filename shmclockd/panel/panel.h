@@ -30,6 +30,7 @@ struct panel_clock {
 	char name[65];
 	char sock[108];
 	bool given;             /* named with -n (else found in /dev/shm) */
+	bool sock_given;        /* sock from --socket (else the default) */
 	shmclock_t *clk;        /* NULL while the segment cannot be opened */
 	int open_err;           /* shmclock_open()'s last error, or 0 */
 	shmclock_info_t info;   /* the latest read of the segment */

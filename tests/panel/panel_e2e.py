@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from panelenv import Env, PANEL, check, finish, running, sim_ns
+from panelenv import D, Env, PANEL, check, finish, running, sim_ns
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
@@ -453,6 +453,7 @@ def test_options(e):
         (["-n", "bad/name"], None, "bad clock name"),
         (["--status-interval", "5"], None, "100 to 60000"),
         (["--frobnicate"], None, "unknown option"),
+        (["--socket", "/tmp/x.sock"], None, "follows the -n NAME"),
         # A browser never sends 0.0.0.0 or :: as Host (issue 52).
         (["--control", "--token-file", "TOKEN", "--listen", "0.0.0.0:0"], None, "wildcard"),
         (["--control", "--token-file", "TOKEN", "--listen", "[::]:0"], None, "wildcard"),
@@ -462,6 +463,45 @@ def test_options(e):
               "shmclock-panel %s: exit %d, %s" % (" ".join(args), rc, err.splitlines()[-1:] if err else ""))
     r = subprocess.run([PANEL, "--help"], capture_output=True, text=True)
     check(r.returncode == 0 and "--token-file" in r.stdout, "--help")
+
+
+def test_socket_option(e):
+    """A daemon run with --socket PATH: the panel's --socket PATH after its
+    -n NAME reaches it for status (issue 52: it had no such option, and such
+    a clock showed no status: 503)."""
+    name = e.name + "-sock"
+    sock = os.path.join(e.tmp, "elsewhere.sock")
+    d = subprocess.Popen([D, "-n", name, "--socket", sock, "--remove-on-exit", "--log-level", "warn"],
+                         env=e.env, stdout=subprocess.DEVNULL)
+    ps = []
+    try:
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        for extra, want in ((["--socket", sock], 200), ([], 503)):
+            p = subprocess.Popen([PANEL, "-n", name] + extra + ["--listen", "127.0.0.1:0"],
+                                 env=e.env, stdout=subprocess.PIPE, text=True)
+            ps.append(p)
+            line = p.stdout.readline()
+            port = int(line.split("http://127.0.0.1:")[1].split("/")[0]) if "http://127.0.0.1:" in line else 0
+            code = 0
+            for _ in range(100):
+                code, body, _ = e.get("/api/status?clock=" + name, port=port)
+                if code == want:
+                    break
+                time.sleep(0.05)
+            check(code == want, "a daemon on --socket PATH, the panel %s: /api/status %d (want %d)"
+                  % ("with --socket PATH" if extra else "without", code, want))
+    finally:
+        for p in ps + [d]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 
 def test_default_port(e):
@@ -675,6 +715,7 @@ def main():
         test_control(e)
         test_bad_input(e)
         test_options(e)
+        test_socket_option(e)
         test_default_port(e)
         test_discovery_churn(e)
         test_fifo_in_dev_shm(e)
