@@ -323,6 +323,44 @@ static class TestShmclock
         }
     }
 
+    // Dispose() from inside the clock's own jump handler (not allowed: it
+    // stops the watcher thread that runs the handler) throws
+    // InvalidOperationException there, and the clock disposes once the
+    // handler returned. Before (issue 52), the process hung at exit.
+    static void DisposeInHandler()
+    {
+        string name = NewName();
+        using (var w = new Peer("writer", name)) {
+            w.Do("pause");
+            w.Do("set " + 100 * S);
+            var c = Clock.Open(name);
+            Exception seen = null;
+            var done = new ManualResetEventSlim();
+            c.Jumped += (s, e) => {
+                if (e.Before)
+                    return;
+                try {
+                    c.Dispose();
+                } catch (Exception x) {
+                    seen = x;
+                }
+                done.Set();
+            };
+            w.Do("set " + 50 * S);
+            Ok(done.Wait(10000) && seen is InvalidOperationException,
+               "Dispose() inside its own Jumped handler: InvalidOperationException (" +
+               (seen == null ? "none" : seen.GetType().Name + ": " + seen.Message) + ")");
+            c.Dispose();
+            bool disposed = false;
+            try {
+                c.Now();
+            } catch (ObjectDisposedException) {
+                disposed = true;
+            }
+            Ok(disposed, "... and Dispose() after the handler returned disposes it");
+        }
+    }
+
     // A handler of one handle removes a handler of another handle of the
     // same clock while that one is delivered on its own watcher thread.
     // Inside a handler the library cannot wait for the other delivery: the
@@ -780,6 +818,7 @@ static class TestShmclock
             { "reader follows a C writer", ReaderFollowsCWriter },
             { "jump events", JumpEvents },
             { "handlers across handles", CrossHandles },
+            { "Dispose in a handler", DisposeInHandler },
             { "TimeSpan.MaxValue", Saturation },
             { "waits", Waits },
             { "UNIX time", UnixTime },

@@ -65,6 +65,12 @@ namespace Shmclock
             new System.Collections.Generic.List<GCHandle>();
         // How deep this thread is in jump handlers (the trampoline's).
         [ThreadStatic] static int inHandler;
+        // The clocks (by id) whose jump handlers this thread is inside:
+        // Dispose() there would wait for itself (it stops the clock's
+        // watcher, the thread that runs them), so it throws instead.
+        [ThreadStatic] static System.Collections.Generic.List<long> inHandlerOf;
+        static long lastId;
+        readonly long clockId = Interlocked.Increment(ref lastId);
         // The cancel tokens of the sleeps in progress (Dispose ends them).
         readonly System.Collections.Generic.HashSet<IntPtr> sleepers = new System.Collections.Generic.HashSet<IntPtr>();
         readonly object jumpLock = new object();
@@ -485,6 +491,7 @@ namespace Shmclock
         {
             internal Action<JumpEventArgs> Handler;
             internal string Name;
+            internal long ClockId;
         }
 
         // The one delegate the library calls, static: its native thunk lives
@@ -499,8 +506,11 @@ namespace Shmclock
             JumpTarget target = null;
 
             inHandler++;
+            if (inHandlerOf == null)
+                inHandlerOf = new System.Collections.Generic.List<long>();
             try {
                 target = (JumpTarget)GCHandle.FromIntPtr(user).Target;
+                inHandlerOf.Add(target.ClockId);
                 var j = (NativeJump)Marshal.PtrToStructure(jp, typeof(NativeJump));
                 target.Handler(new JumpEventArgs {
                     Before = before != 0, Kind = (JumpKind)j.kind, DeltaNs = j.delta_ns,
@@ -511,6 +521,8 @@ namespace Shmclock
                 Console.Error.WriteLine("shmclock {0}: a jump handler threw: {1}",
                                         target != null ? target.Name : "?", e);
             } finally {
+                if (target != null)
+                    inHandlerOf.RemoveAt(inHandlerOf.Count - 1);
                 inHandler--;
             }
         }
@@ -540,7 +552,7 @@ namespace Shmclock
             // running on the watcher thread, which may be adding one.
             long seen;
             Native.shmclock_now(H, out seen);
-            GCHandle gh = GCHandle.Alloc(new JumpTarget { Handler = handler, Name = name });
+            GCHandle gh = GCHandle.Alloc(new JumpTarget { Handler = handler, Name = name, ClockId = clockId });
             ulong id;
             lock (handlers) {
                 // Reads go through h from here on: they wait for a handler
@@ -584,13 +596,18 @@ namespace Shmclock
 
         /// <summary>
         /// Later calls throw ObjectDisposedException; jump handlers are
-        /// removed (none runs after this returns: not to be called from a
-        /// jump handler of this clock) and sleeps in progress end with
-        /// ObjectDisposedException. The page itself is unmapped by the
-        /// finalizer, when no thread can be inside a call on it.
+        /// removed (none runs after this returns) and sleeps in progress end
+        /// with ObjectDisposedException. Not from inside a jump handler of
+        /// this clock, which runs on the thread Dispose stops:
+        /// InvalidOperationException there (dispose after the handler
+        /// returns). The page itself is unmapped by the finalizer, when no
+        /// thread can be inside a call on it.
         /// </summary>
         public void Dispose()
         {
+            if (inHandlerOf != null && inHandlerOf.Contains(clockId))
+                throw new InvalidOperationException("shmclock " + name + ": Dispose() from inside a jump " +
+                    "handler of this clock (it would wait for itself): dispose after the handler returns");
             var gone = new System.Collections.Generic.List<System.Collections.Generic.KeyValuePair<ulong, GCHandle>>();
             lock (handlers) {
                 if (disposed)
