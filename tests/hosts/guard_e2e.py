@@ -1362,10 +1362,22 @@ def queue_full_phase():
     status and ends on SIGTERM. Lead 1 s: a change due and not committed
     counts as lost after 2.5 s, time enough for the 65th."""
     name, p, rogue, send, clk, t0 = rogue_follower("qfull", "rogue/16", "5s", lead=SEC)
-    base = real() + 400_000_000
+    # The instants 1.5 s on (a change over 2 s ahead is refused as the
+    # hosts' clocks disagreeing): the 64 are queued before the first comes.
+    # A machine so starved that the rogue's sends ran past the first
+    # instant + 1.5 s (of the 2.5 s after which the queue counts as lost)
+    # is reported, not failed (issue 52: 64 sends once took longer than
+    # that, and the queue was cleared: "64 queued (35)").
+    base = real() + 1_500_000_000
     ok = all(send("rogue/16", 2 + k, base + k * 1_000_000, base + k * 1_000_000 - t0, 1 << 32,
                   committed=1, lead=SEC) for k in range(64))
     check(ok, "queue-full: 64 announcements sent")
+    late = real() - base
+    if late > 1_500_000_000:
+        print("# queue-full: the 64 sends ended %.2f s after the first instant (a starved "
+              "machine): the queue's limit not asserted" % (late / 1e9), flush=True)
+        finish(clk, rogue, p)
+        return
 
     def dist():
         return ctl(name, "status")[0]["status"]["distribute"]

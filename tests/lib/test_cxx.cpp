@@ -166,14 +166,19 @@ int main()
 	});
 
 	run("rate keeps its period", [&] {
+		// Never early, whatever the load: the k-th period ends at least
+		// k periods after the rate began (its start is read at or after
+		// c0), counting the periods it reports missed (a thread not run
+		// for one on a loaded machine: issue 52 saw a missed period
+		// fail the former "none missed, 10 ms apart").
+		auto c0 = c.now();
 		shmclock::rate r{ c, 20ms };
-		CHECK(r.sleep() == 0);
-		auto prev = c.now();
-		for (int i = 0; i < 3; i++) {
-			CHECK(r.sleep() == 0);
-			CHECK(c.now() - prev >= 10ms);
-			prev = c.now();
+		std::uint64_t periods = 0;
+		for (int i = 0; i < 4; i++) {
+			periods += 1 + r.sleep();
+			CHECK(c.now() - c0 >= periods * 20ms);
 		}
+		CHECK(periods < 1000); // a count, not garbage
 	});
 
 	run("clock and writer move", [&] {
@@ -221,8 +226,10 @@ int main()
 			shmclock::clock tmp{ name };
 			r = std::make_unique<shmclock::rate>(tmp, 5ms);
 		}
-		CHECK(r->sleep() == 0);
-		CHECK(r->sleep() == 0);
+		// Its clock's handle is gone: the rate still reads and sleeps
+		// (the periods missed are the machine's, a count, not garbage).
+		CHECK(r->sleep() < 1000);
+		CHECK(r->sleep() < 1000);
 	});
 
 	run("a one-shot callback drops the last reference to its clock on the watcher", [&] {

@@ -1089,9 +1089,23 @@ Test(time, huge_jumps_saturate_instead_of_wrapping)
 	cr_assert_eq(shmclock_rate_sleep(&rate, &missed), 0);
 	cr_assert_eq(shmclock_writer_set_time(w, INT64_MAX - 1000 * SEC), 0);
 	t0 = now_mono();
-	for (int i = 0; i < 3; i++) {
+	for (int64_t i = 0, prev = t0; i < 3; i++) {
 		cr_assert_eq(shmclock_rate_sleep(&rate, &missed), 0);
-		cr_assert_eq(missed, 0, "missed %llu", (unsigned long long)missed);
+
+		int64_t after = now_mono();
+
+		/* The first sleep sees the jump: a new schedule, nothing
+		 * missed. After it, a period is missed only when this thread
+		 * did not run for one (a loaded machine: issue 52 saw 2): at
+		 * most the periods of real time since the previous sleep
+		 * returned, never a wrapped count. */
+		if (i == 0)
+			cr_assert_eq(missed, 0, "missed %llu across the jump", (unsigned long long)missed);
+		else
+			cr_assert_leq((int64_t)missed, (after - prev) / (10 * MS) + 1,
+				      "missed %llu in %lld ns", (unsigned long long)missed,
+				      (long long)(after - prev));
+		prev = after;
 	}
 	cr_assert_geq(now_mono() - t0, 20 * MS, "the rate stopped waiting");
 	shmclock_close(r);
