@@ -367,6 +367,15 @@ int main(int argc, char **argv)
 			r = -ESTALE;
 	}
 	shmclock_close(clk);
+	if (r == -EXDEV && !fallback) {
+		/* Waiting would not help: run it in the writer's time
+		 * namespace (issue 52). */
+		fprintf(stderr, PROG ": clock '%s': %s; run in the writer's time namespace (nsenter "
+				"--time, or a container without its own), or --fallback to run on the real "
+				"clocks\n",
+			name, shmclock_strerror(r));
+		return 1;
+	}
 	if (r && !fallback) {
 		fprintf(stderr, PROG ": clock '%s': %s (--wait to wait for it, --fallback to run "
 				"on the real clocks)\n",

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +107,28 @@ int shmclock__check_header(const struct shmclock_seg *seg, int64_t file_size)
 	    !all_zero(seg->reserved6, sizeof(seg->reserved6)) ||
 	    !all_zero(seg->tail, sizeof(seg->tail)))
 		return -EPROTO;
+	return 0;
+}
+
+int64_t shmclock__timens_mono_offset(void)
+{
+	char buf[256], *line;
+	long long sec, nsec;
+	ssize_t n;
+	int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* "monotonic <sec> <nsec>" (and a boottime line, which no clock of
+	 * ours reads). */
+	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (sscanf(line, "monotonic %lld %lld", &sec, &nsec) == 2)
+			return (int64_t)sec * 1000000000 + nsec;
 	return 0;
 }
 

@@ -42,6 +42,11 @@ typedef int (*shmclock__gettime_fn)(clockid_t clock, struct timespec *ts);
  */
 extern shmclock__gettime_fn shmclock__gettime;
 
+/* This process's time namespace's CLOCK_MONOTONIC offset in ns, from
+ * /proc/self/timens_offsets: 0 in the initial namespace, and where the
+ * file cannot be read (a kernel without time namespaces, no /proc). */
+int64_t shmclock__timens_mono_offset(void);
+
 /* CLOCK_MONOTONIC in ns: the one steady-time reading of the library and
  * the preload shim (the fast path's R2 included). */
 static inline int64_t shmclock__mono_ns(void)

@@ -109,6 +109,14 @@ static int map_segment(const char *name, unsigned flags, const struct shmclock_s
 	if (r)
 		return r;
 	r = shmclock__check_header(map, st.st_size);
+	/* The writer's function is on its namespace's CLOCK_MONOTONIC: in a
+	 * time namespace of another offset (unshare --time, a container,
+	 * CRIU) every reading here would be off by the difference, silently
+	 * (issue 52). Refused, whatever reads it: C, the fast path, the shim,
+	 * Python and C# all open through here. */
+	if (!r && atomic_load_explicit(&((const struct shmclock_seg *)map)->writer_timens_mono_ns,
+				       memory_order_relaxed) != shmclock__timens_mono_offset())
+		r = -EXDEV;
 	if (r) {
 		munmap(map, SHMCLOCK_SEG_SIZE);
 		return r;

@@ -68,7 +68,16 @@
  *                                    /dev/shm/shmclock-lockstep.<name>
  *                                    (lockstep_layout.h, laid out there) is in
  *                                    place; 0 otherwise
- *  0x114 44    reserved, zero
+ *  0x114  4    reserved, zero
+ *  0x118  8    writer_timens_mono_ns the CLOCK_MONOTONIC offset of the
+ *                                    writer's time namespace
+ *                                    (/proc/self/timens_offsets; 0 in the
+ *                                    initial one): the function's mono_base
+ *                                    is on that clock. A reader or writer
+ *                                    in a namespace of another offset
+ *                                    refuses the clock (-EXDEV): its
+ *                                    readings would be off by the difference
+ *  0x120 32    reserved, zero
  *  ---- live line (written often, never read on the hot path) -------------
  *  0x140  4    change_futex          incremented after every commit; sleepers
  *                                    FUTEX_WAIT on it
@@ -222,7 +231,9 @@ struct shmclock_seg {
 	_Atomic uint32_t writer_generation;
 	_Atomic int64_t writer_start_unix_ns;
 	_Atomic uint32_t lockstep;
-	uint8_t reserved2[44];
+	uint32_t reserved2a;
+	_Atomic int64_t writer_timens_mono_ns;
+	uint8_t reserved2[32];
 
 	/* live line */
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t change_futex;
@@ -279,6 +290,7 @@ static_assert(offsetof(struct shmclock_seg, nominal_mult) == 0x0c0, "layout");
 static_assert(offsetof(struct shmclock_seg, writer_pid) == 0x100, "layout");
 static_assert(offsetof(struct shmclock_seg, writer_start_unix_ns) == 0x108, "layout");
 static_assert(offsetof(struct shmclock_seg, lockstep) == 0x110, "layout");
+static_assert(offsetof(struct shmclock_seg, writer_timens_mono_ns) == 0x118, "layout");
 static_assert(offsetof(struct shmclock_seg, change_futex) == 0x140, "layout");
 static_assert(offsetof(struct shmclock_seg, heartbeat_mono_ns) == 0x148, "layout");
 static_assert(offsetof(struct shmclock_seg, commits) == 0x150, "layout");

@@ -114,6 +114,11 @@ static void init_segment(struct shmclock_seg *s)
 	s->created_unix_ns = shmclock__realtime_ns();
 	atomic_store_explicit(&s->nominal_mult, SCALE_ONE, memory_order_relaxed);
 	atomic_store_explicit(&s->b_nominal_mult, SCALE_ONE, memory_order_relaxed);
+	/* The function will be on this namespace's CLOCK_MONOTONIC; set
+	 * before the segment is linked under its name, so no reader sees it
+	 * without (map_segment in reader.c compares it with its own). */
+	atomic_store_explicit(&s->writer_timens_mono_ns, shmclock__timens_mono_offset(),
+			      memory_order_relaxed);
 	shmclock__robust_mutex_init(&s->writer_lock.mutex);
 }
 
@@ -266,6 +271,13 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 	if (s == MAP_FAILED)
 		return -errno;
 	r = shmclock__check_header(s, st.st_size);
+	/* A clock made in a time namespace of another offset: its function's
+	 * mono_base is on that namespace's CLOCK_MONOTONIC, which this one
+	 * cannot continue (it would jump by the difference), nor its readers
+	 * follow: refused, as a reader here refuses it. */
+	if (!r && atomic_load_explicit(&s->writer_timens_mono_ns, memory_order_relaxed) !=
+			  shmclock__timens_mono_offset())
+		r = -EXDEV;
 	if (r) {
 		munmap(s, SHMCLOCK_SEG_SIZE);
 		return r;

@@ -57,7 +57,10 @@
 	X(EOPNOTSUPP, "the clock has no UnixTimeAtZero: its time is not a UNIX time")         \
 	X(ETIMEDOUT, "timed out")                                                              \
 	X(ECANCELED, "cancelled")                                                              \
-	X(EINTR, "the clock jumped")
+	X(EINTR, "the clock jumped")                                                           \
+	X(EXDEV, "the clock's writer is in another time namespace (its CLOCK_MONOTONIC is "   \
+		 "offset from this process's): its time read here would be off by the "        \
+		 "difference")
 
 #include <stdbool.h>
 #include <stdint.h>
