@@ -145,28 +145,17 @@ static bool join_valid(const struct ls_slot *sl, uint32_t word)
 	return !shmclock__ls_check_who(who) && tid > 0 && (word & SHMCLOCK_LOCK_TID_MASK) == (uint32_t)tid;
 }
 
-/* Whether a live member of ours is called what the joiner in slot @i says
- * it is: of two joins under one name, the first scanned is the member, the
- * other refused. The same test as the joiner's (shmclock__ls_name_taken:
- * state MEMBER, lock alive), so a refused joiner finds the name taken and
- * says so; one that left or died no longer holds its name. */
+/* Whether a live member is called what the joiner in slot @i says it is:
+ * of two joins under one name, the first scanned is the member, the other
+ * refused. The joiner's own test (state MEMBER, lock alive), so a refused
+ * joiner finds the name taken and says so; one that left or died no longer
+ * holds its name. */
 static bool name_taken(const shmclock_lockstep_host_t *h, unsigned i)
 {
-	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1], other[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1];
 
 	who_get(&h->ls->slot[i], who);
-	for (unsigned j = 0; j < LS_SLOTS; j++) {
-		const struct ls_slot *sl = &h->ls->slot[j];
-
-		if (j == i || !(h->members & (UINT64_C(1) << j)) ||
-		    atomic_load_explicit(&sl->state, memory_order_acquire) != LS_MEMBER ||
-		    !shmclock__writer_alive(lock_word(sl)))
-			continue;
-		who_get(sl, other);
-		if (!strcmp(other, who))
-			return true;
-	}
-	return false;
+	return shmclock__ls_name_taken(h->ls, who, (int)i);
 }
 
 /* MEMBER -> EVICTED: its calls return -ECANCELED; the slot is free again

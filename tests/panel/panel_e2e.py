@@ -105,6 +105,17 @@ def raw(port, data, timeout=10):
     return out.decode(errors="replace")
 
 
+def stop(p):
+    """Ends a process this test started: SIGTERM, then SIGKILL after 10 s."""
+    if p and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def test_read(e):
     code, body, _ = e.get("/api/status?clock=" + e.name)
     st = json.loads(body) if code == 200 else {}
@@ -495,13 +506,7 @@ def test_socket_option(e):
                   % ("with --socket PATH" if extra else "without", code, want))
     finally:
         for p in ps + [d]:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p)
 
 
 def test_default_port(e):
@@ -546,13 +551,7 @@ def test_default_port(e):
                   % (cmd, host, origin, got, want, r.stderr.strip()[-200:]))
         e.ctl("resume")
     finally:
-        if p and p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop(p)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
@@ -630,13 +629,7 @@ def test_discovery_churn(e):
         finally:
             for n in list(made):
                 os.unlink("/dev/shm/shmclock." + n)
-            if p and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p)
 
 
 def test_fifo_in_dev_shm(e):

@@ -72,6 +72,21 @@ def left_behind(p):
     return [] if left is True else ["left behind: %s" % left]
 
 
+def tree_gone(sid, what):
+    """Nothing left of session @sid 5 s after @what (the tree dies with
+    its supervisor), and the session ended whatever happened."""
+    try:
+        left = wait_for(lambda: not procs_in_session(sid), 5)
+        if left is not True:
+            return ["after %s, left running: %s" % (what, procs_in_session(sid))]
+        return []
+    finally:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def kill_session(p):
     """Ends whatever is left of @p's session (a failed run's too)."""
     try:
@@ -162,10 +177,7 @@ def supervisor_killed(env, clock):
             return ["shmclock-run did not end when its tree died"]
         # EXITKILL: the static program dies at once; its child, a dynamic
         # program with the shim's own trap, is killed with it too (traced).
-        left = wait_for(lambda: not procs_in_session(sid), 5)
-        if left is not True:
-            return ["after the supervisor died, left running: %s" % procs_in_session(sid)]
-        return []
+        return tree_gone(sid, "the supervisor died")
     finally:
         try:
             os.killpg(sid, signal.SIGKILL)
@@ -298,10 +310,7 @@ def runner_killed(env, clock):
             return ["the supervised tree never ran sleep"]
         p.kill()
         p.wait()
-        left = wait_for(lambda: not procs_in_session(sid), 5)
-        if left is not True:
-            return ["after kill -9 of shmclock-run, left running: %s" % procs_in_session(sid)]
-        return []
+        return tree_gone(sid, "kill -9 of shmclock-run")
     finally:
         try:
             os.killpg(sid, signal.SIGKILL)
