@@ -61,12 +61,14 @@ void relay_start(pid_t p)
 
 static pid_t runner;
 
-/* Signals seen and not yet paired: which, from whom, relayed or direct,
+/* Signals seen lately: which, from whom, relayed or direct, whether a
+ * relayed one was delivered and is still to be paired with its direct copy,
  * when (the tracer's own CLOCK_MONOTONIC: it is never under the shim). */
 static struct seen {
 	int sig;
 	pid_t from;
 	bool relayed;
+	bool open; /* a delivered relay no direct copy has been paired with */
 	long long at;
 } seen[16];
 
@@ -116,7 +118,18 @@ int relay_deliver(pid_t tid, int sig)
 	} else {
 		from = sender_of(&si);
 	}
-	/* Its pair: the same signal from the same sender the other way. */
+	/*
+	 * One delivery for one signal, however many ways it came. A relay is
+	 * let go when the same signal from the same sender was seen within
+	 * RELAY_PAIR_NS, either way: the program got it directly (a group's
+	 * signal), or it is the second relay of one sender's two (timeout
+	 * signals shmclock-run, then the whole group, shmclock-run included).
+	 * A direct one is let go when a relay delivered before it stood for it
+	 * (the group's signal reached shmclock-run first), once. Direct ones
+	 * alone are all delivered.
+	 */
+	bool drop = false;
+
 	for (size_t i = 0; i < sizeof(seen) / sizeof(seen[0]); i++) {
 		struct seen *s = &seen[i];
 
@@ -128,14 +141,21 @@ int relay_deliver(pid_t tid, int sig)
 		}
 		if (s->at < oldest->at)
 			oldest = s;
-		if (s->sig == sig && s->from == from && s->relayed != is_relayed) {
-			s->sig = 0;
-			return 0;
+		if (s->sig != sig || s->from != from || drop)
+			continue;
+		if (is_relayed) {
+			drop = true;
+		} else if (s->open) {
+			s->open = false;
+			drop = true;
 		}
 	}
 	if (!free_slot)
 		free_slot = oldest;
-	*free_slot = (struct seen){ sig, from, is_relayed, now };
+	/* Seen, delivered or not: a later relay of it is let go. */
+	*free_slot = (struct seen){ sig, from, is_relayed, is_relayed && !drop, now };
+	if (drop)
+		return 0;
 	if (is_relayed) {
 		/* As the sender sent it, not as shmclock-run relayed it. */
 		memset(&si, 0, sizeof(si));

@@ -14,12 +14,14 @@
  *
  * shmclock-run relays with sigqueue(), carrying who sent the signal it
  * got (the sender's pid and uid, or the kernel's 0 for a terminal's): the
- * tracer knows a relayed signal by its sender (shmclock-run) and pairs it
- * with a direct one of the same signal and sender seen within
- * RELAY_PAIR_NS (in either order: the group's signal may reach the program
- * before or after shmclock-run relays it). A relayed signal that is
- * delivered is given the original's siginfo (SI_USER from the sender, or
- * SI_KERNEL), as if shmclock-run were not there.
+ * tracer knows a relayed signal by its sender (shmclock-run) and lets it go
+ * when the same signal from the same sender was seen within RELAY_PAIR_NS,
+ * either way (the group's signal may reach the program before or after
+ * shmclock-run relays it, and timeout signals shmclock-run twice: itself,
+ * then the group); a direct one goes when a relay delivered before it
+ * stood for it. A relayed signal that is delivered is given the original's
+ * siginfo (SI_USER from the sender, or SI_KERNEL), as if shmclock-run were
+ * not there.
  *
  * The tracer itself ignores every signal a group may carry that would end
  * or stop it: its death would take the program with it (PTRACE_O_EXITKILL).

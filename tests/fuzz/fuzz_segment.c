@@ -107,6 +107,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				   "shmclock_sim_to_sys returned %d", r);
 		}
 		shmclock_close(clk);
+	} else if (r == -EXDEV) {
+		/* A valid header whose writer's time namespace offset is not
+		 * this process's (issue 52): refused, never read off. */
+		int64_t off;
+
+		FUZZ_CHECK(size == SHMCLOCK_SEG_SIZE, "-EXDEV for a segment of %zu bytes", size);
+		memcpy(&off, before + offsetof(struct shmclock_seg, writer_timens_mono_ns), 8);
+		FUZZ_CHECK(off != 0, "-EXDEV for a writer in this time namespace");
 	} else {
 		FUZZ_CHECK(r == -EPROTO, "shmclock_open returned %d, not -EPROTO", r);
 	}
