@@ -61,14 +61,13 @@ void relay_start(pid_t p)
 
 static pid_t runner;
 
-/* Signals seen lately: which, from whom, relayed or direct, whether a
- * relayed one was delivered and is still to be paired with its direct copy,
- * when (the tracer's own CLOCK_MONOTONIC: it is never under the shim). */
+/* Signals seen lately: which, from whom, whether it is a delivered relay
+ * no direct copy has been paired with yet, when (the tracer's own
+ * CLOCK_MONOTONIC: it is never under the shim). */
 static struct seen {
 	int sig;
 	pid_t from;
-	bool relayed;
-	bool open; /* a delivered relay no direct copy has been paired with */
+	bool open;
 	long long at;
 } seen[16];
 
@@ -153,7 +152,7 @@ int relay_deliver(pid_t tid, int sig)
 	if (!free_slot)
 		free_slot = oldest;
 	/* Seen, delivered or not: a later relay of it is let go. */
-	*free_slot = (struct seen){ sig, from, is_relayed, is_relayed && !drop, now };
+	*free_slot = (struct seen){ sig, from, is_relayed && !drop, now };
 	if (drop)
 		return 0;
 	if (is_relayed) {

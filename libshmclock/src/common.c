@@ -126,9 +126,9 @@ int64_t shmclock__timens_mono_offset(void)
 	buf[n] = 0;
 	/* "monotonic <sec> <nsec>" (and a boottime line, which no clock of
 	 * ours reads). */
-	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-		if (sscanf(line, "monotonic %lld %lld", &sec, &nsec) == 2)
-			return (int64_t)sec * 1000000000 + nsec;
+	line = strstr(buf, "monotonic");
+	if (line && sscanf(line, "monotonic %lld %lld", &sec, &nsec) == 2)
+		return (int64_t)sec * 1000000000 + nsec;
 	return 0;
 }
 

@@ -221,20 +221,6 @@ def main():
                 s = ex.submit(run_module, shim, python, mod, work, "shim")
                 return b.result(), s.result()
 
-        def judge(mod, rs_ts):
-            """One module: settled by its record, or run without the shim
-            now. (rb, tb, rs, ts, from_record)."""
-            rs, ts = rs_ts
-            if mod in recorded and unsettled(recorded[mod], rs, ts) is None:
-                rec = recorded[mod]
-                rb = {n: "pass" for n in rs}
-                rb.update(rec["notpass"])
-                return rb, rec["seconds"], rs, ts, True
-            (rb, tb), (rs, ts) = both(mod)
-            if rb:
-                fresh[mod] = record_of(rb, tb)
-            return rb, tb, rs, ts, False
-
         if recorded:
             print(f"CPython {python}: {len(mods)} modules under the shim, two at a time, against "
                   f"the record without it (clock '{name}', system source, scale 1)", flush=True)
@@ -247,16 +233,20 @@ def main():
                   flush=True)
             first = {}
         for mod in mods:
-            if mod in first:
-                why = unsettled(recorded.get(mod), *first[mod])
-                if why:
-                    print(f"    {mod}: run without the shim now ({why})", flush=True)
-                rb, tb, rs, ts, from_rec = judge(mod, first[mod])
+            # Settled by its record, or run without the shim now.
+            why = unsettled(recorded.get(mod), *first[mod]) if mod in first else "no record"
+            from_rec = why is None
+            if from_rec:
+                rs, ts = first[mod]
+                rb = {n: "pass" for n in rs}
+                rb.update(recorded[mod]["notpass"])
+                tb = recorded[mod]["seconds"]
             else:
+                if mod in first:
+                    print(f"    {mod}: run without the shim now ({why})", flush=True)
                 (rb, tb), (rs, ts) = both(mod)
                 if rb:
                     fresh[mod] = record_of(rb, tb)
-                from_rec = False
             if not from_rec and ts > RATIO * tb + SLACK:
                 # Once more, one at a time, the better of two each way.
                 rb2, tb2 = run_module([], python, mod, work, "bare2")

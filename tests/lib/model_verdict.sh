@@ -52,6 +52,12 @@ inputs() {
 }
 hash=$(inputs | sha256sum | cut -d ' ' -f 1)
 
+# Whether the committed record holds this very hash and a passing verdict.
+recorded() {
+	[ -f "$record" ] && [ "$(sed -n 's/^hash: //p' "$record")" = "$hash" ] &&
+		grep -qx 'result: holds, every mutant fails' "$record"
+}
+
 if [ "$mode" = hash ]; then
 	echo "$hash"
 	exit 0
@@ -81,8 +87,7 @@ write_record() {
 }
 
 if [ "$mode" = check ]; then
-	if [ -f "$record" ] && [ "$(sed -n 's/^hash: //p' "$record")" = "$hash" ] &&
-		grep -qx 'result: holds, every mutant fails' "$record"; then
+	if recorded; then
 		echo "$what: unchanged since its verdict of $(sed -n 's/^recorded: //p' "$record") ($record)"
 		grep '^ok: ' "$record" | sed 's/^/recorded /'
 		echo "ok: $(sed -n 's/^checks: //p' "$record") checks recorded, model, spin_check.sh and spin unchanged"
@@ -122,8 +127,7 @@ if [ $rc != 0 ]; then
 fi
 # A record of the same hash stays as it is (its date and timings): a re-run
 # of an unchanged model changes no file.
-if [ -f "$record" ] && [ "$(sed -n 's/^hash: //p' "$record")" = "$hash" ] &&
-	grep -qx 'result: holds, every mutant fails' "$record"; then
+if recorded; then
 	echo "unchanged: $record (the same hash)"
 	exit 0
 fi
