@@ -21,7 +21,7 @@
 #define ACK_TOPIC "shmclock_TimeAck"
 #define ECHO_TOPIC "shmclock_TimeEcho"
 /* The TimeFunction history: every change the leader may have announced
- * and not committed (DIST_QUEUE_MAX in mode_distribute.c) and a few more,
+ * and not committed (DIST_QUEUE_MAX in hosts/dist.h) and a few more,
  * so that reliable delivery loses no announcement to a newer sample. */
 #define DIST_DEPTH 72
 /* The sample numbers a follower remembers, to take each once of its two
@@ -710,18 +710,16 @@ static void *dist_main(void *arg)
 		if (r->echo_cond > 0)
 			ack_take_from(r, r->echo_cond, false, true);
 		pthread_mutex_lock(&r->mu);
-		limit = r->dist_stale_ns > 0 ? r->dist_stale_ns : 3 * r->dist_hb_ns;
+		limit = dist_silence_ns(r->dist_stale_ns, r->dist_hb_ns);
 		if (!r->dist_stale && r->dist_last_mono >= 0 && limit > 0 &&
 		    mono_now() - r->dist_last_mono > limit) {
 			r->dist_stale = true;
 			lost = true;
 		}
 		pthread_mutex_unlock(&r->mu);
-		if (lost) {
-			r->host.log(LOG_WARN, "distribute: no word from leader %s for %.3f s: the "
-					      "clock is stale", r->dist_leader, (double)limit / 1e9);
+		/* Said by the clock mode, with the reason (dist_lost_leader). */
+		if (lost)
 			r->host.stale(r->host.ctx, true);
-		}
 	}
 	return NULL;
 }

@@ -83,6 +83,14 @@ struct dist_ack {
 /* The heartbeats a follower believes (Distribute.Heartbeat's range). */
 #define DIST_HB_MIN_NS INT64_C(100000000)
 #define DIST_HB_MAX_NS INT64_C(60000000000)
+/* How long a follower hears nothing from its leader before it counts the
+ * leader lost (silence): Distribute.StaleAfter, or three of the leader's
+ * heartbeats when that is 0. The one copy: the transport's watch (ros2.c)
+ * and the lease a follower asks of its leader (hosts/liveness.c). */
+static inline int64_t dist_silence_ns(int64_t stale_after_ns, int64_t heartbeat_ns)
+{
+	return stale_after_ns > 0 ? stale_after_ns : 3 * heartbeat_ns;
+}
 /* How a TimeFunction sample goes (dist_publish): best effort, at once and
  * never held behind a lost one (announcements, their repetitions); and/or
  * reliably, kept for late joiners (the function in force, heartbeats). */

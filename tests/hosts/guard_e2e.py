@@ -782,8 +782,10 @@ def lease_phase():
           % (i.sim_ns / 1e9, held / 1e9, top / 1e9))
     st = ctl(fname, "status")[0]["status"]["distribute"]
     log = open(os.path.join(rtdir, "lease-follower.log")).read()
-    check(st.get("lease_expired", 0) >= 1 and "lease" in log,
-          "its status and log say the lease ran out (%s)" % st.get("lease_expired"))
+    check(st.get("lease_expired", 0) >= 1 and "lease" in log and
+          st.get("leader_losses", {}).get("lease", 0) >= 1 and "lost (lease)" in log,
+          "its status and log say the lease ran out (%s, %s)"
+          % (st.get("lease_expired"), st.get("leader_losses")))
     # A follower that stops says it leaves: the leader's next change does
     # not wait for its lease (3.5 s), as it does for one that died.
     check(wait_for(lambda: ctl(lname, "status")[0]["status"]["distribute"].get("followers"), 10),
@@ -1049,9 +1051,17 @@ def lost_held_phase():
         print("# %s: stale at %.6f s (held at %.6f s), %.6f s 0.2 s later; hold stales %d"
               % (tag, a.sim_ns / 1e9, where / 1e9, b.sim_ns / 1e9, st.get("hold_stales", -1)),
               flush=True)
+        why = {"lost-silent": "silence", "lost-hold": "held", "lost-gap": "gap"}[tag]
         if tag == "lost-silent" and st.get("hold_stales"):
             print("# lost-silent: the hold's bound came before the silence (a busy machine): "
                   "that path, not silence's, is checked here", flush=True)
+            why = "held"
+        # Every trigger goes through one path that names it, in the log
+        # and in status.
+        log = open(os.path.join(rtdir, tag + ".log")).read()
+        check(st.get("leader_losses", {}).get(why, 0) >= 1 and "lost (%s)" % why in log,
+              "%s: status and log name the loss (%s): %s, last %s" %
+              (tag, why, st.get("leader_losses"), st.get("last_loss")))
         check(a.stale and b.stale and a.sim_ns == b.sim_ns,
               "%s: its readers stay where they were held, paused (%.6f s, then %.6f s)"
               % (tag, a.sim_ns / 1e9, b.sim_ns / 1e9))
