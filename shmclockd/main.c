@@ -36,6 +36,7 @@
 #include "ros2.h"
 #include "ros2_glue.h"
 #include "source.h"
+#include "status_fields.h"
 
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
 struct overrides {
@@ -51,6 +52,44 @@ struct overrides {
 	const char *ls_stall, *ls_on_death;
 	const char *ls_evict, *ls_on_stall, *ls_max_ahead;
 };
+
+#define OPT_HELP_STATUS 0x100
+
+/* The status table as --help-status prints it: a line per field (its path,
+ * kind, unit, modes, metric), then its help. */
+static void print_status_fields(FILE *f)
+{
+	static const char *const kinds[] = {
+		[SF_TEXT] = "text", [SF_BOOL] = "bool", [SF_GAUGE] = "gauge", [SF_COUNT] = "counter",
+		[SF_OBJECT] = "object", [SF_LIST] = "list", [SF_BY] = "by-" SF_BY_LABEL,
+		[SF_HIST] = "histogram",
+	};
+	static const char *const units[] = {
+		[SF_NONE] = "-", [SF_NS] = "ns", [SF_US] = "us", [SF_S] = "s", [SF_HZ] = "Hz",
+	};
+
+	fprintf(f, "%-40s %-10s %-4s %-24s %s\n", "FIELD", "KIND", "UNIT", "MODES", "METRIC: HELP");
+	for (size_t i = 0; i < STATUS_NFIELDS; i++) {
+		const struct status_field *x = &status_fields[i];
+		char path[96], modes[64];
+
+		snprintf(path, sizeof(path), "%s%s%s", x->section, x->section[0] ? "." : "", x->key);
+		if ((x->modes & SF_ALL) == SF_ALL)
+			snprintf(modes, sizeof(modes), "all,%s", x->modes & SF_SOMETIMES ? "sometimes," : "");
+		else
+			snprintf(modes, sizeof(modes), "%s%s%s%s%s", x->modes & SF_PLAIN ? "plain," : "",
+				 x->modes & SF_LOCKSTEP ? "lockstep," : "",
+				 x->modes & SF_LEADER ? "leader," : "",
+				 x->modes & SF_FOLLOWER ? "follower," : "",
+				 x->modes & SF_SOMETIMES ? "sometimes," : "");
+		modes[strlen(modes) - 1] = 0;
+		fprintf(f, "%-40s %-10s %-4s %-24s %s%s%s\n", path, kinds[x->kind], units[x->unit], modes,
+			x->metric ? x->metric : "-", ": ", x->help);
+	}
+	fprintf(f, "\nplain, lockstep, leader, follower (all): the modes whose status has the field; "
+		   "sometimes: only\nunder the condition its help names. METRIC: shmclock-panel's "
+		   "(a time in seconds).\n");
+}
 
 /* "MIN to MAX" of a key of the table, for --help. */
 static const char *range_of(const char *section, const char *key, char *buf, size_t n)
@@ -119,6 +158,8 @@ static void usage(FILE *f)
 		"  -h, --help             this help\n"
 		"      --help-config      the config's keys: what each is, its option, and what a\n"
 		"                         reload (SIGHUP) does with it\n"
+		"      --help-status      status's fields: kind, unit, the modes that have it, its\n"
+		"                         metric in shmclock-panel\n"
 		"  -V, --version          version\n"
 		"\n"
 		"With -- COMMAND, shmclockd starts the clock, runs COMMAND with SHMCLOCK_NAME\n"
@@ -305,6 +346,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "help-config", no_argument, NULL, 'H' },
+		{ "help-status", no_argument, NULL, OPT_HELP_STATUS },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
@@ -403,6 +445,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			exit(0);
 		case 'H':
 			config_print_keys(stdout);
+			exit(0);
+		case OPT_HELP_STATUS:
+			print_status_fields(stdout);
 			exit(0);
 		case 'V':
 			printf("shmclockd %s\n", shmclock_version());

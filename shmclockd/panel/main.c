@@ -93,7 +93,13 @@ static void usage(FILE *f)
 		"      --max-streams N     event streams (open pages) at once (default 64)\n"
 		"      --static-dir DIR    the page's files (default: beside the program in a\n"
 		"                          build tree, else " PANEL_DATADIR ")\n"
-		"  -h, --help              this help\n");
+		"  -h, --help              this help\n"
+		"      --help-metrics      every metric /metrics may serve: name, type, help\n");
+}
+
+static void print_metric(const char *name, const char *type, const char *help, void *arg)
+{
+	fprintf(arg, "%-46s %-9s %s\n", name, type, help);
 }
 
 static char *slurp(const char *path, size_t *len, size_t max)
@@ -823,6 +829,7 @@ int main(int argc, char **argv)
 		{ "static-dir", required_argument, NULL, 'D' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "help-metrics", no_argument, NULL, 'H' },
 		{ 0 },
 	};
 	const char *listen = "127.0.0.1:8077", *token_file = NULL, *static_dir = NULL;
@@ -888,6 +895,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'H':
+			panel_metric_list(print_metric, stdout);
 			return 0;
 		default:
 			fprintf(stderr, "shmclock-panel: unknown option or missing argument '%s' (see --help)\n",

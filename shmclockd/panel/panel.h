@@ -84,6 +84,11 @@ struct panel_clock *panel_find(struct panel *p, const char *name);
 /* The Prometheus text exposition of every clock. Caller holds p->mu.
  * malloc'd; NULL on out of memory. */
 char *panel_metrics(struct panel *p);
+/* Every metric /metrics may serve, its type and HELP, to @each (the
+ * panel's own, then status_fields.h's): shmclock-panel --help-metrics. */
+void panel_metric_list(void (*each)(const char *name, const char *type, const char *help,
+				    void *arg),
+		       void *arg);
 
 /* A growing string. */
 struct sbuf {

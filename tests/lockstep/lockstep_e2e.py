@@ -31,6 +31,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import status_schema  # noqa: E402
+
 D = os.environ["SHMCLOCKD"]
 CTL = os.environ["SHMCLOCKCTL"]
 P = os.environ["LS_PARTICIPANT"]
@@ -141,6 +144,11 @@ def test_barriers(tmp):
         adv = st["lockstep"]["advances"]
         check(adv == len(due), "periods %s ms over 1 s: %d advances = %d distinct due times (not %d 1-ms steps)"
               % (ps, adv, len(due), END // MS))
+        # The status against its table (shmclockd/status_fields.h): a
+        # lockstep clock's rows, each participant's, nothing else.
+        problems = status_schema.check(st, status_schema.load(D))
+        check(not problems, "its status has the table's rows for lockstep and nothing else (%s)"
+              % ("; ".join(problems) or "it agrees"))
 
 
 def status(clock, sock):

@@ -23,6 +23,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 from hostsenv import check, ctl_at, remove, start_daemon, wait_for  # noqa: E402
 import hostsenv  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import status_schema  # noqa: E402
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 PANEL = os.environ["SHMCLOCK_PANEL"]
@@ -162,6 +164,23 @@ def main():
     check(d.get("role") == "follower" and d.get("term", 0) >= 1,
           "/api/status: the follower's distribute part, with its term (%s)"
           % {k: d.get(k) for k in ("role", "term", "conflict", "refused")})
+    # Both statuses against the status table (shmclockd/status_fields.h):
+    # the rows of a leader's and a follower's, nothing that is not a row.
+    table = status_schema.load(SHMCLOCKD)
+    for name, role in ((lead, "leader"), (fol, "follower")):
+        st = ctl_at(os.path.join(rtdir, name + ".sock"), "status").get("status", {})
+        problems = status_schema.check(st, table)
+        check(status_schema.mode_of(st) == role and not problems,
+              "the %s's status has the table's rows for %s and nothing else (%s)"
+              % (role, role, "; ".join(problems) or "it agrees"))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    reasons = [r for r in ("silence", "held", "gap", "lease")
+               if 'shmclock_hosts_leader_losses_total{clock="%s",reason="%s"} 0\n' % (fol, r) in text]
+    check(len(reasons) == 4 and "# TYPE shmclock_hosts_leader_losses_total counter" in text,
+          "/metrics: the follower's losses of its leader, a counter per reason, none (%s)"
+          % ", ".join(reasons))
     return 0
 
 
