@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Names, header validation, futex helpers and messages. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -186,21 +187,23 @@ SHMCLOCK_EXPORT const char *shmclock_strerror(int err)
 	}
 }
 
+/* A source's time either arrives in steps or runs between them: not both. */
+#define SHMCLOCK_SOURCE_FLAGS_OK(value, id, name, alias, flags, help)                          \
+	static_assert(((flags) & (SHMCLOCK_SOURCE_F_STEPPED | SHMCLOCK_SOURCE_F_CONTINUOUS)) != \
+			      (SHMCLOCK_SOURCE_F_STEPPED | SHMCLOCK_SOURCE_F_CONTINUOUS),      \
+		      "the " #name " source is both stepped and continuous");
+SHMCLOCK_SOURCE_MAP(SHMCLOCK_SOURCE_FLAGS_OK)
+#undef SHMCLOCK_SOURCE_FLAGS_OK
+
 SHMCLOCK_EXPORT const char *shmclock_source_name(int source)
 {
+	/* A value in the map twice is a duplicate case: it does not compile. */
 	switch (source) {
-	case SHMCLOCK_SOURCE_SIMULATION:
-		return "simulation";
-	case SHMCLOCK_SOURCE_SYSTEM:
-		return "system";
-	case SHMCLOCK_SOURCE_EXTERNAL:
-		return "external";
-	case SHMCLOCK_SOURCE_FIXED:
-		return "fixed";
-	case SHMCLOCK_SOURCE_ROS2:
-		return "ros2";
-	case SHMCLOCK_SOURCE_LEADER:
-		return "leader";
+#define SHMCLOCK_SOURCE_NAME_CASE(value, id, name, alias, flags, help) \
+	case SHMCLOCK_SOURCE_##id:                                      \
+		return #name;
+	SHMCLOCK_SOURCE_MAP(SHMCLOCK_SOURCE_NAME_CASE)
+#undef SHMCLOCK_SOURCE_NAME_CASE
 	case SHMCLOCK_SOURCE_NONE:
 		return "none";
 	default:

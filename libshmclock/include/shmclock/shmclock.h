@@ -94,15 +94,50 @@ typedef struct shmclock shmclock_t;
 #define SHMCLOCK_READ_CALL
 #endif
 
-/* Where the writer's time comes from (shmclock.json(5), TimeSource). */
+/* What a time source is like: the flags of SHMCLOCK_SOURCE_MAP. */
+#define SHMCLOCK_SOURCE_F_STEPPED 1u    /* time arrives in steps: no extrapolation */
+#define SHMCLOCK_SOURCE_F_CONTINUOUS 2u /* time runs at a rate between changes */
+#define SHMCLOCK_SOURCE_F_OWN_SCALE 4u  /* the source changes its rate itself (a
+					 * follower's is its leader's), not only
+					 * a request */
+
+/*
+ * Every time source (shmclock.json(5) TimeSource, shmclockd(8) TIME
+ * SOURCES), as X(value, ID, name, alias, flags, help):
+ *   value  its number in enum shmclock_source and in the segment; never
+ *          reused: a new source takes the next one
+ *   ID     the enum's SHMCLOCK_SOURCE_<ID>
+ *   name   a bare word (stringized): the config's and the status' name,
+ *          shmclock_source_name()'s; shmclockd implements it in
+ *          shmclockd/source_<name>.c
+ *   alias  AWSIM's other name for it ("ss2"), or NULL
+ *   flags  SHMCLOCK_SOURCE_F_* above, never both STEPPED and CONTINUOUS
+ *   help   its line in shmclockd --help
+ * The one list: enum shmclock_source, shmclock_source_name(), shmclockd's
+ * lookup, help and config checks and the Python binding's docstring are
+ * expanded from it; tests/doc/sources.py compares the C# enum and the man
+ * pages with it.
+ */
+#define SHMCLOCK_SOURCE_MAP(X)                                                                \
+	X(1, SIMULATION, simulation, NULL, SHMCLOCK_SOURCE_F_CONTINUOUS,                      \
+	  "from 0 (or StartTime), at the scale")                                              \
+	X(2, SYSTEM, system, NULL, SHMCLOCK_SOURCE_F_CONTINUOUS,                              \
+	  "from the current UNIX time, at the scale")                                         \
+	X(3, EXTERNAL, external, "ss2", SHMCLOCK_SOURCE_F_STEPPED,                            \
+	  "fed by set, step and advance; no scale")                               \
+	X(4, FIXED, fixed, "unity", SHMCLOCK_SOURCE_F_STEPPED,                                \
+	  "frames of StepNs, PublishHz x scale a second")                      \
+	X(5, ROS2, ros2, NULL, SHMCLOCK_SOURCE_F_STEPPED,                                     \
+	  "ROS 2 /clock over DDS, each sample a step")                                        \
+	X(6, LEADER, leader, NULL, SHMCLOCK_SOURCE_F_CONTINUOUS | SHMCLOCK_SOURCE_F_OWN_SCALE, \
+	  "a leader on another host (Distribute)")
+
+/* Where the writer's time comes from: 0 or a value of SHMCLOCK_SOURCE_MAP. */
 enum shmclock_source {
 	SHMCLOCK_SOURCE_NONE = 0,
-	SHMCLOCK_SOURCE_SIMULATION = 1,
-	SHMCLOCK_SOURCE_SYSTEM = 2,
-	SHMCLOCK_SOURCE_EXTERNAL = 3,
-	SHMCLOCK_SOURCE_FIXED = 4,
-	SHMCLOCK_SOURCE_ROS2 = 5,
-	SHMCLOCK_SOURCE_LEADER = 6, /* a leader shmclockd on another host */
+#define SHMCLOCK__SOURCE_ENUM(value, id, name, alias, flags, help) SHMCLOCK_SOURCE_##id = value,
+	SHMCLOCK_SOURCE_MAP(SHMCLOCK__SOURCE_ENUM)
+#undef SHMCLOCK__SOURCE_ENUM
 };
 
 /* A reader waits at most this long for a live writer stopped between its
@@ -217,7 +252,8 @@ int shmclock_check_name(const char *name);
  */
 const char *shmclock_strerror(int err);
 
-/** shmclock_source_name() - "simulation", "system", ...; "none" for 0. */
+/** shmclock_source_name() - a source's name in SHMCLOCK_SOURCE_MAP ("simulation",
+ * "system", ...); "none" for 0, "unknown" for a value not in the map. */
 const char *shmclock_source_name(int source);
 
 /** shmclock_version() - the library's version string, e.g. "0.1.0". */

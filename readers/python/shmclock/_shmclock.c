@@ -98,11 +98,15 @@ static PyObject *raise_stale(int64_t value, const char *name)
 
 /* ------------------------------------------------------------- info */
 
+/* "'simulation', 'system', ...": every name of SHMCLOCK_SOURCE_MAP. */
+#define SOURCE_NAME(value, id, name, alias, flags, help) "'" #name "', "
+#define SOURCE_NAMES SHMCLOCK_SOURCE_MAP(SOURCE_NAME)
+
 static PyStructSequence_Field info_fields[] = {
 	{ "sim_ns", "simulation time at the snapshot, ns (meaningless when not initialized)" },
 	{ "mono_ns", "CLOCK_MONOTONIC at the snapshot, ns" },
 	{ "scale", "nominal rate (kept while paused or stepped)" },
-	{ "source", "time source: 'simulation', 'system', 'external', 'fixed', 'ros2', 'none'" },
+	{ "source", "time source: " SOURCE_NAMES "'none'" },
 	{ "initialized", "False: the clock has no time yet" },
 	{ "paused", NULL },
 	{ "stepped", "time arrives in steps (no extrapolation)" },
