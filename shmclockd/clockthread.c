@@ -111,7 +111,7 @@ static int apply_reload(struct clockthread *ct, struct cmd *c)
 	if (ct->mode->ops->reload &&
 	    (r = ct->mode->ops->reload(ct->mode, &ct->env, n, c->err, sizeof(c->err))))
 		return r;
-	if (ct->cfg.source->scalable && n->scale != ct->cfg.scale)
+	if (ct->cfg.source->ops->scalable && n->scale != ct->cfg.scale)
 		r = shmclock_writer_set_scale(w, n->scale);
 	if (!r && (n->has_unix_zero != ct->cfg.has_unix_zero || n->unix_zero_ns != ct->cfg.unix_zero_ns))
 		r = shmclock_writer_set_unix_at_zero(w, n->has_unix_zero ? &n->unix_zero_ns : NULL);
@@ -127,7 +127,7 @@ static int apply_reload(struct clockthread *ct, struct cmd *c)
 static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c,
 		      const struct init_args *a)
 {
-	const struct source_ops *s = c->source;
+	const struct source *s = c->source;
 	shmclock_info_t in;
 	char buf[64];
 	int r = 0;
@@ -144,7 +144,7 @@ static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c,
 		/* What the command line asks for explicitly is continuous and
 		 * applies; the config's TimeScale and Paused describe a fresh
 		 * start (--reset). */
-		if (!r && a->scale_given && s->scalable && c->scale != in.scale) {
+		if (!r && a->scale_given && s->ops->scalable && c->scale != in.scale) {
 			r = shmclock_writer_set_scale(w, c->scale);
 			log_msg(LOG_INFO, "--scale %g applied to the continued clock", c->scale);
 		}
@@ -166,14 +166,14 @@ static int init_clock(shmclock_writer_t *w, const struct shmclockd_config *c,
 	 * external) runs again under a continuous source. */
 	if (!r)
 		r = shmclock_writer_set_stepped(w, s->stepped);
-	if (!r && s->scalable)
+	if (!r && s->ops->scalable)
 		r = shmclock_writer_set_scale(w, c->scale);
 	if (!r && in.paused != c->paused)
 		r = c->paused ? shmclock_writer_pause(w) : shmclock_writer_resume(w);
 	if (!r && c->has_unix_zero)
 		r = shmclock_writer_set_unix_at_zero(w, &c->unix_zero_ns);
 	if (!r)
-		r = s->start(w, c);
+		r = s->ops->start(w, c);
 	return r;
 }
 
@@ -199,19 +199,20 @@ static int set_stale(struct clockthread *ct, bool stale, bool hold)
  * first, then the mode's, then the clock thread's own. */
 static int apply(struct clockthread *ct, struct cmd *c)
 {
-	const struct source_ops *src = ct->cfg.source;
+	const struct source *src = ct->cfg.source;
 	shmclock_writer_t *w = ct->w;
 	shmclock_info_t in;
 	int r = 0;
 
 	shmclock_writer_info(w, &in);
-	if ((cmd_changes_time(c->req.kind) || c->req.kind == CMD_ADVANCE) && src->feed == FEED_LEADER)
+	if ((cmd_changes_time(c->req.kind) || c->req.kind == CMD_ADVANCE) &&
+	    src->ops->feed == FEED_LEADER)
 		return cmd_fail(c, -EINVAL, "this clock follows a leader on another host: change "
 					    "time there (status shows which)");
-	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_ROS2 && !c->from_source)
+	if (c->req.kind == CMD_ADVANCE && src->ops->feed == FEED_ROS2 && !c->from_source)
 		return cmd_fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
 					    "external source");
-	if (c->req.kind == CMD_ADVANCE && src->feed == FEED_NONE)
+	if (c->req.kind == CMD_ADVANCE && src->ops->feed == FEED_NONE)
 		return cmd_fail(c, -EINVAL, "advance is for the external source (use set or step)");
 	r = ct->mode->ops->change ? ct->mode->ops->change(ct->mode, &ct->env, c, &in) : CLOCK_MODE_PASS;
 	if (r == CLOCK_MODE_HELD)
@@ -238,7 +239,7 @@ static int apply(struct clockthread *ct, struct cmd *c)
 			 * first sample), else it goes. */
 			shmclock_writer_info(w, &in); /* after init_clock */
 			atomic_store_explicit(&ct->stale, in.stale, memory_order_relaxed);
-			if (in.stale && src->feed != FEED_LEADER && src->feed != FEED_ROS2)
+			if (in.stale && src->ops->feed != FEED_LEADER && src->ops->feed != FEED_ROS2)
 				r = set_stale(ct, false, false);
 		}
 		if (!r && ct->mode->ops->start)
@@ -253,7 +254,7 @@ static int apply(struct clockthread *ct, struct cmd *c)
 		r = shmclock_writer_resume(w);
 		break;
 	case CMD_SCALE:
-		if (!src->scalable)
+		if (!src->ops->scalable)
 			return cmd_fail(c, -EINVAL, "the time scale does not apply to this source (it is stepped from outside)");
 		r = shmclock_writer_set_scale(w, c->req.scale);
 		if (r == -EINVAL || r == -ERANGE)

@@ -29,7 +29,7 @@ void config_defaults(struct shmclockd_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	strcpy(c->name, "default");
-	c->source = &source_simulation;
+	c->source = source_by_id(SHMCLOCK_SOURCE_SIMULATION);
 	c->scale = 1.0;
 	c->hz = 100;
 	c->segment_mode = 0644;
@@ -790,24 +790,27 @@ int config_load_file(const char *path, struct shmclockd_config *c, char *err, si
 
 int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 {
-	if (c->ros2_publish && c->source->feed == FEED_ROS2) {
+	if (c->ros2_publish && c->source->ops->feed == FEED_ROS2) {
 		snprintf(err, errlen, "Ros2.Publish: this shmclockd follows /clock (TimeSource ros2) and "
 			 "would publish it back: refused (no echo loop)");
 		return -EINVAL;
 	}
-	if (c->ls_participants && c->source != &source_fixed && c->source != &source_external) {
+	if (c->ls_participants && c->source->id != SHMCLOCK_SOURCE_FIXED &&
+	    c->source->id != SHMCLOCK_SOURCE_EXTERNAL) {
 		snprintf(err, errlen, "Lockstep needs the fixed or the external source (TimeSource is %s)",
 			 c->source->name);
 		return -EINVAL;
 	}
-	if (c->dist_publish && c->source->feed == FEED_LEADER) {
+	if (c->dist_publish && c->source->ops->feed == FEED_LEADER) {
 		snprintf(err, errlen, "Distribute.Publish: this shmclockd follows a leader (TimeSource "
 			 "leader); one leader per clock, no relays");
 		return -EINVAL;
 	}
-	if (c->dist_publish && (c->source->stepped || c->ls_participants)) {
-		snprintf(err, errlen, "Distribute.Publish needs a continuous source (simulation or "
-			 "system), not %s%s: every step would be a message; use Ros2.Publish",
+	/* A source that changes its rate itself is not one a leader can
+	 * publish as a function either (the leader's own is refused above). */
+	if (c->dist_publish && (!source_can_lead(c->source) || c->ls_participants)) {
+		snprintf(err, errlen, "Distribute.Publish needs a continuous source (%s), not %s%s: "
+			 "every step would be a message; use Ros2.Publish", source_leader_names(),
 			 c->source->name, c->ls_participants ? " in lockstep" : "");
 		return -EINVAL;
 	}
@@ -823,11 +826,11 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 			 "OnStall evict or abort, or no EvictAfter");
 		return -EINVAL;
 	}
-	if (c->source->feed == FEED_LEADER && c->ls_participants) {
+	if (c->source->ops->feed == FEED_LEADER && c->ls_participants) {
 		snprintf(err, errlen, "Lockstep is for the fixed or the external source, not a follower");
 		return -EINVAL;
 	}
-	if (c->source->stepped && !c->source->scalable && c->scale != 1.0) {
+	if (c->source->stepped && !c->source->ops->scalable && c->scale != 1.0) {
 		snprintf(err, errlen, "TimeScale does not apply to the %s source (it is stepped from outside)",
 			 c->source->name);
 		return -EINVAL;
@@ -837,5 +840,5 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 
 bool config_holds_on_leader_loss(const struct shmclockd_config *c)
 {
-	return c->source->feed == FEED_LEADER && !c->dist_run_on_loss;
+	return c->source->ops->feed == FEED_LEADER && !c->dist_run_on_loss;
 }

@@ -20,11 +20,11 @@ static inline bool config_scale_ok(double scale)
 	return scale >= CONFIG_SCALE_MIN && scale <= CONFIG_SCALE_MAX; /* false for NaN */
 }
 
-struct source_ops;
+struct source;
 
 struct shmclockd_config {
 	char name[65];                  /* Name */
-	const struct source_ops *source;/* TimeSource */
+	const struct source *source;    /* TimeSource */
 	double scale;                   /* TimeScale */
 	int hz;                         /* PublishHz, 1..10000 */
 	bool has_start;

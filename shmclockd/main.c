@@ -121,8 +121,7 @@ static void usage(FILE *f)
 		"                         systemd unit's /etc/shmclock/NAME.json); SIGHUP reads\n"
 		"                         it once it exists\n"
 		"  -n, --name NAME        clock name (default: default)\n"
-		"      --source S         simulation | system | external (ss2) | fixed (unity) | ros2\n"
-		"                         | leader (a leader on another host: see Distribute)\n"
+		"      --source S         time source, one of those below (default simulation)\n"
 		"      --scale X          time scale, %s (default 1); applied to a\n"
 		"                         continued clock too (as --paused)\n"
 		"      --hz N             clock-thread rate, %s (default 100)\n"
@@ -161,14 +160,17 @@ static void usage(FILE *f)
 		"      --help-status      status's fields: kind, unit, the modes that have it, its\n"
 		"                         metric in shmclock-panel\n"
 		"  -V, --version          version\n"
+		"\n",
+		scale, hz, prio);
+	source_help(f);
+	fprintf(f,
 		"\n"
 		"With -- COMMAND, shmclockd starts the clock, runs COMMAND with SHMCLOCK_NAME\n"
 		"set, forwards SIGINT/SIGTERM/SIGHUP to it, removes the clock and socket when\n"
 		"it ends, and exits with its status (86 when a lockstep participant died with\n"
 		"--on-death abort, 87 when one stalled with --on-stall abort: the command is\n"
 		"stopped and the participant named).\n"
-		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n",
-		scale, hz, prio);
+		"Signals: SIGTERM/SIGINT stop; SIGHUP reloads the config file.\n");
 }
 
 static int die_usage(const char *msg, const char *arg)
@@ -634,7 +636,7 @@ static int open_mode(struct daemon *d, char *err, size_t errlen)
 		d->ls = d->mode;
 		return 0;
 	}
-	if (d->ros2 && (c->dist_publish || c->source->feed == FEED_LEADER))
+	if (d->ros2 && (c->dist_publish || c->source->ops->feed == FEED_LEADER))
 		d->mode = mode_distribute_create(c, d->ros2, d->ros2_api);
 	else
 		d->mode = mode_plain_create();
@@ -771,12 +773,12 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot initialize clock '%s': %s", d->cfg.name, init.err);
 		return r;
 	}
-	if (d->ros2 && d->cfg.source->feed == FEED_ROS2 &&
+	if (d->ros2 && d->cfg.source->ops->feed == FEED_ROS2 &&
 	    (r = d->ros2_api->follow(d->ros2, d->cfg.ros2_stale_ns, err, errlen)))
 		return r;
 	/* A leader reads the topic too: the terms of the leaders before it,
 	 * and any other live leader of its clock (mode_distribute.c). */
-	if (d->ros2 && (d->cfg.source->feed == FEED_LEADER || d->cfg.dist_publish) &&
+	if (d->ros2 && (d->cfg.source->ops->feed == FEED_LEADER || d->cfg.dist_publish) &&
 	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg), d->cfg.dist_stale_ns,
 					  err, errlen)))
 		return r;

@@ -315,7 +315,7 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	limit = started && n ? min : in.sim_ns;
 	if (in.paused && l->step_target < limit)
 		limit = l->step_target;
-	if (c->source->feed == FEED_CLIENT && l->ext_target < limit)
+	if (c->source->ops->feed == FEED_CLIENT && l->ext_target < limit)
 		limit = l->ext_target;
 	if (limit > in.sim_ns && c->ls_max_scale > 0) {
 		/* Not sooner than the scale allows since the last advance. */

@@ -82,8 +82,8 @@ static int64_t plain_tick(struct clock_mode *m, const struct clock_env *env, int
 	}
 	if (now >= p->next) {
 		tick_stats_record(env->ticks, now - p->next);
-		if (env->cfg->source->tick)
-			env->cfg->source->tick(env->w, env->cfg, now);
+		if (env->cfg->source->ops->tick)
+			env->cfg->source->ops->tick(env->w, env->cfg, now);
 		if (p->on_tick)
 			p->on_tick(p, env, now);
 		measure_scale(p, env, now);

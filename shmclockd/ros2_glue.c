@@ -91,10 +91,10 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 		return r < 0 ? r : -EIO;
 	}
 	log_msg(LOG_INFO, "ros2: domain %d%s%s%s%s", domain,
-		cfg->source->feed == FEED_ROS2 ? ", following /clock" : "",
+		cfg->source->ops->feed == FEED_ROS2 ? ", following /clock" : "",
 		cfg->ros2_publish ? ", publishing /clock" : "",
 		cfg->dist_publish ? ", publishing the time function" : "",
-		cfg->source->feed == FEED_LEADER ? ", following a leader's time function" : "");
+		cfg->source->ops->feed == FEED_LEADER ? ", following a leader's time function" : "");
 	return 0;
 }
 
@@ -102,8 +102,8 @@ int ros2_glue_load(const struct shmclockd_config *cfg, const struct ros2_api **a
 		   size_t errlen)
 {
 	*api = NULL;
-	if (cfg->source->feed != FEED_ROS2 && cfg->source->feed != FEED_LEADER && !cfg->ros2_publish &&
-	    !cfg->dist_publish)
+	if (cfg->source->ops->feed != FEED_ROS2 && cfg->source->ops->feed != FEED_LEADER &&
+	    !cfg->ros2_publish && !cfg->dist_publish)
 		return 0;
 	*api = ros2_load(err, errlen);
 	return *api ? 0 : -ENOENT;

@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Built without ROS 2 support: nothing to load or open (ros2_glue.h). */
+/* Built without ROS 2 support: nothing to load or open (ros2_glue.h), and
+ * the sources that need it are stand-ins. */
 #include "ros2_glue.h"
+#include "source.h"
+
+/* The sources that need the module: named in the table, refused here. */
+#define NOT_BUILT_IN "the ros2 and leader sources are not built in (this shmclockd was built " \
+		     "without Cyclone DDS)"
+const struct source_ops source_ros2_ops = { .missing = NOT_BUILT_IN };
+const struct source_ops source_leader_ops = { .missing = NOT_BUILT_IN };
 
 int ros2_glue_domain(struct shmclockd_config *cfg, char *err, size_t errlen)
 {

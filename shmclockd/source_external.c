@@ -10,11 +10,7 @@ static int external_start(shmclock_writer_t *w, const struct shmclockd_config *c
 	return c->has_start ? shmclock_writer_advance(w, c->start_ns) : 0;
 }
 
-const struct source_ops source_external = {
-	.name = "external",
-	.alias = "ss2",
-	.id = SHMCLOCK_SOURCE_EXTERNAL,
-	.stepped = true,
+const struct source_ops source_external_ops = {
 	.feed = FEED_CLIENT,
 	.start = external_start,
 };

@@ -66,11 +66,7 @@ static int64_t fixed_period(const struct shmclockd_config *c, double scale)
 	return frame < floor_ns ? (int64_t)floor_ns : frame > 3.6e12 ? 3600000000000 : (int64_t)frame;
 }
 
-const struct source_ops source_fixed = {
-	.name = "fixed",
-	.alias = "unity",
-	.id = SHMCLOCK_SOURCE_FIXED,
-	.stepped = true,
+const struct source_ops source_fixed_ops = {
 	.scalable = true,
 	.start = fixed_start,
 	.tick = fixed_tick,

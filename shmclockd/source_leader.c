@@ -13,9 +13,7 @@ static int leader_start(shmclock_writer_t *w, const struct shmclockd_config *c)
 	return 0;
 }
 
-const struct source_ops source_leader = {
-	.name = "leader",
-	.id = SHMCLOCK_SOURCE_LEADER,
+const struct source_ops source_leader_ops = {
 	.feed = FEED_LEADER,
 	.start = leader_start,
 };

@@ -11,10 +11,7 @@ static int ros2_start(shmclock_writer_t *w, const struct shmclockd_config *c)
 	return c->has_start ? shmclock_writer_advance(w, c->start_ns) : 0;
 }
 
-const struct source_ops source_ros2 = {
-	.name = "ros2",
-	.id = SHMCLOCK_SOURCE_ROS2,
-	.stepped = true,
+const struct source_ops source_ros2_ops = {
 	.feed = FEED_ROS2,
 	.start = ros2_start,
 };

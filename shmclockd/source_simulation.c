@@ -8,9 +8,7 @@ static int simulation_start(shmclock_writer_t *w, const struct shmclockd_config 
 	return shmclock_writer_set_time(w, c->has_start ? c->start_ns : 0);
 }
 
-const struct source_ops source_simulation = {
-	.name = "simulation",
-	.id = SHMCLOCK_SOURCE_SIMULATION,
+const struct source_ops source_simulation_ops = {
 	.scalable = true,
 	.start = simulation_start,
 };

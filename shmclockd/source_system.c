@@ -18,9 +18,7 @@ static int system_start(shmclock_writer_t *w, const struct shmclockd_config *c)
 	return shmclock_writer_set_time(w, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
 }
 
-const struct source_ops source_system = {
-	.name = "system",
-	.id = SHMCLOCK_SOURCE_SYSTEM,
+const struct source_ops source_system_ops = {
 	.scalable = true,
 	.start = system_start,
 };
