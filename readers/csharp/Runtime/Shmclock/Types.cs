@@ -5,6 +5,9 @@ using System;
 namespace Shmclock
 {
     /// <summary>Where a clock's time comes from (enum shmclock_source).</summary>
+    // One member per row of SHMCLOCK_SOURCE_MAP (<shmclock/shmclock.h>), by
+    // hand: Unity reads this file from the source tree. tests/doc/sources.py
+    // fails when a row is missing here.
     public enum ClockSource
     {
         None = 0, Simulation = 1, System = 2, External = 3, Fixed = 4, Ros2 = 5, Leader = 6,
