@@ -698,7 +698,8 @@ static int open_writer(struct daemon *d, char *err, size_t errlen)
 		break;
 	case -EPROTO:
 		snprintf(err, errlen, "/dev/shm/shmclock.%s is not a clock of this version (segment ABI %u); "
-			 "it is left alone: remove it to start a new clock there", name, 2u);
+			 "it is left alone: remove it to start a new clock there", name,
+			 (unsigned)SHMCLOCK_SEGMENT_ABI);
 		break;
 	default:
 		snprintf(err, errlen, "cannot open clock '%s' (/dev/shm/shmclock.%s): %s", name, name,

@@ -146,9 +146,11 @@
 #include <stdint.h>
 
 #include <shmclock/static/shmclock.h>
+#include <shmclock/version.h>
 
 #define SHMCLOCK_MAGIC UINT64_C(0x31304b4c434d4853) /* "SHMCLK01" little endian */
-#define SHMCLOCK_ABI_VERSION 3u
+/* The number is public (<shmclock/version.h>): shmclockd names it. */
+#define SHMCLOCK_ABI_VERSION ((uint32_t)SHMCLOCK_SEGMENT_ABI)
 #define SHMCLOCK_SEG_SIZE 4096u
 #define SHMCLOCK_CACHELINE 64u
 
