@@ -289,8 +289,8 @@ static int own_name(const struct config_ctx *x, const cJSON *v, struct shmclockd
 	char b[64];
 
 	if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
-		return key_error(x, v->string, "expected a clock name of 1 to 64 of [A-Za-z0-9_.-], got %s",
-				 shown(v, b, sizeof(b)));
+		return key_error(x, v->string, "expected a clock name of 1 to %d of [A-Za-z0-9_.-], got %s",
+				 SHMCLOCK_NAME_MAX, shown(v, b, sizeof(b)));
 	strcpy(c->name, v->valuestring);
 	return 0;
 }
@@ -346,8 +346,8 @@ static int own_dist_clock(const struct config_ctx *x, const cJSON *v, struct shm
 	char b[64];
 
 	if (!cJSON_IsString(v) || shmclock_check_name(v->valuestring))
-		return key_error(x, v->string, "Distribute.Clock: expected a clock name (1 to 64 of "
-				 "[A-Za-z0-9_.-]), got %s", shown(v, b, sizeof(b)));
+		return key_error(x, v->string, "Distribute.Clock: expected a clock name (1 to %d of "
+				 "[A-Za-z0-9_.-]), got %s", SHMCLOCK_NAME_MAX, shown(v, b, sizeof(b)));
 	snprintf(c->dist_clock, sizeof(c->dist_clock), "%s", v->valuestring);
 	return 0;
 }
@@ -434,10 +434,13 @@ int config_on_death(const char *s, bool *abort_run)
  * the restart keys marked. The order is the order the messages list them
  * in.
  */
+#define SCALE_EXPECT \
+	"a number from " SHMCLOCK__XSTR(CONFIG_SCALE_MIN) " to " SHMCLOCK__XSTR(CONFIG_SCALE_MAX)
+
 const struct config_key config_keys[] = {
 	{ NULL, "TimeSource", KEY_OWN, FIELD(source), .own = own_source, .reload = RELOAD_RESTART,
 	  .option = "--source", .help = "where time comes from (shmclockd(8), TIME SOURCES)" },
-	{ NULL, "TimeScale", KEY_SCALE, FIELD(scale), .expect = "a number from 1e-6 to 1e6",
+	{ NULL, "TimeScale", KEY_SCALE, FIELD(scale), .expect = SCALE_EXPECT,
 	  .option = "--scale", .help = "simulated seconds per real second" },
 	{ NULL, "PublishHz", KEY_INT, FIELD(hz), .min = 1, .max = 10000,
 	  .expect = "a whole number from 1 to 10000", .option = "--hz",
@@ -482,10 +485,10 @@ const struct config_key config_keys[] = {
 	 * Every key applies on a live clock, Participants until it started
 	 * (mode_lockstep.c). */
 	{ "Lockstep", "Participants", KEY_INT, FIELD(ls_participants), .min = 1,
-	  .max = CONFIG_LOCKSTEP_MAX, .required = true, .expect = "a whole number from 1 to 64",
+	  .max = CONFIG_LOCKSTEP_MAX, .required = true, .expect = "a whole number from 1 to " SHMCLOCK__XSTR(CONFIG_LOCKSTEP_MAX),
 	  .reload = RELOAD_UNTIL_START, .option = "--lockstep",
 	  .help = "the clock starts once this many participants joined" },
-	{ "Lockstep", "MaxScale", KEY_SCALE, FIELD(ls_max_scale), .expect = "a number from 1e-6 to 1e6",
+	{ "Lockstep", "MaxScale", KEY_SCALE, FIELD(ls_max_scale), .expect = SCALE_EXPECT,
 	  .option = "--max-scale", .help = "never faster than this times real time" },
 	{ "Lockstep", "StallAfter", KEY_TIME, FIELD(ls_stall_ns), .min = 1, .option = "--stall-after",
 	  .help = "log who holds the clock after this much real time" },

@@ -9,9 +9,13 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <shmclock/lockstep.h>
+#include <shmclock/shmclock.h>
+
 #define CONFIG_ERR_MAX 512
 
-/* TimeScale, --scale and the control request `scale` share these limits. */
+/* TimeScale, --scale and the control request `scale` share these limits
+ * (plain numbers: messages spell them with SHMCLOCK__XSTR). */
 #define CONFIG_SCALE_MIN 1e-6
 #define CONFIG_SCALE_MAX 1e6
 
@@ -23,7 +27,7 @@ static inline bool config_scale_ok(double scale)
 struct source;
 
 struct shmclockd_config {
-	char name[65];                  /* Name */
+	char name[SHMCLOCK_NAME_MAX + 1]; /* Name */
 	const struct source *source;    /* TimeSource */
 	double scale;                   /* TimeScale */
 	int hz;                         /* PublishHz, 1..10000 */
@@ -54,7 +58,7 @@ struct shmclockd_config {
 	int64_t ls_max_ahead_ns;        /* Lockstep.MaxGrantAhead: the grants' horizon */
 	/* Between hosts (Distribute; TimeSource "leader" follows) */
 	bool dist_publish;              /* Distribute.Publish: this clock leads */
-	char dist_clock[65];            /* Distribute.Clock: the name on the wire, "" = Name */
+	char dist_clock[SHMCLOCK_NAME_MAX + 1]; /* Distribute.Clock: the name on the wire, "" = Name */
 	int64_t dist_lead_ns;           /* Distribute.Lead: changes take effect this much later */
 	int64_t dist_hb_ns;             /* Distribute.Heartbeat: the leader's period */
 	int64_t dist_stale_ns;          /* Distribute.StaleAfter, 0: three leader heartbeats */
@@ -72,7 +76,8 @@ static inline const char *config_dist_clock(const struct shmclockd_config *c)
 /* ... and when one held the clock for EvictAfter with OnStall abort. */
 #define SHMCLOCKD_EXIT_LOCKSTEP_STALL 87
 
-#define CONFIG_LOCKSTEP_MAX 64
+/* Lockstep.Participants, at most: one slot each. */
+#define CONFIG_LOCKSTEP_MAX SHMCLOCK_LOCKSTEP_SLOTS
 
 void config_defaults(struct shmclockd_config *c);
 

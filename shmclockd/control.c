@@ -484,7 +484,8 @@ static void read_client(struct control *c, struct client *cl, short revents)
 	run_lines(c, cl);
 	if (cl->fd >= 0 && !cl->blocked && cl->used >= CONTROL_LINE_MAX) {
 		c->errors++;
-		reply_error(cl, "request line too long (at most 4096 bytes)");
+		reply_error(cl, "request line too long (at most " SHMCLOCK__XSTR(CONTROL_LINE_MAX)
+				" bytes)");
 		drop(c, cl, "oversized line");
 	}
 }

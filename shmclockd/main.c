@@ -233,7 +233,8 @@ static int apply_overrides(struct shmclockd_config *c, const struct overrides *o
 
 	if (o->name) {
 		if (shmclock_check_name(o->name))
-			return die_usage("--name must be 1 to 64 of [A-Za-z0-9_.-]", o->name);
+			return die_usage("--name must be 1 to " SHMCLOCK__XSTR(SHMCLOCK_NAME_MAX)
+					 " of [A-Za-z0-9_.-]", o->name);
 		snprintf(c->name, sizeof(c->name), "%s", o->name);
 	}
 	if (o->source) {

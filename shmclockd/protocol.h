@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <shmclock/lockstep.h>
+
 #define CONTROL_PROTOCOL 1
 
 /* What the clock thread is asked to do: the protocol's commands, then the
@@ -40,10 +42,12 @@ enum cmd_kind {
 /* The argument a command takes. */
 enum proto_arg {
 	PARG_NONE,
-	PARG_SCALE,    /* a number from 1e-6 to 1e6 (a JSON number or string) */
+	PARG_SCALE,    /* a number from CONFIG_SCALE_MIN to CONFIG_SCALE_MAX (a JSON
+			* number or string) */
 	PARG_TIME,     /* seconds, "1.5s", or an ISO-8601 UTC date */
 	PARG_DURATION, /* seconds or "1.5s", >= 0 */
-	PARG_WHO,      /* a lockstep participant's name: a string of 1 to 64 bytes */
+	PARG_WHO,      /* a lockstep participant's name: a string of 1 to
+			* SHMCLOCK_LOCKSTEP_WHO_MAX bytes */
 };
 
 /* X(name, kind, argument, JSON key, shmclockctl synopsis, help) */
@@ -80,7 +84,7 @@ struct request {
 	enum cmd_kind kind;
 	double scale; /* PARG_SCALE */
 	int64_t ns;   /* PARG_TIME, PARG_DURATION */
-	char who[65]; /* PARG_WHO (SHMCLOCK_LOCKSTEP_WHO_MAX + 1) */
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1]; /* PARG_WHO */
 };
 
 static inline const struct proto_cmd *proto_find(const char *name)

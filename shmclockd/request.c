@@ -99,8 +99,9 @@ int request_parse(const char *line, size_t len, struct request *req, char *err, 
 			req->scale = NAN;
 		}
 		if (!config_scale_ok(req->scale)) {
-			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from 1e-6 to 1e6",
-				 pc->name, pc->key);
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from %s to %s",
+				 pc->name, pc->key, SHMCLOCK__XSTR(CONFIG_SCALE_MIN),
+				 SHMCLOCK__XSTR(CONFIG_SCALE_MAX));
 			r = bad(err, errlen, msg);
 		}
 		break;
@@ -119,8 +120,8 @@ int request_parse(const char *line, size_t len, struct request *req, char *err, 
 		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
 		if (!cJSON_IsString(v) || !v->valuestring[0] ||
 		    strlen(v->valuestring) >= sizeof(req->who)) {
-			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to 64 bytes)",
-				 pc->name, pc->key);
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to %d bytes)",
+				 pc->name, pc->key, SHMCLOCK_LOCKSTEP_WHO_MAX);
 			r = bad(err, errlen, msg);
 			break;
 		}

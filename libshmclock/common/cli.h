@@ -98,7 +98,8 @@ static inline int cli_check_name(const char *prog, const char *name)
 {
 	if (!shmclock_check_name(name))
 		return 0;
-	fprintf(stderr, "%s: bad clock name '%s' (1 to 64 of [A-Za-z0-9_.-])\n", prog, name);
+	fprintf(stderr, "%s: bad clock name '%s' (1 to %d of [A-Za-z0-9_.-])\n", prog, name,
+		SHMCLOCK_NAME_MAX);
 	return 2;
 }
 

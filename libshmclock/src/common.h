@@ -9,15 +9,17 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <shmclock/shmclock.h> /* SHMCLOCK_NAME_MAX */
+
 #include "sat.h" /* libshmclock/common: shmclock__sat_add, shmclock__sat_sub */
 #include "segment.h"
 
 #define SHMCLOCK_EXPORT __attribute__((visibility("default")))
 
-/* "/shmclock." + 64 name chars + NUL, and room for a temporary suffix. */
-#define SHMCLOCK_NAME_MAX 64
 #define SHMCLOCK_SHM_PREFIX "/shmclock."
 #define SHMCLOCK_SHM_DIR "/dev/shm"
+/* "/shmclock." + SHMCLOCK_NAME_MAX name chars + NUL, and room for a
+ * temporary suffix. */
 #define SHMCLOCK_PATH_MAX 128
 
 /* 0 if `name` is a valid clock name, -EINVAL otherwise. */

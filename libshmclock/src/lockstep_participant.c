@@ -367,13 +367,15 @@ SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t
 			return p->why;
 		return "invalid argument: a grant before the participant's last one, beyond the "
 		       "clock's time + MaxGrantAhead or INT64_MAX; or a participant name that is "
-		       "not 1 to 64 bytes of UTF-8 without control characters; or a bad clock name";
+		       "not 1 to " SHMCLOCK__XSTR(SHMCLOCK_LOCKSTEP_WHO_MAX) " bytes of UTF-8 without "
+		       "control characters; or a bad clock name";
 	case -ENOENT:
 		return "no such clock";
 	case -EOPNOTSUPP:
 		return "the clock is not in lockstep mode (shmclockd --lockstep N)";
 	case -ENOSPC:
-		return "all 64 participant slots of this clock are taken";
+		return "all " SHMCLOCK__XSTR(SHMCLOCK_LOCKSTEP_SLOTS) " participant slots of this clock "
+		       "are taken";
 	case -EEXIST:
 		return "a participant of this name has joined this clock already: names are "
 		       "unique per clock";

@@ -62,7 +62,7 @@ typedef struct shmclock_lockstep shmclock_lockstep_t;
 
 /**
  * shmclock_lockstep_join() - join the lockstep of clock @name as @who.
- * @who: 1 to 64 bytes of UTF-8 (shortest forms, no surrogates) without
+ * @who: 1 to SHMCLOCK_LOCKSTEP_WHO_MAX bytes of UTF-8 (shortest forms, no surrogates) without
  *       control characters (U+0000-U+001F, U+007F-U+009F) or invisible
  *       formatting ones (Unicode's Cf, U+2028, U+2029: U+202E and its kin
  *       would spoof status); shown in status and logs.
@@ -111,7 +111,7 @@ int shmclock_lockstep_advance(shmclock_lockstep_t *p, int64_t until_ns,
 
 /**
  * shmclock_lockstep_strerror() - what @err from a lockstep call means, in
- * lockstep's terms ("all 64 participant slots are taken", not "no space
+ * lockstep's terms ("all SHMCLOCK_LOCKSTEP_SLOTS participant slots are taken", not "no space
  * left in /dev/shm"). With @p (NULL is fine), -EINVAL names the check the
  * last refused grant of @p failed. Never NULL; a static string.
  */

@@ -32,6 +32,14 @@
 #ifndef SHMCLOCK_SHMCLOCK_H
 #define SHMCLOCK_SHMCLOCK_H
 
+/* A clock's name is 1 to SHMCLOCK_NAME_MAX of [A-Za-z0-9_.-]. */
+#define SHMCLOCK_NAME_MAX 64
+
+/* A limit's value as text ("64"), for messages written at compile time;
+ * the limit must be a plain number. */
+#define SHMCLOCK__STR(x) #x
+#define SHMCLOCK__XSTR(x) SHMCLOCK__STR(x)
+
 /*
  * Every error code the library returns (negated), and its one meaning, as
  * X(NAME, message): the source of shmclock_strerror() and of the bindings'
@@ -39,7 +47,8 @@
  */
 #define SHMCLOCK_ERRNO_MAP(X)                                                                  \
 	X(ENOENT, "no such clock")                                                             \
-	X(EINVAL, "invalid argument (a clock name is 1 to 64 of [A-Za-z0-9_.-])")              \
+	X(EINVAL, "invalid argument (a clock name is 1 to " SHMCLOCK__XSTR(SHMCLOCK_NAME_MAX)   \
+		  " of [A-Za-z0-9_.-])")                                                       \
 	X(EPROTO, "not a shmclock segment of this version (bad size, magic, version or "      \
 		  "layout)")                                                                   \
 	X(EPERM, "the clock belongs to another user, who is not trusted (see SHMCLOCK_TRUST)") \
@@ -146,7 +155,7 @@ enum shmclock_source {
 
 /**
  * shmclock_open() - map the clock /dev/shm/shmclock.<name> read-only.
- * @name: [A-Za-z0-9_.-], 1 to 64 characters.
+ * @name: [A-Za-z0-9_.-], 1 to SHMCLOCK_NAME_MAX characters.
  * @out:  receives the handle on success.
  *
  * Only a segment owned by root, by this user or by a trusted user is opened

@@ -207,7 +207,7 @@ typedef struct {
 	struct jump_entry *jumps;
 	int busy;               /* calls using h or jh without the GIL */
 	bool close_pending;     /* closed while busy: the last one out unmaps */
-	char name[65];
+	char name[SHMCLOCK_NAME_MAX + 1];
 } ClockObject;
 
 /* The jump handle whose callback this thread is running (set by the
@@ -901,7 +901,7 @@ typedef struct {
 	 * with or without a GIL. */
 	pthread_mutex_t mu;
 	shmclock_writer_t *w;
-	char name[65];
+	char name[SHMCLOCK_NAME_MAX + 1];
 } WriterObject;
 
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
