@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prints the project's tables for the tests that compare their consumers
- * with them (tests/doc/sources.py), one row a line, tab-separated:
- *   source VALUE NAME ALIAS|- FLAGS   FLAGS: s stepped, c continuous,
- *                                     o changes its own scale, - none
+ * with them, one row a line, tab-separated:
+ *   source VALUE NAME ALIAS|- FLAGS   SHMCLOCK_SOURCE_MAP (tests/doc/sources.py);
+ *                                     FLAGS: s stepped, c continuous, o changes
+ *                                     its own scale, - none
+ *   limit NAME VALUE                  a named limit as the code spells it
+ *                                     (tests/doc/limits.py)
  */
 #include <stdio.h>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
+
+#include "config.h"  /* CONFIG_SCALE_MIN, CONFIG_SCALE_MAX */
+#include "control.h" /* CONTROL_LINE_MAX, CONTROL_CLIENTS_MAX */
 
 int main(void)
 {
@@ -18,5 +25,12 @@ int main(void)
 	       (flags) & SHMCLOCK_SOURCE_F_OWN_SCALE ? "o" : "", (flags) ? "" : "-");
 	SHMCLOCK_SOURCE_MAP(PRINT_SOURCE)
 #undef PRINT_SOURCE
+	printf("limit\tscale_min\t%s\n", SHMCLOCK__XSTR(CONFIG_SCALE_MIN));
+	printf("limit\tscale_max\t%s\n", SHMCLOCK__XSTR(CONFIG_SCALE_MAX));
+	printf("limit\tname_max\t%d\n", SHMCLOCK_NAME_MAX);
+	printf("limit\tlockstep_slots\t%d\n", SHMCLOCK_LOCKSTEP_SLOTS);
+	printf("limit\tlockstep_who_max\t%d\n", SHMCLOCK_LOCKSTEP_WHO_MAX);
+	printf("limit\tcontrol_line_max\t%d\n", CONTROL_LINE_MAX);
+	printf("limit\tcontrol_clients_max\t%d\n", CONTROL_CLIENTS_MAX);
 	return 0;
 }
