@@ -325,10 +325,10 @@ int shmclock__ls_futex_waitv2(_Atomic uint32_t *shared, uint32_t sval, uint32_t 
 int64_t shmclock__ls_hist_pct(const _Atomic uint32_t *hist, double q);
 
 /*
- * A participant's name: 1 to 64 bytes of UTF-8 in its shortest form,
- * without surrogates, beyond U+10FFFF, or control characters (C0, DEL,
- * C1). It goes into logs and status --json as it is, so anything else
- * (a Latin-1 "caf\xe9") would make them invalid.
+ * A participant's name: 1 to SHMCLOCK_LOCKSTEP_WHO_MAX bytes of UTF-8 in
+ * its shortest form, without surrogates, beyond U+10FFFF, or control
+ * characters (C0, DEL, C1). It goes into logs and status --json as it is,
+ * so anything else (a Latin-1 "caf\xe9") would make them invalid.
  */
 int shmclock__ls_check_who(const char *who);
 

@@ -27,7 +27,7 @@
 #define PANEL_HISTORY 300
 
 struct panel_clock {
-	char name[65];
+	char name[SHMCLOCK_NAME_MAX + 1];
 	char sock[108];
 	bool given;             /* named with -n (else found in /dev/shm) */
 	bool sock_given;        /* sock from --socket (else the default) */

@@ -75,7 +75,7 @@ static void discover(struct panel *p)
 {
 	DIR *d = opendir("/dev/shm");
 	struct dirent *e;
-	char path[128], first[65] = "";
+	char path[128], first[SHMCLOCK_NAME_MAX + 1] = "";
 	int not_shown = 0;
 
 	if (!d)
