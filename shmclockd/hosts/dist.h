@@ -336,7 +336,7 @@ struct dist {
 	int64_t lead_ns, hb_ns;
 	bool run_on_loss;
 	int64_t stale_ns;       /* follower: Distribute.StaleAfter (0: three heartbeats) */
-	char clock[65];
+	char clock[SHMCLOCK_NAME_MAX + 1];
 	/* the function last published (leader) or applied (follower) */
 	struct dist_fn fn;
 	bool have;

@@ -138,8 +138,9 @@ static int dist_check(struct dist *d, struct cmd *c, const struct dist_fn *f, bo
 	if (f->heartbeat_ns < DIST_HB_MIN_NS || f->heartbeat_ns > DIST_HB_MAX_NS)
 		return refuse(d, c, f, REF_HEARTBEAT, "heartbeat %lld ns (from 100ms to 60s)",
 			      (long long)f->heartbeat_ns);
-	if (f->mult < scale_mult(1e-6) || f->mult > scale_mult(1e6))
-		return refuse(d, c, f, REF_RATE, "rate %.9g (from 1e-6 to 1e6)", mult_scale(f->mult));
+	if (f->mult < scale_mult(CONFIG_SCALE_MIN) || f->mult > scale_mult(CONFIG_SCALE_MAX))
+		return refuse(d, c, f, REF_RATE, "rate %.9g (from " SHMCLOCK__XSTR(CONFIG_SCALE_MIN) " to "
+			      SHMCLOCK__XSTR(CONFIG_SCALE_MAX) ")", mult_scale(f->mult));
 	if (f->timebase > DIST_TB_TAI)
 		return refuse(d, c, f, REF_TIMEBASE, "unknown time scale %u", f->timebase);
 	if (__builtin_sub_overflow(f->effective_ns, off, e_mono))
@@ -199,7 +200,8 @@ queue:
 	/* Whatever its instant: past ones are queued too behind a queue (a
 	 * full one wrapped its index over its head). */
 	if (d->q_n == DIST_QUEUE_MAX)
-		return refuse(d, c, f, REF_QUEUE, "64 changes already wait for their instants");
+		return refuse(d, c, f, REF_QUEUE, "%d changes already wait for their instants",
+			      DIST_QUEUE_MAX);
 	return 0;
 }
 

@@ -217,8 +217,9 @@ int dist_leader_change(struct dist *d, const struct clock_env *env, struct cmd *
 		return cmd_fail(c, -EBUSY, "another leader took over this clock (status shows which): "
 					   "change time there, and run one leader per clock");
 	if (d->q_n + d->ldr.w_n >= DIST_QUEUE_MAX)
-		return cmd_fail(c, -EBUSY, "64 changes already wait for their instants (the most "
-					   "shmclockd queues): send this one after some took effect");
+		return cmd_fail(c, -EBUSY, SHMCLOCK__XSTR(DIST_QUEUE_MAX) " changes already wait for "
+					   "their instants (the most shmclockd queues): send this "
+					   "one after some took effect");
 	/* Paused or not once the changes before this one took effect. */
 	paused = tail ? !!(tail->fl & SHMCLOCK_FN_PAUSED) : in.paused;
 	for (unsigned i = 0; i < d->ldr.w_n; i++) {
@@ -230,7 +231,8 @@ int dist_leader_change(struct dist *d, const struct clock_env *env, struct cmd *
 	switch (c->req.kind) {
 	case CMD_SCALE:
 		if (!config_scale_ok(c->req.scale))
-			return cmd_fail(c, -EINVAL, "scale must be a number from 1e-6 to 1e6");
+			return cmd_fail(c, -EINVAL, "scale must be a number from " SHMCLOCK__XSTR(
+						    CONFIG_SCALE_MIN) " to " SHMCLOCK__XSTR(CONFIG_SCALE_MAX));
 		break;
 	case CMD_STEP:
 		if (!paused)
