@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control protocol, one table (CONTROL_COMMANDS): the daemon's request
- * parser (request.c), shmclockctl's usage, argument handling and requests,
- * and the error messages listing the commands all come from it. Adding a
- * command is a line here plus its case in the clock thread.
+ * The control protocol, one table (CONTROL_COMMANDS) that says everything
+ * about a command once: its arguments (0 to PROTO_ARGS_MAX, each with its
+ * kind and JSON key). Generated from it: enum cmd_kind, the daemon's
+ * request parser (request.c), shmclockctl's usage, help, argument count and
+ * requests, and the messages listing the commands. Adding a command is a
+ * row here plus its case in the clock thread.
  *
- * Wire format: one JSON object per line, {"v":1,"cmd":NAME[,KEY:ARG]},
- * where KEY is the command's argument key below.
+ * Wire format: one JSON object per line, {"v":1,"cmd":NAME[,KEY:ARG]...},
+ * with a KEY per argument of the command, as its row says.
  */
 #ifndef SHMCLOCKD_PROTOCOL_H
 #define SHMCLOCKD_PROTOCOL_H
@@ -20,73 +22,152 @@
 
 #define CONTROL_PROTOCOL 1
 
-/* What the clock thread is asked to do: the protocol's commands, then the
- * daemon's own. */
-enum cmd_kind {
-	CMD_STATUS,
-	CMD_PAUSE,
-	CMD_RESUME,
-	CMD_SCALE,   /* req.scale */
-	CMD_SET,     /* req.ns: a jump */
-	CMD_STEP,    /* req.ns: forward by a duration */
-	CMD_ADVANCE, /* req.ns: next value of an external source */
-	CMD_RELOAD,  /* arg_config */
-	CMD_INIT,    /* arg_init: start or continue the clock; ticks begin after it */
-	CMD_FUNCTION, /* arg_fn: a leader's time function (mode_distribute.c) */
-	CMD_STALE,   /* arg_stale: what the clock follows fell silent, or speaks again */
-	CMD_EVICT,   /* req.who: drop a lockstep participant */
-	CMD_ACK,     /* arg_ack: a follower's acknowledgement (mode_distribute.c) */
-	CMD_STOP,
+/* The kinds of argument a command takes, each parsed by request.c:
+ * X(kind, name, what the panel asks for, an example a request may carry) */
+#define PROTO_ARG_KINDS(X)                                                                         \
+	/* CONFIG_SCALE_MIN to _MAX (a JSON number or string) */                                   \
+	X(PARG_SCALE, "scale", "a scale (e.g. 2)", "2")                                            \
+	/* seconds, "1.5s", or an ISO-8601 UTC date */                                             \
+	X(PARG_TIME, "time", "a time or duration (e.g. \"1.5s\")", "1.5s")                         \
+	/* seconds or "1.5s", >= 0 */                                                              \
+	X(PARG_DURATION, "duration", "a time or duration (e.g. \"1.5s\")", "1.5s")                 \
+	/* a participant's name: 1 to SHMCLOCK_LOCKSTEP_WHO_MAX bytes */                           \
+	X(PARG_WHO, "who", "a participant's name", "p1")                                           \
+	/* a whole number from 0 to 2^31 - 1 (a JSON number or string) */                          \
+	X(PARG_COUNT, "count", "a whole number (e.g. 3)", "3")
+
+#define PROTO_ARG_KIND_ENUM(kind, name, panel, example) kind,
+enum proto_arg_kind {
+	PARG_NONE, /* an unused argument slot */
+	PROTO_ARG_KINDS(PROTO_ARG_KIND_ENUM)
+};
+#undef PROTO_ARG_KIND_ENUM
+
+struct proto_arg_kind_info {
+	const char *name;    /* shmclockd --help-commands */
+	const char *panel;   /* what the panel says it needs */
+	const char *example; /* a value a request may carry (tests) */
 };
 
-/* The argument a command takes. */
-enum proto_arg {
-	PARG_NONE,
-	PARG_SCALE,    /* a number from CONFIG_SCALE_MIN to CONFIG_SCALE_MAX (a JSON
-			* number or string) */
-	PARG_TIME,     /* seconds, "1.5s", or an ISO-8601 UTC date */
-	PARG_DURATION, /* seconds or "1.5s", >= 0 */
-	PARG_WHO,      /* a lockstep participant's name: a string of 1 to
-			* SHMCLOCK_LOCKSTEP_WHO_MAX bytes */
+#define PROTO_ARG_KIND_INFO(kind, name, panel, example) [kind] = { name, panel, example },
+static const struct proto_arg_kind_info proto_arg_kinds[] = {
+	[PARG_NONE] = { "none", "nothing", "" },
+	PROTO_ARG_KINDS(PROTO_ARG_KIND_INFO)
+};
+#undef PROTO_ARG_KIND_INFO
+
+/* One argument of a command. */
+struct proto_arg {
+	enum proto_arg_kind kind;
+	const char *key;  /* its JSON key in a request */
+	const char *meta; /* its name in shmclockctl's usage and shmclockctl(1) */
 };
 
-/* X(name, kind, argument, JSON key, shmclockctl synopsis, help) */
+#define PROTO_ARGS_MAX 4
+
+/* The table's cells (see the table). */
+#define PROTO_ARG(kind, key, meta) { kind, key, meta }
+#define PROTO_ARGS(...)                                                                            \
+	sizeof((const struct proto_arg[]){ __VA_ARGS__ }) / sizeof(struct proto_arg), { __VA_ARGS__ }
+#define PROTO_NOARGS 0, { PROTO_ARG(PARG_NONE, NULL, NULL) }
+
+/*
+ * X(name, kind, arguments, options, help)
+ *
+ *   arguments     PROTO_ARGS(PROTO_ARG(kind, JSON key, NAME), ...) in the
+ *                 order shmclockctl takes them, or PROTO_NOARGS
+ *   options       shmclockctl's own options for it, before the arguments
+ *   help          shmclockctl's one line
+ */
 #define CONTROL_COMMANDS(X)                                                                        \
-	X("status", CMD_STATUS, PARG_NONE, NULL, "[--json]",                                      \
+	X("status", CMD_STATUS, PROTO_NOARGS, "[--json]",                                          \
 	  "show the clock (--json: the daemon's reply as it is)")                                  \
-	X("pause", CMD_PAUSE, PARG_NONE, NULL, "", "freeze simulation time")                      \
-	X("resume", CMD_RESUME, PARG_NONE, NULL, "", "let time run again from where it stopped")  \
-	X("scale", CMD_SCALE, PARG_SCALE, "value", "X", "set the time scale (e.g. 2, 0.5)")       \
-	X("set", CMD_SET, PARG_TIME, "time", "TIME",                                               \
+	X("pause", CMD_PAUSE, PROTO_NOARGS, "", "freeze simulation time")                          \
+	X("resume", CMD_RESUME, PROTO_NOARGS, "", "let time run again from where it stopped")      \
+	X("scale", CMD_SCALE, PROTO_ARGS(PROTO_ARG(PARG_SCALE, "value", "X")), "",                 \
+	  "set the time scale (e.g. 2, 0.5)")                                                      \
+	X("set", CMD_SET, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), "",                    \
 	  "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)")                          \
-	X("step", CMD_STEP, PARG_DURATION, "duration", "DURATION",                                \
+	X("step", CMD_STEP, PROTO_ARGS(PROTO_ARG(PARG_DURATION, "duration", "DURATION")), "",      \
 	  "move forward by DURATION (stepped sources, or while paused)")                           \
-	X("advance", CMD_ADVANCE, PARG_TIME, "time", "TIME", "external source: publish the next value") \
-	X("evict", CMD_EVICT, PARG_WHO, "who", "WHO",                                              \
+	X("advance", CMD_ADVANCE, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), "",            \
+	  "external source: publish the next value")                                               \
+	X("evict", CMD_EVICT, PROTO_ARGS(PROTO_ARG(PARG_WHO, "who", "WHO")), "",                   \
 	  "lockstep: drop the participant named WHO (it no longer holds the clock)")
+
+/* The daemon's own commands, never on the wire: the same columns (the
+ * name is for the tests). */
+#define DAEMON_COMMANDS(X)                                                                         \
+	X("reload", CMD_RELOAD, PROTO_NOARGS, "", "the config again (SIGHUP): cmd.arg_config")     \
+	X("init", CMD_INIT, PROTO_NOARGS, "",                                                      \
+	  "start or continue the clock (cmd.arg_init); ticks begin after it")                      \
+	X("function", CMD_FUNCTION, PROTO_NOARGS, "",                                              \
+	  "a leader's time function (cmd.arg_fn, mode_distribute.c)")                              \
+	X("stale", CMD_STALE, PROTO_NOARGS, "",                                                    \
+	  "what the clock follows fell silent, or speaks again (cmd.arg_stale)")                   \
+	X("ack", CMD_ACK, PROTO_NOARGS, "",                                                        \
+	  "a follower's acknowledgement (cmd.arg_ack, mode_distribute.c)")                         \
+	X("stop", CMD_STOP, PROTO_NOARGS, "", "the clock thread ends")
+
+/* What the clock thread is asked to do: the protocol's commands, then the
+ * daemon's own, in the tables' order. */
+#define PROTO_KIND(name, kind, ...) kind,
+enum cmd_kind { CONTROL_COMMANDS(PROTO_KIND) DAEMON_COMMANDS(PROTO_KIND) };
+#undef PROTO_KIND
+
+/* How many: the protocol's commands, and every command. */
+#define PROTO_ONE(...) +1
+#define PROTO_NCMDS ((size_t)(0 CONTROL_COMMANDS(PROTO_ONE)))
+#define CMD_NKINDS ((size_t)(0 CONTROL_COMMANDS(PROTO_ONE) DAEMON_COMMANDS(PROTO_ONE)))
 
 struct proto_cmd {
 	const char *name;
 	enum cmd_kind kind;
-	enum proto_arg arg;
-	const char *key;      /* the argument's JSON key; NULL: none */
-	const char *synopsis; /* shmclockctl's argument synopsis */
+	size_t nargs;
+	struct proto_arg args[PROTO_ARGS_MAX];
+	const char *options;
 	const char *help;
 };
 
-#define PROTO_ENTRY(n, k, a, key, syn, help) { n, k, a, key, syn, help },
-static const struct proto_cmd proto_cmds[] = { CONTROL_COMMANDS(PROTO_ENTRY) };
+/* Every command, indexed by its kind: the protocol's first
+ * (proto_cmds[0 .. PROTO_NCMDS)), then the daemon's own. */
+#define PROTO_ENTRY(n, k, args, opts, help) { n, k, args, opts, help },
+static const struct proto_cmd proto_cmds[] = { CONTROL_COMMANDS(PROTO_ENTRY)
+						       DAEMON_COMMANDS(PROTO_ENTRY) };
 #undef PROTO_ENTRY
-#define PROTO_NCMDS (sizeof(proto_cmds) / sizeof(proto_cmds[0]))
+_Static_assert(sizeof(proto_cmds) / sizeof(proto_cmds[0]) == CMD_NKINDS,
+	       "a command in the tables but not in enum cmd_kind");
 
-/* A parsed request: what a client asked. */
-struct request {
-	enum cmd_kind kind;
-	double scale; /* PARG_SCALE */
-	int64_t ns;   /* PARG_TIME, PARG_DURATION */
-	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1]; /* PARG_WHO */
+/* One argument's value, as its kind parses it. */
+#define PROTO_VALUE_FIELDS                                                                         \
+	double scale; /* PARG_SCALE */                                                             \
+	int64_t ns;   /* PARG_TIME, PARG_DURATION */                                               \
+	char who[SHMCLOCK_LOCKSTEP_WHO_MAX + 1]; /* PARG_WHO */                                     \
+	int64_t count; /* PARG_COUNT */
+
+struct proto_value {
+	PROTO_VALUE_FIELDS
 };
 
+/* A parsed request: what a client asked. arg[i] is the command's argument
+ * i; req.scale, req.ns, req.who are arg[0]'s, for the commands of one
+ * argument (the same storage). */
+struct request {
+	enum cmd_kind kind;
+	union {
+		struct proto_value arg[PROTO_ARGS_MAX];
+		struct {
+			PROTO_VALUE_FIELDS
+		};
+	};
+};
+
+static inline const struct proto_cmd *proto_cmd_of(enum cmd_kind k)
+{
+	return &proto_cmds[k];
+}
+
+/* A protocol command by name; NULL if none (the daemon's own included). */
 static inline const struct proto_cmd *proto_find(const char *name)
 {
 	for (size_t i = 0; i < PROTO_NCMDS; i++)
@@ -95,7 +176,18 @@ static inline const struct proto_cmd *proto_find(const char *name)
 	return NULL;
 }
 
-/* "status, pause, ... or advance" into buf. */
+/* shmclockctl's synopsis of @pc into buf: its options, then the names of
+ * its arguments ("[--json]", "TIME"). */
+static inline const char *proto_synopsis(const struct proto_cmd *pc, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "%s", pc->options);
+
+	for (size_t i = 0; i < pc->nargs && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " " : "", pc->args[i].meta);
+	return buf;
+}
+
+/* "status, pause, ... or evict" into buf. */
 static inline const char *proto_names(char *buf, size_t len)
 {
 	size_t n = 0;

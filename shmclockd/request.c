@@ -52,6 +52,79 @@ static int arg_time(const cJSON *root, const char *key, int dates, int64_t *ns, 
 	return 0;
 }
 
+/* A whole number from 0 to INT32_MAX: a JSON number or a decimal string. */
+static int arg_count(const cJSON *v, int64_t *out)
+{
+	double d;
+
+	if (cJSON_IsNumber(v))
+		d = v->valuedouble;
+	else if (!cJSON_IsString(v) || number_parse(v->valuestring, &d))
+		return -EINVAL;
+	if (!(d >= 0 && d <= INT32_MAX) || d != floor(d))
+		return -EINVAL;
+	*out = (int64_t)d;
+	return 0;
+}
+
+int request_parse_arg(const cJSON *root, const struct proto_cmd *pc, const struct proto_arg *a,
+		      struct proto_value *out, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, a->key);
+	char msg[256];
+	int r = 0;
+
+	switch (a->kind) {
+	case PARG_SCALE:
+		if (cJSON_IsString(v)) {
+			if (number_parse(v->valuestring, &out->scale))
+				out->scale = NAN;
+		} else if (cJSON_IsNumber(v)) {
+			out->scale = v->valuedouble;
+		} else {
+			out->scale = NAN;
+		}
+		if (!config_scale_ok(out->scale)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from %s to %s",
+				 pc->name, a->key, SHMCLOCK__XSTR(CONFIG_SCALE_MIN),
+				 SHMCLOCK__XSTR(CONFIG_SCALE_MAX));
+			r = bad(err, errlen, msg);
+		}
+		break;
+	case PARG_TIME:
+		r = arg_time(root, a->key, 1, &out->ns, err, errlen);
+		break;
+	case PARG_DURATION:
+		r = arg_time(root, a->key, 0, &out->ns, err, errlen);
+		if (!r && out->ns < 0) {
+			snprintf(msg, sizeof(msg), "%s takes a duration >= 0 (use set to go back)",
+				 pc->name);
+			r = bad(err, errlen, msg);
+		}
+		break;
+	case PARG_WHO:
+		if (!cJSON_IsString(v) || !v->valuestring[0] ||
+		    strlen(v->valuestring) >= sizeof(out->who)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to %d bytes)",
+				 pc->name, a->key, SHMCLOCK_LOCKSTEP_WHO_MAX);
+			r = bad(err, errlen, msg);
+			break;
+		}
+		snprintf(out->who, sizeof(out->who), "%s", v->valuestring);
+		break;
+	case PARG_COUNT:
+		if (arg_count(v, &out->count)) {
+			snprintf(msg, sizeof(msg), "%s needs \"%s\": a whole number from 0 to %d",
+				 pc->name, a->key, INT32_MAX);
+			r = bad(err, errlen, msg);
+		}
+		break;
+	case PARG_NONE:
+		break;
+	}
+	return r;
+}
+
 int request_parse(const char *line, size_t len, struct request *req, char *err, size_t errlen)
 {
 	const struct proto_cmd *pc;
@@ -87,49 +160,9 @@ int request_parse(const char *line, size_t len, struct request *req, char *err, 
 		goto out;
 	}
 	req->kind = pc->kind;
-	switch (pc->arg) {
-	case PARG_SCALE:
-		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
-		if (cJSON_IsString(v)) {
-			if (number_parse(v->valuestring, &req->scale))
-				req->scale = NAN;
-		} else if (cJSON_IsNumber(v)) {
-			req->scale = v->valuedouble;
-		} else {
-			req->scale = NAN;
-		}
-		if (!config_scale_ok(req->scale)) {
-			snprintf(msg, sizeof(msg), "%s needs \"%s\": a number from %s to %s",
-				 pc->name, pc->key, SHMCLOCK__XSTR(CONFIG_SCALE_MIN),
-				 SHMCLOCK__XSTR(CONFIG_SCALE_MAX));
-			r = bad(err, errlen, msg);
-		}
-		break;
-	case PARG_TIME:
-		r = arg_time(root, pc->key, 1, &req->ns, err, errlen);
-		break;
-	case PARG_DURATION:
-		r = arg_time(root, pc->key, 0, &req->ns, err, errlen);
-		if (!r && req->ns < 0) {
-			snprintf(msg, sizeof(msg), "%s takes a duration >= 0 (use set to go back)",
-				 pc->name);
-			r = bad(err, errlen, msg);
-		}
-		break;
-	case PARG_WHO:
-		v = cJSON_GetObjectItemCaseSensitive(root, pc->key);
-		if (!cJSON_IsString(v) || !v->valuestring[0] ||
-		    strlen(v->valuestring) >= sizeof(req->who)) {
-			snprintf(msg, sizeof(msg), "%s needs \"%s\": a participant's name (1 to %d bytes)",
-				 pc->name, pc->key, SHMCLOCK_LOCKSTEP_WHO_MAX);
-			r = bad(err, errlen, msg);
-			break;
-		}
-		snprintf(req->who, sizeof(req->who), "%s", v->valuestring);
-		break;
-	case PARG_NONE:
-		break;
-	}
+	/* In the table's order: the first argument in error is the one named. */
+	for (size_t i = 0; i < pc->nargs && !r; i++)
+		r = request_parse_arg(root, pc, &pc->args[i], &req->arg[i], err, errlen);
 out:
 	cJSON_Delete(root);
 	return r;

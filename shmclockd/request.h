@@ -35,8 +35,15 @@ struct request_ctx {
 	const void *server;
 };
 
-/* Parses one request line (without its newline). 0, or -EINVAL with err. */
+/* Parses one request line (without its newline): the command, then each
+ * of its arguments (protocol.h's table). 0, or -EINVAL with err. */
 int request_parse(const char *line, size_t len, struct request *req, char *err, size_t errlen);
+
+/* Argument @a of command @pc from the request object @root into @out, as
+ * its kind says: 0, or -EINVAL with a message naming the command and the
+ * key in err. request_parse's, for the tests of a kind no command uses. */
+int request_parse_arg(const struct cJSON *root, const struct proto_cmd *pc,
+		      const struct proto_arg *a, struct proto_value *out, char *err, size_t errlen);
 
 /* Runs a parsed request and waits for it (status from the segment when
  * the view allows): 0 with *info, or -errno with err. */

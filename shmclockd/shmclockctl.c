@@ -37,10 +37,12 @@
 
 static void usage(FILE *f)
 {
+	char syn[80];
+
 	fprintf(f, "usage: shmclockctl [-n NAME] [--socket PATH] COMMAND [ARGS]\n\ncommands:\n");
 	for (size_t i = 0; i < PROTO_NCMDS; i++)
-		fprintf(f, "  %-8s %-30s %s\n", proto_cmds[i].name, proto_cmds[i].synopsis,
-			proto_cmds[i].help);
+		fprintf(f, "  %-8s %-30s %s\n", proto_cmds[i].name,
+			proto_synopsis(&proto_cmds[i], syn, sizeof(syn)), proto_cmds[i].help);
 	fprintf(f, "  %-8s %-30s %s\n", "watch", WATCH_ARGS, WATCH_HELP);
 	fprintf(f, "  %-8s %-30s %s\n", "top", TOP_ARGS, TOP_HELP);
 	fprintf(f, "  %-8s %-30s %s\n", "trace", TRACE_ARGS, TRACE_HELP);
@@ -54,9 +56,11 @@ static void usage(FILE *f)
 static int command_help(const char *cmd)
 {
 	const struct proto_cmd *pc = proto_find(cmd);
+	char syn[80];
 
 	if (pc)
-		printf("usage: shmclockctl [-n NAME] %s %s\n  %s\n", pc->name, pc->synopsis, pc->help);
+		printf("usage: shmclockctl [-n NAME] %s %s\n  %s\n", pc->name,
+		       proto_synopsis(pc, syn, sizeof(syn)), pc->help);
 	else if (!strcmp(cmd, "watch"))
 		printf("usage: shmclockctl [-n NAME] watch %s\n  %s\n", WATCH_ARGS, WATCH_HELP);
 	else if (!strcmp(cmd, "top"))
@@ -485,22 +489,27 @@ int main(int argc, char **argv)
 	}
 	req = cJSON_CreateObject();
 	cJSON_AddNumberToObject(req, "v", CONTROL_PROTOCOL);
-	if (pc->arg == PARG_NONE) {
+	if (pc->nargs == 0) {
 		json = argc == 2 && !strcmp(argv[1], "--json") && pc->kind == CMD_STATUS;
 		if (argc > 1 + json) {
 			fprintf(stderr, "shmclockctl: %s takes no argument '%s'\n", cmd, argv[1 + json]);
 			cJSON_Delete(req);
 			return 2;
 		}
-	} else {
-		if (argc != 2) {
-			fprintf(stderr, "shmclockctl: %s needs exactly one argument (see %s --help)\n", cmd, cmd);
-			cJSON_Delete(req);
-			return 2;
-		}
-		/* Sent as typed: the daemon's parser is the one authority. */
-		cJSON_AddStringToObject(req, pc->key, argv[1]);
+	} else if ((size_t)argc != 1 + pc->nargs) {
+		static const char *const count[] = { "", "one argument", "two arguments",
+						     "three arguments", "four arguments" };
+
+		_Static_assert(sizeof(count) / sizeof(count[0]) > PROTO_ARGS_MAX, "a count in words");
+		fprintf(stderr, "shmclockctl: %s needs exactly %s (see %s --help)\n", cmd,
+			count[pc->nargs], cmd);
+		cJSON_Delete(req);
+		return 2;
 	}
+	/* Sent as typed, each under its key: the daemon's parser is the one
+	 * authority. */
+	for (size_t i = 0; i < pc->nargs; i++)
+		cJSON_AddStringToObject(req, pc->args[i].key, argv[1 + i]);
 	cJSON_AddStringToObject(req, "cmd", cmd);
 	line = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);

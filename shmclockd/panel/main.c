@@ -607,19 +607,29 @@ static enum MHD_Result control(struct MHD_Connection *conn, struct post *po)
 		cJSON_Delete(o);
 		return refuse(conn, MHD_HTTP_NOT_FOUND, true, "unknown clock (this panel shows: %s)", names);
 	}
-	if (pc->arg != PARG_NONE && !cJSON_IsString(arg) && !cJSON_IsNumber(arg)) {
+	/* One argument is "arg" itself, several an array of them in order. */
+	if (pc->nargs > 1 && (!cJSON_IsArray(arg) || (size_t)cJSON_GetArraySize(arg) != pc->nargs)) {
 		cJSON_Delete(o);
-		return refuse(conn, MHD_HTTP_BAD_REQUEST, true, "%s needs \"arg\": %s", pc->name,
-			      pc->arg == PARG_SCALE ? "a scale (e.g. 2)"
-			      : pc->arg == PARG_WHO ? "a participant's name"
-						    : "a time or duration (e.g. \"1.5s\")");
+		return refuse(conn, MHD_HTTP_BAD_REQUEST, true,
+			      "%s needs \"arg\": an array of its %zu arguments", pc->name, pc->nargs);
 	}
-	/* The daemon's parser is the one authority on the argument. */
+	for (size_t i = 0; i < pc->nargs; i++) {
+		const cJSON *a = pc->nargs == 1 ? arg : cJSON_GetArrayItem(arg, (int)i);
+
+		if (!cJSON_IsString(a) && !cJSON_IsNumber(a)) {
+			cJSON_Delete(o);
+			return refuse(conn, MHD_HTTP_BAD_REQUEST, true, "%s needs \"arg\"%s: %s",
+				      pc->name, pc->nargs == 1 ? "" : " (each)",
+				      proto_arg_kinds[pc->args[i].kind].panel);
+		}
+	}
+	/* The daemon's parser is the one authority on the arguments. */
 	req = cJSON_CreateObject();
 	cJSON_AddNumberToObject(req, "v", CONTROL_PROTOCOL);
 	cJSON_AddStringToObject(req, "cmd", pc->name);
-	if (pc->arg != PARG_NONE)
-		cJSON_AddItemToObject(req, pc->key, cJSON_Duplicate(arg, 0));
+	for (size_t i = 0; i < pc->nargs; i++)
+		cJSON_AddItemToObject(req, pc->args[i].key,
+				      cJSON_Duplicate(pc->nargs == 1 ? arg : cJSON_GetArrayItem(arg, (int)i), 0));
 	cJSON_Delete(o);
 	line = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);

@@ -2,12 +2,15 @@
 /*
  * Unit tests of the daemon's modules, linked against the internal daemon
  * library (libshmclockd-core) and libshmclock/common: the config parser,
- * the control request parser, the duration and time parsers. The fuzzers
+ * the control request parser and its command table, the duration and time
+ * parsers. The fuzzers
  * check they never crash and always answer one line; these check that they
  * answer right.
  */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -367,5 +370,150 @@ Test(units, the_config_table_agrees_with_itself)
 			cr_expect_eq(load(text, &c, err, sizeof(err)), -EINVAL, "%s taken", text);
 			cr_expect(strstr(err, k->expect), "%s: %s", text, err);
 		}
+	}
+}
+
+/*
+ * The control protocol's table (protocol.h) says each thing once, and what
+ * it says holds together: a command is at its kind's index, named once;
+ * each argument has a kind, a key no other argument of the command (nor
+ * the protocol's own "v" and "cmd") uses, and an upper-case name for
+ * shmclockctl.
+ */
+Test(units, the_command_table_agrees_with_itself)
+{
+	cr_assert_eq(sizeof(proto_cmds) / sizeof(proto_cmds[0]), CMD_NKINDS);
+	for (size_t i = 0; i < CMD_NKINDS; i++) {
+		const struct proto_cmd *pc = &proto_cmds[i];
+
+		cr_expect_eq((size_t)pc->kind, i, "%s is not at its kind's index", pc->name);
+		cr_expect_eq(proto_cmd_of(pc->kind), pc, "%s", pc->name);
+		cr_expect(pc->help && pc->help[0], "%s has no help line", pc->name);
+		cr_expect(pc->name && pc->name[0] && pc->options, "command %zu has no name", i);
+		for (size_t j = 0; j < i; j++)
+			cr_expect_str_neq(proto_cmds[j].name, pc->name, "%s is in the table twice",
+					  pc->name);
+		/* Only the protocol's own are found by name. */
+		cr_expect_eq(proto_find(pc->name), i < PROTO_NCMDS ? pc : NULL, "%s", pc->name);
+		cr_expect_leq(pc->nargs, PROTO_ARGS_MAX, "%s: too many arguments", pc->name);
+		for (size_t a = 0; a < pc->nargs && a < PROTO_ARGS_MAX; a++) {
+			const struct proto_arg *x = &pc->args[a];
+
+			cr_expect_neq(x->kind, PARG_NONE, "%s: argument %zu has no kind", pc->name, a);
+			cr_assert(x->key && x->key[0] && x->meta && x->meta[0], "%s: argument %zu",
+				  pc->name, a);
+			cr_expect(strcmp(x->key, "v") && strcmp(x->key, "cmd"), "%s: key %s", pc->name,
+				  x->key);
+			for (size_t b = 0; b < a; b++)
+				cr_expect_str_neq(pc->args[b].key, x->key, "%s: key %s twice", pc->name,
+						  x->key);
+			for (const char *m = x->meta; *m; m++)
+				cr_expect(isupper((unsigned char)*m), "%s: name %s", pc->name, x->meta);
+		}
+	}
+}
+
+/* Every command of the table parses from a request with its arguments
+ * under their keys (each kind's example value), into its kind and its
+ * arguments in order; without any one of them it is refused, naming that
+ * argument's key. */
+Test(units, every_command_parses_with_its_arguments_and_not_without)
+{
+	for (size_t i = 0; i < PROTO_NCMDS; i++) {
+		const struct proto_cmd *pc = &proto_cmds[i];
+
+		for (size_t drop = 0; drop <= pc->nargs; drop++) {
+			cJSON *o = cJSON_CreateObject();
+			struct request r;
+			char err[256] = "", *line;
+			int rc;
+
+			cJSON_AddNumberToObject(o, "v", CONTROL_PROTOCOL);
+			cJSON_AddStringToObject(o, "cmd", pc->name);
+			for (size_t a = 0; a < pc->nargs; a++)
+				if (a != drop)
+					cJSON_AddStringToObject(o, pc->args[a].key,
+								proto_arg_kinds[pc->args[a].kind].example);
+			line = cJSON_PrintUnformatted(o);
+			cJSON_Delete(o);
+			cr_assert_not_null(line);
+			rc = request_parse(line, strlen(line), &r, err, sizeof(err));
+			if (drop == pc->nargs) {
+				cr_expect_eq(rc, 0, "%s: %s", line, err);
+				cr_expect_eq(r.kind, pc->kind, "%s", line);
+			} else {
+				char key[64];
+
+				snprintf(key, sizeof(key), "\"%s\"", pc->args[drop].key);
+				cr_expect_eq(rc, -EINVAL, "%s: accepted", line);
+				cr_expect(strstr(err, key), "%s: the error '%s' does not name %s", line, err,
+					  key);
+			}
+			free(line);
+		}
+	}
+}
+
+/* Arguments land in the request in the table's order, and the named fields
+ * the commands of one argument read are the first one's. */
+Test(units, arguments_land_in_order)
+{
+	static const struct proto_cmd two = {
+		.name = "two", .nargs = 2,
+		.args = { PROTO_ARG(PARG_DURATION, "duration", "DURATION"),
+			  PROTO_ARG(PARG_COUNT, "count", "COUNT") },
+	};
+	cJSON *o = cJSON_Parse("{\"duration\":\"2s\",\"count\":5}");
+	struct request r;
+	char err[256] = "";
+
+	memset(&r, 0, sizeof(r));
+	for (size_t a = 0; a < two.nargs; a++)
+		cr_assert_eq(request_parse_arg(o, &two, &two.args[a], &r.arg[a], err, sizeof(err)), 0,
+			     "%s", err);
+	cr_expect_eq(r.arg[0].ns, 2 * SEC);
+	cr_expect_eq(r.arg[1].count, 5);
+	cr_expect_eq(r.ns, 2 * SEC, "req.ns is not the first argument's");
+	cJSON_Delete(o);
+	{
+		const char *l = "{\"v\":1,\"cmd\":\"evict\",\"who\":\"p7\"}";
+
+		cr_assert_eq(request_parse(l, strlen(l), &r, err, sizeof(err)), 0, "%s", err);
+		cr_expect_str_eq(r.arg[0].who, "p7");
+		cr_expect_str_eq(r.who, "p7");
+	}
+}
+
+/* A count: a whole number from 0 to 2^31 - 1, as a JSON number or a
+ * decimal string; anything else is refused naming the command and key. */
+Test(units, a_count_is_a_whole_number)
+{
+	static const struct proto_cmd cmd = { .name = "nudge", .nargs = 1,
+					      .args = { PROTO_ARG(PARG_COUNT, "count", "COUNT") } };
+	static const struct {
+		const char *json;
+		int64_t want; /* -1: refused */
+	} cases[] = {
+		{ "{\"count\":0}", 0 },		  { "{\"count\":3}", 3 },
+		{ "{\"count\":\"42\"}", 42 },	  { "{\"count\":2147483647}", 2147483647 },
+		{ "{\"count\":2147483648}", -1 }, { "{\"count\":-1}", -1 },
+		{ "{\"count\":1.5}", -1 },	  { "{\"count\":\"x\"}", -1 },
+		{ "{\"count\":true}", -1 },	  { "{}", -1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cJSON *o = cJSON_Parse(cases[i].json);
+		struct proto_value v = { 0 };
+		char err[256] = "";
+		int rc = request_parse_arg(o, &cmd, &cmd.args[0], &v, err, sizeof(err));
+
+		if (cases[i].want < 0) {
+			cr_expect_eq(rc, -EINVAL, "%s: accepted as %lld", cases[i].json, (long long)v.count);
+			cr_expect(strstr(err, "nudge needs \"count\""), "%s: '%s'", cases[i].json, err);
+		} else {
+			cr_expect_eq(rc, 0, "%s: %s", cases[i].json, err);
+			cr_expect_eq(v.count, cases[i].want, "%s", cases[i].json);
+		}
+		cJSON_Delete(o);
 	}
 }
