@@ -195,20 +195,35 @@ static int set_stale(struct clockthread *ct, bool stale, bool hold)
 	return r;
 }
 
-/* Applies one command; on the clock thread only. The source's rules
- * first, then the mode's, then the clock thread's own. */
+/* The mode protocol.h's table names for this clock: main.c's choice
+ * (open_mode), the hosts mode by role (config_validate refused the
+ * combinations that would make this ambiguous). A leader source is a
+ * follower's: its clients change time on the leader. */
+static enum proto_mode mode_of(const struct shmclockd_config *c)
+{
+	if (c->source->ops->feed == FEED_LEADER)
+		return PMODE_FOLLOWER;
+	if (c->ls_participants)
+		return PMODE_LOCKSTEP;
+	if (c->dist_publish)
+		return PMODE_LEADER;
+	return PMODE_PLAIN;
+}
+
+/* Applies one command; on the clock thread only. What the mode refuses
+ * whatever the argument (protocol.h) first, then the source's rules, then
+ * the mode's, then the clock thread's own. */
 static int apply(struct clockthread *ct, struct cmd *c)
 {
 	const struct source *src = ct->cfg.source;
+	const char *refused = cmd_refused(c->req.kind, mode_of(&ct->cfg));
 	shmclock_writer_t *w = ct->w;
 	shmclock_info_t in;
 	int r = 0;
 
+	if (refused)
+		return cmd_fail(c, -EINVAL, refused);
 	shmclock_writer_info(w, &in);
-	if ((cmd_changes_time(c->req.kind) || c->req.kind == CMD_ADVANCE) &&
-	    src->ops->feed == FEED_LEADER)
-		return cmd_fail(c, -EINVAL, "this clock follows a leader on another host: change "
-					    "time there (status shows which)");
 	if (c->req.kind == CMD_ADVANCE && src->ops->feed == FEED_ROS2 && !c->from_source)
 		return cmd_fail(c, -EINVAL, "the ros2 source is fed by /clock; advance is for the "
 					    "external source");
@@ -224,8 +239,6 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	case CMD_STATUS:
 	case CMD_STOP:
 		break;
-	case CMD_FUNCTION:
-		return cmd_fail(c, -EINVAL, "this clock follows no leader");
 	case CMD_STALE:
 		r = set_stale(ct, c->arg_stale, config_holds_on_leader_loss(&ct->cfg));
 		break;
@@ -284,10 +297,12 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	case CMD_RELOAD:
 		r = apply_reload(ct, c);
 		break;
+	case CMD_FUNCTION:
 	case CMD_EVICT:
-		return cmd_fail(c, -EINVAL, "evict is for a lockstep clock (shmclockd --lockstep N)");
 	case CMD_ACK:
-		return cmd_fail(c, -EINVAL, "this clock leads no followers");
+		/* The modes that take them apply them; the others refused
+		 * them above. */
+		return cmd_fail(c, -EINVAL, "not for this clock's mode");
 	}
 out:
 	if (!r && c->req.kind == CMD_SCALE)

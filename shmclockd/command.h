@@ -54,11 +54,21 @@ struct cmd {
 #define CMD_DONE 1u
 #define CMD_ORPHAN 2u
 
-/* Pause, resume, scale, set, step: a client's change of the clock's
- * function (a leader schedules it; a follower refuses it). */
+/* A client's change of the clock's function (pause, resume, scale, set,
+ * step): a leader schedules it; a follower refuses it. protocol.h's
+ * "changes time" column. */
 static inline bool cmd_changes_time(enum cmd_kind k)
 {
-	return k == CMD_PAUSE || k == CMD_RESUME || k == CMD_SCALE || k == CMD_SET || k == CMD_STEP;
+	return proto_cmd_of(k)->changes_time;
+}
+
+/* Why a clock in mode @m refuses every command of kind @k, whatever its
+ * argument (protocol.h's modes column): the error a client gets; NULL when
+ * the mode takes the command (its own rules and the source's may still
+ * refuse it). The clock thread asks before its mode sees the command. */
+static inline const char *cmd_refused(enum cmd_kind k, enum proto_mode m)
+{
+	return proto_cmd_of(k)->refused[m];
 }
 
 /* Refuses @c: @msg into c->err; returns @rc. */

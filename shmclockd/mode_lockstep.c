@@ -396,13 +396,9 @@ static int ls_change(struct clock_mode *m, const struct clock_env *env, struct c
 	struct mode_lockstep *l = ls_of(m);
 
 	(void)env;
+	/* Scale and set never come here: protocol.h's table refuses them in
+	 * lockstep. */
 	switch (c->req.kind) {
-	case CMD_SCALE:
-		return cmd_fail(c, -EINVAL, "in lockstep the participants' grants set the pace "
-					    "(MaxScale limits it)");
-	case CMD_SET:
-		return cmd_fail(c, -EINVAL, "set is refused in lockstep: the participants' grants "
-					    "move time (pause, then step)");
 	case CMD_STEP:
 		if (!in->paused)
 			return cmd_fail(c, -EINVAL, "in lockstep, step needs a paused clock (pause "

@@ -2,10 +2,13 @@
 /*
  * The control protocol, one table (CONTROL_COMMANDS) that says everything
  * about a command once: its arguments (0 to PROTO_ARGS_MAX, each with its
- * kind and JSON key). Generated from it: enum cmd_kind, the daemon's
- * request parser (request.c), shmclockctl's usage, help, argument count and
- * requests, and the messages listing the commands. Adding a command is a
- * row here plus its case in the clock thread.
+ * kind and JSON key), whether it changes time, which clock modes take it.
+ * Generated from it: enum cmd_kind, the daemon's request parser
+ * (request.c), shmclockctl's usage, help, argument count and requests,
+ * cmd_changes_time() and the refusals of a mode that does not take a
+ * command (command.h, checked before the mode is called), and the messages
+ * listing the commands. Adding a command is a row here plus its case in
+ * the clock thread (clockthread.c) or its mode.
  *
  * Wire format: one JSON object per line, {"v":1,"cmd":NAME[,KEY:ARG]...},
  * with a KEY per argument of the command, as its row says.
@@ -13,6 +16,7 @@
 #ifndef SHMCLOCKD_PROTOCOL_H
 #define SHMCLOCKD_PROTOCOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +60,18 @@ static const struct proto_arg_kind_info proto_arg_kinds[] = {
 };
 #undef PROTO_ARG_KIND_INFO
 
+/* The clock modes (mode.h), the hosts mode by role: what the modes column
+ * of the table is indexed by. */
+enum proto_mode {
+	PMODE_PLAIN,
+	PMODE_LOCKSTEP,
+	PMODE_LEADER,   /* Distribute.Publish */
+	PMODE_FOLLOWER, /* TimeSource "leader" */
+	PMODE_N,
+};
+
+static const char *const proto_mode_names[PMODE_N] = { "plain", "lockstep", "leader", "follower" };
+
 /* One argument of a command. */
 struct proto_arg {
 	enum proto_arg_kind kind;
@@ -70,44 +86,78 @@ struct proto_arg {
 #define PROTO_ARGS(...)                                                                            \
 	sizeof((const struct proto_arg[]){ __VA_ARGS__ }) / sizeof(struct proto_arg), { __VA_ARGS__ }
 #define PROTO_NOARGS 0, { PROTO_ARG(PARG_NONE, NULL, NULL) }
+#define PROTO_OK NULL
+#define PROTO_MODES(plain, lockstep, leader, follower)                                             \
+	{ [PMODE_PLAIN] = plain, [PMODE_LOCKSTEP] = lockstep, [PMODE_LEADER] = leader,             \
+	  [PMODE_FOLLOWER] = follower }
+#define PROTO_ALL_MODES PROTO_MODES(PROTO_OK, PROTO_OK, PROTO_OK, PROTO_OK)
+
+/* Refusals several commands share. */
+#define PROTO_FOLLOWS_LEADER                                                                       \
+	"this clock follows a leader on another host: change time there (status shows which)"
+#define PROTO_FOLLOWER_REFUSES PROTO_MODES(PROTO_OK, PROTO_OK, PROTO_OK, PROTO_FOLLOWS_LEADER)
 
 /*
- * X(name, kind, arguments, options, help)
+ * X(name, kind, arguments, changes time, modes, options, help)
  *
  *   arguments     PROTO_ARGS(PROTO_ARG(kind, JSON key, NAME), ...) in the
  *                 order shmclockctl takes them, or PROTO_NOARGS
+ *   changes time  a client's change of the clock's function: a leader
+ *                 schedules it at an instant (mode_distribute.c), a
+ *                 follower must refuse it (cmd_changes_time())
+ *   modes         PROTO_MODES(plain, lockstep, leader, follower): PROTO_OK
+ *                 where the mode takes the command (its own rules may still
+ *                 refuse an argument), else the error a client gets there
  *   options       shmclockctl's own options for it, before the arguments
  *   help          shmclockctl's one line
  */
 #define CONTROL_COMMANDS(X)                                                                        \
-	X("status", CMD_STATUS, PROTO_NOARGS, "[--json]",                                          \
+	X("status", CMD_STATUS, PROTO_NOARGS, false, PROTO_ALL_MODES, "[--json]",                  \
 	  "show the clock (--json: the daemon's reply as it is)")                                  \
-	X("pause", CMD_PAUSE, PROTO_NOARGS, "", "freeze simulation time")                          \
-	X("resume", CMD_RESUME, PROTO_NOARGS, "", "let time run again from where it stopped")      \
-	X("scale", CMD_SCALE, PROTO_ARGS(PROTO_ARG(PARG_SCALE, "value", "X")), "",                 \
-	  "set the time scale (e.g. 2, 0.5)")                                                      \
-	X("set", CMD_SET, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), "",                    \
-	  "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)")                          \
-	X("step", CMD_STEP, PROTO_ARGS(PROTO_ARG(PARG_DURATION, "duration", "DURATION")), "",      \
+	X("pause", CMD_PAUSE, PROTO_NOARGS, true, PROTO_FOLLOWER_REFUSES, "",                      \
+	  "freeze simulation time")                                                                \
+	X("resume", CMD_RESUME, PROTO_NOARGS, true, PROTO_FOLLOWER_REFUSES, "",                    \
+	  "let time run again from where it stopped")                                              \
+	X("scale", CMD_SCALE, PROTO_ARGS(PROTO_ARG(PARG_SCALE, "value", "X")), true,               \
+	  PROTO_MODES(PROTO_OK,                                                                    \
+		      "in lockstep the participants' grants set the pace (MaxScale limits it)",    \
+		      PROTO_OK, PROTO_FOLLOWS_LEADER),                                             \
+	  "", "set the time scale (e.g. 2, 0.5)")                                                  \
+	X("set", CMD_SET, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), true,                  \
+	  PROTO_MODES(PROTO_OK,                                                                    \
+		      "set is refused in lockstep: the participants' grants move time (pause, "    \
+		      "then step)",                                                                \
+		      PROTO_OK, PROTO_FOLLOWS_LEADER),                                             \
+	  "", "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)")                      \
+	X("step", CMD_STEP, PROTO_ARGS(PROTO_ARG(PARG_DURATION, "duration", "DURATION")), true,    \
+	  PROTO_FOLLOWER_REFUSES, "",                                                              \
 	  "move forward by DURATION (stepped sources, or while paused)")                           \
-	X("advance", CMD_ADVANCE, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), "",            \
-	  "external source: publish the next value")                                               \
-	X("evict", CMD_EVICT, PROTO_ARGS(PROTO_ARG(PARG_WHO, "who", "WHO")), "",                   \
-	  "lockstep: drop the participant named WHO (it no longer holds the clock)")
+	X("advance", CMD_ADVANCE, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), false,         \
+	  PROTO_FOLLOWER_REFUSES, "", "external source: publish the next value")                   \
+	X("evict", CMD_EVICT, PROTO_ARGS(PROTO_ARG(PARG_WHO, "who", "WHO")), false,                \
+	  PROTO_MODES("evict is for a lockstep clock (shmclockd --lockstep N)", PROTO_OK,          \
+		      "evict is for a lockstep clock (shmclockd --lockstep N)",                    \
+		      "evict is for a lockstep clock (shmclockd --lockstep N)"),                   \
+	  "", "lockstep: drop the participant named WHO (it no longer holds the clock)")
 
 /* The daemon's own commands, never on the wire: the same columns (the
  * name is for the tests). */
 #define DAEMON_COMMANDS(X)                                                                         \
-	X("reload", CMD_RELOAD, PROTO_NOARGS, "", "the config again (SIGHUP): cmd.arg_config")     \
-	X("init", CMD_INIT, PROTO_NOARGS, "",                                                      \
+	X("reload", CMD_RELOAD, PROTO_NOARGS, false, PROTO_ALL_MODES, "",                          \
+	  "the config again (SIGHUP): cmd.arg_config")                                             \
+	X("init", CMD_INIT, PROTO_NOARGS, false, PROTO_ALL_MODES, "",                              \
 	  "start or continue the clock (cmd.arg_init); ticks begin after it")                      \
-	X("function", CMD_FUNCTION, PROTO_NOARGS, "",                                              \
-	  "a leader's time function (cmd.arg_fn, mode_distribute.c)")                              \
-	X("stale", CMD_STALE, PROTO_NOARGS, "",                                                    \
+	X("function", CMD_FUNCTION, PROTO_NOARGS, false,                                           \
+	  PROTO_MODES("this clock follows no leader", "this clock follows no leader", PROTO_OK,    \
+		      PROTO_OK),                                                                   \
+	  "", "a leader's time function (cmd.arg_fn, mode_distribute.c)")                          \
+	X("stale", CMD_STALE, PROTO_NOARGS, false, PROTO_ALL_MODES, "",                            \
 	  "what the clock follows fell silent, or speaks again (cmd.arg_stale)")                   \
-	X("ack", CMD_ACK, PROTO_NOARGS, "",                                                        \
-	  "a follower's acknowledgement (cmd.arg_ack, mode_distribute.c)")                         \
-	X("stop", CMD_STOP, PROTO_NOARGS, "", "the clock thread ends")
+	X("ack", CMD_ACK, PROTO_NOARGS, false,                                                     \
+	  PROTO_MODES("this clock leads no followers", "this clock leads no followers", PROTO_OK,  \
+		      PROTO_OK),                                                                   \
+	  "", "a follower's acknowledgement (cmd.arg_ack, mode_distribute.c)")                     \
+	X("stop", CMD_STOP, PROTO_NOARGS, false, PROTO_ALL_MODES, "", "the clock thread ends")
 
 /* What the clock thread is asked to do: the protocol's commands, then the
  * daemon's own, in the tables' order. */
@@ -125,13 +175,15 @@ struct proto_cmd {
 	enum cmd_kind kind;
 	size_t nargs;
 	struct proto_arg args[PROTO_ARGS_MAX];
+	bool changes_time;
+	const char *refused[PMODE_N]; /* per mode: NULL where it takes the command */
 	const char *options;
 	const char *help;
 };
 
 /* Every command, indexed by its kind: the protocol's first
  * (proto_cmds[0 .. PROTO_NCMDS)), then the daemon's own. */
-#define PROTO_ENTRY(n, k, args, opts, help) { n, k, args, opts, help },
+#define PROTO_ENTRY(n, k, args, time, modes, opts, help) { n, k, args, time, modes, opts, help },
 static const struct proto_cmd proto_cmds[] = { CONTROL_COMMANDS(PROTO_ENTRY)
 						       DAEMON_COMMANDS(PROTO_ENTRY) };
 #undef PROTO_ENTRY

@@ -16,6 +16,7 @@
 
 #include <shmclock/shmclock.h>
 
+#include "command.h"
 #include "config.h"
 #include "request.h"
 #include "duration.h"
@@ -378,13 +379,16 @@ Test(units, the_config_table_agrees_with_itself)
  * it says holds together: a command is at its kind's index, named once;
  * each argument has a kind, a key no other argument of the command (nor
  * the protocol's own "v" and "cmd") uses, and an upper-case name for
- * shmclockctl.
+ * shmclockctl; every command is taken by some mode and says why where it
+ * is not; a command that changes time is refused by a follower (else the
+ * follower leaves its leader's time).
  */
 Test(units, the_command_table_agrees_with_itself)
 {
 	cr_assert_eq(sizeof(proto_cmds) / sizeof(proto_cmds[0]), CMD_NKINDS);
 	for (size_t i = 0; i < CMD_NKINDS; i++) {
 		const struct proto_cmd *pc = &proto_cmds[i];
+		bool taken = false;
 
 		cr_expect_eq((size_t)pc->kind, i, "%s is not at its kind's index", pc->name);
 		cr_expect_eq(proto_cmd_of(pc->kind), pc, "%s", pc->name);
@@ -410,6 +414,14 @@ Test(units, the_command_table_agrees_with_itself)
 			for (const char *m = x->meta; *m; m++)
 				cr_expect(isupper((unsigned char)*m), "%s: name %s", pc->name, x->meta);
 		}
+		for (size_t m = 0; m < PMODE_N; m++) {
+			taken |= !pc->refused[m];
+			cr_expect(!pc->refused[m] || pc->refused[m][0], "%s: an empty refusal", pc->name);
+		}
+		cr_expect(taken, "%s is taken by no mode", pc->name);
+		if (pc->changes_time)
+			cr_expect_not_null(pc->refused[PMODE_FOLLOWER],
+					   "%s changes time but a follower takes it", pc->name);
 	}
 }
 
@@ -515,5 +527,57 @@ Test(units, a_count_is_a_whole_number)
 			cr_expect_eq(v.count, cases[i].want, "%s", cases[i].json);
 		}
 		cJSON_Delete(o);
+	}
+}
+
+/* What each mode refuses outright, with the words it used before the table
+ * said it (clockthread.c, mode_lockstep.c), and what changes time (a
+ * leader schedules it, a follower refuses it): the columns change no reply
+ * of the commands there were. */
+Test(units, the_commands_there_were_keep_their_modes_and_words)
+{
+	static const char follows[] = "this clock follows a leader on another host: change time "
+				      "there (status shows which)";
+	static const char evict[] = "evict is for a lockstep clock (shmclockd --lockstep N)";
+	static const char no_leader[] = "this clock follows no leader";
+	static const char no_followers[] = "this clock leads no followers";
+	static const struct {
+		enum cmd_kind k;
+		bool changes_time;
+		const char *want[PMODE_N]; /* plain, lockstep, leader, follower */
+	} rows[] = {
+		{ CMD_STATUS, false, { NULL, NULL, NULL, NULL } },
+		{ CMD_PAUSE, true, { NULL, NULL, NULL, follows } },
+		{ CMD_RESUME, true, { NULL, NULL, NULL, follows } },
+		{ CMD_SCALE, true,
+		  { NULL, "in lockstep the participants' grants set the pace (MaxScale limits it)", NULL,
+		    follows } },
+		{ CMD_SET, true,
+		  { NULL, "set is refused in lockstep: the participants' grants move time (pause, then step)",
+		    NULL, follows } },
+		{ CMD_STEP, true, { NULL, NULL, NULL, follows } },
+		{ CMD_ADVANCE, false, { NULL, NULL, NULL, follows } },
+		{ CMD_EVICT, false, { evict, NULL, evict, evict } },
+		{ CMD_RELOAD, false, { NULL, NULL, NULL, NULL } },
+		{ CMD_INIT, false, { NULL, NULL, NULL, NULL } },
+		{ CMD_FUNCTION, false, { no_leader, no_leader, NULL, NULL } },
+		{ CMD_STALE, false, { NULL, NULL, NULL, NULL } },
+		{ CMD_ACK, false, { no_followers, no_followers, NULL, NULL } },
+		{ CMD_STOP, false, { NULL, NULL, NULL, NULL } },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *name = proto_cmd_of(rows[i].k)->name;
+
+		cr_expect_eq(cmd_changes_time(rows[i].k), rows[i].changes_time, "%s", name);
+		for (size_t m = 0; m < PMODE_N; m++) {
+			const char *got = cmd_refused(rows[i].k, (enum proto_mode)m);
+
+			if (!rows[i].want[m])
+				cr_expect_null(got, "%s in %s: refused: %s", name, proto_mode_names[m], got);
+			else
+				cr_expect(got && !strcmp(got, rows[i].want[m]), "%s in %s: '%s'", name,
+					  proto_mode_names[m], got ? got : "(taken)");
+		}
 	}
 }
