@@ -2,13 +2,14 @@
 /*
  * The control protocol, one table (CONTROL_COMMANDS) that says everything
  * about a command once: its arguments (0 to PROTO_ARGS_MAX, each with its
- * kind and JSON key), whether it changes time, which clock modes take it.
- * Generated from it: enum cmd_kind, the daemon's request parser
- * (request.c), shmclockctl's usage, help, argument count and requests,
- * cmd_changes_time() and the refusals of a mode that does not take a
- * command (command.h, checked before the mode is called), and the messages
- * listing the commands. Adding a command is a row here plus its case in
- * the clock thread (clockthread.c) or its mode.
+ * kind and JSON key), whether it changes time, which clock modes take it,
+ * whether the panel serves it. Generated from it: enum cmd_kind, the
+ * daemon's request parser (request.c), shmclockctl's usage, help, argument
+ * count and requests, cmd_changes_time() and the refusals of a mode that
+ * does not take a command (command.h, checked before the mode is called),
+ * the panel's allowed commands, and the messages listing the commands.
+ * Adding a command is a row here plus its case in the clock thread
+ * (clockthread.c) or its mode.
  *
  * Wire format: one JSON object per line, {"v":1,"cmd":NAME[,KEY:ARG]...},
  * with a KEY per argument of the command, as its row says.
@@ -98,7 +99,7 @@ struct proto_arg {
 #define PROTO_FOLLOWER_REFUSES PROTO_MODES(PROTO_OK, PROTO_OK, PROTO_OK, PROTO_FOLLOWS_LEADER)
 
 /*
- * X(name, kind, arguments, changes time, modes, options, help)
+ * X(name, kind, arguments, changes time, modes, panel, options, help)
  *
  *   arguments     PROTO_ARGS(PROTO_ARG(kind, JSON key, NAME), ...) in the
  *                 order shmclockctl takes them, or PROTO_NOARGS
@@ -108,56 +109,57 @@ struct proto_arg {
  *   modes         PROTO_MODES(plain, lockstep, leader, follower): PROTO_OK
  *                 where the mode takes the command (its own rules may still
  *                 refuse an argument), else the error a client gets there
+ *   panel         shmclock-panel's POST /api/control serves it
  *   options       shmclockctl's own options for it, before the arguments
  *   help          shmclockctl's one line
  */
 #define CONTROL_COMMANDS(X)                                                                        \
-	X("status", CMD_STATUS, PROTO_NOARGS, false, PROTO_ALL_MODES, "[--json]",                  \
+	X("status", CMD_STATUS, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "[--json]",           \
 	  "show the clock (--json: the daemon's reply as it is)")                                  \
-	X("pause", CMD_PAUSE, PROTO_NOARGS, true, PROTO_FOLLOWER_REFUSES, "",                      \
+	X("pause", CMD_PAUSE, PROTO_NOARGS, true, PROTO_FOLLOWER_REFUSES, true, "",                \
 	  "freeze simulation time")                                                                \
-	X("resume", CMD_RESUME, PROTO_NOARGS, true, PROTO_FOLLOWER_REFUSES, "",                    \
+	X("resume", CMD_RESUME, PROTO_NOARGS, true, PROTO_FOLLOWER_REFUSES, true, "",              \
 	  "let time run again from where it stopped")                                              \
 	X("scale", CMD_SCALE, PROTO_ARGS(PROTO_ARG(PARG_SCALE, "value", "X")), true,               \
 	  PROTO_MODES(PROTO_OK,                                                                    \
 		      "in lockstep the participants' grants set the pace (MaxScale limits it)",    \
 		      PROTO_OK, PROTO_FOLLOWS_LEADER),                                             \
-	  "", "set the time scale (e.g. 2, 0.5)")                                                  \
+	  true, "", "set the time scale (e.g. 2, 0.5)")                                            \
 	X("set", CMD_SET, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), true,                  \
 	  PROTO_MODES(PROTO_OK,                                                                    \
 		      "set is refused in lockstep: the participants' grants move time (pause, "    \
 		      "then step)",                                                                \
 		      PROTO_OK, PROTO_FOLLOWS_LEADER),                                             \
-	  "", "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)")                      \
+	  true, "", "jump to TIME (1.5s, 250ms, seconds, or an ISO-8601 UTC date)")                \
 	X("step", CMD_STEP, PROTO_ARGS(PROTO_ARG(PARG_DURATION, "duration", "DURATION")), true,    \
-	  PROTO_FOLLOWER_REFUSES, "",                                                              \
+	  PROTO_FOLLOWER_REFUSES, true, "",                                                        \
 	  "move forward by DURATION (stepped sources, or while paused)")                           \
 	X("advance", CMD_ADVANCE, PROTO_ARGS(PROTO_ARG(PARG_TIME, "time", "TIME")), false,         \
-	  PROTO_FOLLOWER_REFUSES, "", "external source: publish the next value")                   \
+	  PROTO_FOLLOWER_REFUSES, false, "", "external source: publish the next value")            \
 	X("evict", CMD_EVICT, PROTO_ARGS(PROTO_ARG(PARG_WHO, "who", "WHO")), false,                \
 	  PROTO_MODES("evict is for a lockstep clock (shmclockd --lockstep N)", PROTO_OK,          \
 		      "evict is for a lockstep clock (shmclockd --lockstep N)",                    \
 		      "evict is for a lockstep clock (shmclockd --lockstep N)"),                   \
-	  "", "lockstep: drop the participant named WHO (it no longer holds the clock)")
+	  true, "", "lockstep: drop the participant named WHO (it no longer holds the clock)")
 
 /* The daemon's own commands, never on the wire: the same columns (the
  * name is for the tests). */
 #define DAEMON_COMMANDS(X)                                                                         \
-	X("reload", CMD_RELOAD, PROTO_NOARGS, false, PROTO_ALL_MODES, "",                          \
+	X("reload", CMD_RELOAD, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "",                   \
 	  "the config again (SIGHUP): cmd.arg_config")                                             \
-	X("init", CMD_INIT, PROTO_NOARGS, false, PROTO_ALL_MODES, "",                              \
+	X("init", CMD_INIT, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "",                       \
 	  "start or continue the clock (cmd.arg_init); ticks begin after it")                      \
 	X("function", CMD_FUNCTION, PROTO_NOARGS, false,                                           \
 	  PROTO_MODES("this clock follows no leader", "this clock follows no leader", PROTO_OK,    \
 		      PROTO_OK),                                                                   \
-	  "", "a leader's time function (cmd.arg_fn, mode_distribute.c)")                          \
-	X("stale", CMD_STALE, PROTO_NOARGS, false, PROTO_ALL_MODES, "",                            \
+	  false, "", "a leader's time function (cmd.arg_fn, mode_distribute.c)")                   \
+	X("stale", CMD_STALE, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "",                     \
 	  "what the clock follows fell silent, or speaks again (cmd.arg_stale)")                   \
 	X("ack", CMD_ACK, PROTO_NOARGS, false,                                                     \
 	  PROTO_MODES("this clock leads no followers", "this clock leads no followers", PROTO_OK,  \
 		      PROTO_OK),                                                                   \
-	  "", "a follower's acknowledgement (cmd.arg_ack, mode_distribute.c)")                     \
-	X("stop", CMD_STOP, PROTO_NOARGS, false, PROTO_ALL_MODES, "", "the clock thread ends")
+	  false, "", "a follower's acknowledgement (cmd.arg_ack, mode_distribute.c)")              \
+	X("stop", CMD_STOP, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "", "the clock thread ends")
 
 /* What the clock thread is asked to do: the protocol's commands, then the
  * daemon's own, in the tables' order. */
@@ -177,13 +179,15 @@ struct proto_cmd {
 	struct proto_arg args[PROTO_ARGS_MAX];
 	bool changes_time;
 	const char *refused[PMODE_N]; /* per mode: NULL where it takes the command */
+	bool panel;
 	const char *options;
 	const char *help;
 };
 
 /* Every command, indexed by its kind: the protocol's first
  * (proto_cmds[0 .. PROTO_NCMDS)), then the daemon's own. */
-#define PROTO_ENTRY(n, k, args, time, modes, opts, help) { n, k, args, time, modes, opts, help },
+#define PROTO_ENTRY(n, k, args, time, modes, panel, opts, help)                                    \
+	{ n, k, args, time, modes, panel, opts, help },
 static const struct proto_cmd proto_cmds[] = { CONTROL_COMMANDS(PROTO_ENTRY)
 						       DAEMON_COMMANDS(PROTO_ENTRY) };
 #undef PROTO_ENTRY
@@ -239,17 +243,28 @@ static inline const char *proto_synopsis(const struct proto_cmd *pc, char *buf, 
 	return buf;
 }
 
-/* "status, pause, ... or evict" into buf. */
+/* "status, pause, ... or evict" into buf: every protocol command, or with
+ * @panel_only those the panel serves. */
+static inline const char *proto_list(char *buf, size_t len, bool panel_only)
+{
+	size_t n = 0, total = 0, k = 0;
+
+	for (size_t i = 0; i < PROTO_NCMDS; i++)
+		total += !panel_only || proto_cmds[i].panel;
+	buf[0] = 0;
+	for (size_t i = 0; i < PROTO_NCMDS && n < len; i++) {
+		if (panel_only && !proto_cmds[i].panel)
+			continue;
+		n += (size_t)snprintf(buf + n, len - n, "%s%s",
+				      k == 0 ? "" : k + 1 == total ? " or " : ", ", proto_cmds[i].name);
+		k++;
+	}
+	return buf;
+}
+
 static inline const char *proto_names(char *buf, size_t len)
 {
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (size_t i = 0; i < PROTO_NCMDS && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%s",
-				      i == 0 ? "" : i + 1 == PROTO_NCMDS ? " or " : ", ",
-				      proto_cmds[i].name);
-	return buf;
+	return proto_list(buf, len, false);
 }
 
 #endif

@@ -72,8 +72,33 @@ static struct asset assets[] = {
 };
 #define NASSETS (sizeof(assets) / sizeof(assets[0]))
 
+/* @text from column @col on, words wrapped before column 82 onto lines
+ * indented by @col, as the option lines of usage() are. */
+static void print_wrapped(FILE *f, const char *text, int col)
+{
+	int at = col;
+
+	while (*text) {
+		int n = (int)strcspn(text, " ");
+
+		if (at > col && at + 1 + n > 82) {
+			fprintf(f, "\n%*s", col, "");
+			at = col;
+		}
+		at += fprintf(f, "%s%.*s", at > col ? " " : "", n, text);
+		text += n;
+		text += strspn(text, " ");
+	}
+	fputc('\n', f);
+}
+
 static void usage(FILE *f)
 {
+	char names[256], control[512];
+
+	/* The commands the table gives the panel (protocol.h). */
+	snprintf(control, sizeof(control), "serve POST /api/control (%s), each request carrying "
+		 "the token in the header X-Shmclock-Token", proto_list(names, sizeof(names), true));
 	fprintf(f,
 		"usage: shmclock-panel [-n NAME [--socket PATH]]... [--listen ADDR:PORT] [--control --token-file FILE]\n"
 		"\nA web page, Prometheus metrics and a JSON API for shmclock clocks.\n\n"
@@ -83,9 +108,9 @@ static void usage(FILE *f)
 		"                          run with --socket PATH; default: the daemon's default)\n"
 		"  -l, --listen ADDR:PORT  where to serve (default 127.0.0.1:8077; [::1]:PORT for\n"
 		"                          IPv6; port 0: any free port, printed at start)\n"
-		"      --control           serve POST /api/control (pause, resume, scale, step, set,\n"
-		"                          evict), each request carrying the token in the header\n"
-		"                          X-Shmclock-Token\n"
+		"      --control           ");
+	print_wrapped(f, control, 26);
+	fprintf(f,
 		"      --token-file FILE   the token (its first line; 16 to 256 bytes); the file\n"
 		"                          must be mode 0600 (or 0400) and this user's\n"
 		"      --status-interval MS  ask each daemon for status every MS (default 1000;\n"
@@ -567,7 +592,6 @@ static bool token_ok(const char *t)
 
 static enum MHD_Result control(struct MHD_Connection *conn, struct post *po)
 {
-	static const char *const allowed[] = { "pause", "resume", "scale", "step", "set", "evict" };
 	const struct proto_cmd *pc = NULL;
 	const cJSON *clk, *cmd, *arg;
 	char sock[108], names[1024], *line, buf[4096], *rbuf;
@@ -583,13 +607,13 @@ static enum MHD_Result control(struct MHD_Connection *conn, struct post *po)
 	clk = cJSON_GetObjectItemCaseSensitive(o, "clock");
 	cmd = cJSON_GetObjectItemCaseSensitive(o, "cmd");
 	arg = cJSON_GetObjectItemCaseSensitive(o, "arg");
-	for (size_t i = 0; cJSON_IsString(cmd) && i < sizeof(allowed) / sizeof(allowed[0]); i++)
-		if (!strcmp(cmd->valuestring, allowed[i]))
-			pc = proto_find(allowed[i]);
-	if (!pc) {
+	/* The commands the table gives the panel (protocol.h). */
+	if (cJSON_IsString(cmd))
+		pc = proto_find(cmd->valuestring);
+	if (!pc || !pc->panel) {
 		cJSON_Delete(o);
-		return refuse(conn, MHD_HTTP_BAD_REQUEST, true,
-			      "\"cmd\" must be pause, resume, scale, step, set or evict");
+		return refuse(conn, MHD_HTTP_BAD_REQUEST, true, "\"cmd\" must be %s",
+			      proto_list(names, sizeof(names), true));
 	}
 	if (!cJSON_IsString(clk)) {
 		cJSON_Delete(o);

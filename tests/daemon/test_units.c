@@ -422,6 +422,7 @@ Test(units, the_command_table_agrees_with_itself)
 		if (pc->changes_time)
 			cr_expect_not_null(pc->refused[PMODE_FOLLOWER],
 					   "%s changes time but a follower takes it", pc->name);
+		cr_expect(!pc->panel || i < PROTO_NCMDS, "%s: the panel serves the daemon's own", pc->name);
 	}
 }
 
