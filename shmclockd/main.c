@@ -33,6 +33,7 @@
 #include "mode_lockstep.h"
 #include "mode_plain.h"
 #include "paths.h"
+#include "request.h"
 #include "ros2.h"
 #include "ros2_glue.h"
 #include "source.h"
@@ -159,6 +160,8 @@ static void usage(FILE *f)
 		"                         reload (SIGHUP) does with it\n"
 		"      --help-status      status's fields: kind, unit, the modes that have it, its\n"
 		"                         metric in shmclock-panel\n"
+		"      --help-commands    the control commands: their arguments, whether they\n"
+		"                         change time, the clock modes that take them\n"
 		"  -V, --version          version\n"
 		"\n",
 		scale, hz, prio);
@@ -350,6 +353,7 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "help", no_argument, NULL, 'h' },
 		{ "help-config", no_argument, NULL, 'H' },
 		{ "help-status", no_argument, NULL, OPT_HELP_STATUS },
+		{ "help-commands", no_argument, NULL, 'Q' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
@@ -451,6 +455,9 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			exit(0);
 		case OPT_HELP_STATUS:
 			print_status_fields(stdout);
+			exit(0);
+		case 'Q':
+			request_print_commands(stdout);
 			exit(0);
 		case 'V':
 			printf("shmclockd %s\n", shmclock_version());

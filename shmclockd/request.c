@@ -168,6 +168,29 @@ out:
 	return r;
 }
 
+void request_print_commands(FILE *f)
+{
+	fprintf(f, "%-9s %-30s %-13s %-31s %s\n", "COMMAND", "ARGUMENTS (NAME:KEY:KIND)",
+		"CHANGES TIME", "MODES THAT TAKE IT", "PANEL");
+	for (size_t i = 0; i < PROTO_NCMDS; i++) {
+		const struct proto_cmd *pc = &proto_cmds[i];
+		char args[160] = "-", modes[64] = "";
+		size_t n = 0;
+
+		for (size_t j = 0; j < pc->nargs && n < sizeof(args); j++)
+			n += (size_t)snprintf(args + n, sizeof(args) - n, "%s%s:%s:%s", j ? "," : "",
+					      pc->args[j].meta, pc->args[j].key,
+					      proto_arg_kinds[pc->args[j].kind].name);
+		n = 0;
+		for (size_t m = 0; m < PMODE_N && n < sizeof(modes); m++)
+			if (!pc->refused[m])
+				n += (size_t)snprintf(modes + n, sizeof(modes) - n, "%s%s", n ? "," : "",
+						      proto_mode_names[m]);
+		fprintf(f, "%-9s %-30s %-13s %-31s %s\n", pc->name, args, pc->changes_time ? "yes" : "no",
+			modes[0] ? modes : "-", pc->panel ? "yes" : "no");
+	}
+}
+
 static char *finish(cJSON *o)
 {
 	char *s = cJSON_PrintUnformatted(o), *line;

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <shmclock/shmclock.h>
 
@@ -44,6 +45,13 @@ int request_parse(const char *line, size_t len, struct request *req, char *err, 
  * key in err. request_parse's, for the tests of a kind no command uses. */
 int request_parse_arg(const struct cJSON *root, const struct proto_cmd *pc,
 		      const struct proto_arg *a, struct proto_value *out, char *err, size_t errlen);
+
+/* The protocol's table as shmclockd --help-commands prints it: a header,
+ * then a line per command: its name; its arguments, each NAME:KEY:KIND
+ * (comma-separated; - for none); whether it changes time; the clock modes
+ * that take it; whether the panel serves it. tests/doc/commands.py reads
+ * it. */
+void request_print_commands(FILE *f);
 
 /* Runs a parsed request and waits for it (status from the segment when
  * the view allows): 0 with *info, or -errno with err. */
