@@ -8,8 +8,13 @@
  * count and requests, cmd_changes_time() and the refusals of a mode that
  * does not take a command (command.h, checked before the mode is called),
  * the panel's allowed commands, and the messages listing the commands.
- * Adding a command is a row here plus its case in the clock thread
- * (clockthread.c) or its mode.
+ * shmclockd --help-commands prints it; tests/doc/commands.py checks
+ * shmclockctl(1), the requests the docs show and the panel's page and man
+ * page against that.
+ *
+ * Adding a command: a row here, its case in the clock thread (clockthread.c)
+ * or its mode, and its entry in shmclockctl(1) (doc/man, then
+ * sh doc/render.sh build).
  *
  * Wire format: one JSON object per line, {"v":1,"cmd":NAME[,KEY:ARG]...},
  * with a KEY per argument of the command, as its row says.
