@@ -22,6 +22,19 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(config control duration segment)
 case "$secs" in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2;; esac
 
+# The JSON targets' dictionary: the config's words (dict.json) and the
+# control protocol's commands and keys, from its table.
+mkdir -p "$build/fuzz-artifacts"
+dict_json="$build/fuzz-artifacts/dict.json"
+{
+	cat "$here/dict.json"
+	"$build/shmclockd/shmclockd" --help-commands | awk 'NR > 1 {
+		printf "\"\\\"%s\\\"\"\n", $1
+		n = split($2, args, ",")
+		for (i = 1; i <= n; i++) if (split(args[i], f, ":") == 3) printf "\"\\\"%s\\\"\"\n", f[2]
+	}'
+} >"$dict_json" || { echo "run.sh: cannot list the commands ($build/shmclockd/shmclockd)" >&2; exit 2; }
+
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export ASAN_OPTIONS="detect_leaks=1"
 status=0
@@ -35,7 +48,7 @@ for t in "${targets[@]}"; do
 	corpus="$build/fuzz-corpus/$t"
 	mkdir -p "$corpus" "$build/fuzz-artifacts"
 	dict=()
-	case "$t" in config|control) dict=(-dict="$here/dict.json");; esac
+	case "$t" in config|control) dict=(-dict="$dict_json");; esac
 	log="$build/fuzz-artifacts/$t.log"
 	"$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		"${dict[@]}" -artifact_prefix="$build/fuzz-artifacts/$t-" \
