@@ -3,6 +3,10 @@
  * The JSON config, read with cJSON. cJSON keeps no positions, so a key's
  * line is found again in the text; a syntax error's line comes from the
  * offset cJSON stopped at.
+ *
+ * One file past 800 lines, on purpose: the key table and each key's own
+ * parser read best beside each other (a key is a row and, at most, a
+ * function under it).
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>

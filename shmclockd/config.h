@@ -94,18 +94,13 @@ static inline enum on_stall config_stall_policy(const struct shmclockd_config *c
 
 /* "wait", "evict" or "abort" (OnStall, --on-stall): 0 or -EINVAL. */
 int config_on_stall(const char *s, enum on_stall *out);
+/* Its name. */
+const char *config_on_stall_name(enum on_stall s);
 
 /* A follower (TimeSource "leader") with OnLeaderLoss hold: the clock
  * pauses while its leader is silent. */
 bool config_holds_on_leader_loss(const struct shmclockd_config *c);
-/* Its name. */
-const char *config_on_stall_name(enum on_stall s);
 
-/*
- * Reads a JSON config file over *c. On error returns -EINVAL (or -errno for
- * an unreadable file) with a one-line message naming the file, the line
- * and the key in err; *c is then unspecified (parse into a copy).
- */
 /* How a key's value is read (config.c's table). */
 enum config_kind {
 	KEY_BOOL,    /* true or false */
@@ -173,6 +168,11 @@ void config_print_keys(FILE *f);
  * level), in the table's order. */
 const char *config_key_names(const char *section, char *buf, size_t n);
 
+/*
+ * Reads a JSON config file over *c. On error returns -EINVAL (or -errno for
+ * an unreadable file) with a one-line message naming the file, the line
+ * and the key in err; *c is then unspecified (parse into a copy).
+ */
 int config_load_file(const char *path, struct shmclockd_config *c, char *err, size_t errlen);
 
 /* Same, from text in memory (`what` names it in messages). For tests/fuzzing. */

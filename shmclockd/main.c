@@ -2,6 +2,9 @@
 /*
  * shmclockd: owns one shared simulation clock, runs its clock thread and
  * serves its control socket. See `shmclockd --help` and README.md.
+ *
+ * One file past 800 lines: option parsing, the config's overrides and the
+ * signal loop are one sequence, run once; the clock's work is elsewhere.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -205,8 +205,8 @@ static int dist_change(struct clock_mode *m, const struct clock_env *env, struct
 		dist_lease_keep(d, env, now);
 	/* As plain first: the period may follow. */
 	mode_plain_ops.change(m, env, c, in);
-	/* A follower's clock thread refused the changes (its source takes
-	 * none from clients). */
+	/* A follower never gets a client's change: the command table's
+	 * follower column refuses it before the mode is called (protocol.h). */
 	if (d->leader && cmd_changes_time(c->req.kind))
 		return dist_leader_change(d, env, c, mono_ns(), false);
 	if (!d->leader && c->req.kind == CMD_FUNCTION)

@@ -1,4 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The DDS side (ros2.h): /clock in and out, and the hosts mode's topics
+ * (TimeFunction, TimeAck, TimeEcho), over Cyclone DDS. Built as a module
+ * the daemon loads only for a config that needs it (ros2_load.c).
+ *
+ * One file past 800 lines: everything that calls Cyclone's API, so that
+ * nothing else links it.
+ */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -68,6 +68,10 @@
  * record, or seq odd with a good backup (written completely before seq went
  * odd). The next writer restores the record from the backup in the second
  * case, so it continues the last committed time function.
+ *
+ * One file past 800 lines, on purpose: every step that writes the segment
+ * and its fences, which pair with protocol.c's, in one place for review
+ * against seqlock.pml.
  */
 #define _GNU_SOURCE
 #include <errno.h>

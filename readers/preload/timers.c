@@ -27,6 +27,9 @@
  * timerfd does not clear expiries not yet read; after fork the child's
  * copy of a timerfd is driven by the parent only (as the file is shared),
  * and POSIX timers do not survive fork.
+ *
+ * One file past 800 lines: the three timer interfaces share one
+ * re-arming thread and its lock; split, the lock's rules would span files.
  */
 #include "preload.h"
 

@@ -27,6 +27,9 @@
  * (watchers, opened here without the GIL) wait for a fork in progress, and
  * this module creates its one kind of thread (release_now) with the GIL
  * held, which os.fork() holds throughout.
+ *
+ * One file past 800 lines: a CPython extension module is one translation
+ * unit by convention (its method table and types beside their methods).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
