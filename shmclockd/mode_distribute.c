@@ -188,7 +188,10 @@ static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int6
 		    (llabs(v - want) > DIST_REANCHOR_NS || in.paused != !!(d->fn.flags & DIST_F_PAUSED) ||
 		     scale_mult(in.scale) != d->fn.mult || in.jump_epoch != d->fn.jump_epoch))
 			dist_snapshot(env->w, d, now, d->off);
-		dist_publish(d, DIST_PUB_RELIABLE); /* the current function again: a heartbeat */
+		if (d->ldr.deposed)
+			dist_publish_deposed(d); /* not its time any more: that it runs */
+		else
+			dist_publish(d, DIST_PUB_RELIABLE); /* the current function again: a heartbeat */
 		d->ldr.next_hb = now + d->hb_ns;
 	}
 }

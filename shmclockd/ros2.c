@@ -643,21 +643,25 @@ static void dist_take_from(struct ros2 *r, dds_entity_t cond)
 	void *ptrs[DIST_DEPTH + 8] = { 0 };
 	dds_sample_info_t infos[DIST_DEPTH + 8];
 	int n = dds_take(cond, ptrs, infos, DIST_DEPTH + 8, DIST_DEPTH + 8);
-	int last_old = -1;
 
 	/* The leader's history, written before this reader existed: only its
 	 * last sample (a whole function, with the commits so far) matters; the
 	 * ones before it would replay old changes and jumps. */
-	for (int i = 0; i < n; i++)
-		if (infos[i].valid_data && infos[i].source_timestamp < r->dist_created)
-			last_old = i;
 	for (int i = 0; i < n; i++) {
 		const shmclock_TimeFunction *m = ptrs[i];
 		struct dist_fn f;
+		bool later = false;
 
 		if (!infos[i].valid_data || strcmp(m->clock, r->dist_clock))
 			continue;
-		if (infos[i].source_timestamp < r->dist_created && i != last_old)
+		/* Of each leader's history, its last sample (two leaders' are
+		 * two: the one a later sample of the other replaced was lost,
+		 * and with it a conflict). */
+		for (int j = i + 1; j < n && infos[i].source_timestamp < r->dist_created; j++)
+			later |= infos[j].valid_data &&
+				 infos[j].source_timestamp < r->dist_created &&
+				 !strcmp(((const shmclock_TimeFunction *)ptrs[j])->leader, m->leader);
+		if (later)
 			continue;
 		memset(&f, 0, sizeof(f));
 		snprintf(f.clock, sizeof(f.clock), "%s", m->clock);
@@ -678,6 +682,13 @@ static void dist_take_from(struct ros2 *r, dds_entity_t cond)
 		f.committed = m->committed;
 		f.plan = m->plan;
 		f.lead_ns = m->lead_ns;
+		/* A deposed leader's heartbeat: for the conflict only, neither a
+		 * word from the leader nor a sample to count (its numbers are
+		 * its own). */
+		if (f.flags & DIST_F_DEPOSED) {
+			r->host.function(r->host.ctx, &f);
+			continue;
+		}
 		pthread_mutex_lock(&r->mu);
 		/* Each sample comes on both readers: the first one counts. */
 		if (dist_seen(r, f.leader, f.seq)) {

@@ -80,6 +80,13 @@ struct dist_ack {
  * until it catches up. A follower that does not know the flag refuses it,
  * as before the flag. */
 #define DIST_F_REANCHOR 0x10u
+/* A leader that a leader above it deposed, still running: its heartbeat
+ * says so (dist_publish_deposed), so that every host reports the conflict
+ * for as long as both run, a follower that joins later too. Never
+ * followed; never counted as a word from the leader (the silence watch).
+ * Sent as an announcement never committed, which a follower of an older
+ * version never follows either. */
+#define DIST_F_DEPOSED 0x20u
 /* The heartbeats a follower believes (Distribute.Heartbeat's range). */
 #define DIST_HB_MIN_NS INT64_C(100000000)
 #define DIST_HB_MAX_NS INT64_C(60000000000)

@@ -425,6 +425,7 @@ void dist_count_late(struct dist *d, int64_t ns);
 
 /* leader.c */
 void dist_publish(struct dist *d, unsigned how);
+void dist_publish_deposed(struct dist *d);
 void dist_snapshot(shmclock_writer_t *w, struct dist *d, int64_t mono, int64_t off);
 void dist_announce(struct dist *d, const struct clock_env *env, int64_t now);
 int dist_leader_heard(struct dist *d, const struct clock_env *env, const struct dist_fn *f);

@@ -315,7 +315,19 @@ int dist_follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c
 	int64_t off, e_mono = 0, now, late = 0;
 	int r;
 
-	int64_t v = skew_sample(d, f);
+	int64_t v;
+
+	/* A deposed leader that still runs: never followed (nor is its
+	 * heartbeat a word from the leader: ros2.c); a conflict while it runs. */
+	if (f->flags & DIST_F_DEPOSED) {
+		if (dist_fn_live(f) && (!d->have || strcmp(f->leader, d->fn.leader)))
+			dist_note_conflict(d, f, d->have ? d->fn.term : 0,
+					   d->have ? d->fn.leader : "(no leader yet)",
+					   "the former was deposed by a leader above it and stopped "
+					   "publishing its time, but still runs: stop it");
+		return 0;
+	}
+	v = skew_sample(d, f);
 
 	if (!new_leader && !stale && d->flw.joined && v != INT64_MIN &&
 	    (!d->flw.have_base || v < d->flw.skew_base)) {

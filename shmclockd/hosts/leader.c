@@ -37,6 +37,30 @@ static void publish_fn(struct dist *d, struct dist_fn *f, unsigned how)
 		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
 }
 
+/* A deposed leader's heartbeat (DIST_F_DEPOSED): its function as an
+ * announcement never committed, so that no follower follows it and every
+ * host, one that joins later too, reports the conflict for as long as this
+ * leader runs (before, it fell silent, and a follower that joined after
+ * its last sample had aged saw one leader only: the conflict went
+ * unreported in a third of the runs). */
+void dist_publish_deposed(struct dist *d)
+{
+	struct dist_fn g = d->fn;
+	struct timespec ts;
+
+	clock_gettime(tb_clock(g.timebase), &ts);
+	g.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	g.seq = ++d->ldr.seq;
+	g.change = d->fn.change + 1;
+	g.committed = d->fn.change;
+	g.plan = d->ldr.plan;
+	g.lead_ns = d->ldr.lead_cur;
+	g.heartbeat_ns = d->hb_ns;
+	g.flags = (g.flags & ~DIST_F_ECHO) | DIST_F_DEPOSED;
+	if (d->api->dist_publish(d->r, &g, DIST_PUB_RELIABLE) < 0)
+		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
+}
+
 /* The latest function: the last change queued, else the one in force. */
 void dist_publish(struct dist *d, unsigned how)
 {
@@ -116,6 +140,12 @@ int dist_leader_heard(struct dist *d, const struct clock_env *env, const struct 
 		d->ldr.max_term = f->term;
 	if (!dist_fn_live(f))
 		return 0;
+	if (f->flags & DIST_F_DEPOSED) {
+		dist_note_conflict(d, f, own, d->st.leader_id,
+				   "the other was deposed and stopped publishing its time, but still "
+				   "runs: stop it");
+		return 0;
+	}
 	if (listening) {
 		dist_note_conflict(d, f, d->ldr.max_term + 1, d->st.leader_id,
 				   "this one starts above it and leads; the other stops publishing");
