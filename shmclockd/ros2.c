@@ -144,7 +144,15 @@ static int ros2_open(struct ros2 **out, int domain, const struct ros2_host *host
 	r->participant = dds_create_participant((dds_domainid_t)domain, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->participant < 0) {
-		int rc = dds_fail(err, errlen, "cannot create a participant (check CYCLONEDDS_URI)",
+		/* Cyclone says only "Error" (and, on stderr, "Failed to find a
+		 * free participant index"): the usual cause, on a host with
+		 * many daemons and unicast discovery, named with its fix. */
+		int rc = dds_fail(err, errlen,
+				  "cannot create a participant: with unicast discovery "
+				  "(ParticipantIndex auto) the host's participant indexes may be "
+				  "exhausted, one per daemon: raise MaxAutoParticipantIndex in "
+				  "CYCLONEDDS_URI (doc/hosts.md, 'Many hosts'); else check "
+				  "CYCLONEDDS_URI",
 				  r->participant);
 
 		free(r);

@@ -2012,6 +2012,48 @@ def split_brain_runs_phase(runs=SPLIT_RUNS, batch=5):
           "(not in: %s)" % (still or "none"))
 
 
+def fleet_limits_phase():
+    """Issue 57's small two. More daemons on one host than Cyclone has
+    participant indexes (MaxAutoParticipantIndex 1 here): the surplus
+    exits with a line that names the cause and the fix (before: "cannot
+    create a participant (check CYCLONEDDS_URI)"). And a leader stopped
+    past three of its heartbeats, then continued: it leads on, and its log
+    says nothing of a leader lost or silent (before: "no word from leader
+    <its own id>", the transport's silence watch on its own samples)."""
+    uri = URI.replace("<MaxAutoParticipantIndex>20", "<MaxAutoParticipantIndex>1")
+    wire = "guard-fleet-" + RUN
+    lead = {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": wire}}
+    started, refused = [], None
+    for k in range(4):
+        try:
+            started.append(start("fleet%d" % k, lead, {"CYCLONEDDS_URI": uri}))
+        except RuntimeError as e:
+            refused = str(e)
+            break
+    check(refused is not None and "MaxAutoParticipantIndex" in refused and
+          "participant indexes" in refused,
+          "fleet: a daemon past the host's participant indexes says so and names the fix "
+          "(%d started; %s)" % (len(started), ([x for x in (refused or "").splitlines()
+                                                 if "participant" in x] or ["none refused"])[-1]))
+    for _, p in started:
+        stop_timed(p)
+    name, p = start("selfstale", lead)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(1.0)  # five heartbeats of 200 ms
+    p.send_signal(signal.SIGCONT)
+    time.sleep(1.0)
+    r, _ = ctl(name, "status")
+    d = r.get("status", {}).get("distribute", {})
+    log = open(os.path.join(rtdir, "selfstale.log")).read()
+    check(d.get("role") == "leader" and not d.get("deposed") and not r["status"].get("stale") and
+          "no word from" not in log and "lost (" not in log,
+          "fleet: a leader stopped for 1 s leads on, and does not call itself lost or silent "
+          "(stale %s; log: %s)" % (r.get("status", {}).get("stale"),
+                                   [x for x in log.splitlines() if "word" in x or "lost" in x][:2]))
+    stop_timed(p)
+
+
 def main():
     crowd_phase()
     rogue_phase()
@@ -2037,6 +2079,7 @@ def main():
     fuzz_phase()
     pipeline_phase()
     split_brain_runs_phase()
+    fleet_limits_phase()
 
 
 if __name__ == "__main__":
