@@ -130,9 +130,10 @@ struct dist_pending {
 	unsigned fl;            /* SHMCLOCK_FN_* */
 	bool frozen;            /* the update is open (freeze_at) */
 	bool staged;            /* ... and decided ahead: readers switch at the instant */
-	/* two-phase: the leader decided it (every member holds it) / a
-	 * follower heard it committed */
-	bool committed;
+	/* two-phase: decided (the glossary's word, doc/hacking.md): the
+	 * leader decided it (every member holds it), or a follower heard it
+	 * said committed (the wire's word for a decided change) */
+	bool decided;
 	int64_t announced;      /* leader: when announced (under this plan);
 				 * follower: when heard */
 	int64_t first_announced; /* leader: when first announced */

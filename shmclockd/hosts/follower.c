@@ -276,11 +276,11 @@ static bool rejoin_stale_sample(struct dist *d, const struct dist_fn *f, int64_t
  * follower, lost): never applied at the instant it knows, it is held
  * there and the clock goes stale. (A change decided before a re-plan and
  * whose commit this follower missed is held too: stale, never wrong.) */
-static void mark_committed(struct dist *d, uint64_t plan, uint64_t committed)
+static void mark_decided(struct dist *d, uint64_t plan, uint64_t committed)
 {
 	for (unsigned i = 0; i < d->q_n; i++)
 		if (q_at(d, i)->fn.change <= committed && q_at(d, i)->fn.plan == plan)
-			q_at(d, i)->committed = true;
+			q_at(d, i)->decided = true;
 }
 
 /* Follower: a change was missed. Its instant comes after every change
@@ -356,11 +356,11 @@ int dist_follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c
 	if (!fresh) {
 		if (f->committed > d->flw.commit_seen)
 			d->flw.commit_seen = f->committed;
-		mark_committed(d, f->plan, f->committed);
+		mark_decided(d, f->plan, f->committed);
 		/* An announcement of a change already held, under a later plan:
 		 * it moved (postponed). */
 		for (unsigned i = 0; i < d->q_n; i++)
-			if (q_at(d, i)->fn.change == f->change && !q_at(d, i)->committed &&
+			if (q_at(d, i)->fn.change == f->change && !q_at(d, i)->decided &&
 			    f->plan > q_at(d, i)->fn.plan && !committed)
 				replan = true;
 		if (!replan && f->change <= d->fn.change) {
@@ -489,7 +489,7 @@ int dist_follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c
 		p->sim_base = f->sim_base_ns;
 		p->scale = mult_scale(f->mult);
 		p->fl = fl;
-		p->committed = committed;
+		p->decided = committed;
 		p->announced = now;
 		dist_q_count(d);
 		/* A fresh start on a function in force from an instant still

@@ -329,7 +329,7 @@ void dist_leader_decide(struct dist *d, int64_t now)
 	for (unsigned i = 0; i < d->q_n; i++) {
 		struct dist_pending *p = q_at(d, i);
 
-		if (p->committed)
+		if (p->decided)
 			continue;
 		if (!dist_all_hold(d, p->fn.change, now))
 			break;
@@ -337,7 +337,7 @@ void dist_leader_decide(struct dist *d, int64_t now)
 		 * DIST_OPEN_NS away): later, it is postponed instead. */
 		if (now >= p->e_mono - DIST_OPEN_NS)
 			break;
-		p->committed = true; /* said once this host has it: leader_own */
+		p->decided = true; /* said once this host has it: leader_own */
 		if (dist_members_live(d, now)) {
 			latehist_add(&d->st.acks, now - p->announced);
 			dist_adapt_lead(d, now - p->announced);
@@ -430,7 +430,7 @@ int64_t dist_leader_repeat(struct dist *d, int64_t now)
 	for (unsigned i = 0; i < d->q_n; i++) {
 		struct dist_pending *p = q_at(d, i);
 
-		if (!p->committed && !dist_all_hold(d, p->fn.change, now)) {
+		if (!p->decided && !dist_all_hold(d, p->fn.change, now)) {
 			publish_fn(d, &p->fn, DIST_PUB_FAST);
 			undecided = true;
 		}

@@ -132,7 +132,7 @@ static uint64_t follower_holds(struct dist *d)
 	for (unsigned i = 0; i < d->q_n; i++) {
 		const struct dist_pending *p = q_at(d, i);
 
-		if (!p->committed && !p->frozen)
+		if (!p->decided && !p->frozen)
 			return p->fn.change - 1;
 	}
 	return d->fn.change;

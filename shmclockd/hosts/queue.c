@@ -188,11 +188,11 @@ int64_t dist_run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 		for (unsigned i = 0; i < d->q_n; i++) {
 			struct dist_pending *p = q_at(d, i);
 
-			if (p->committed)
+			if (p->decided)
 				continue;
 			if (now >= p->e_mono - guard_ns(d))
 				dist_leader_postpone(d, env, i, now);
-			if (!q_at(d, i)->committed)
+			if (!q_at(d, i)->decided)
 				next = q_at(d, i)->e_mono - guard_ns(d);
 			break;
 		}
@@ -202,11 +202,11 @@ int64_t dist_run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 		struct dist_pending *p = q_at(d, 0);
 		int r;
 
-		if (!d->leader && !p->committed && !p->frozen)
+		if (!d->leader && !p->decided && !p->frozen)
 			hold_open(d, env, p);
-		if (d->leader && !p->committed && now < p->e_mono - DIST_OPEN_NS)
+		if (d->leader && !p->decided && now < p->e_mono - DIST_OPEN_NS)
 			return p->e_mono - DIST_OPEN_NS < next ? p->e_mono - DIST_OPEN_NS : next;
-		if (d->leader && !p->committed)
+		if (d->leader && !p->decided)
 			return next; /* postponed above, before its instant */
 		if (!d->leader && !p->staged && !p->frozen && p->announced < p->e_mono &&
 		    now > p->e_mono) {
@@ -223,7 +223,7 @@ int64_t dist_run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 					  "function meanwhile (its hold could not be opened in time)",
 				(unsigned long long)p->fn.change, (double)(now - p->e_mono) / 1e6);
 		}
-		if (p->committed) {
+		if (p->decided) {
 			/* Known committed: decided ahead at once, in the same
 			 * run as the decision (leader) or the message (follower). */
 			stage(d, env, p, now);
@@ -235,7 +235,7 @@ int64_t dist_run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 				 * undecided again and postponed (the next pass).
 				 * Never applied late on the leader alone: followers
 				 * switch at the instant. */
-				p->committed = false;
+				p->decided = false;
 				return now;
 			}
 		} else if (!p->frozen) {
@@ -243,7 +243,7 @@ int64_t dist_run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 		}
 		if (now < p->e_mono)
 			return p->e_mono < next ? p->e_mono : next;
-		if (!p->committed) {
+		if (!p->decided) {
 			/* A follower holds the instant: the leader has not
 			 * decided yet (or this host missed it); stale if that
 			 * lasts. */
