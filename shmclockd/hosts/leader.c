@@ -17,24 +17,31 @@
 #include "log.h"
 #include "hosts/dist.h"
 
-/* Publishes @f (a change queued, or the function in force) with what is
- * committed so far. */
-static void publish_fn(struct dist *d, struct dist_fn *f, unsigned how)
+/* Writes @f stamped as this leader's next sample (its sending time and
+ * number, its commits, plan and Lead). */
+static void send_fn(struct dist *d, struct dist_fn *f, unsigned how)
 {
 	struct timespec ts;
 
-	/* Still listening for the terms before ours, or superseded. */
-	if (d->ldr.announce_at != INT64_MAX || d->ldr.deposed)
-		return;
 	clock_gettime(tb_clock(f->timebase), &ts);
 	f->sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	f->seq = ++d->ldr.seq;
 	f->committed = d->ldr.committed;
 	f->plan = d->ldr.plan;
 	f->lead_ns = d->ldr.lead_cur;
-	f->flags |= DIST_F_ECHO; /* leader_ack */
 	if (d->api->dist_publish(d->r, f, how) < 0)
 		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
+}
+
+/* Publishes @f (a change queued, or the function in force) with what is
+ * committed so far. */
+static void publish_fn(struct dist *d, struct dist_fn *f, unsigned how)
+{
+	/* Still listening for the terms before ours, or superseded. */
+	if (d->ldr.announce_at != INT64_MAX || d->ldr.deposed)
+		return;
+	f->flags |= DIST_F_ECHO; /* leader_ack */
+	send_fn(d, f, how);
 }
 
 /* A deposed leader's heartbeat (DIST_F_DEPOSED): its function as an
@@ -46,19 +53,11 @@ static void publish_fn(struct dist *d, struct dist_fn *f, unsigned how)
 void dist_publish_deposed(struct dist *d)
 {
 	struct dist_fn g = d->fn;
-	struct timespec ts;
 
-	clock_gettime(tb_clock(g.timebase), &ts);
-	g.sent_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-	g.seq = ++d->ldr.seq;
-	g.change = d->fn.change + 1;
-	g.committed = d->fn.change;
-	g.plan = d->ldr.plan;
-	g.lead_ns = d->ldr.lead_cur;
+	g.change = d->fn.change + 1; /* announced, never committed */
 	g.heartbeat_ns = d->hb_ns;
 	g.flags = (g.flags & ~DIST_F_ECHO) | DIST_F_DEPOSED;
-	if (d->api->dist_publish(d->r, &g, DIST_PUB_RELIABLE) < 0)
-		log_msg(LOG_DEBUG, "distribute: a TimeFunction write failed");
+	send_fn(d, &g, DIST_PUB_RELIABLE); /* its committed <= fn.change < g.change */
 }
 
 /* The latest function: the last change queued, else the one in force. */

@@ -205,10 +205,10 @@ static void members(struct sbuf *b, struct panel *p, const char *section, const 
 /* The arrays of members whose fields are metrics: the label each member's
  * samples carry, and the field that names it. */
 static const struct {
-	const char *section, *label, *id;
+	const char *rows, *object, *array, *label, *id;
 } member_lists[] = {
-	{ "lockstep.members[]", "participant", "name" },
-	{ "distribute.followers[]", "follower", "id" },
+	{ "lockstep.members[]", "lockstep", "members", "participant", "name" },
+	{ "distribute.followers[]", "distribute", "followers", "follower", "id" },
 };
 
 /* The panel's own metrics: what it reads off the segment, and itself. */
@@ -280,20 +280,11 @@ static void by_label(struct sbuf *b, struct panel *p, const struct status_field 
 /* A field of each member of a list ("a.b[]"): labelled by member. */
 static void member_field(struct sbuf *b, struct panel *p, const struct status_field *x)
 {
-	for (size_t k = 0; k < sizeof(member_lists) / sizeof(member_lists[0]); k++) {
-		char sec[64];
-		const char *dot;
-
-		if (strcmp(member_lists[k].section, x->section))
-			continue;
-		dot = strchr(x->section, '.');
-		snprintf(sec, sizeof(sec), "%.*s", (int)(dot - x->section), x->section);
-		char arr[64];
-
-		snprintf(arr, sizeof(arr), "%.*s", (int)(strlen(dot + 1) - 2), dot + 1);
-		members(b, p, sec, arr, member_lists[k].label, member_lists[k].id, x->metric,
-			metric_type(x), x->help, x->key, unit_mul(x));
-	}
+	for (size_t k = 0; k < sizeof(member_lists) / sizeof(member_lists[0]); k++)
+		if (!strcmp(member_lists[k].rows, x->section))
+			members(b, p, member_lists[k].object, member_lists[k].array,
+				member_lists[k].label, member_lists[k].id, x->metric, metric_type(x),
+				x->help, x->key, unit_mul(x));
 }
 
 void panel_metric_list(void (*each)(const char *name, const char *type, const char *help,

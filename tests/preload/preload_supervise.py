@@ -81,18 +81,20 @@ def tree_gone(sid, what):
             return ["after %s, left running: %s" % (what, procs_in_session(sid))]
         return []
     finally:
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        end_session(sid)
+
+
+def end_session(sid):
+    """SIGKILLs whatever is left of session @sid."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def kill_session(p):
     """Ends whatever is left of @p's session (a failed run's too)."""
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    end_session(p.pid)
     p.wait()
 
 
@@ -179,10 +181,7 @@ def supervisor_killed(env, clock):
         # program with the shim's own trap, is killed with it too (traced).
         return tree_gone(sid, "the supervisor died")
     finally:
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        end_session(sid)
 
 
 def sigterm_passed_on(env, clock):
@@ -206,10 +205,7 @@ def sigterm_passed_on(env, clock):
             return ["the program's orphan is not running on (%s)" % procs_in_session(sid)]
         return []
     finally:
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        end_session(sid)
 
 
 def handler_run(env, clock, prefix=()):
@@ -312,10 +308,7 @@ def runner_killed(env, clock):
         p.wait()
         return tree_gone(sid, "kill -9 of shmclock-run")
     finally:
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        end_session(sid)
 
 
 def ptrace_denied(env, clock):
@@ -332,8 +325,7 @@ def ptrace_denied(env, clock):
     try:
         out, err = p.communicate(timeout=20)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        kill_session(p)
         return ["the nested supervisor did not end"]
     fails = []
     if "must run under ptrace, which this system denies" not in err:
