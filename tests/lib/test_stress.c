@@ -311,15 +311,15 @@ static int64_t cpu_ns(void)
  * store and the publication of its anchor would (the one place where
  * readers must wait: a writer stopped after it is tests/lib/test_clock.c's), with
  * `nreaders` reader processes (more than cores) calling now() meanwhile.
- * The stall is counted from when every reader has started its read, not
- * from when they were told to: on a loaded machine a reader scheduled
- * 300 ms late found the writer done and "waited 0 ms" (a CI run beside the
- * sanitizer builds). Returns when the writer let go (CLOCK_MONOTONIC). */
+ * Returns when the writer let go (CLOCK_MONOTONIC): on a loaded machine a
+ * reader scheduled 300 ms late finds the writer done and "waits 0 ms" (a
+ * CI run beside the sanitizer builds), which the caller tells by it. (Not
+ * waiting for every reader to start before counting the stall: the first
+ * ones then waited past the stuck bound, 1 s, and got -EAGAIN.) */
 static int64_t stall(const char *name, int64_t stall_ns, int nreaders, struct stall_result *res)
 {
 	_Atomic int *go = shared_alloc(sizeof(*go));
-	_Atomic int *started = shared_alloc(sizeof(*started));
-	int64_t release, deadline;
+	int64_t release;
 	shmclock_writer_t *w;
 	struct shmclock_seg *seg;
 	pid_t kids[16];
@@ -339,7 +339,6 @@ static int64_t stall(const char *name, int64_t stall_ns, int nreaders, struct st
 				;
 			t0 = now_mono();
 			c0 = cpu_ns();
-			atomic_fetch_add(started, 1);
 			res[i].rc = shmclock_now(c, &v);
 			res[i].cpu_ns = cpu_ns() - c0;
 			res[i].end_ns = now_mono();
@@ -351,9 +350,6 @@ static int64_t stall(const char *name, int64_t stall_ns, int nreaders, struct st
 	sleep_ns(20000000); /* let the readers reach their spin on `go` */
 	atomic_fetch_add(&seg->seq, 1);
 	atomic_store(go, 1);
-	deadline = now_mono() + 60 * INT64_C(1000000000);
-	while (atomic_load(started) < nreaders && now_mono() < deadline)
-		sleep_ns(1000000);
 	sleep_ns(stall_ns);
 	release = now_mono();
 	atomic_fetch_add(&seg->seq, 1);
@@ -379,9 +375,8 @@ Test(stress, readers_waiting_for_a_stalled_writer_sleep_instead_of_spinning)
 		fprintf(stderr, "# stalled writer: reader %d waited %lld ms using %lld us of CPU\n", i,
 			(long long)res[i].wall_ns / 1000000, (long long)res[i].cpu_ns / 1000);
 		cr_expect_eq(res[i].rc, 0, "reader %d: %s", i, shmclock_strerror(res[i].rc));
-		/* Every reader started before the stall was counted: one that
-		 * began its read less than half the stall before the release was
-		 * descheduled between its start and its read (said, not judged). */
+		/* A reader that began its read less than half the stall before
+		 * the release was scheduled late (said, not judged). */
 		if (res[i].start_ns > release - stall_ns / 2) {
 			fprintf(stderr, "# stalled writer: reader %d began %.1f ms before the release "
 					"(descheduled): not judged\n",
