@@ -791,8 +791,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	/* A leader reads the topic too: the terms of the leaders before it,
 	 * and any other live leader of its clock (mode_distribute.c). */
 	if (d->ros2 && (d->cfg.source->ops->feed == FEED_LEADER || d->cfg.dist_publish) &&
-	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg), d->cfg.dist_stale_ns,
-					  err, errlen)))
+	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg),
+					  mode_distribute_id(d->mode), d->cfg.dist_stale_ns, err,
+					  errlen)))
 		return r;
 	return 0;
 }

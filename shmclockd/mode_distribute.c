@@ -120,6 +120,13 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 	return &d->plain.m;
 }
 
+const char *mode_distribute_id(const struct clock_mode *m)
+{
+	const struct dist *d = dist_of((struct clock_mode *)m);
+
+	return d->leader ? d->st.leader_id : d->flw.self_id;
+}
+
 static void dist_destroy(struct clock_mode *m)
 {
 	struct dist *d = dist_of(m);

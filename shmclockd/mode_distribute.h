@@ -17,5 +17,8 @@ struct ros2_api;
  * link @r; NULL on no memory. */
 struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, struct ros2 *r,
 					  const struct ros2_api *api);
+/* Its id on the wire, unique per run (host/pid/start): a follower's names
+ * the partition of its echoes (ros2_api.dist_follow). */
+const char *mode_distribute_id(const struct clock_mode *m);
 
 #endif

@@ -68,9 +68,18 @@ struct ros2 {
 	struct follower fn;         /* TimeFunction */
 	dds_entity_t ack_topic, ack_writer, ack_lease_writer;
 	struct follower acks;       /* TimeAck (leader) */
-	/* TimeEcho: the leader's writer; the follower's reader, waited for
-	 * by the TimeFunction follower's thread */
-	dds_entity_t echo_topic, echo_writer, echo_reader, echo_cond;
+	/* TimeEcho: the leader's writers, one per follower in its partition
+	 * (the clock thread's alone); the follower's reader of its own,
+	 * waited for by the TimeFunction follower's thread */
+	dds_entity_t echo_topic, echo_reader, echo_cond;
+	bool echoing;
+	struct echo_to {
+		char follower[97];
+		dds_entity_t w;
+		bool gone;     /* its follower left: its instance let go */
+		uint64_t used; /* echo_uses when last written: the oldest is reused */
+	} echo_to[DIST_ECHO_WRITERS];
+	uint64_t echo_uses;
 	char dist_clock[65];
 	int64_t dist_stale_ns;
 	dds_time_t dist_created;    /* the follower's reader: what is older is history */
@@ -502,31 +511,86 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 	return 0;
 }
 
+/* The writer of the echoes to @follower: its own, made at its first echo
+ * in its partition (ros2_echo_partition), reliable and transient-local
+ * with the last echo, so that the follower's reader, matched a few
+ * milliseconds later (discovery of a new writer), still gets it. A gone
+ * follower's writer is reused last; deleting it then does not wait (its
+ * unregistration was acknowledged, or its reader is gone). 0: none. */
+static dds_entity_t echo_writer_of(struct ros2 *r, const char *follower)
+{
+	struct echo_to *e = NULL;
+	char part[ROS2_ECHO_PARTITION_LEN];
+	dds_qos_t *qos;
+
+	for (unsigned i = 0; i < DIST_ECHO_WRITERS; i++)
+		if (r->echo_to[i].w > 0 && !strcmp(r->echo_to[i].follower, follower)) {
+			r->echo_to[i].gone = false;
+			r->echo_to[i].used = ++r->echo_uses;
+			return r->echo_to[i].w;
+		}
+	/* An empty entry, else the one gone longest, else the oldest. */
+	for (unsigned i = 0; i < DIST_ECHO_WRITERS; i++) {
+		struct echo_to *x = &r->echo_to[i];
+
+		if (x->w <= 0) {
+			e = x;
+			break;
+		}
+		if (!e || (x->gone && !e->gone) || (x->gone == e->gone && x->used < e->used))
+			e = x;
+	}
+	if (e->w > 0)
+		dds_delete(e->w);
+	memset(e, 0, sizeof(*e));
+	ros2_echo_partition(part, sizeof(part), r->dist_clock, follower);
+	qos = dist_qos(1, true);
+	dds_qset_partition1(qos, part);
+	e->w = dds_create_writer(r->participant, r->echo_topic, qos, NULL);
+	dds_delete_qos(qos);
+	if (e->w < 0) {
+		e->w = 0;
+		return 0;
+	}
+	snprintf(e->follower, sizeof(e->follower), "%s", follower);
+	e->used = ++r->echo_uses;
+	return e->w;
+}
+
 static int dist_echo(struct ros2 *r, const struct dist_ack *a)
 {
 	shmclock_TimeEcho m;
+	dds_entity_t w;
 
-	if (r->echo_writer <= 0)
+	if (!r->echoing || !a->follower[0])
 		return -ENOTCONN;
+	if (!(w = echo_writer_of(r, a->follower)))
+		return -EIO;
 	memset(&m, 0, sizeof(m));
 	WIRE_NAMES(&m, a);
 	m.written_ns = a->written_ns;
 	m.change = a->acked;
-	return dds_write(r->echo_writer, &m) < 0 ? -EIO : 0;
+	return dds_write(w, &m) < 0 ? -EIO : 0;
 }
 
 /* A follower gone (left, or its slot taken by another): its echo
- * instance let go, or the writer would keep one per follower run. */
+ * instance let go, and its writer kept for reuse (a follower's writer
+ * per run would pile up). */
 static void dist_echo_forget(struct ros2 *r, const char *follower)
 {
 	shmclock_TimeEcho m;
 
-	if (r->echo_writer <= 0 || !follower[0])
+	if (!r->echoing || !follower[0])
 		return;
 	memset(&m, 0, sizeof(m));
 	snprintf(m.clock, sizeof(m.clock), "%s", r->dist_clock);
 	snprintf(m.follower, sizeof(m.follower), "%s", follower);
-	dds_unregister_instance(r->echo_writer, &m); /* never echoed: nothing to let go */
+	for (unsigned i = 0; i < DIST_ECHO_WRITERS; i++)
+		if (r->echo_to[i].w > 0 && !r->echo_to[i].gone &&
+		    !strcmp(r->echo_to[i].follower, follower)) {
+			dds_unregister_instance(r->echo_to[i].w, &m);
+			r->echo_to[i].gone = true;
+		}
 }
 
 static int dist_topic(struct ros2 *r, char *err, size_t errlen)
@@ -578,13 +642,8 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	dds_delete_qos(qos2);
 	if (rc)
 		return rc;
-	/* The echoes: reliable, volatile (an echo is for the follower that
-	 * is there), the last per follower. */
-	qos = dist_qos(1, false);
-	r->echo_writer = dds_create_writer(r->participant, r->echo_topic, qos, NULL);
-	dds_delete_qos(qos);
-	if (r->echo_writer < 0)
-		return dds_fail(err, errlen, "cannot create the TimeEcho writer", r->echo_writer);
+	/* The echoes: a writer per follower, at its first (echo_writer_of). */
+	r->echoing = true;
 	return 0;
 }
 
@@ -751,9 +810,10 @@ static void *dist_main(void *arg)
 	return NULL;
 }
 
-static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char *err,
-		       size_t errlen)
+static int dist_follow(struct ros2 *r, const char *clock, const char *self, int64_t stale_ns,
+		       char *err, size_t errlen)
 {
+	char part[ROS2_ECHO_PARTITION_LEN];
 	dds_qos_t *qos, *qos2;
 	int rc = dist_topic(r, err, errlen);
 
@@ -778,8 +838,12 @@ static int dist_follow(struct ros2 *r, const char *clock, int64_t stale_ns, char
 	dds_delete_qos(qos);
 	if (r->ack_lease_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_lease_writer);
-	/* The echoes first: the thread waits for them too. */
-	qos = dist_qos(4, false);
+	/* The echoes first: the thread waits for them too. Its own only
+	 * (its partition), the last one written before the leader's writer
+	 * matched it too (transient-local). */
+	qos = dist_qos(4, true);
+	ros2_echo_partition(part, sizeof(part), clock, self);
+	dds_qset_partition1(qos, part);
 	r->echo_reader = dds_create_reader(r->participant, r->echo_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->echo_reader < 0)

@@ -101,6 +101,10 @@ static inline int64_t dist_silence_ns(int64_t stale_after_ns, int64_t heartbeat_
 /* How a TimeFunction sample goes (dist_publish): best effort, at once and
  * never held behind a lost one (announcements, their repetitions); and/or
  * reliably, kept for late joiners (the function in force, heartbeats). */
+/* The leader's echo writers (one per follower, ros2.c): the members
+ * (DIST_MEMBERS_MAX, hosts/dist.h, asserted there) and as many gone, whose
+ * writers wait to be reused. */
+#define DIST_ECHO_WRITERS 64
 #define DIST_PUB_FAST 1u
 #define DIST_PUB_RELIABLE 2u
 #define DIST_TB_REALTIME 0
@@ -167,11 +171,12 @@ struct ros2_api {
 	 * the echoes to @follower (gone: its instance let go) ... */
 	int (*dist_echo)(struct ros2 *r, const struct dist_ack *a);
 	void (*dist_echo_forget)(struct ros2 *r, const char *follower);
-	/* ... and the follower: every sample of @clock goes to host->function,
+	/* ... and the follower (@self: its id, which names its echoes'
+	 * partition): every sample of @clock goes to host->function,
 	 * every echo to host->ack; host->stale(true) after @stale_ns without one (0: three of the
 	 * leader's heartbeats). A thread. */
-	int (*dist_follow)(struct ros2 *r, const char *clock, int64_t stale_ns, char *err,
-			   size_t errlen);
+	int (*dist_follow)(struct ros2 *r, const char *clock, const char *self, int64_t stale_ns,
+			   char *err, size_t errlen);
 	void (*dist_get_stats)(struct ros2 *r, struct dist_stats *st);
 	/* Stops following (joins the threads): before the clock thread stops. */
 	void (*stop)(struct ros2 *r);

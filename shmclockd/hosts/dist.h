@@ -25,6 +25,7 @@
 #ifndef SHMCLOCKD_HOSTS_DIST_H
 #define SHMCLOCKD_HOSTS_DIST_H
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
@@ -97,6 +98,7 @@
  * instant as long without a commit marks itself stale); the bounds of the
  * adaptive Lead and its margin over the acknowledgements' p99. */
 #define DIST_MEMBERS_MAX 32
+static_assert(DIST_ECHO_WRITERS >= DIST_MEMBERS_MAX, "an echo writer for every member");
 #define DIST_ACK_HB_NS INT64_C(1000000000)
 #define DIST_LEASE_NS (3 * DIST_ACK_HB_NS + 500000000)
 /* How long after a follower's leave an acknowledgement from it (best

@@ -31,7 +31,9 @@
  * writer, so that the next sample reaches it at once. Or
  *   echostate FOLLOWER
  * what a leader's echoes to FOLLOWER are, as a follower's reader sees them:
- * "alive", "gone" (the leader let the instance go) or "none". It answers
+ * "alive", "gone" (the leader let the instance go) or "none". Echoes are
+ * written and read in each follower's partition (ros2_echo_partition), as
+ * a leader and a follower do. It answers
  * "ok" (an echo: "ok N", N the echoes written) or "error" on stdout after
  * each; end of input ends it.
  */
@@ -46,10 +48,48 @@
 #include <dds/dds.h>
 
 #include "TimeFunction.h"
+#include "ros2_qos.h"
+
+/* A writer of echoes to one follower, and a reader of them, each in that
+ * follower's partition: made at the first use. */
+#define PEERS_MAX 32
+static struct peer {
+	char follower[97];
+	dds_entity_t w, r;
+} peers[PEERS_MAX];
+
+static dds_entity_t echo_entity(dds_entity_t pp, dds_entity_t etopic, const char *clock,
+				const char *follower, bool reader)
+{
+	struct peer *p = NULL;
+	char part[ROS2_ECHO_PARTITION_LEN];
+	dds_entity_t *e;
+	dds_qos_t *q;
+
+	for (int i = 0; i < PEERS_MAX && !p; i++)
+		if (!peers[i].follower[0] || !strcmp(peers[i].follower, follower))
+			p = &peers[i];
+	if (!p)
+		return -1;
+	snprintf(p->follower, sizeof(p->follower), "%s", follower);
+	e = reader ? &p->r : &p->w;
+	if (*e > 0)
+		return *e;
+	/* As a leader's echo writer and a follower's reader (ros2.c). */
+	q = dds_create_qos();
+	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+	dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+	ros2_echo_partition(part, sizeof(part), clock, follower);
+	dds_qset_partition1(q, part);
+	*e = reader ? dds_create_reader(pp, etopic, q, NULL) : dds_create_writer(pp, etopic, q, NULL);
+	dds_delete_qos(q);
+	return *e;
+}
 
 int main(int argc, char **argv)
 {
-	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic, ewr, erd;
+	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic;
 	dds_qos_t *q;
 	char line[512];
 	uint64_t seq = 0;
@@ -87,10 +127,8 @@ int main(int argc, char **argv)
 	ard = atopic < 0 ? atopic : dds_create_reader(pp, atopic, q, NULL);
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
 	etopic = dds_create_topic(pp, &shmclock_TimeEcho_desc, "shmclock_TimeEcho", NULL, NULL);
-	ewr = etopic < 0 ? etopic : dds_create_writer(pp, etopic, q, NULL);
-	erd = etopic < 0 ? etopic : dds_create_reader(pp, etopic, q, NULL);
 	dds_delete_qos(q);
-	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || ewr < 0 || erd < 0) {
+	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || etopic < 0) {
 		fprintf(stderr, "rogue-publisher: no writer\n");
 		dds_delete(pp);
 		return 1;
@@ -117,7 +155,9 @@ int main(int argc, char **argv)
 				fflush(stdout);
 				continue;
 			}
-			h = dds_lookup_instance(erd, &k);
+			dds_entity_t erd = echo_entity(pp, etopic, argv[2], k.follower, true);
+
+			h = erd > 0 ? dds_lookup_instance(erd, &k) : 0;
 			if (h && dds_read_instance(erd, ptrs, &info, 1, 1, h) == 1) {
 				state = info.instance_state == DDS_IST_ALIVE ? "alive" : "gone";
 				dds_return_loan(erd, ptrs, 1);
@@ -165,8 +205,11 @@ int main(int argc, char **argv)
 					if (!infos[i].valid_data || strcmp(a->clock, argv[2]) ||
 					    a->lease_ns <= 0)
 						continue;
+					dds_entity_t ewr = echo_entity(pp, etopic, argv[2], a->follower,
+								       false);
+
 					snprintf(e.follower, sizeof(e.follower), "%s", a->follower);
-					for (int j = 0; j < (n >= 4 ? count : 1); j++) {
+					for (int j = 0; ewr > 0 && j < (n >= 4 ? count : 1); j++) {
 						e.written_ns = n >= 4 ? forged + j : infos[i].source_timestamp;
 						written += dds_write(ewr, &e) >= 0;
 					}
