@@ -24,6 +24,7 @@ struct bench_opts {
 	double period_ms;   /* sleep: sleep length */
 	double duration_s;  /* propagate, daemon: seconds per run (0: default) */
 	int subscribers;    /* propagate */
+	const char *followers; /* hosts: a fleet of each size listed ("1,2,4") */
 };
 
 /* A summary of a set of samples (sorted in place). */
@@ -111,6 +112,7 @@ int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_panel(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_hosts(const struct bench_opts *o, cJSON *out);
+int bench_fleet(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);
 /* Runs argv (execvp) with @env ("K=V" strings, NULL-terminated; may be
  * NULL) added; its stdout (malloc'd, NUL-terminated), or NULL when it

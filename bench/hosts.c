@@ -266,7 +266,7 @@ static int one_change(struct scenario *sc)
 	return 0;
 }
 
-int bench_hosts(const struct bench_opts *o, cJSON *out)
+static int hosts_one(const struct bench_opts *o, cJSON *out)
 {
 	long changes = o->samples ? o->samples : o->quick ? 60 : 400;
 	double quiet = o->quick ? 2.0 : 5.0;
@@ -478,4 +478,10 @@ out:
 	}
 	rmdir(rt);
 	return rc;
+}
+
+int bench_hosts(const struct bench_opts *o, cJSON *out)
+{
+	/* --followers: a fleet of each size (fleet.c) instead. */
+	return o->followers ? bench_fleet(o, out) : hosts_one(o, out);
 }

@@ -32,7 +32,10 @@ static void usage(FILE *f)
 	      "             CPU at 1 kHz for 1, 4, 8 subscribers (built with Cyclone DDS)\n"
 	      "  hosts      follower minus leader: the time function (TimeSource leader) vs\n"
 	      "             /clock at 100 Hz and 1 kHz, one scenario; messages/s at rest with 3\n"
-	      "             followers; control to commit on every host; with a CPU hog\n"
+	      "             followers; control to commit on every host; with a CPU hog.\n"
+	      "             With --followers: a fleet of each size, in a network namespace of\n"
+	      "             its own (root): commit, Lead, CPU and datagrams/s at rest and at\n"
+	      "             10 changes/s, against the first size\n"
 	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
 	      "             slow clients vs the same CPU load without sockets\n"
 	      "  panel      shmclockd's tick lateness and CPU with shmclock-panel serving 10\n"
@@ -65,6 +68,7 @@ static void usage(FILE *f)
 	      "  -d, --duration S     propagate, daemon, flood, panel, waits, csharp: seconds per\n"
 	      "                       measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
+	      "  -F, --followers LIST hosts: fleets of these sizes, e.g. 1,2,4,8,16 (1 to 32)\n"
 	      "  -h, --help           this help\n",
 	      f);
 }
@@ -119,13 +123,14 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 		{ "period", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "subscribers", required_argument, NULL, 'S' },
+		{ "followers", required_argument, NULL, 'F' },
 		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	double v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:F:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q':
 			o->quick = true;
@@ -155,6 +160,9 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 			if (!parse_num("--subscribers", optarg, 1, 64, &v))
 				return 2;
 			o->subscribers = (int)v;
+			break;
+		case 'F':
+			o->followers = optarg;
 			break;
 		case 'h':
 		default:
