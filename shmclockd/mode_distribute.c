@@ -295,8 +295,13 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	if (d->leader) {
 		d->st.n_members = 0;
 		for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++)
-			if (member_live(&d->ldr.members[i], now))
-				d->st.members[d->st.n_members++] = d->ldr.members[i];
+			if (member_live(&d->ldr.members[i], now)) {
+				struct dist_member *mb = &d->st.members[d->st.n_members++];
+
+				*mb = d->ldr.members[i];
+				mb->slowest = dist_slowest_count(d, mb);
+				mb->straggler = mb->serial == d->ldr.slowest_said;
+			}
 	}
 	pthread_mutex_unlock(&d->st.mu);
 	return next;

@@ -258,6 +258,12 @@ enum sf_unit {
 	  "Leader: samples a follower refused, as it reports them.")                              \
 	X("distribute.followers[]", "holds", SF_COUNT, SF_NONE, SF_LEADER, NULL,                            \
 	  "its holds past an instant, as it reports them")                                        \
+	X("distribute.followers[]", "slowest", SF_GAUGE, SF_NONE, SF_LEADER,                                \
+	  "shmclock_hosts_follower_slowest_changes",                                              \
+	  "Leader: of the last 32 changes, those a follower was the last to hold.")               \
+	X("distribute", "slowest", SF_TEXT, SF_NONE, SF_LEADER | SF_SOMETIMES, NULL,             \
+	  "the follower that was the last to hold 24 of the last 32 changes (until 12): every "  \
+	  "change waits for it")                                                                  \
 	X("distribute", "ack_p50_ns", SF_GAUGE, SF_NS, SF_LEADER | SF_SOMETIMES, NULL,            \
 	  "from announcing a change to its last acknowledgement, median (after one)")             \
 	X("distribute", "ack_p99_ns", SF_GAUGE, SF_NS, SF_LEADER | SF_SOMETIMES,                  \

@@ -107,8 +107,18 @@ static_assert(DIST_ECHO_WRITERS >= DIST_MEMBERS_MAX, "an echo writer for every m
 #define DIST_LOST_BASE_NS INT64_C(500000000)
 #define DIST_LEAD_MIN_NS INT64_C(3000000)
 #define DIST_LEAD_MAX_NS INT64_C(1000000000)
-#define DIST_LEAD_MARGIN 4
+/* Lead: DIST_LEAD_MARGIN times the DIST_LEAD_PCT percentile of the time
+ * every member held a change, over the last DIST_ACK_RECENT changes
+ * (dist_adapt_lead). A change not held by all half a Lead before its
+ * instant is postponed: 3 x p90 covers 1.5 x p90. */
+#define DIST_LEAD_MARGIN 3
+#define DIST_LEAD_PCT 90
 #define DIST_ACK_RECENT 32
+/* A follower that was the last to hold this many of the last
+ * DIST_ACK_RECENT changes is the fleet's straggler (until it holds up fewer
+ * than half as many): said in the log and in
+ * status ("slowest"), every change waits for it. */
+#define DIST_SLOWEST_OF 24
 /* A follower's readers compute time by themselves, stopped or not: they
  * run on the leader's function only as far as the leader waits for this
  * follower, its lease from the last lease it sent, less the hosts' clock
@@ -152,6 +162,10 @@ struct dist_member {
 	int64_t last_ack_ns;    /* its last acknowledgement's delay */
 	uint64_t late, refused, holds; /* as it reports them */
 	int64_t written;        /* the newest stamp of its acknowledgements */
+	int64_t acked_at;       /* CLOCK_MONOTONIC when acked last grew */
+	uint64_t serial;        /* its join's number: who it is in slow[] */
+	unsigned slowest;       /* status: of the last changes, those it held up last */
+	bool straggler;         /* status: it is the straggler said (slowest_said) */
 	bool used;
 	/* It left (a lease of 0), at left_at, written at left_written (its
 	 * clock): the slot keeps its id until reused (not by another for
@@ -207,6 +221,10 @@ struct dist_leader {
 	int64_t lead_cur;
 	int64_t recent[DIST_ACK_RECENT]; /* the last acknowledgement delays */
 	unsigned recent_n, recent_i;
+	/* the member (serial) each of the last changes waited for last */
+	uint64_t slow[DIST_ACK_RECENT], serials;
+	unsigned slow_i;
+	uint64_t slowest_said;  /* the straggler said (serial), until it is none */
 	int64_t next_repeat;
 	bool members_full_logged;
 	/* clients' changes not announced yet, oldest first. One change is
@@ -446,6 +464,8 @@ bool dist_all_confirmed(const struct dist *d, uint64_t n, int64_t now);
 unsigned dist_members_live(const struct dist *d, int64_t now);
 int64_t dist_repeat_ns(const struct dist *d);
 void dist_adapt_lead(struct dist *d, int64_t ack_ns);
+void dist_note_slowest(struct dist *d, int64_t now);
+unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m);
 int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now);
 
 /* follower.c */

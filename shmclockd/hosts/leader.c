@@ -340,6 +340,7 @@ void dist_leader_decide(struct dist *d, int64_t now)
 		if (dist_members_live(d, now)) {
 			latehist_add(&d->st.acks, now - p->announced);
 			dist_adapt_lead(d, now - p->announced);
+			dist_note_slowest(d, now);
 		}
 		log_msg(LOG_DEBUG, "distribute: change %llu decided %.3f ms after its announcement "
 				   "(plan %llu), Lead now %.3f ms",

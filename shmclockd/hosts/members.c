@@ -60,26 +60,90 @@ int64_t dist_repeat_ns(const struct dist *d)
 	return r > 1000000 ? r : 1000000;
 }
 
-/* Lead from the acknowledgements measured lately: DIST_LEAD_MARGIN times
- * the slowest of the last DIST_ACK_RECENT (their p99 over that window),
- * within its bounds (Distribute.Lead while nobody acknowledged). A window,
- * not the whole history: a slow spell must not keep Lead up for ever. */
+/* Lead from the time every member held a change (its slowest member's
+ * acknowledgement) over the last DIST_ACK_RECENT changes: DIST_LEAD_MARGIN
+ * times their DIST_LEAD_PCT percentile, within its bounds (Distribute.Lead
+ * while nobody acknowledged). Not their maximum: the slowest of many
+ * followers is a load spike of one machine more often than the link, and
+ * Lead is what every change waits (4 x the maximum made a commit at 16
+ * followers 10 x that at one; a change the percentile misses is postponed,
+ * once). A window, not the whole history: a slow spell must not keep Lead
+ * up for ever. */
 void dist_adapt_lead(struct dist *d, int64_t ack_ns)
 {
-	int64_t l = 0;
+	int64_t v[DIST_ACK_RECENT], l;
+	unsigned n, k;
 
 	d->ldr.recent[d->ldr.recent_i++ % DIST_ACK_RECENT] = ack_ns;
 	if (d->ldr.recent_n < DIST_ACK_RECENT)
 		d->ldr.recent_n++;
-	for (unsigned i = 0; i < d->ldr.recent_n; i++)
-		if (d->ldr.recent[i] > l)
-			l = d->ldr.recent[i];
-	l *= DIST_LEAD_MARGIN;
+	n = d->ldr.recent_n;
+	memcpy(v, d->ldr.recent, n * sizeof(v[0]));
+	/* Insertion sort: 32 at most. */
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			int64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	k = (n * DIST_LEAD_PCT + 99) / 100; /* the nearest rank */
+	l = v[k ? k - 1 : 0] * DIST_LEAD_MARGIN;
 	if (l < DIST_LEAD_MIN_NS)
 		l = DIST_LEAD_MIN_NS;
 	if (l > DIST_LEAD_MAX_NS)
 		l = DIST_LEAD_MAX_NS;
 	d->ldr.lead_cur = l;
+}
+
+/* Leader: change @n is held by every live member: which one it waited
+ * for last (the latest to acknowledge it) counts against that member over
+ * the last DIST_ACK_RECENT changes; one that holds up most of them is said
+ * once, by name (status: "slowest"). Only with two members or more. */
+void dist_note_slowest(struct dist *d, int64_t now)
+{
+	struct dist_member *last = NULL;
+	unsigned live = 0, times = 0;
+
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
+		struct dist_member *m = &d->ldr.members[i];
+
+		if (!member_live(m, now))
+			continue;
+		live++;
+		if (!last || m->acked_at > last->acked_at)
+			last = m;
+	}
+	if (live < 2)
+		return;
+	d->ldr.slow[d->ldr.slow_i++ % DIST_ACK_RECENT] = last->serial;
+	/* The straggler said last: said again only once it was not one. */
+	if (d->ldr.slowest_said) {
+		for (unsigned i = 0; i < DIST_ACK_RECENT; i++)
+			times += d->ldr.slow[i] == d->ldr.slowest_said;
+		if (times < DIST_SLOWEST_OF / 2)
+			d->ldr.slowest_said = 0;
+		return;
+	}
+	for (unsigned i = 0; i < DIST_ACK_RECENT; i++)
+		times += d->ldr.slow[i] == last->serial;
+	if (times >= DIST_SLOWEST_OF) {
+		log_msg(LOG_WARN, "distribute: follower %s of clock '%s' was the last to hold %u of "
+				  "the last %u changes: every change waits for it (Lead %.3f ms; "
+				  "status \"slowest\")", last->id, d->clock, times, DIST_ACK_RECENT,
+			(double)d->ldr.lead_cur / 1e6);
+		d->ldr.slowest_said = last->serial;
+	}
+}
+
+/* How many of the last changes waited for member @m last. */
+unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m)
+{
+	unsigned times = 0;
+
+	for (unsigned i = 0; i < DIST_ACK_RECENT; i++)
+		times += m->serial && d->ldr.slow[i] == m->serial;
+	return times;
 }
 
 /* Leader: a follower's acknowledgement (CMD_ACK): a member (again), what it
@@ -150,6 +214,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		memset(m, 0, sizeof(*m));
 		snprintf(m->id, sizeof(m->id), "%s", a->follower);
 		m->used = true;
+		m->serial = ++d->ldr.serials;
 		log_msg(LOG_INFO, "distribute: follower %s joined clock '%s'", a->follower, d->clock);
 	}
 	m->seen = now;
@@ -166,6 +231,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 			m->last_ack_ns = now - q_at(d, d->q_n - 1)->announced;
 		m->acked = a->acked;
 		m->plan = d->ldr.plan;
+		m->acked_at = now;
 	}
 	if (a->committed > m->committed)
 		m->committed = a->committed;

@@ -64,6 +64,7 @@ void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_con
 		uint64_t counts[LATEHIST_N];
 		cJSON *fs = cJSON_AddArrayToObject(o, "followers");
 		int64_t now = mono_ns();
+		const struct dist_member *slowest = NULL;
 
 		/* Two-phase: the members, how long their acknowledgements take,
 		 * from a client's change to its commit. */
@@ -79,8 +80,14 @@ void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_con
 			cJSON_AddNumberToObject(f, "late_changes", (double)mb->late);
 			cJSON_AddNumberToObject(f, "refused", (double)mb->refused);
 			cJSON_AddNumberToObject(f, "holds", (double)mb->holds);
+			cJSON_AddNumberToObject(f, "slowest", mb->slowest);
 			cJSON_AddItemToArray(fs, f);
+			if (mb->straggler)
+				slowest = mb;
 		}
+		/* The straggler every change waits for, by name. */
+		if (slowest)
+			cJSON_AddStringToObject(o, "slowest", slowest->id);
 		if (latehist_copy(&d->st.acks, counts)) {
 			cJSON_AddNumberToObject(o, "ack_p50_ns", (double)latehist_quantile(counts, 0.5));
 			cJSON_AddNumberToObject(o, "ack_p99_ns", (double)latehist_quantile(counts, 0.99));
