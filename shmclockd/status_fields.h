@@ -231,6 +231,9 @@ enum sf_unit {
 	  "How long after their instant changes were committed (p99).")                           \
 	X("distribute", "applied_max_ns", SF_GAUGE, SF_NS, SF_HOSTS | SF_SOMETIMES, NULL,         \
 	  "... the latest (after one)")                                                           \
+	X("distribute", "udp_drops", SF_COUNT, SF_NONE, SF_HOSTS | SF_SOMETIMES,                  \
+	  "shmclock_hosts_udp_drops_total",                                                       \
+	  "Datagrams the kernel dropped at the daemon's full DDS socket buffers.")                \
 	X("distribute", "lead_current_ns", SF_GAUGE, SF_NS, SF_HOSTS, "shmclock_hosts_lead_seconds", \
 	  "Leader: the adaptive Lead now.")                                                       \
 	X("distribute", "decided_ahead", SF_COUNT, SF_NONE, SF_HOSTS,                             \

@@ -98,8 +98,9 @@ void dist_adapt_lead(struct dist *d, int64_t ack_ns)
 
 /* Leader: change @n is held by every live member: which one it waited
  * for last (the latest to acknowledge it) counts against that member over
- * the last DIST_ACK_RECENT changes; one that holds up most of them is said
- * once, by name (status: "slowest"). Only with two members or more. */
+ * the last DIST_ACK_RECENT changes; one that holds up most of them, while
+ * Lead is above its floor, is said once, by name (status: "slowest"). Only
+ * with two members or more. */
 void dist_note_slowest(struct dist *d, int64_t now)
 {
 	struct dist_member *last = NULL;
@@ -127,7 +128,9 @@ void dist_note_slowest(struct dist *d, int64_t now)
 	}
 	for (unsigned i = 0; i < DIST_ACK_RECENT; i++)
 		times += d->ldr.slow[i] == last->serial;
-	if (times >= DIST_SLOWEST_OF) {
+	/* Not while Lead is at its floor: waiting for it costs nothing
+	 * (one of two followers on one machine is the last most times). */
+	if (times >= DIST_SLOWEST_OF && d->ldr.lead_cur > DIST_LEAD_MIN_NS) {
 		log_msg(LOG_WARN, "distribute: follower %s of clock '%s' was the last to hold %u of "
 				  "the last %u changes: every change waits for it (Lead %.3f ms; "
 				  "status \"slowest\")", last->id, d->clock, times, DIST_ACK_RECENT,

@@ -4,10 +4,13 @@
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <shmclock/time.h>
 /* After shmclock.h: shmclock_static_eval(), the function readers evaluate. */
@@ -15,6 +18,54 @@
 
 #include "log.h"
 #include "hosts/dist.h"
+
+/* Datagrams the kernel dropped at this process's UDP sockets, DDS's (their
+ * receive buffers full: a daemon stopped or starved while its peers went
+ * on): the "drops" column of /proc/self/net/udp and udp6 for the sockets
+ * among its descriptors. -1: unknown. */
+static double udp_drops(void)
+{
+	static const char *const tables[] = { "/proc/self/net/udp", "/proc/self/net/udp6" };
+	unsigned long inodes[64];
+	unsigned n = 0;
+	double drops = 0;
+	struct dirent *e;
+	DIR *fds = opendir("/proc/self/fd");
+
+	if (!fds)
+		return -1;
+	while ((e = readdir(fds)) && n < sizeof(inodes) / sizeof(inodes[0])) {
+		char link[64];
+		ssize_t len = readlinkat(dirfd(fds), e->d_name, link, sizeof(link) - 1);
+
+		if (len > 0) {
+			link[len] = 0;
+			if (sscanf(link, "socket:[%lu]", &inodes[n]) == 1)
+				n++;
+		}
+	}
+	closedir(fds);
+	for (unsigned t = 0; t < 2; t++) {
+		char line[512];
+		FILE *f = fopen(tables[t], "re");
+
+		if (!f)
+			return -1;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long inode, dropped;
+
+			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops */
+			if (sscanf(line, " %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu %*s %*s %lu", &inode,
+				   &dropped) != 2)
+				continue;
+			for (unsigned i = 0; i < n; i++)
+				if (inodes[i] == inode)
+					drops += (double)dropped;
+		}
+		fclose(f);
+	}
+	return drops;
+}
 
 /* Status: the "distribute" object. */
 void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_config *cfg,
@@ -152,6 +203,12 @@ void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_con
 		cJSON_AddStringToObject(o, "on_leader_loss", d->run_on_loss ? "run" : "hold");
 	}
 	pthread_mutex_unlock(&d->st.mu);
+	{
+		double drops = udp_drops();
+
+		if (drops >= 0)
+			cJSON_AddNumberToObject(o, "udp_drops", drops);
+	}
 	cJSON_AddBoolToObject(o, "stale", stale);
 	cJSON_AddItemToObject(status, "distribute", o);
 }

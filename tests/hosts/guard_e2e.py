@@ -691,6 +691,26 @@ def backlog_phase():
     finish(clk, rogue, p)
 
 
+def drops_phase():
+    """A follower stopped while its leader goes on writing: the datagrams
+    its full socket buffer dropped are counted in its status (udp_drops;
+    issue 57: a starved host's losses were seen only in the kernel's
+    counters)."""
+    name, p, rogue, rogue_send, clk, t0 = rogue_follower("drops", "rogue/9", "5s")
+    before = ctl(name, "status")[0]["status"]["distribute"].get("udp_drops")
+    p.send_signal(signal.SIGSTOP)
+    try:
+        for _ in range(3000):
+            rogue_send("rogue/9", 1, t0, 0)
+    finally:
+        p.send_signal(signal.SIGCONT)
+    check(wait_for(lambda: (ctl(name, "status")[0]["status"]["distribute"].get("udp_drops") or 0)
+                   > (before or 0), 10),
+          "its status counts the datagrams dropped while it was stopped (%s, before %s)"
+          % (ctl(name, "status")[0]["status"]["distribute"].get("udp_drops"), before))
+    finish(clk, rogue, p)
+
+
 def rejoin_stopped_phase():
     """A follower back from silence on a function decided ahead (its
     instant to come), then stopped before that instant: its readers switch
@@ -2065,6 +2085,7 @@ def main():
     rogue_phase()
     rejoin_phase()
     backlog_phase()
+    drops_phase()
     rejoin_stopped_phase()
     lease_phase()
     late_thread_phase()
