@@ -234,6 +234,9 @@ enum sf_unit {
 	X("distribute", "udp_drops", SF_COUNT, SF_NONE, SF_HOSTS | SF_SOMETIMES,                  \
 	  "shmclock_hosts_udp_drops_total",                                                       \
 	  "Datagrams the kernel dropped at the daemon's full DDS socket buffers.")                \
+	X("distribute", "udp_rcvbuf_bytes", SF_GAUGE, SF_NONE, SF_HOSTS | SF_SOMETIMES,           \
+	  "shmclock_hosts_udp_rcvbuf_bytes",                                                      \
+	  "The smallest receive buffer the kernel granted the daemon's DDS sockets.")             \
 	X("distribute", "lead_current_ns", SF_GAUGE, SF_NS, SF_HOSTS, "shmclock_hosts_lead_seconds", \
 	  "Leader: the adaptive Lead now.")                                                       \
 	X("distribute", "decided_ahead", SF_COUNT, SF_NONE, SF_HOSTS,                             \

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <shmclock/time.h>
@@ -19,29 +20,37 @@
 #include "log.h"
 #include "hosts/dist.h"
 
-/* Datagrams the kernel dropped at this process's UDP sockets, DDS's (their
- * receive buffers full: a daemon stopped or starved while its peers went
- * on): the "drops" column of /proc/self/net/udp and udp6 for the sockets
- * among its descriptors. -1: unknown. */
-static double udp_drops(void)
+/* This process's UDP sockets, DDS's: the datagrams the kernel dropped at
+ * them (their receive buffers full: a daemon stopped or starved while its
+ * peers went on), the "drops" column of /proc/self/net/udp and udp6 for
+ * the sockets among its descriptors; and the smallest receive buffer the
+ * kernel granted them (Cyclone DDS asks for 1 MiB; net.core.rmem_max caps
+ * it). False: unknown. */
+static bool udp_sockets(double *drops, double *rcvbuf)
 {
 	static const char *const tables[] = { "/proc/self/net/udp", "/proc/self/net/udp6" };
-	unsigned long inodes[64];
+	struct {
+		unsigned long inode;
+		int fd;
+	} socks[64];
 	unsigned n = 0;
-	double drops = 0;
 	struct dirent *e;
 	DIR *fds = opendir("/proc/self/fd");
 
+	*drops = 0;
+	*rcvbuf = -1;
 	if (!fds)
-		return -1;
-	while ((e = readdir(fds)) && n < sizeof(inodes) / sizeof(inodes[0])) {
+		return false;
+	while ((e = readdir(fds)) && n < sizeof(socks) / sizeof(socks[0])) {
 		char link[64];
 		ssize_t len = readlinkat(dirfd(fds), e->d_name, link, sizeof(link) - 1);
 
 		if (len > 0) {
 			link[len] = 0;
-			if (sscanf(link, "socket:[%lu]", &inodes[n]) == 1)
+			if (sscanf(link, "socket:[%lu]", &socks[n].inode) == 1) {
+				socks[n].fd = atoi(e->d_name);
 				n++;
+			}
 		}
 	}
 	closedir(fds);
@@ -50,7 +59,7 @@ static double udp_drops(void)
 		FILE *f = fopen(tables[t], "re");
 
 		if (!f)
-			return -1;
+			return false;
 		while (fgets(line, sizeof(line), f)) {
 			unsigned long inode, dropped;
 
@@ -58,13 +67,22 @@ static double udp_drops(void)
 			if (sscanf(line, " %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu %*s %*s %lu", &inode,
 				   &dropped) != 2)
 				continue;
-			for (unsigned i = 0; i < n; i++)
-				if (inodes[i] == inode)
-					drops += (double)dropped;
+			for (unsigned i = 0; i < n; i++) {
+				int size = 0;
+				socklen_t sl = sizeof(size);
+
+				if (socks[i].inode != inode)
+					continue;
+				*drops += (double)dropped;
+				/* The kernel's figure: twice what was granted. */
+				if (!getsockopt(socks[i].fd, SOL_SOCKET, SO_RCVBUF, &size, &sl) &&
+				    (*rcvbuf < 0 || size / 2 < *rcvbuf))
+					*rcvbuf = size / 2;
+			}
 		}
 		fclose(f);
 	}
-	return drops;
+	return true;
 }
 
 /* Status: the "distribute" object. */
@@ -204,10 +222,13 @@ void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_con
 	}
 	pthread_mutex_unlock(&d->st.mu);
 	{
-		double drops = udp_drops();
+		double drops, rcvbuf;
 
-		if (drops >= 0)
+		if (udp_sockets(&drops, &rcvbuf)) {
 			cJSON_AddNumberToObject(o, "udp_drops", drops);
+			if (rcvbuf >= 0)
+				cJSON_AddNumberToObject(o, "udp_rcvbuf_bytes", rcvbuf);
+		}
 	}
 	cJSON_AddBoolToObject(o, "stale", stale);
 	cJSON_AddItemToObject(status, "distribute", o);

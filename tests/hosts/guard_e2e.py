@@ -697,7 +697,10 @@ def drops_phase():
     issue 57: a starved host's losses were seen only in the kernel's
     counters)."""
     name, p, rogue, rogue_send, clk, t0 = rogue_follower("drops", "rogue/9", "5s")
-    before = ctl(name, "status")[0]["status"]["distribute"].get("udp_drops")
+    st = ctl(name, "status")[0]["status"]["distribute"]
+    before = st.get("udp_drops")
+    check((st.get("udp_rcvbuf_bytes") or 0) > 0,
+          "its status says the receive buffer its sockets got (%s bytes)" % st.get("udp_rcvbuf_bytes"))
     p.send_signal(signal.SIGSTOP)
     try:
         for _ in range(3000):
