@@ -367,6 +367,23 @@ static int own_leader_loss(const struct config_ctx *x, const cJSON *v, struct sh
 	return 0;
 }
 
+static int own_on_slow(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (cJSON_IsString(v) && !strcmp(v->valuestring, "wait")) {
+		c->dist_on_slow = 0;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
+	    v->valuedouble < 1 || v->valuedouble > DIST_ON_SLOW_MAX)
+		return key_error(x, v->string, "Distribute.OnSlow: expected \"wait\" or a whole "
+				 "number of changes from 1 to %d, got %s", DIST_ON_SLOW_MAX,
+				 shown(v, b, sizeof(b)));
+	c->dist_on_slow = (unsigned)v->valuedouble;
+	return 0;
+}
+
 static int own_on_death(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
 {
 	char b[64];
@@ -523,6 +540,9 @@ const struct config_key config_keys[] = {
 	  .reload = RELOAD_RESTART, .help = "follower: stale without its leader this long" },
 	{ "Distribute", "OnLeaderLoss", KEY_OWN, FIELD(dist_run_on_loss), .own = own_leader_loss,
 	  .reload = RELOAD_RESTART, .help = "follower without its leader: hold (pause) or run" },
+	{ "Distribute", "OnSlow", KEY_OWN, FIELD(dist_on_slow), .own = own_on_slow,
+	  .reload = RELOAD_RESTART,
+	  .help = "leader: \"wait\" for a slow follower, or ask it aside after N changes" },
 
 	/* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
 	{ "Ros2", "Publish", KEY_BOOL, FIELD(ros2_publish), .reload = RELOAD_RESTART,

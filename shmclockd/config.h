@@ -26,6 +26,9 @@ static inline bool config_scale_ok(double scale)
 
 struct source;
 
+/* Distribute.OnSlow's largest count. */
+#define DIST_ON_SLOW_MAX 1000
+
 struct shmclockd_config {
 	char name[SHMCLOCK_NAME_MAX + 1]; /* Name */
 	const struct source *source;    /* TimeSource */
@@ -63,6 +66,8 @@ struct shmclockd_config {
 	int64_t dist_hb_ns;             /* Distribute.Heartbeat: the leader's period */
 	int64_t dist_stale_ns;          /* Distribute.StaleAfter, 0: three leader heartbeats */
 	bool dist_run_on_loss;          /* Distribute.OnLeaderLoss: "run" (true) or "hold" */
+	unsigned dist_on_slow;          /* Distribute.OnSlow: 0 "wait", else the changes in a
+					 * row a follower holds up before it is asked aside */
 };
 
 /* The wire name of the clock: Distribute.Clock, else Name. */

@@ -101,6 +101,7 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 	d->lead_ns = cfg->dist_lead_ns;
 	d->hb_ns = cfg->dist_hb_ns;
 	d->run_on_loss = cfg->dist_run_on_loss;
+	d->on_slow = cfg->dist_on_slow;
 	d->stale_ns = cfg->dist_stale_ns;
 	snprintf(d->clock, sizeof(d->clock), "%s", config_dist_clock(cfg));
 	pthread_mutex_init(&d->st.mu, NULL);

@@ -424,6 +424,7 @@ static bool ack_from_wire(const struct ros2 *r, const void *sample, const dds_sa
 		ack_names(a, m->clock, m->follower, m->leader, m->term);
 		a->written_ns = m->written_ns;
 		a->acked = m->change;
+		a->aside_ns = m->aside_ns;
 		a->echo = true;
 	} else {
 		const shmclock_TimeAck *m = sample;
@@ -570,6 +571,7 @@ static int dist_echo(struct ros2 *r, const struct dist_ack *a)
 	WIRE_NAMES(&m, a);
 	m.written_ns = a->written_ns;
 	m.change = a->acked;
+	m.aside_ns = a->aside_ns;
 	return dds_write(w, &m) < 0 ? -EIO : 0;
 }
 

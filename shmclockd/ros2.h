@@ -67,6 +67,8 @@ struct dist_ack {
 	 * written_ns the lease's): the follower takes it as an acknowledgement
 	 * of its own, with acked the leader's last change announced. */
 	bool echo;
+	/* An echo that asks the follower to step aside this long (OnSlow). */
+	int64_t aside_ns;
 };
 
 #define DIST_F_PAUSED 0x1u

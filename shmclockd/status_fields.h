@@ -283,6 +283,9 @@ enum sf_unit {
 	  "Leader: changes postponed for a missing acknowledgement.")                             \
 	X("distribute", "lost_followers", SF_COUNT, SF_NONE, SF_LEADER,                           \
 	  "shmclock_hosts_followers_lost_total", "Leader: followers declared lost.")              \
+	X("distribute", "asked_aside", SF_COUNT, SF_NONE, SF_LEADER,                              \
+	  "shmclock_hosts_asked_aside_total",                                                     \
+	  "Leader: followers asked to step aside for holding up changes (OnSlow).")               \
 	X("distribute", "lead_ns", SF_GAUGE, SF_NS, SF_LEADER, NULL, "Distribute.Lead")           \
 	X("distribute", "deposed", SF_BOOL, SF_NONE, SF_LEADER, NULL,                             \
 	  "a live leader above it took over: it stopped publishing")                              \
@@ -328,7 +331,7 @@ enum sf_unit {
 	  "Follower: leases run out (stopped, or its leases not echoed).")                        \
 	X("distribute", "leader_losses", SF_BY, SF_NONE, SF_FOLLOWER,                             \
 	  "shmclock_hosts_leader_losses_total",                                                   \
-	  "Follower: its leader lost, by what noticed it (silence, held, gap, lease).")           \
+	  "Follower: its leader lost, by what noticed it (silence, held, gap, lease, aside).")    \
 	X("distribute", "last_loss", SF_TEXT, SF_NONE, SF_FOLLOWER, NULL,                         \
 	  "the reason of the last loss (none: never)")                                            \
 	X("distribute", "echoes", SF_COUNT, SF_NONE, SF_FOLLOWER, "shmclock_hosts_echoes_total",  \

@@ -119,6 +119,9 @@ static_assert(DIST_ECHO_WRITERS >= DIST_MEMBERS_MAX, "an echo writer for every m
  * than half as many): said in the log and in
  * status ("slowest"), every change waits for it. */
 #define DIST_SLOWEST_OF 24
+/* OnSlow: a follower asked to step aside stays out this long (stale, not a
+ * member), then rejoins as after silence. */
+#define DIST_ASIDE_NS INT64_C(10000000000)
 /* A follower's readers compute time by themselves, stopped or not: they
  * run on the leader's function only as far as the leader waits for this
  * follower, its lease from the last lease it sent, less the hosts' clock
@@ -166,6 +169,11 @@ struct dist_member {
 	uint64_t serial;        /* its join's number: who it is in slow[] */
 	unsigned slowest;       /* status: of the last changes, those it held up last */
 	bool straggler;         /* status: it is the straggler said (slowest_said) */
+	/* OnSlow: the changes in a row it held up (was not holding when they
+	 * were postponed), the last of them; asked to step aside (once) */
+	unsigned late_run;
+	uint64_t late_change;
+	bool asked_aside;
 	bool used;
 	/* It left (a lease of 0), at left_at, written at left_written (its
 	 * clock): the slot keeps its id until reused (not by another for
@@ -194,7 +202,8 @@ enum dist_refusal {
 	X(LOSS_SILENCE, "silence")   /* no word for StaleAfter (ros2.c's watch) */                 \
 	X(LOSS_HELD, "held")         /* an instant held that long, not committed */               \
 	X(LOSS_GAP, "gap")           /* a change missed, not repeated that long */                \
-	X(LOSS_LEASE, "lease")       /* its lease ran out (it was stopped or starved) */
+	X(LOSS_LEASE, "lease")       /* its lease ran out (it was stopped or starved) */          \
+	X(LOSS_ASIDE, "aside")       /* the leader asked it to step aside (OnSlow) */
 
 enum dist_loss {
 #define DIST_LOSS_ENUM(id, name) id,
@@ -258,6 +267,7 @@ struct dist_follower {
 	 * known yet), and the instant they stop at meanwhile (if held) */
 	int64_t lease_until, lease_at;
 	bool lease_held;
+	int64_t aside_until;    /* ... asked aside by its leader (OnSlow): out until then */
 	bool leave_due;         /* ... and it says it left once stale, */
 	char leave_leader[97];  /* ... to this leader, of this term */
 	uint64_t leave_term;
@@ -320,6 +330,7 @@ struct dist_shown {
 	/* two-phase: postponements, members lost (leader), holds past an
 	 * instant and the stale marks they made (follower) */
 	uint64_t postponed, lost_members, holds, hold_stales;
+	uint64_t asked_aside;   /* leader: followers asked to step aside (OnSlow) */
 	uint64_t staged;        /* changes decided ahead of their instant */
 	/* follower: changes this thread first acted on after their instant
 	 * (it ran late): its readers showed the function before meanwhile */
@@ -356,6 +367,7 @@ struct dist {
 	bool leader;
 	int64_t lead_ns, hb_ns;
 	bool run_on_loss;
+	unsigned on_slow;       /* Distribute.OnSlow (0: wait) */
 	int64_t stale_ns;       /* follower: Distribute.StaleAfter (0: three heartbeats) */
 	char clock[SHMCLOCK_NAME_MAX + 1];
 	/* the function last published (leader) or applied (follower) */
@@ -465,6 +477,7 @@ unsigned dist_members_live(const struct dist *d, int64_t now);
 int64_t dist_repeat_ns(const struct dist *d);
 void dist_adapt_lead(struct dist *d, int64_t ack_ns);
 void dist_note_slowest(struct dist *d, int64_t now);
+void dist_ask_aside(struct dist *d, struct dist_member *m);
 unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m);
 int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now);
 

@@ -353,6 +353,10 @@ int dist_follow_apply(struct dist *d, const struct clock_env *env, struct cmd *c
 	 * later samples of the same leader go on from it. */
 	fresh = new_leader || (stale && !d->flw.rejoin && !d->flw.admit_wait);
 	now = mono_ns();
+	/* Asked aside by this leader (OnSlow): out, stale, until the time is
+	 * over; then it rejoins on the leader's present, as after silence. */
+	if (fresh && !new_leader && now < d->flw.aside_until)
+		return 0;
 	if (!fresh) {
 		if (f->committed > d->flw.commit_seen)
 			d->flw.commit_seen = f->committed;

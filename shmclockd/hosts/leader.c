@@ -337,6 +337,10 @@ void dist_leader_decide(struct dist *d, int64_t now)
 		if (now >= p->e_mono - DIST_OPEN_NS)
 			break;
 		p->decided = true; /* said once this host has it: leader_own */
+		/* OnSlow: who held it in time breaks its run of late ones. */
+		for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++)
+			if (d->ldr.members[k].late_change != p->fn.change)
+				d->ldr.members[k].late_run = 0;
 		if (dist_members_live(d, now)) {
 			latehist_add(&d->st.acks, now - p->announced);
 			dist_adapt_lead(d, now - p->announced);
@@ -373,6 +377,13 @@ void dist_leader_postpone(struct dist *d, const struct clock_env *env, unsigned 
 	for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++) {
 		struct dist_member *m = &d->ldr.members[k];
 
+		/* OnSlow: a member this change waits for counts it, once. */
+		if (member_live(m, now) && (m->plan != d->ldr.plan || m->acked < p->fn.change) &&
+		    m->late_change != p->fn.change) {
+			m->late_change = p->fn.change;
+			m->late_run++;
+			dist_ask_aside(d, m);
+		}
 		/* Not before the member would be stale hearing nothing (its
 		 * lease: its silence bound and a margin). */
 		if (!member_live(m, now) || (m->plan == d->ldr.plan && m->acked >= p->fn.change) ||

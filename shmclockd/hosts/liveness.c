@@ -59,6 +59,18 @@ int dist_follower_echo(struct dist *d, const struct clock_env *env, const struct
 	if (d->leader || !d->flw.joined || !d->have || strcmp(a->follower, d->flw.self_id) ||
 	    strcmp(a->leader, d->fn.leader) || a->term != d->fn.term)
 		return 0;
+	/* Asked to step aside (OnSlow): stale and out, as after a loss, and
+	 * back once the time is over (follow_apply). At most a minute. */
+	if (a->aside_ns > 0) {
+		int64_t for_ns = a->aside_ns < 60 * INT64_C(1000000000) ? a->aside_ns
+									 : 60 * INT64_C(1000000000);
+
+		d->flw.aside_until = now + for_ns;
+		dist_lost_leader(d, env, LOSS_ASIDE,
+				 "it asked this follower to step aside for %.1f s: it held up its "
+				 "changes (OnSlow)", (double)for_ns / 1e9);
+		return 0;
+	}
 	for (unsigned i = 0; i < DIST_LRING_N; i++)
 		if (d->flw.lring[i].ts && d->flw.lring[i].ts == a->written_ns)
 			e = &d->flw.lring[i];
@@ -325,9 +337,10 @@ void dist_lost_leader(struct dist *d, const struct clock_env *env, enum dist_los
 			  "the leader", d->fn.leader[0] ? d->fn.leader : "(none yet)",
 		loss_names[why], detail);
 	stop_readers(d, env);
-	if (why == LOSS_SILENCE || why == LOSS_LEASE)
+	if (why == LOSS_SILENCE || why == LOSS_LEASE || why == LOSS_ASIDE)
 		dist_q_clear(d, env, why == LOSS_SILENCE ? "the leader is silent"
-							 : "this follower's lease ran out");
+				     : why == LOSS_LEASE ? "this follower's lease ran out"
+							 : "this follower steps aside");
 	if (why != LOSS_SILENCE)
 		d->flw.hold_stale = true;
 	dist_follower_leave(d);

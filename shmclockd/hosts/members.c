@@ -139,6 +139,41 @@ void dist_note_slowest(struct dist *d, int64_t now)
 	}
 }
 
+/* Leader, OnSlow: member @m held up d->on_slow changes in a row (each
+ * postponed while it did not hold it): asked, once, to step aside for
+ * DIST_ASIDE_NS (an echo to it alone, aside_ns). It then marks itself
+ * stale and leaves, as a follower that lost its leader does, and the
+ * leader stops waiting for it at its leave, or at its lease: never
+ * before, whatever it was asked (it may not have heard), so this changes
+ * nothing the leader decides without it. */
+void dist_ask_aside(struct dist *d, struct dist_member *m)
+{
+	struct dist_ack e;
+
+	if (!d->on_slow || m->late_run < d->on_slow || m->asked_aside)
+		return;
+	memset(&e, 0, sizeof(e));
+	snprintf(e.clock, sizeof(e.clock), "%s", d->clock);
+	snprintf(e.follower, sizeof(e.follower), "%s", m->id);
+	snprintf(e.leader, sizeof(e.leader), "%s", d->st.leader_id);
+	e.term = d->ldr.term;
+	e.written_ns = m->written;
+	e.acked = d->fn.change;
+	e.aside_ns = DIST_ASIDE_NS;
+	e.echo = true;
+	if (d->api->dist_echo(d->r, &e) < 0) {
+		log_msg(LOG_DEBUG, "distribute: a TimeEcho write failed");
+		return;
+	}
+	m->asked_aside = true;
+	log_msg(LOG_WARN, "distribute: follower %s of clock '%s' held up %u changes in a row: "
+			  "asked to step aside for %.0f s (OnSlow %u); waited for until it leaves",
+		m->id, d->clock, m->late_run, (double)DIST_ASIDE_NS / 1e9, d->on_slow);
+	pthread_mutex_lock(&d->st.mu);
+	d->st.asked_aside++;
+	pthread_mutex_unlock(&d->st.mu);
+}
+
 /* How many of the last changes waited for member @m last. */
 unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m)
 {

@@ -167,6 +167,7 @@ void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_con
 		}
 		cJSON_AddNumberToObject(o, "postponed", (double)d->st.postponed);
 		cJSON_AddNumberToObject(o, "lost_followers", (double)d->st.lost_members);
+		cJSON_AddNumberToObject(o, "asked_aside", (double)d->st.asked_aside);
 		cJSON_AddNumberToObject(o, "lead_ns", (double)d->lead_ns);
 		cJSON_AddBoolToObject(o, "deposed", d->st.deposed);
 		cJSON_AddNumberToObject(o, "heartbeat_ns", (double)d->hb_ns);

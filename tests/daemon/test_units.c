@@ -208,6 +208,10 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 		{ "{\"Distribute\":{\"Lead\":\"2s\"}}", "Lead" },
 		{ "{\"Distribute\":{\"Heartbeat\":\"10ms\"}}", "Heartbeat" },
 		{ "{\"Distribute\":{\"OnLeaderLoss\":\"panic\"}}", "OnLeaderLoss" },
+		{ "{\"Distribute\":{\"OnSlow\":\"lose\"}}", "OnSlow" },
+		{ "{\"Distribute\":{\"OnSlow\":0}}", "OnSlow" },
+		{ "{\"Distribute\":{\"OnSlow\":2.5}}", "OnSlow" },
+		{ "{\"Distribute\":{\"OnSlow\":1001}}", "OnSlow" },
 		{ "{\"Distribute\":{\"Clock\":\"a b\"}}", "Clock" },
 		{ "{\"Distribute\":{\"Publish\":1}}", "Publish" },
 		{ "{\"Distribute\":{\"Pub\":true}}", "Pub" },
@@ -223,7 +227,8 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 	char err[512] = "";
 
 	cr_assert_eq(load("{\"TimeSource\":\"leader\",\"Distribute\":{\"Clock\":\"w\",\"Lead\":\"3ms\","
-			  "\"Heartbeat\":\"1s\",\"StaleAfter\":\"2s\",\"OnLeaderLoss\":\"run\"}}",
+			  "\"Heartbeat\":\"1s\",\"StaleAfter\":\"2s\",\"OnLeaderLoss\":\"run\","
+			  "\"OnSlow\":3}}",
 			  &c, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(c.source->id, SHMCLOCK_SOURCE_LEADER);
 	cr_expect_str_eq(config_dist_clock(&c), "w");
@@ -231,8 +236,10 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 	cr_expect_eq(c.dist_hb_ns, SEC);
 	cr_expect_eq(c.dist_stale_ns, 2 * SEC);
 	cr_expect(c.dist_run_on_loss);
+	cr_expect_eq(c.dist_on_slow, 3);
 	cr_expect_eq(config_validate(&c, err, sizeof(err)), 0, "%s", err);
 	config_defaults(&c);
+	cr_expect_eq(c.dist_on_slow, 0, "OnSlow defaults to wait");
 	cr_expect_eq(c.dist_lead_ns, 5 * MS, "Lead defaults to 5 ms");
 	cr_expect_eq(c.dist_hb_ns, 200 * MS, "heartbeats default to 5 a second");
 	cr_expect_str_eq(config_dist_clock(&c), "default", "the wire name defaults to Name");

@@ -714,6 +714,77 @@ def drops_phase():
     finish(clk, rogue, p)
 
 
+def aside_phase():
+    """OnSlow (issue 57): a leader with OnSlow 2 and two followers, one of
+    them starved (stopped 40 ms of every 50) while changes go on: once it
+    held up two changes in a row the leader asks it to step aside (log,
+    status asked_aside); it marks its clock stale and leaves (its status and
+    log say "aside"), the leader stops waiting for it at its leave, the
+    other follower goes on fresh; after its 10 s out, no longer starved, it
+    is a member again, fresh."""
+    wire = "guard-aside-" + RUN
+    lname, lp = start("aside-leader", {"TimeSource": "simulation",
+                                       "Distribute": {"Publish": True, "Clock": wire,
+                                                      "OnSlow": 2}})
+    aname, ap = start("aside-a", {"TimeSource": "leader", "Distribute": {"Clock": wire}})
+    bname, bp = start("aside-b", {"TimeSource": "leader", "Distribute": {"Clock": wire}})
+    ac, bc = shmclock.Clock(aname), shmclock.Clock(bname)
+
+    def members():
+        return [f["id"] for f in ctl(lname, "status")[0]["status"]["distribute"].get("followers", [])]
+
+    check(wait_for(lambda: len(members()) == 2 and not ac.info().stale and not bc.info().stale,
+                   20), "both followers follow, members of the leader")
+    stop = threading.Event()
+
+    def starve():
+        while not stop.is_set():
+            bp.send_signal(signal.SIGSTOP)
+            time.sleep(0.04)
+            bp.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+
+    t = threading.Thread(target=starve)
+    t.start()
+    n = 0
+    try:
+        while n < 100 and not ctl(lname, "status")[0]["status"]["distribute"].get("asked_aside"):
+            ctl(lname, "pause" if n % 2 == 0 else "resume")
+            n += 1
+    finally:
+        stop.set()
+        t.join()
+        bp.send_signal(signal.SIGCONT)
+    st = ctl(lname, "status")[0]["status"]["distribute"]
+    print("# starved follower: asked aside after %d changes (postponed %d)"
+          % (n, st.get("postponed", 0)), flush=True)
+    llog = open(os.path.join(rtdir, "aside-leader.log")).read()
+    check(st.get("asked_aside") == 1 and "/%d/" % bp.pid in llog.split("asked to step aside")[0][-300:],
+          "the leader asks the starved follower to step aside (%s)" % st.get("asked_aside"))
+    check(wait_for(lambda: bc.info().stale, 10), "it marks its clock stale")
+    check(wait_for(lambda: not any("/%d/" % bp.pid in m for m in members()), 10),
+          "it leaves: the leader no longer waits for it (%s)" % members())
+    bst = ctl(bname, "status")[0]["status"]["distribute"]
+    check(bst.get("leader_losses", {}).get("aside") == 1 and bst.get("last_loss") == "aside" and
+          "lost (aside)" in open(os.path.join(rtdir, "aside-b.log")).read(),
+          "its status and log say it stepped aside (%s)" % bst.get("leader_losses"))
+    for k in range(6):
+        r, _ = ctl(lname, "pause" if (n + k) % 2 == 0 else "resume")
+        check(r.get("ok"), "the leader's changes go on without it (%s)" % r.get("error", "ok"))
+    paused = ctl(lname, "status")[0]["status"]["paused"]
+    check(wait_for(lambda: not ac.info().stale and ac.info().paused == paused, 10),
+          "the other follower is fresh on the leader's last change")
+    check(bc.info().stale, "the follower out is still stale")
+    check(wait_for(lambda: any("/%d/" % bp.pid in m for m in members()), 30, 0.1),
+          "after its time out it is a member again")
+    check(wait_for(lambda: not bc.info().stale and bc.info().paused == paused, 10),
+          "... fresh on the leader's function")
+    for c in (ac, bc):
+        c.close()
+    for p in (bp, ap, lp):
+        stop_timed(p)
+
+
 def rejoin_stopped_phase():
     """A follower back from silence on a function decided ahead (its
     instant to come), then stopped before that instant: its readers switch
@@ -2110,6 +2181,7 @@ def main():
     pipeline_phase()
     split_brain_runs_phase()
     fleet_limits_phase()
+    aside_phase()
 
 
 if __name__ == "__main__":
