@@ -204,7 +204,8 @@ function hosts(c, d) {
     (d.awaiting_echo ? ' — STALE: until the leader echoes its lease (it does not wait for this host yet)' :
      d.stale ? ' — STALE: the leader is silent, or lost' : '') +
     (d.clocks_disagree ? ` — this host's clock is ${fmtNs(d.host_offset_ns)} off the leader's (chrony/PTP; TAI on all hosts or none)` : '');
-  const row = el('div', {}, 'hosts: ' + txt);
+  const row = el('div', {}, 'hosts: ' + txt +
+    (d.udp_drops ? `; ${d.udp_drops} datagrams dropped at full socket buffers` : ''));
   c.hosts.append(row);
   if (d.role === 'leader') {
     // Two-phase commit: who must acknowledge each change, and how fast.
@@ -212,11 +213,13 @@ function hosts(c, d) {
     c.hosts.append(el('div', {class: 'followers'},
       `${fs.length} follower${fs.length === 1 ? '' : 's'} acknowledging; Lead now ${fmtNs(d.lead_current_ns ?? 0)}, ` +
       `ack p50 ${fmtNs(d.ack_p50_ns ?? 0)} p99 ${fmtNs(d.ack_p99_ns ?? 0)}, command to commit p99 ${fmtNs(d.commit_p99_ns ?? 0)}, ` +
-      `${d.postponed ?? 0} postponed, ${d.lost_followers ?? 0} lost`));
+      `${d.postponed ?? 0} postponed, ${d.lost_followers ?? 0} lost, ${d.asked_aside ?? 0} asked aside` +
+      (d.slowest ? ` — every change waits for ${d.slowest}, the last to hold most of them` : '')));
     for (const f of fs)
       c.hosts.append(el('div', {class: 'follower'},
         `· ${f.id}: acknowledged change ${f.acked}, heard commits to ${f.committed}, last ack ${fmtNs(f.last_ack_ns)}, heard ${fmtNs(f.last_heard_ns)} ago; ` +
-        `${f.late_changes ?? 0} late, ${f.refused ?? 0} refused, ${f.holds ?? 0} held`));
+        `${f.late_changes ?? 0} late, ${f.refused ?? 0} refused, ${f.holds ?? 0} held; ` +
+        `the last to hold ${f.slowest ?? 0} of the last 32 changes`));
   } else if (d.holds) {
     c.hosts.append(el('div', {}, `${d.holds} instants held for a commit, ${d.hold_stales ?? 0} of them long enough to mark the clock stale`));
   }
