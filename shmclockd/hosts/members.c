@@ -139,6 +139,29 @@ void dist_note_slowest(struct dist *d, int64_t now)
 	}
 }
 
+/* Leader: an echo to @follower of its lease stamped @written, naming the
+ * last change announced; with @aside_ns, asking it to step aside that
+ * long (OnSlow). 0, or -EIO (said at debug level). */
+static int echo_to(struct dist *d, const char *follower, int64_t written, int64_t aside_ns)
+{
+	struct dist_ack e;
+
+	memset(&e, 0, sizeof(e));
+	snprintf(e.clock, sizeof(e.clock), "%s", d->clock);
+	snprintf(e.follower, sizeof(e.follower), "%s", follower);
+	snprintf(e.leader, sizeof(e.leader), "%s", d->st.leader_id);
+	e.term = d->ldr.term;
+	e.written_ns = written;
+	e.acked = d->fn.change;
+	e.aside_ns = aside_ns;
+	e.echo = true;
+	if (d->api->dist_echo(d->r, &e) < 0) {
+		log_msg(LOG_DEBUG, "distribute: a TimeEcho write failed");
+		return -EIO;
+	}
+	return 0;
+}
+
 /* Leader, OnSlow: member @m held up d->on_slow changes in a row (each
  * postponed while it did not hold it): asked, once, to step aside for
  * DIST_ASIDE_NS (an echo to it alone, aside_ns). It then marks itself
@@ -148,23 +171,10 @@ void dist_note_slowest(struct dist *d, int64_t now)
  * nothing the leader decides without it. */
 void dist_ask_aside(struct dist *d, struct dist_member *m)
 {
-	struct dist_ack e;
-
 	if (!d->on_slow || m->late_run < d->on_slow || m->asked_aside)
 		return;
-	memset(&e, 0, sizeof(e));
-	snprintf(e.clock, sizeof(e.clock), "%s", d->clock);
-	snprintf(e.follower, sizeof(e.follower), "%s", m->id);
-	snprintf(e.leader, sizeof(e.leader), "%s", d->st.leader_id);
-	e.term = d->ldr.term;
-	e.written_ns = m->written;
-	e.acked = d->fn.change;
-	e.aside_ns = DIST_ASIDE_NS;
-	e.echo = true;
-	if (d->api->dist_echo(d->r, &e) < 0) {
-		log_msg(LOG_DEBUG, "distribute: a TimeEcho write failed");
+	if (echo_to(d, m->id, m->written, DIST_ASIDE_NS) < 0)
 		return;
-	}
 	m->asked_aside = true;
 	log_msg(LOG_WARN, "distribute: follower %s of clock '%s' held up %u changes in a row: "
 			  "asked to step aside for %.0f s (OnSlow %u); waited for until it leaves",
@@ -280,18 +290,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		/* Its lease, echoed: this follower is waited for from now on
 		 * (every change not decided yet), and hears here which it must
 		 * know of before it is fresh (the last announced). */
-		struct dist_ack e;
-
-		memset(&e, 0, sizeof(e));
-		snprintf(e.clock, sizeof(e.clock), "%s", d->clock);
-		snprintf(e.follower, sizeof(e.follower), "%s", a->follower);
-		snprintf(e.leader, sizeof(e.leader), "%s", d->st.leader_id);
-		e.term = d->ldr.term;
-		e.written_ns = a->written_ns;
-		e.acked = d->fn.change;
-		e.echo = true;
-		if (d->api->dist_echo(d->r, &e) < 0)
-			log_msg(LOG_DEBUG, "distribute: a TimeEcho write failed");
+		echo_to(d, a->follower, a->written_ns, 0);
 	}
 	return 0;
 }

@@ -29,10 +29,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from hostsenv import check, ctl_at, remove, start_daemon, wait_for
+from hostsenv import check, ctl_at, remove, start_daemon, starved, wait_for
 import hostsenv
 
 
@@ -176,24 +175,9 @@ def starve_phase(leader):
     slow, sp = fleet[slow_tag]
     others = [n for t, (n, p) in fleet.items() if t != slow_tag]
     sid = None
-    stop = threading.Event()
-
-    def starve():
-        while not stop.is_set():
-            sp.send_signal(signal.SIGSTOP)
-            time.sleep(0.04)
-            sp.send_signal(signal.SIGCONT)
-            time.sleep(0.01)
-
     lost0 = dist(leader).get("lost_followers", 0)
-    t = threading.Thread(target=starve)
-    t.start()
-    try:
+    with starved(sp):
         took, ok = changes(leader, 60)
-    finally:
-        stop.set()
-        t.join()
-        sp.send_signal(signal.SIGCONT)
     st = dist(leader)
     for f in st.get("followers", []):
         if f.get("slowest", 0) >= 12:

@@ -60,7 +60,7 @@ import tempfile
 import threading
 import time
 
-from hostsenv import check, ctl_at, remove, start_daemon, wait_for
+from hostsenv import check, ctl_at, remove, start_daemon, starved, wait_for
 import hostsenv
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
@@ -735,26 +735,11 @@ def aside_phase():
 
     check(wait_for(lambda: len(members()) == 2 and not ac.info().stale and not bc.info().stale,
                    20), "both followers follow, members of the leader")
-    stop = threading.Event()
-
-    def starve():
-        while not stop.is_set():
-            bp.send_signal(signal.SIGSTOP)
-            time.sleep(0.04)
-            bp.send_signal(signal.SIGCONT)
-            time.sleep(0.01)
-
-    t = threading.Thread(target=starve)
-    t.start()
     n = 0
-    try:
+    with starved(bp):
         while n < 100 and not ctl(lname, "status")[0]["status"]["distribute"].get("asked_aside"):
             ctl(lname, "pause" if n % 2 == 0 else "resume")
             n += 1
-    finally:
-        stop.set()
-        t.join()
-        bp.send_signal(signal.SIGCONT)
     st = ctl(lname, "status")[0]["status"]["distribute"]
     print("# starved follower: asked aside after %d changes (postponed %d)"
           % (n, st.get("postponed", 0)), flush=True)

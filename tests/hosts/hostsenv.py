@@ -2,11 +2,14 @@
 """What the between-hosts tests share (hosts_e2e.py, guard_e2e.py): TAP
 lines with a failure count, a control request, a bounded wait, and the
 removal of what a run made."""
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 failures = 0
@@ -43,6 +46,30 @@ def wait_for(pred, timeout, step=0.01):
             return True
         time.sleep(step)
     return pred()
+
+
+@contextlib.contextmanager
+def starved(p, stopped=0.04, ran=0.01):
+    """@p starved while the block runs: SIGSTOPped @stopped s of every
+    @stopped + @ran (a host whose daemon gets a slice of a core), continued
+    at the end."""
+    stop = threading.Event()
+
+    def starve():
+        while not stop.is_set():
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(stopped)
+            p.send_signal(signal.SIGCONT)
+            time.sleep(ran)
+
+    t = threading.Thread(target=starve)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+        p.send_signal(signal.SIGCONT)
 
 
 def remove(procs, clocks, rtdir):
