@@ -226,7 +226,10 @@ static double one_change(const struct fleet *f, bool pause)
 	a.sock = sock;
 	a.req = pause ? "{\"v\":1,\"cmd\":\"pause\"}\n" : "{\"v\":1,\"cmd\":\"resume\"}\n";
 	t0 = bench_mono_ns();
-	pthread_create(&a.thread, NULL, req_main, &a);
+	if (pthread_create(&a.thread, NULL, req_main, &a)) {
+		fprintf(stderr, "shmclock-bench: no thread for a control request\n");
+		return -1;
+	}
 	while (left && bench_mono_ns() - t0 < 3000000000LL) {
 		for (int i = 0; i <= f->n; i++) {
 			shmclock_info_t in;
@@ -270,6 +273,8 @@ static int run_one(struct fleet *f, int n, int changes, double rest, bool counte
 	double u0, u1, l0, l1, w0, w1, t0, t1;
 	int rc = -1;
 
+	if (!c)
+		return -1;
 	snprintf(leader_uri, sizeof(leader_uri),
 		 "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface "
 		 "address=\"127.0.0.1\"/></Interfaces><AllowMulticast>false</AllowMulticast>"
@@ -384,6 +389,15 @@ int bench_fleet(const struct bench_opts *o, cJSON *out)
 	if (geteuid() == 0 && (home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) >= 0 &&
 	    unshare(CLONE_NEWNET) == 0) {
 		counted = lo_up() == 0 && udp_in() >= 0;
+		if (!counted) {
+			/* Loopback down there: back to the machine's. */
+			printf("  (a network namespace without loopback: on the machine's; "
+			       "datagrams not counted)\n");
+			if (setns(home, CLONE_NEWNET))
+				perror("shmclock-bench: setns back");
+			close(home);
+			home = -1;
+		}
 	} else {
 		printf("  (%s: on the machine's loopback; datagrams not counted, they would "
 		       "include everyone's)\n", geteuid() ? "not root" : strerror(errno));

@@ -375,11 +375,12 @@ static int own_on_slow(const struct config_ctx *x, const cJSON *v, struct shmclo
 		c->dist_on_slow = 0;
 		return 0;
 	}
-	if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
-	    v->valuedouble < 1 || v->valuedouble > DIST_ON_SLOW_MAX)
+	/* The range first: the cast of a number beyond int is undefined. */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= DIST_ON_SLOW_MAX) ||
+	    v->valuedouble != (double)(int)v->valuedouble)
 		return key_error(x, v->string, "Distribute.OnSlow: expected \"wait\" or a whole "
-				 "number of changes from 1 to %d, got %s", DIST_ON_SLOW_MAX,
-				 shown(v, b, sizeof(b)));
+				 "number of changes from 1 to %d (of the last 32), got %s",
+				 DIST_ON_SLOW_MAX, shown(v, b, sizeof(b)));
 	c->dist_on_slow = (unsigned)v->valuedouble;
 	return 0;
 }
@@ -542,7 +543,7 @@ const struct config_key config_keys[] = {
 	  .reload = RELOAD_RESTART, .help = "follower without its leader: hold (pause) or run" },
 	{ "Distribute", "OnSlow", KEY_OWN, FIELD(dist_on_slow), .own = own_on_slow,
 	  .reload = RELOAD_RESTART,
-	  .help = "leader: \"wait\" for a slow follower, or ask it aside after N changes" },
+	  .help = "leader: \"wait\" for a slow follower, or ask it aside once late on N of 32" },
 
 	/* "Ros2": { "Publish": true, "PublishHz": 100, "Domain": 0, "StaleAfter": "1s" } */
 	{ "Ros2", "Publish", KEY_BOOL, FIELD(ros2_publish), .reload = RELOAD_RESTART,

@@ -27,7 +27,7 @@ static inline bool config_scale_ok(double scale)
 struct source;
 
 /* Distribute.OnSlow's largest count. */
-#define DIST_ON_SLOW_MAX 1000
+#define DIST_ON_SLOW_MAX 32
 
 struct shmclockd_config {
 	char name[SHMCLOCK_NAME_MAX + 1]; /* Name */

@@ -99,6 +99,7 @@
  * adaptive Lead and its margin over the acknowledgements' p99. */
 #define DIST_MEMBERS_MAX 32
 static_assert(DIST_ECHO_WRITERS >= DIST_MEMBERS_MAX, "an echo writer for every member");
+static_assert(DIST_ON_SLOW_MAX <= 32, "OnSlow counts in a member's 32 late_bits");
 #define DIST_ACK_HB_NS INT64_C(1000000000)
 #define DIST_LEASE_NS (3 * DIST_ACK_HB_NS + 500000000)
 /* How long after a follower's leave an acknowledgement from it (best
@@ -169,9 +170,11 @@ struct dist_member {
 	uint64_t serial;        /* its join's number: who it is in slow[] */
 	unsigned slowest;       /* status: of the last changes, those it held up last */
 	bool straggler;         /* status: it is the straggler said (slowest_said) */
-	/* OnSlow: the changes in a row it held up (was not holding when they
-	 * were postponed), the last of them; asked to step aside (once) */
-	unsigned late_run;
+	/* OnSlow: of the last 32 changes decided while it was a member, those
+	 * it was late on (bit 0 the last: dist_note_slowest); the last change
+	 * postponed for it while another member held it; asked to step aside
+	 * (said in every echo to it from then on) */
+	uint32_t late_bits;
 	uint64_t late_change;
 	bool asked_aside;
 	bool used;
@@ -268,6 +271,7 @@ struct dist_follower {
 	int64_t lease_until, lease_at;
 	bool lease_held;
 	int64_t aside_until;    /* ... asked aside by its leader (OnSlow): out until then */
+	int64_t join_ts;        /* ... the stamp of its first lease since it joined */
 	bool leave_due;         /* ... and it says it left once stale, */
 	char leave_leader[97];  /* ... to this leader, of this term */
 	uint64_t leave_term;
@@ -476,7 +480,7 @@ bool dist_all_confirmed(const struct dist *d, uint64_t n, int64_t now);
 unsigned dist_members_live(const struct dist *d, int64_t now);
 int64_t dist_repeat_ns(const struct dist *d);
 void dist_adapt_lead(struct dist *d, int64_t ack_ns);
-void dist_note_slowest(struct dist *d, int64_t now);
+void dist_note_slowest(struct dist *d, const struct dist_pending *p, int64_t now);
 void dist_ask_aside(struct dist *d, struct dist_member *m);
 unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m);
 int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now);

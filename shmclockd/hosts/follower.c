@@ -42,6 +42,7 @@ void dist_follower_fresh(struct dist *d, const struct clock_env *env, const stru
 	/* A leader that echoes leases counts this follower once its first
 	 * lease arrives, not before: stale until it says so (admit_check). */
 	dist_admit_set(d, f->flags & DIST_F_ECHO);
+	d->flw.join_ts = 0;
 	d->flw.admit_echoed = false;
 	d->flw.admit_ts = 0;
 	d->flw.admit_change = 0;

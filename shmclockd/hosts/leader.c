@@ -337,14 +337,10 @@ void dist_leader_decide(struct dist *d, int64_t now)
 		if (now >= p->e_mono - DIST_OPEN_NS)
 			break;
 		p->decided = true; /* said once this host has it: leader_own */
-		/* OnSlow: who held it in time breaks its run of late ones. */
-		for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++)
-			if (d->ldr.members[k].late_change != p->fn.change)
-				d->ldr.members[k].late_run = 0;
 		if (dist_members_live(d, now)) {
 			latehist_add(&d->st.acks, now - p->announced);
 			dist_adapt_lead(d, now - p->announced);
-			dist_note_slowest(d, now);
+			dist_note_slowest(d, p, now);
 		}
 		log_msg(LOG_DEBUG, "distribute: change %llu decided %.3f ms after its announcement "
 				   "(plan %llu), Lead now %.3f ms",
@@ -373,17 +369,22 @@ void dist_leader_postpone(struct dist *d, const struct clock_env *env, unsigned 
 {
 	struct dist_pending *p = q_at(d, i);
 	int64_t bound = DIST_LOST_BASE_NS + 2 * d->ldr.lead_cur;
+	bool held_by_one = false;
 
+	/* OnSlow: the members this change waits for are late on it, if
+	 * another member held it (when none did, the link or this leader's
+	 * late pass is to blame, not they). Counted when it is decided. */
+	for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++) {
+		const struct dist_member *m = &d->ldr.members[k];
+
+		held_by_one |= member_live(m, now) && m->plan == d->ldr.plan && m->acked >= p->fn.change;
+	}
 	for (unsigned k = 0; k < DIST_MEMBERS_MAX; k++) {
 		struct dist_member *m = &d->ldr.members[k];
 
-		/* OnSlow: a member this change waits for counts it, once. */
-		if (member_live(m, now) && (m->plan != d->ldr.plan || m->acked < p->fn.change) &&
-		    m->late_change != p->fn.change) {
+		if (held_by_one && member_live(m, now) &&
+		    (m->plan != d->ldr.plan || m->acked < p->fn.change))
 			m->late_change = p->fn.change;
-			m->late_run++;
-			dist_ask_aside(d, m);
-		}
 		/* Not before the member would be stale hearing nothing (its
 		 * lease: its silence bound and a margin). */
 		if (!member_live(m, now) || (m->plan == d->ldr.plan && m->acked >= p->fn.change) ||

@@ -60,8 +60,12 @@ int dist_follower_echo(struct dist *d, const struct clock_env *env, const struct
 	    strcmp(a->leader, d->fn.leader) || a->term != d->fn.term)
 		return 0;
 	/* Asked to step aside (OnSlow): stale and out, as after a loss, and
-	 * back once the time is over (follow_apply). At most a minute. */
+	 * back once the time is over (follow_apply). At most a minute. Only
+	 * a request of this membership (naming a stamp of its since it
+	 * joined): a late copy of one before it left would send it out again. */
 	if (a->aside_ns > 0) {
+		if (!d->flw.join_ts || a->written_ns < d->flw.join_ts)
+			return 0;
 		int64_t for_ns = a->aside_ns < 60 * INT64_C(1000000000) ? a->aside_ns
 									 : 60 * INT64_C(1000000000);
 
@@ -194,6 +198,8 @@ void dist_follower_ack(struct dist *d, int64_t now, bool force)
 
 		e->ts = a.written_ns;
 		e->mono = now;
+		if (!d->flw.join_ts)
+			d->flw.join_ts = a.written_ns;
 		e->lease = a.lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000) : a.lease_ns;
 		if (d->flw.admit_wait && !d->flw.admit_ts)
 			d->flw.admit_ts = a.written_ns;

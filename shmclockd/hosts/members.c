@@ -96,14 +96,20 @@ void dist_adapt_lead(struct dist *d, int64_t ack_ns)
 	d->ldr.lead_cur = l;
 }
 
-/* Leader: change @n is held by every live member: which one it waited
+/* Leader: change @p is held by every live member. Which one it waited
  * for last (the latest to acknowledge it) counts against that member over
  * the last DIST_ACK_RECENT changes; one that holds up most of them, while
- * Lead is above its floor, is said once, by name (status: "slowest"). Only
- * with two members or more. */
-void dist_note_slowest(struct dist *d, int64_t now)
+ * Lead is above its floor, is said once, by name (status: "slowest"). And
+ * OnSlow: each member was late on it or not (late_bits): late if it was
+ * postponed for it while another member held it, or if it was the last to
+ * hold it, more than DIST_LEAD_MIN_NS after all the others and longer
+ * after them than they took (so once Lead has grown to cover it, it is
+ * still late: measured against the others, not against Lead). Only with
+ * two members or more. */
+void dist_note_slowest(struct dist *d, const struct dist_pending *p, int64_t now)
 {
 	struct dist_member *last = NULL;
+	int64_t second = INT64_MIN;
 	unsigned live = 0, times = 0;
 
 	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
@@ -112,11 +118,28 @@ void dist_note_slowest(struct dist *d, int64_t now)
 		if (!member_live(m, now))
 			continue;
 		live++;
-		if (!last || m->acked_at > last->acked_at)
+		if (!last || m->acked_at > last->acked_at) {
+			if (last)
+				second = last->acked_at;
 			last = m;
+		} else if (m->acked_at > second) {
+			second = m->acked_at;
+		}
 	}
 	if (live < 2)
 		return;
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
+		struct dist_member *m = &d->ldr.members[i];
+		bool late;
+
+		if (!member_live(m, now))
+			continue;
+		late = m->late_change == p->fn.change ||
+		       (m == last && last->acked_at - second > DIST_LEAD_MIN_NS &&
+			last->acked_at - second > second - p->announced);
+		m->late_bits = m->late_bits << 1 | late;
+		dist_ask_aside(d, m);
+	}
 	d->ldr.slow[d->ldr.slow_i++ % DIST_ACK_RECENT] = last->serial;
 	/* The straggler said last: said again only once it was not one. */
 	if (d->ldr.slowest_said) {
@@ -162,23 +185,26 @@ static int echo_to(struct dist *d, const char *follower, int64_t written, int64_
 	return 0;
 }
 
-/* Leader, OnSlow: member @m held up d->on_slow changes in a row (each
- * postponed while it did not hold it): asked, once, to step aside for
- * DIST_ASIDE_NS (an echo to it alone, aside_ns). It then marks itself
- * stale and leaves, as a follower that lost its leader does, and the
- * leader stops waiting for it at its leave, or at its lease: never
- * before, whatever it was asked (it may not have heard), so this changes
- * nothing the leader decides without it. */
+/* Leader, OnSlow: member @m was late on d->on_slow of the last 32
+ * changes (dist_note_slowest): asked to step aside for DIST_ASIDE_NS, in
+ * an echo to it alone (aside_ns), and again in every echo of its leases
+ * (an echo writer keeps the last only: a lost request is replaced). It
+ * then marks itself stale and leaves, as a follower that lost its leader
+ * does, and the leader stops waiting for it at its leave, or at its
+ * lease: never before, whatever it was asked (it may not have heard), so
+ * this changes nothing the leader decides without it. */
 void dist_ask_aside(struct dist *d, struct dist_member *m)
 {
-	if (!d->on_slow || m->late_run < d->on_slow || m->asked_aside)
+	if (!d->on_slow || (unsigned)__builtin_popcount(m->late_bits) < d->on_slow ||
+	    m->asked_aside)
 		return;
 	if (echo_to(d, m->id, m->written, DIST_ASIDE_NS) < 0)
 		return;
 	m->asked_aside = true;
-	log_msg(LOG_WARN, "distribute: follower %s of clock '%s' held up %u changes in a row: "
-			  "asked to step aside for %.0f s (OnSlow %u); waited for until it leaves",
-		m->id, d->clock, m->late_run, (double)DIST_ASIDE_NS / 1e9, d->on_slow);
+	log_msg(LOG_WARN, "distribute: follower %s of clock '%s' was late on %d of the last 32 "
+			  "changes: asked to step aside for %.0f s (OnSlow %u); waited for until it "
+			  "leaves", m->id, d->clock, __builtin_popcount(m->late_bits),
+		(double)DIST_ASIDE_NS / 1e9, d->on_slow);
 	pthread_mutex_lock(&d->st.mu);
 	d->st.asked_aside++;
 	pthread_mutex_unlock(&d->st.mu);
@@ -242,8 +268,16 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 				return 0;
 			x->left = false; /* back: its acknowledgements count again */
 		}
-		if (x->used && !strcmp(x->id, a->follower))
+		if (x->used && !strcmp(x->id, a->follower)) {
 			m = x;
+			/* Back after its lease ran out, in the same slot: what it
+			 * was late on and asked is of its last membership. */
+			if (!member_live(m, now)) {
+				m->late_bits = 0;
+				m->late_change = 0;
+				m->asked_aside = false;
+			}
+		}
 		else if (!free_slot && !member_live(x, now) &&
 			 !(x->left && now - x->left_at < DIST_LEAVE_ORDER_NS))
 			free_slot = x; /* not another's leave, still kept */
@@ -290,7 +324,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		/* Its lease, echoed: this follower is waited for from now on
 		 * (every change not decided yet), and hears here which it must
 		 * know of before it is fresh (the last announced). */
-		echo_to(d, a->follower, a->written_ns, 0);
+		echo_to(d, a->follower, a->written_ns, m->asked_aside ? DIST_ASIDE_NS : 0);
 	}
 	return 0;
 }

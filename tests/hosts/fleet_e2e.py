@@ -199,7 +199,7 @@ def starve_phase(leader):
     check(st.get("lost_followers", 0) == lost0, "no follower was lost (%d)"
           % (st.get("lost_followers", 0) - lost0))
     paused = info(leader).paused
-    check(all(fresh_on(n, paused) for n in others),
+    check(wait_for(lambda: all(fresh_on(n, paused) for n in others), 10, 0.1),
           "the seven others are fresh on the leader's last change")
     # Stopped past its lease: lost alone, the others go on without it.
     sp.send_signal(signal.SIGSTOP)
@@ -216,7 +216,8 @@ def starve_phase(leader):
               "once it is lost the changes no longer wait for it (%s s)"
               % " ".join("%.2f" % x for x in took))
         paused = info(leader).paused
-        check(all(fresh_on(n, paused) for n in others), "the seven others are fresh on the last one")
+        check(wait_for(lambda: all(fresh_on(n, paused) for n in others), 10, 0.1),
+              "the seven others are fresh on the last one")
     finally:
         sp.send_signal(signal.SIGCONT)
     check(wait_for(lambda: any(("/%d/" % sp.pid) in f["id"]
