@@ -371,6 +371,7 @@ int bench_fleet(const struct bench_opts *o, cJSON *out)
 	struct row rows[FLEET_LIST_MAX];
 	int home = -1, rc = 1;
 	bool counted = false;
+	char *saved_uri = NULL;
 	cJSON *jr;
 
 	if (!parse_list(o->followers, ns, &count)) {
@@ -413,6 +414,12 @@ int bench_fleet(const struct bench_opts *o, cJSON *out)
 	       "all held", "followers'", "leader CPU %", "datagrams/s at rest");
 	printf("  %9s %22s %7s %13s %10s %13s %24s\n", "", "(ms)", "(ms)", "p50/p99 (ms)",
 	       "CPU/change", "rest/changes", "(a follower) / changes");
+	/* Each daemon gets its own (start()); the caller's is put back. */
+	{
+		const char *u = getenv("CYCLONEDDS_URI");
+
+		saved_uri = u ? strdup(u) : NULL;
+	}
 	jr = cJSON_AddArrayToObject(out, "fleet");
 	for (int k = 0; k < count; k++) {
 		struct row *r = &rows[k];
@@ -451,6 +458,11 @@ int bench_fleet(const struct bench_opts *o, cJSON *out)
 			       : NAN);
 	rc = 0;
 out:
+	if (saved_uri)
+		setenv("CYCLONEDDS_URI", saved_uri, 1);
+	else
+		unsetenv("CYCLONEDDS_URI");
+	free(saved_uri);
 	if (home >= 0) {
 		if (setns(home, CLONE_NEWNET))
 			perror("shmclock-bench: setns back");

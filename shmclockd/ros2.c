@@ -515,9 +515,13 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 /* The writer of the echoes to @follower: its own, made at its first echo
  * in its partition (ros2_echo_partition), reliable and transient-local
  * with the last echo, so that the follower's reader, matched a few
- * milliseconds later (discovery of a new writer), still gets it. A gone
- * follower's writer is reused last; deleting it then does not wait (its
- * unregistration was acknowledged, or its reader is gone). 0: none. */
+ * milliseconds later (discovery of a new writer), still gets it. Made
+ * and deleted on the clock thread: a follower's first echo costs it the
+ * creation; a writer is deleted only to make room, the one gone longest
+ * (after DIST_ECHO_WRITERS followers came and went), and Cyclone's delete
+ * waits for its unacknowledged samples (its unregistration) up to its
+ * linger time, 1 s, only if that follower's reader is still matched and
+ * silent: rare, and said here. 0: none. */
 static dds_entity_t echo_writer_of(struct ros2 *r, const char *follower)
 {
 	struct echo_to *e = NULL;
