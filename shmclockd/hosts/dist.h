@@ -123,6 +123,11 @@ static_assert(DIST_ON_SLOW_MAX <= 32, "OnSlow counts in a member's 32 late_bits"
 /* OnSlow: a follower asked to step aside stays out this long (stale, not a
  * member), then rejoins as after silence. */
 #define DIST_ASIDE_NS INT64_C(10000000000)
+/* A leader of this many followers whose DDS sockets got less receive
+ * buffer than Cyclone asks for (1 MiB; net.core.rmem_max caps it) says so,
+ * once: starved, it would drop their datagrams within a second. */
+#define DIST_FLEET_WARN 8
+#define DIST_RCVBUF_WANT (1024 * 1024)
 /* A follower's readers compute time by themselves, stopped or not: they
  * run on the leader's function only as far as the leader waits for this
  * follower, its lease from the last lease it sent, less the hosts' clock
@@ -237,6 +242,7 @@ struct dist_leader {
 	uint64_t slow[DIST_ACK_RECENT], serials;
 	unsigned slow_i;
 	uint64_t slowest_said;  /* the straggler said (serial), until it is none */
+	bool rcvbuf_said;       /* the small receive buffers said (DIST_FLEET_WARN) */
 	int64_t next_repeat;
 	bool members_full_logged;
 	/* clients' changes not announced yet, oldest first. One change is
@@ -482,6 +488,9 @@ int64_t dist_repeat_ns(const struct dist *d);
 void dist_adapt_lead(struct dist *d, int64_t ack_ns);
 void dist_note_slowest(struct dist *d, const struct dist_pending *p, int64_t now);
 void dist_ask_aside(struct dist *d, struct dist_member *m);
+/* This process's DDS sockets: datagrams dropped, the smallest receive
+ * buffer granted (status.c). False: unknown. */
+bool dist_udp_sockets(double *drops, double *rcvbuf);
 unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m);
 int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now);
 

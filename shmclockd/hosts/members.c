@@ -162,6 +162,24 @@ void dist_note_slowest(struct dist *d, const struct dist_pending *p, int64_t now
 	}
 }
 
+/* Leader, as a follower joins: with DIST_FLEET_WARN members or more and
+ * less socket receive buffer than Cyclone asks for, says so, once. */
+static void fleet_buffers_check(struct dist *d, int64_t now)
+{
+	double drops, rcvbuf;
+	unsigned n = dist_members_live(d, now);
+
+	if (d->ldr.rcvbuf_said || n < DIST_FLEET_WARN || !dist_udp_sockets(&drops, &rcvbuf) ||
+	    rcvbuf < 0 || rcvbuf >= DIST_RCVBUF_WANT)
+		return;
+	d->ldr.rcvbuf_said = true;
+	log_msg(LOG_WARN, "distribute: %u followers of clock '%s', and this host's DDS sockets got "
+			  "%.0f KiB of receive buffer, not the 1024 KiB Cyclone DDS asks for "
+			  "(net.core.rmem_max): starved, this leader would drop their datagrams "
+			  "within a second; raise it (doc/hosts.md, \"A fleet\")",
+		n, d->clock, rcvbuf / 1024);
+}
+
 /* Leader: an echo to @follower of its lease stamped @written, naming the
  * last change announced; with @aside_ns, asking it to step aside that
  * long (OnSlow). 0, or -EIO (said at debug level). */
@@ -225,6 +243,7 @@ unsigned dist_slowest_count(const struct dist *d, const struct dist_member *m)
 int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 {
 	struct dist_member *m = NULL, *free_slot = NULL;
+	bool joined = false;
 
 	if (strcmp(a->leader, d->st.leader_id) || a->term != d->ldr.term || d->ldr.deposed)
 		return 0; /* it follows another leader, or an earlier run */
@@ -298,6 +317,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		m->used = true;
 		m->serial = ++d->ldr.serials;
 		log_msg(LOG_INFO, "distribute: follower %s joined clock '%s'", a->follower, d->clock);
+		joined = true;
 	}
 	m->seen = now;
 	if (a->written_ns > m->written)
@@ -305,6 +325,8 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 	m->lease = a->lease_ns < DIST_LEASE_NS ? DIST_LEASE_NS
 		   : a->lease_ns > 60 * INT64_C(1000000000) ? 60 * INT64_C(1000000000)
 							      : a->lease_ns;
+	if (joined)
+		fleet_buffers_check(d, now); /* with it live */
 	/* What it holds under the current plan (acknowledgements of an
 	 * earlier plan say only that it is alive). */
 	if (a->plan == d->ldr.plan && (m->plan != d->ldr.plan || a->acked > m->acked)) {

@@ -26,7 +26,7 @@
  * the sockets among its descriptors; and the smallest receive buffer the
  * kernel granted them (Cyclone DDS asks for 1 MiB; net.core.rmem_max caps
  * it). False: unknown. */
-static bool udp_sockets(double *drops, double *rcvbuf)
+bool dist_udp_sockets(double *drops, double *rcvbuf)
 {
 	static const char *const tables[] = { "/proc/self/net/udp", "/proc/self/net/udp6" };
 	struct {
@@ -227,7 +227,7 @@ void dist_status(struct clock_mode *m, cJSON *status, const struct shmclockd_con
 	{
 		double drops, rcvbuf;
 
-		if (udp_sockets(&drops, &rcvbuf)) {
+		if (dist_udp_sockets(&drops, &rcvbuf)) {
 			cJSON_AddNumberToObject(o, "udp_drops", drops);
 			if (rcvbuf >= 0)
 				cJSON_AddNumberToObject(o, "udp_rcvbuf_bytes", rcvbuf);

@@ -12,6 +12,9 @@ so that every UDP datagram the kernel counts there is this run's:
   one TimeEcho writer sent every follower's echo to every follower: 1.4x
   per follower from 2 to 8, the square of the fleet.
 
+- the leader's DDS sockets capped at 128 kB of receive buffer: it says
+  so, once, when its eighth follower joins (starved, it would drop their
+  datagrams within a second);
 - one follower of the eight starved (SIGSTOPped 40 ms of every 50): the
   leader names it (status "slowest", one log line), every change is still
   made and is fresh on the seven others, none of them is lost; the Lead
@@ -64,7 +67,10 @@ LEADER_PORT = 7400 + 250 * DOMAIN + 10
 URI = ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
        '</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>%s</Discovery>'
        '</Domain></CycloneDDS>')
-LEADER_URI = URI % "<ParticipantIndex>0</ParticipantIndex>"
+# The leader's socket buffers capped at 128 kB (what a host whose
+# net.core.rmem_max is small grants): it says so once it leads 8.
+LEADER_URI = (URI % "<ParticipantIndex>0</ParticipantIndex>").replace(
+    "</Domain>", '<Internal><SocketReceiveBufferSize max="128kB"/></Internal></Domain>')
 FOLLOWER_URI = URI % ('<ParticipantIndex>none</ParticipantIndex><Peers><Peer address="127.0.0.1:%d"/>'
                       '</Peers>' % LEADER_PORT)
 procs = []
@@ -139,6 +145,11 @@ def traffic_phase():
             return None
         time.sleep(3)  # discovery and joins settle
         share[n] = at_rest(leader, n, 8)
+        said = open(os.path.join(rtdir, "leader.log")).read().count("of receive buffer")
+        check(said == (1 if n >= 8 else 0),
+              "with %d followers and 128 kB of socket buffer the leader says it %s (%d lines; "
+              "status udp_rcvbuf_bytes %s)" % (n, "once" if n >= 8 else "not yet", said,
+                                                dist(leader).get("udp_rcvbuf_bytes")))
     check(share[8] <= 1.2 * share[2],
           "a follower's share of the traffic at rest is the same with 8 followers as with 2 "
           "(%.3f and %.3f datagrams a heartbeat: %.2fx; the square of the fleet made it 1.4x)"
