@@ -3,6 +3,7 @@
 #ifndef SHMCLOCK_BENCH_H
 #define SHMCLOCK_BENCH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +62,18 @@ pid_t bench_spawn(char **argv, bool notify);
  * (within 5 s) into @line (NUL-terminated). The pid, or -1 (reaped). */
 pid_t bench_spawn_line(char **argv, char *line, size_t len);
 void bench_sleep_s(double s);
+/* A control request on a thread of its own, so that the caller can watch
+ * the segments meanwhile: bench_req_start, then bench_req_join, whose
+ * result is 0 when the daemon answered "ok":true (the reply in @buf). */
+struct bench_req {
+	const char *sock, *req;
+	char *buf;
+	size_t len;
+	int rc;
+	pthread_t thread;
+};
+int bench_req_start(struct bench_req *a);
+int bench_req_join(struct bench_req *a);
 /* A private runtime directory for the daemons a run starts
  * (/tmp/shmclock-bench-PID, exported as SHMCLOCK_RUNTIME_DIR). 0, or -1
  * with a message. The caller removes it. */

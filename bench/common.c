@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "control_client.h"
 #include "paths.h"
 
 volatile int64_t bench_sink;
@@ -316,6 +317,27 @@ void bench_sleep_s(double s)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+static void *req_main(void *arg)
+{
+	struct bench_req *a = arg;
+
+	a->rc = control_client_request(a->sock, a->req, a->buf, a->len, 10000);
+	return NULL;
+}
+
+int bench_req_start(struct bench_req *a)
+{
+	a->buf[0] = 0;
+	a->rc = -1;
+	return pthread_create(&a->thread, NULL, req_main, a) ? -1 : 0;
+}
+
+int bench_req_join(struct bench_req *a)
+{
+	pthread_join(a->thread, NULL);
+	return a->rc || !strstr(a->buf, "\"ok\":true") ? -1 : 0;
 }
 
 int bench_runtime_dir(char *rt, size_t len)

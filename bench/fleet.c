@@ -190,21 +190,6 @@ static void cpu(const struct fleet *f, double *lead, double *flw)
 		*flw += bench_proc_cpu(f->pid[i], &s) ? s : 0;
 }
 
-struct req {
-	const char *sock, *req;
-	char buf[1 << 18]; /* the reply carries the status: every follower */
-	int rc;
-	pthread_t thread;
-};
-
-static void *req_main(void *arg)
-{
-	struct req *a = arg;
-
-	a->rc = control_client_request(a->sock, a->req, a->buf, sizeof(a->buf), 10000);
-	return NULL;
-}
-
 /* One change: the time from its request until it is fresh in every
  * segment (ns), -1 on a refusal, 3e9 when a host never took it. */
 static double one_change(const struct fleet *f, bool pause)
@@ -213,7 +198,8 @@ static double one_change(const struct fleet *f, bool pause)
 	uint64_t before[DIST_MEMBERS_MAX + 1];
 	bool seen[DIST_MEMBERS_MAX + 1] = { false };
 	int left = f->n + 1;
-	static struct req a;
+	static char reply[1 << 18]; /* the reply carries the status: every follower */
+	struct bench_req a = { .buf = reply, .len = sizeof(reply) };
 	int64_t t0, done = 0;
 
 	for (int i = 0; i <= f->n; i++) {
@@ -226,7 +212,7 @@ static double one_change(const struct fleet *f, bool pause)
 	a.sock = sock;
 	a.req = pause ? "{\"v\":1,\"cmd\":\"pause\"}\n" : "{\"v\":1,\"cmd\":\"resume\"}\n";
 	t0 = bench_mono_ns();
-	if (pthread_create(&a.thread, NULL, req_main, &a)) {
+	if (bench_req_start(&a)) {
 		fprintf(stderr, "shmclock-bench: no thread for a control request\n");
 		return -1;
 	}
@@ -246,12 +232,36 @@ static double one_change(const struct fleet *f, bool pause)
 		/* Not a core of its own: the daemons need both. */
 		bench_sleep_s(0.0002);
 	}
-	pthread_join(a.thread, NULL);
-	if (a.rc || !strstr(a.buf, "\"ok\":true")) {
+	if (bench_req_join(&a)) {
 		fprintf(stderr, "shmclock-bench: the leader refused a change: %.200s\n", a.buf);
 		return -1;
 	}
 	return left ? 3e9 : (double)(done - t0);
+}
+
+/* What a stretch of time cost: datagrams, the leader's and the
+ * followers' CPU seconds, and its length (s). window_open() notes the
+ * counters, window_close() turns them into the differences. */
+struct window {
+	double udp, lead, flw, secs;
+};
+
+static void window_open(const struct fleet *f, struct window *w)
+{
+	w->udp = udp_in();
+	cpu(f, &w->lead, &w->flw);
+	w->secs = (double)bench_mono_ns() / 1e9;
+}
+
+static void window_close(const struct fleet *f, struct window *w)
+{
+	double lead, flw;
+
+	cpu(f, &lead, &flw);
+	w->udp = udp_in() - w->udp;
+	w->lead = lead - w->lead;
+	w->flw = flw - w->flw;
+	w->secs = (double)bench_mono_ns() / 1e9 - w->secs;
 }
 
 struct row {
@@ -270,7 +280,7 @@ static int run_one(struct fleet *f, int n, int changes, double rest, bool counte
 	char leader_uri[512], follower_uri[768];
 	int port = 7400 + 250 * f->domain + 10; /* participant index 0's discovery port */
 	double *c = calloc((size_t)changes, sizeof(double));
-	double u0, u1, l0, l1, w0, w1, t0, t1;
+	struct window w;
 	int rc = -1;
 
 	if (!c)
@@ -318,21 +328,15 @@ static int run_one(struct fleet *f, int n, int changes, double rest, bool counte
 		bench_sleep_s(0.05);
 	}
 	bench_sleep_s(2); /* joins and discovery settle */
-	u0 = udp_in();
-	cpu(f, &l0, &w0);
-	t0 = (double)bench_mono_ns();
+	window_open(f, &w);
 	bench_sleep_s(rest);
-	u1 = udp_in();
-	cpu(f, &l1, &w1);
-	t1 = (double)bench_mono_ns();
-	r->dgram_rest = counted ? (u1 - u0) / ((t1 - t0) / 1e9) : -1;
-	r->lead_cpu_rest = (l1 - l0) / ((t1 - t0) / 1e9) * 100;
-	r->flw_cpu_rest = (w1 - w0) / ((t1 - t0) / 1e9) * 100 / n;
+	window_close(f, &w);
+	r->dgram_rest = counted ? w.udp / w.secs : -1;
+	r->lead_cpu_rest = w.lead / w.secs * 100;
+	r->flw_cpu_rest = w.flw / w.secs * 100 / n;
 	r->postponed = leader_num(f, "postponed");
 	r->lost = leader_num(f, "lost_followers");
-	u0 = udp_in();
-	cpu(f, &l0, &w0);
-	t0 = (double)bench_mono_ns();
+	window_open(f, &w);
 	for (int k = 0; k < changes; k++) {
 		int64_t start_ns = bench_mono_ns();
 		double left;
@@ -343,12 +347,10 @@ static int run_one(struct fleet *f, int n, int changes, double rest, bool counte
 		if (left > 0)
 			bench_sleep_s(left);
 	}
-	u1 = udp_in();
-	cpu(f, &l1, &w1);
-	t1 = (double)bench_mono_ns();
-	r->dgram_chg = counted ? (u1 - u0) / ((t1 - t0) / 1e9) : -1;
-	r->lead_cpu_chg = (l1 - l0) / ((t1 - t0) / 1e9) * 100;
-	r->fleet_cpu_ms = ((w1 - w0) - r->flw_cpu_rest / 100 * n * ((t1 - t0) / 1e9)) / changes * 1e3;
+	window_close(f, &w);
+	r->dgram_chg = counted ? w.udp / w.secs : -1;
+	r->lead_cpu_chg = w.lead / w.secs * 100;
+	r->fleet_cpu_ms = (w.flw - r->flw_cpu_rest / 100 * n * w.secs) / changes * 1e3;
 	r->held_p50_ms = leader_num(f, "ack_p50_ns") / 1e6;
 	r->held_p99_ms = leader_num(f, "ack_p99_ns") / 1e6;
 	r->commit = bench_summarise(c, changes);

@@ -61,23 +61,6 @@ static const char *tags[NCLOCKS] = { "lead", "fn", "c100", "c1k", "fn2", "fn3" }
 static const int timed[] = { 0, 1, 4, 5 };
 #define NTIMED 4
 
-/* A control request on a thread of its own, so that the caller can watch
- * the segments meanwhile. */
-struct async_req {
-	const char *sock, *req;
-	char buf[4096];
-	int rc;
-	pthread_t thread;
-};
-
-static void *req_main(void *arg)
-{
-	struct async_req *a = arg;
-
-	a->rc = control_client_request(a->sock, a->req, a->buf, sizeof(a->buf), 10000);
-	return NULL;
-}
-
 /* CPU hogs: one busy child per core, at the default priority. */
 static void hogs(pid_t *pids, int n, bool start)
 {
@@ -199,7 +182,8 @@ static int one_change(struct scenario *sc)
 	int k = rand() % 10;
 	bool toggle = sc->paused || k < 1, seen[NTIMED] = { false };
 	uint64_t before[NTIMED];
-	struct async_req a;
+	char reply[4096];
+	struct bench_req a = { .buf = reply, .len = sizeof(reply) };
 	int64_t t0;
 	int left = NTIMED;
 
@@ -222,7 +206,10 @@ static int one_change(struct scenario *sc)
 	a.sock = sock;
 	a.req = req;
 	t0 = bench_mono_ns();
-	pthread_create(&a.thread, NULL, req_main, &a);
+	if (bench_req_start(&a)) {
+		fprintf(stderr, "shmclock-bench: no thread for a control request\n");
+		return -1;
+	}
 	/* Each host's first commit after the request (at most 2 s). */
 	while (left && bench_mono_ns() - t0 < 2000000000) {
 		for (int h = 0; h < NTIMED; h++) {
@@ -239,8 +226,7 @@ static int one_change(struct scenario *sc)
 		}
 		bench_sleep_s(0.00002);
 	}
-	pthread_join(a.thread, NULL);
-	if (a.rc || !strstr(a.buf, "\"ok\":true")) {
+	if (bench_req_join(&a)) {
 		fprintf(stderr, "shmclock-bench: the leader refused %s: %s", req, a.buf);
 		return -1;
 	}
