@@ -242,7 +242,7 @@ struct dist_leader {
 	uint64_t slow[DIST_ACK_RECENT], serials;
 	unsigned slow_i;
 	uint64_t slowest_said;  /* the straggler said (serial), until it is none */
-	bool rcvbuf_said;       /* the small receive buffers said (DIST_FLEET_WARN) */
+	bool rcvbuf_said;       /* its buffers looked at (DIST_FLEET_WARN): once */
 	int64_t next_repeat;
 	bool members_full_logged;
 	/* clients' changes not announced yet, oldest first. One change is

@@ -162,17 +162,20 @@ void dist_note_slowest(struct dist *d, const struct dist_pending *p, int64_t now
 	}
 }
 
-/* Leader, as a follower joins: with DIST_FLEET_WARN members or more and
- * less socket receive buffer than Cyclone asks for, says so, once. */
+/* Leader, as a follower joins: once it has DIST_FLEET_WARN members, a
+ * look at its sockets (once: /proc is read on this thread), and a line if
+ * they got less receive buffer than Cyclone asks for (the buffers do not
+ * change while it runs). */
 static void fleet_buffers_check(struct dist *d, int64_t now)
 {
 	double drops, rcvbuf;
 	unsigned n = dist_members_live(d, now);
 
-	if (d->ldr.rcvbuf_said || n < DIST_FLEET_WARN || !dist_udp_sockets(&drops, &rcvbuf) ||
-	    rcvbuf < 0 || rcvbuf >= DIST_RCVBUF_WANT)
+	if (d->ldr.rcvbuf_said || n < DIST_FLEET_WARN)
 		return;
 	d->ldr.rcvbuf_said = true;
+	if (!dist_udp_sockets(&drops, &rcvbuf) || rcvbuf < 0 || rcvbuf >= DIST_RCVBUF_WANT)
+		return;
 	log_msg(LOG_WARN, "distribute: %u followers of clock '%s', and this host's DDS sockets got "
 			  "%.0f KiB of receive buffer, not the 1024 KiB Cyclone DDS asks for "
 			  "(net.core.rmem_max): starved, this leader would drop their datagrams "

@@ -223,9 +223,12 @@ def starve_phase(leader):
         check(st.get("lost_followers", 0) - lost0 <= 1 and
               all(("/%d/" % sp.pid) not in f["id"] for f in st.get("followers", [])),
               "it alone is no longer waited for (%d lost)" % (st.get("lost_followers", 0) - lost0))
-        check(max(took[5:]) < max(took[:5]) or max(took) < 1.0,
-              "once it is lost the changes no longer wait for it (%s s)"
-              % " ".join("%.2f" % x for x in took))
+        # Relative, not a bound on time: the first waits for its lease,
+        # the rest (their median) far less, however busy the machine.
+        later = sorted(took[1:])[len(took[1:]) // 2]
+        check(later < took[0] / 2,
+              "once it is lost the changes no longer wait for it (the first %.2f s, the rest "
+              "%.2f s at the median)" % (took[0], later))
         paused = info(leader).paused
         check(wait_for(lambda: all(fresh_on(n, paused) for n in others), 10, 0.1),
               "the seven others are fresh on the last one")

@@ -752,6 +752,7 @@ def aside_phase():
     check(wait_for(lambda: bc.info().stale, 10), "it marks its clock stale")
     check(wait_for(lambda: not any("/%d/" % bp.pid in m for m in members()), 10),
           "it leaves: the leader no longer waits for it (%s)" % members())
+    check(bc.info().stale, "the follower out is stale while it is out")
     bst = ctl(bname, "status")[0]["status"]["distribute"]
     check(bst.get("leader_losses", {}).get("aside") == 1 and bst.get("last_loss") == "aside" and
           "lost (aside)" in open(os.path.join(rtdir, "aside-b.log")).read(),
@@ -762,7 +763,6 @@ def aside_phase():
     paused = ctl(lname, "status")[0]["status"]["paused"]
     check(wait_for(lambda: not ac.info().stale and ac.info().paused == paused, 10),
           "the other follower is fresh on the leader's last change")
-    check(bc.info().stale, "the follower out is still stale")
     check(wait_for(lambda: any("/%d/" % bp.pid in m for m in members()), 30, 0.1),
           "after its time out it is a member again")
     check(wait_for(lambda: not bc.info().stale and bc.info().paused == paused, 10),
