@@ -12,7 +12,8 @@ longer matches anything fails too, instead of checking nothing):
 - participants per clock, SHMCLOCK_LOCKSTEP_SLOTS ("64 participants
   already", "Participants (integer, 1 to 64");
 - a control request line, CONTROL_LINE_MAX ("capped at 4096 bytes");
-- control clients, CONTROL_CLIENTS_MAX ("with 32 clients connected").
+- control clients, CONTROL_CLIENTS_MAX ("with 32 clients connected");
+- OnSlow's count of late changes, DIST_ON_SLOW_MAX ("OnSlow ... 1 to 32").
 
 (The code's own messages format the constants in.) TAP, one line a limit.
 
@@ -63,6 +64,8 @@ CHECKS = [
      r"[Ll]ines are capped at (\d+) bytes"),
     ("control clients", ("control_clients_max",),
      r"with (\d+) clients connected|clients at (\d+)|with all (\d+) waiting"),
+    ("OnSlow's count", ("on_slow_max",),
+     r"OnSlow[^.]{0,120}?\b1 to (\d+)"),
 ]
 
 results = []

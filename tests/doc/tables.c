@@ -13,7 +13,7 @@
 #include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 
-#include "config.h"  /* CONFIG_SCALE_MIN, CONFIG_SCALE_MAX */
+#include "config.h"  /* CONFIG_SCALE_MIN, CONFIG_SCALE_MAX, DIST_ON_SLOW_MAX */
 #include "control.h" /* CONTROL_LINE_MAX, CONTROL_CLIENTS_MAX */
 
 int main(void)
@@ -32,5 +32,6 @@ int main(void)
 	printf("limit\tlockstep_who_max\t%d\n", SHMCLOCK_LOCKSTEP_WHO_MAX);
 	printf("limit\tcontrol_line_max\t%d\n", CONTROL_LINE_MAX);
 	printf("limit\tcontrol_clients_max\t%d\n", CONTROL_CLIENTS_MAX);
+	printf("limit\ton_slow_max\t%d\n", DIST_ON_SLOW_MAX);
 	return 0;
 }
