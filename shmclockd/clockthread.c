@@ -217,6 +217,11 @@ static int apply(struct clockthread *ct, struct cmd *c)
 {
 	const struct source *src = ct->cfg.source;
 	const char *refused = cmd_refused(c->req.kind, mode_of(&ct->cfg));
+
+	/* A follower host in lockstep (lockstep_hosts.h) evicts its own
+	 * participants; the rest belongs to its leader, as any follower's. */
+	if (c->req.kind == CMD_EVICT && ct->cfg.ls_participants)
+		refused = NULL;
 	shmclock_writer_t *w = ct->w;
 	shmclock_info_t in;
 	int r = 0;

@@ -823,10 +823,12 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 			 "would publish it back: refused (no echo loop)");
 		return -EINVAL;
 	}
+	/* Lockstep between hosts: the leader's source is fixed or external,
+	 * a follower host's the leader (lockstep_hosts.h). */
 	if (c->ls_participants && c->source->id != SHMCLOCK_SOURCE_FIXED &&
-	    c->source->id != SHMCLOCK_SOURCE_EXTERNAL) {
-		snprintf(err, errlen, "Lockstep needs the fixed or the external source (TimeSource is %s)",
-			 c->source->name);
+	    c->source->id != SHMCLOCK_SOURCE_EXTERNAL && c->source->ops->feed != FEED_LEADER) {
+		snprintf(err, errlen, "Lockstep needs the fixed or the external source, or the leader "
+			 "source on a follower host (TimeSource is %s)", c->source->name);
 		return -EINVAL;
 	}
 	if (c->dist_publish && c->source->ops->feed == FEED_LEADER) {
@@ -836,10 +838,10 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	}
 	/* A source that changes its rate itself is not one a leader can
 	 * publish as a function either (the leader's own is refused above). */
-	if (c->dist_publish && (!source_can_lead(c->source) || c->ls_participants)) {
-		snprintf(err, errlen, "Distribute.Publish needs a continuous source (%s), not %s%s: "
-			 "every step would be a message; use Ros2.Publish", source_leader_names(),
-			 c->source->name, c->ls_participants ? " in lockstep" : "");
+	if (c->dist_publish && !source_can_lead(c->source) && !c->ls_participants) {
+		snprintf(err, errlen, "Distribute.Publish needs a continuous source (%s), or "
+			 "Lockstep, not %s: every step would be a message; use Ros2.Publish",
+			 source_leader_names(), c->source->name);
 		return -EINVAL;
 	}
 	if (c->ls_participants && c->ls_on_stall_given && c->ls_on_stall != STALL_WAIT &&
@@ -852,10 +854,6 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	    c->ls_evict_ns) {
 		snprintf(err, errlen, "Lockstep.EvictAfter with OnStall wait would do nothing: "
 			 "OnStall evict or abort, or no EvictAfter");
-		return -EINVAL;
-	}
-	if (c->source->ops->feed == FEED_LEADER && c->ls_participants) {
-		snprintf(err, errlen, "Lockstep is for the fixed or the external source, not a follower");
 		return -EINVAL;
 	}
 	if (c->source->stepped && !c->source->ops->scalable && c->scale != 1.0) {

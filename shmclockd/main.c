@@ -642,7 +642,7 @@ static int open_mode(struct daemon *d, char *err, size_t errlen)
 	int r;
 
 	if (c->ls_participants) {
-		if ((r = mode_lockstep_create(d->w, c, &d->mode, err, errlen)))
+		if ((r = mode_lockstep_create(d->w, c, d->ros2, d->ros2_api, &d->mode, err, errlen)))
 			return r;
 		d->ls = d->mode;
 		return 0;
@@ -790,7 +790,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		return r;
 	/* A leader reads the topic too: the terms of the leaders before it,
 	 * and any other live leader of its clock (mode_distribute.c). */
-	if (d->ros2 && (d->cfg.source->ops->feed == FEED_LEADER || d->cfg.dist_publish) &&
+	if (d->ros2 && !d->ls && (d->cfg.source->ops->feed == FEED_LEADER || d->cfg.dist_publish) &&
 	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg),
 					  mode_distribute_id(d->mode), d->cfg.dist_stale_ns, err,
 					  errlen)))

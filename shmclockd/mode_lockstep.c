@@ -31,6 +31,7 @@
 
 #include "duration.h"
 #include "sat.h"
+#include "lockstep_hosts.h"
 #include "log.h"
 #include "mode_lockstep.h"
 #include "ros2.h"
@@ -42,6 +43,8 @@
 struct mode_lockstep {
 	struct clock_mode m;
 	shmclock_lockstep_host_t *host;  /* the participants' segment */
+	struct ls_hosts *hosts;          /* between hosts (lockstep_hosts.h), or NULL */
+	unsigned host_members;           /* a follower host's participants at its last pass */
 	int notify_fd;                   /* eventfd: written when OnDeath abort fires */
 	_Atomic bool started;            /* Participants joined once: the clock runs
 					  * (status reads it: relaxed, information) */
@@ -249,6 +252,20 @@ static void report_stall(struct mode_lockstep *l, const struct shmclockd_config 
 			len += (size_t)snprintf(line + len, sizeof(line) - len, "%s'%s' (pid %d)",
 						len ? ", " : "", p[i].who, (int)p[i].pid);
 	}
+	if (l->hosts && len < sizeof(line)) {
+		/* Remote participants at or below the clock hold it, since
+		 * its last advance at least. */
+		size_t k = ls_hosts_holding(l->hosts, sim, line + len + (len ? 2 : 0),
+					    sizeof(line) - len - (len ? 2 : 0));
+
+		if (k && len)
+			memcpy(line + len, ", ", 2);
+		if (k) {
+			len += k + (len ? 2 : 0);
+			if (now - l->commit_mono > held)
+				held = now - l->commit_mono;
+		}
+	}
 	if (!held)
 		return;
 	l->stall_logged = now;
@@ -279,6 +296,127 @@ static void publish_clock(struct mode_lockstep *l, const struct clock_env *env, 
 	l->pub_next = now + 1000000000 / (env->cfg->ros2_hz > 0 ? env->cfg->ros2_hz : 100);
 }
 
+/* The leader hears of its hosts (lockstep_hosts.h): a remote death or a
+ * host lost is a participant's death (OnDeath). */
+static void on_host_event(enum ls_hosts_event ev, const char *host, const char *what, void *user)
+{
+	const struct scan *sc = user;
+	struct mode_lockstep *l = sc->l;
+	char rec[sizeof(l->dead)];
+
+	if (ev == LS_HOST_JOINED) {
+		log_msg(LOG_INFO, "lockstep: host %s counted, its participants: %s", host,
+			*what ? what : "none yet");
+		return;
+	}
+	if (ev == LS_HOST_DEATH)
+		snprintf(rec, sizeof(rec), "on host %s: %s", host, what);
+	else
+		snprintf(rec, sizeof(rec), "host %s lost (silent for its lease), its participants "
+			 "count as dead: %s", host, *what ? what : "none");
+	pthread_mutex_lock(&l->rec_lock);
+	memcpy(l->dead, rec, sizeof(rec));
+	l->dead_grant = l->dead_clock = l->commit_sim;
+	l->dead_mono = shmclock_steady_now().ns;
+	pthread_mutex_unlock(&l->rec_lock);
+	/* Relaxed: a count; the record is under the lock. */
+	atomic_fetch_add_explicit(&l->deaths, 1, memory_order_relaxed);
+	if (sc->env->cfg->ls_abort) {
+		char msg[sizeof(rec) + 64];
+
+		log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops", rec);
+		snprintf(msg, sizeof(msg), "participant %s (OnDeath abort)", rec);
+		abort_run(l, SHMCLOCKD_EXIT_LOCKSTEP_DEATH, msg);
+	} else {
+		log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on", rec);
+	}
+}
+
+/* A follower host's pass: shows the largest time its leader decided,
+ * never past its own participants' grants, and promises the smallest of
+ * these (lockstep_hosts.h). */
+static int64_t follower_tick(struct mode_lockstep *l, const struct clock_env *env, int64_t now)
+{
+	shmclock_lockstep_host_t *h = l->host;
+	const struct shmclockd_config *c = env->cfg;
+	struct scan sc = { l, env };
+	int64_t limit, min, join, deadline = now + SCAN_NS, next;
+	struct ls_follow f;
+	shmclock_info_t in;
+	char dead[sizeof(l->dead)];
+	unsigned n;
+
+	shmclock_writer_info(env->w, &in);
+	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
+		return INT64_MAX;
+	ls_hosts_follow(l->hosts, now, &f);
+	if (f.evicted) {
+		struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+		unsigned np = shmclock_lockstep_host_list(h, p, SHMCLOCK_LOCKSTEP_SLOTS);
+
+		log_msg(LOG_WARN, "lockstep: the leader no longer counts this host (its lease ran out): "
+				  "its %u participants are evicted; it joins again as a new host", np);
+		for (unsigned i = 0; i < np && i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
+			shmclock_lockstep_host_evict_slot(h, p[i].slot);
+	}
+	if (f.heard != INT64_MIN && f.heard < in.sim_ns && !l->host_members) {
+		/* Behind this clock (a new leader, or this host's clock left
+		 * from an earlier run): with no participant here to hold to
+		 * what it showed, the clock goes back to the leader's, a jump
+		 * its readers hear of. */
+		char a[64], b[64];
+
+		log_msg(LOG_WARN, "lockstep: the leader is at %s, behind this host's clock at %s: "
+				  "back to it (a jump)", duration_format(f.heard, a, sizeof(a)),
+			duration_format(in.sim_ns, b, sizeof(b)));
+		if (!shmclock_writer_set_time(env->w, f.heard))
+			shmclock_writer_info(env->w, &in);
+	} else if (f.jump) {
+		log_msg(LOG_WARN, "lockstep: the new leader is behind this host's clock and its "
+				  "participants: it holds until the leader's time passes its own");
+	}
+	if (f.silent != in.stale && clock_env_set_stale(env, f.silent))
+		log_msg(LOG_DEBUG, "lockstep: cannot mark the clock %s", f.silent ? "stale" : "fresh");
+	/* A participant joins where none here is behind: at the promise (the
+	 * leader may be there already) or the time heard, if later than the
+	 * clock (grants.pml: JOIN_AT_SHOWN fails). */
+	join = f.join_at > in.sim_ns ? f.join_at : in.sim_ns;
+	shmclock_lockstep_host_scan(h, join, on_event, &sc, &min, &n);
+	l->host_members = n;
+	limit = f.heard;
+	if (n && min < limit)
+		limit = min;
+	if (limit > in.sim_ns && !shmclock_writer_advance(env->w, limit)) {
+		l->commit_mono = now;
+		l->commit_sim = limit;
+		atomic_fetch_add_explicit(&l->advances, 1, memory_order_relaxed);
+		in.sim_ns = limit;
+		if (!atomic_load_explicit(&l->started, memory_order_relaxed)) {
+			atomic_store_explicit(&l->run_mono, now, memory_order_relaxed);
+			atomic_store_explicit(&l->run_sim, limit, memory_order_relaxed);
+			/* Release: pairs with status's acquire load. */
+			atomic_store_explicit(&l->started, true, memory_order_release);
+		}
+	}
+	shmclock_lockstep_host_committed(h, in.sim_ns);
+	publish_clock(l, env, in.sim_ns, now, &deadline);
+	pthread_mutex_lock(&l->rec_lock);
+	memcpy(dead, l->dead, sizeof(dead));
+	pthread_mutex_unlock(&l->rec_lock);
+	next = ls_hosts_promise(l->hosts, now, in.sim_ns, min, n, (unsigned)c->ls_participants,
+				atomic_load_explicit(&l->deaths, memory_order_relaxed), dead);
+	if (next < deadline)
+		deadline = next;
+	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
+		return CLOCK_MODE_AGAIN; /* OnDeath abort, said to the leader above */
+	if (n && !f.silent) {
+		report_stall(l, c, in.sim_ns, now);
+		check_stalls(l, c, in.sim_ns, now);
+	}
+	shmclock_writer_heartbeat(env->w);
+	return deadline;
+}
+
 /* One pass of the clock thread's loop: advance to what the grants allow,
  * or say until when nothing will change. */
 static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_t now)
@@ -292,10 +430,22 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	shmclock_info_t in;
 	unsigned n;
 
+	if (l->hosts && !ls_hosts_leader(l->hosts))
+		return follower_tick(l, env, now);
 	shmclock_writer_info(env->w, &in);
 	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
 		return INT64_MAX; /* stopped for good: only commands (status, stop) */
 	shmclock_lockstep_host_scan(h, in.sim_ns, on_event, &sc, &min, &n);
+	if (l->hosts) {
+		/* Every host it counts, at its promise. */
+		int64_t rmin;
+		unsigned rn;
+
+		ls_hosts_promises(l->hosts, now, on_host_event, &sc, &rmin, &rn);
+		if (rmin < min)
+			min = rmin;
+		n += rn;
+	}
 	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
 		return CLOCK_MODE_AGAIN; /* a death with OnDeath abort: no advance after it */
 	if (!started && n >= (unsigned)c->ls_participants) {
@@ -338,12 +488,20 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 			atomic_fetch_add_explicit(&l->advances, 1, memory_order_relaxed);
 			shmclock_lockstep_host_committed(h, limit);
 			publish_clock(l, env, limit, now, NULL);
+			if (l->hosts)
+				ls_hosts_decided(l->hosts, limit, now);
 			l->stall_logged = 0;
 			return CLOCK_MODE_AGAIN; /* more grants may be waiting */
 		}
 	}
 	shmclock_lockstep_host_committed(h, in.sim_ns);
 	publish_clock(l, env, in.sim_ns, now, &deadline);
+	if (l->hosts) {
+		int64_t hb = ls_hosts_decided(l->hosts, in.sim_ns, now);
+
+		if (hb < deadline)
+			deadline = hb;
+	}
 	if (in.paused)
 		l->commit_mono = now; /* a pause is nobody's stall */
 	if (started && n && !in.paused) {
@@ -384,6 +542,9 @@ static int ls_start(struct clock_mode *m, const struct clock_env *env)
 	shmclock_writer_info(env->w, &in);
 	if (!in.initialized)
 		r = shmclock_writer_advance(env->w, 0);
+	else if (!in.stepped)
+		r = shmclock_writer_set_stepped(env->w, true); /* a follower host's: the leader
+								* source runs */
 	shmclock_writer_info(env->w, &in);
 	l->ext_target = in.sim_ns;
 	l->step_target = INT64_MIN;
@@ -567,6 +728,8 @@ static void ls_status(struct clock_mode *mode, cJSON *st, const struct shmclockd
 		add_figures(m, l, p[i].slot, &most, &most_who, p[i].who);
 		cJSON_AddItemToArray(a, m);
 	}
+	if (l->hosts)
+		ls_hosts_status(l->hosts, t, a, sim);
 	if (most_who)
 		cJSON_AddStringToObject(t, "last_to_grant_most", most_who);
 	cJSON_AddItemToObject(t, "members", a);
@@ -586,6 +749,7 @@ static void ls_destroy(struct clock_mode *m)
 
 	/* Its participants learn it from the clock's writer going away (or
 	 * from a successor's new segment): -ESTALE. */
+	ls_hosts_close(l->hosts);
 	shmclock_lockstep_host_destroy(l->host);
 	if (l->notify_fd >= 0)
 		close(l->notify_fd);
@@ -607,7 +771,7 @@ static const struct clock_mode_ops mode_lockstep_ops = {
 };
 
 int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
-			 struct clock_mode **out, char *err, size_t errlen)
+			 struct ros2 *ros2, const struct ros2_api *api, struct clock_mode **out, char *err, size_t errlen)
 {
 	struct mode_lockstep *l = calloc(1, sizeof(*l));
 	int r;
@@ -637,6 +801,11 @@ int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 		return r;
 	}
 	shmclock_lockstep_host_set_max_ahead(l->host, c->ls_max_ahead_ns);
+	if (ros2 && (c->dist_publish || c->source->ops->feed == FEED_LEADER) &&
+	    (r = ls_hosts_open(c, ros2, api, l->host, &l->hosts, err, errlen)) != 0) {
+		ls_destroy(&l->m);
+		return r;
+	}
 	*out = &l->m;
 	return 0;
 }

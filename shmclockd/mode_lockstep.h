@@ -18,11 +18,17 @@
 /* The longest abort message (mode_lockstep_aborted). */
 #define MODE_LOCKSTEP_ABORT_MAX 640
 
+struct ros2;
+struct ros2_api;
+
 /* Creates the participants' segment, with the control socket's access
- * rule (the owner, and ControlGroup when set), and the mode over it.
- * 0, or -errno with a one-line message in err. */
+ * rule (the owner, and ControlGroup when set), and the mode over it;
+ * between hosts (Distribute.Publish: the leader; TimeSource leader: a
+ * follower host) over the DDS link @ros2 (lockstep_hosts.h). 0, or
+ * -errno with a one-line message in err. */
 int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
-			 struct clock_mode **out, char *err, size_t errlen);
+			 struct ros2 *ros2, const struct ros2_api *api, struct clock_mode **out,
+			 char *err, size_t errlen);
 
 /* An eventfd the clock thread writes when OnDeath or OnStall abort fired. */
 int mode_lockstep_notify_fd(struct clock_mode *m);

@@ -28,6 +28,8 @@
 #define DIST_TOPIC "shmclock_TimeFunction"
 #define ACK_TOPIC "shmclock_TimeAck"
 #define ECHO_TOPIC "shmclock_TimeEcho"
+#define LS_GRANT_TOPIC "shmclock_LockstepGrant"
+#define LS_TIME_TOPIC "shmclock_LockstepTime"
 /* The TimeFunction history: every change the leader may have announced
  * and not committed (DIST_QUEUE_MAX in hosts/dist.h) and a few more,
  * so that reliable delivery loses no announcement to a newer sample. */
@@ -80,6 +82,14 @@ struct ros2 {
 		uint64_t used; /* echo_uses when last written: the oldest is reused */
 	} echo_to[DIST_ECHO_WRITERS];
 	uint64_t echo_uses;
+	/* lockstep between hosts: the topics, the writer of the role, the
+	 * reader's thread, and where what it takes goes */
+	dds_entity_t ls_grant_topic, ls_time_topic, ls_writer;
+	struct follower ls;
+	void (*ls_grant_cb)(void *ctx, const struct ls_grant *g);
+	void (*ls_time_cb)(void *ctx, const struct ls_time *t);
+	void *ls_ctx;
+	char ls_clock[65];
 	char dist_clock[65];
 	int64_t dist_stale_ns;
 	dds_time_t dist_created;    /* the follower's reader: what is older is history */
@@ -883,12 +893,178 @@ static void dist_get_stats(struct ros2 *r, struct dist_stats *st)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* ------------------------------------------------ lockstep between hosts */
+
+static int ls_topics(struct ros2 *r, const char *clock, char *err, size_t errlen)
+{
+	snprintf(r->ls_clock, sizeof(r->ls_clock), "%s", clock);
+	r->ls_grant_topic = dds_create_topic(r->participant, &shmclock_LockstepGrant_desc,
+					     LS_GRANT_TOPIC, NULL, NULL);
+	if (r->ls_grant_topic < 0)
+		return dds_fail(err, errlen, "cannot create topic " LS_GRANT_TOPIC, r->ls_grant_topic);
+	r->ls_time_topic = dds_create_topic(r->participant, &shmclock_LockstepTime_desc,
+					    LS_TIME_TOPIC, NULL, NULL);
+	if (r->ls_time_topic < 0)
+		return dds_fail(err, errlen, "cannot create topic " LS_TIME_TOPIC, r->ls_time_topic);
+	return 0;
+}
+
+/* Grants (leader) or times (follower): everything the reader holds, each
+ * of this clock to the callback. */
+static void ls_take(struct ros2 *r)
+{
+	void *ptrs[ROS2_TAKE_MAX] = { 0 };
+	dds_sample_info_t infos[ROS2_TAKE_MAX];
+	int n = dds_take(r->ls.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+
+	for (int i = 0; i < n; i++) {
+		if (!infos[i].valid_data)
+			continue;
+		if (r->ls_grant_cb) {
+			const shmclock_LockstepGrant *m = ptrs[i];
+			struct ls_grant g;
+
+			if (strcmp(m->clock, r->ls_clock))
+				continue;
+			memset(&g, 0, sizeof(g));
+			snprintf(g.clock, sizeof(g.clock), "%s", m->clock);
+			snprintf(g.host, sizeof(g.host), "%s", m->host);
+			snprintf(g.leader, sizeof(g.leader), "%s", m->leader);
+			g.seq = m->seq;
+			g.grant_ns = m->grant_ns;
+			g.shown_ns = m->shown_ns;
+			g.lease_ns = m->lease_ns;
+			g.members = m->members;
+			g.deaths = m->deaths;
+			snprintf(g.last_death, sizeof(g.last_death), "%s", m->last_death);
+			snprintf(g.who, sizeof(g.who), "%s", m->who);
+			g.echo_ns = m->echo_ns;
+			g.held_ns = m->held_ns;
+			r->ls_grant_cb(r->ls_ctx, &g);
+		} else {
+			const shmclock_LockstepTime *m = ptrs[i];
+			struct ls_time t;
+
+			if (strcmp(m->clock, r->ls_clock))
+				continue;
+			memset(&t, 0, sizeof(t));
+			snprintf(t.clock, sizeof(t.clock), "%s", m->clock);
+			snprintf(t.leader, sizeof(t.leader), "%s", m->leader);
+			t.seq = m->seq;
+			t.time_ns = m->time_ns;
+			t.sent_ns = m->sent_ns;
+			t.heartbeat_ns = m->heartbeat_ns;
+			snprintf(t.hosts, sizeof(t.hosts), "%s", m->hosts);
+			r->ls_time_cb(r->ls_ctx, &t);
+		}
+	}
+	if (n > 0)
+		dds_return_loan(r->ls.readcond, ptrs, n);
+}
+
+static void *ls_main(void *arg)
+{
+	struct ros2 *r = arg;
+
+	while (follower_wait(&r->ls, DDS_INFINITY))
+		ls_take(r);
+	return NULL;
+}
+
+/* Both topics reliable, keep last 1 per instance: of a host's promises
+ * and of the leader's times only the newest matters, and a lost one is
+ * repaired with the newest. The times are transient-local (a follower
+ * that starts late gets the time at once), the grants volatile (a dead
+ * host's last promise is no promise). */
+static int ls_endpoints(struct ros2 *r, dds_entity_t wtopic, bool whist, dds_entity_t rtopic,
+			bool rhist, const char *what, char *err, size_t errlen)
+{
+	dds_qos_t *qos = dist_qos(1, whist);
+	int rc;
+
+	r->ls_writer = dds_create_writer(r->participant, wtopic, qos, NULL);
+	dds_delete_qos(qos);
+	if (r->ls_writer < 0)
+		return dds_fail(err, errlen, "cannot create the lockstep writer", r->ls_writer);
+	qos = dist_qos(1, rhist);
+	rc = follower_start(r, &r->ls, rtopic, qos, NULL, ls_main, what, err, errlen);
+	dds_delete_qos(qos);
+	return rc;
+}
+
+static int ls_lead(struct ros2 *r, const char *clock, void (*cb)(void *ctx, const struct ls_grant *g),
+		   void *ctx, char *err, size_t errlen)
+{
+	int rc = ls_topics(r, clock, err, errlen);
+
+	if (rc)
+		return rc;
+	r->ls_grant_cb = cb;
+	r->ls_ctx = ctx;
+	return ls_endpoints(r, r->ls_time_topic, true, r->ls_grant_topic, false, LS_GRANT_TOPIC,
+			    err, errlen);
+}
+
+static int ls_follow(struct ros2 *r, const char *clock, void (*cb)(void *ctx, const struct ls_time *t),
+		     void *ctx, char *err, size_t errlen)
+{
+	int rc = ls_topics(r, clock, err, errlen);
+
+	if (rc)
+		return rc;
+	r->ls_time_cb = cb;
+	r->ls_ctx = ctx;
+	return ls_endpoints(r, r->ls_grant_topic, false, r->ls_time_topic, true, LS_TIME_TOPIC,
+			    err, errlen);
+}
+
+static int ls_time(struct ros2 *r, const struct ls_time *t)
+{
+	shmclock_LockstepTime m;
+
+	if (r->ls_writer <= 0 || !r->ls_grant_cb)
+		return -ENOTCONN;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.clock, sizeof(m.clock), "%s", r->ls_clock);
+	snprintf(m.leader, sizeof(m.leader), "%s", t->leader);
+	m.seq = t->seq;
+	m.time_ns = t->time_ns;
+	m.sent_ns = t->sent_ns;
+	m.heartbeat_ns = t->heartbeat_ns;
+	snprintf(m.hosts, sizeof(m.hosts), "%s", t->hosts);
+	return dds_write(r->ls_writer, &m) < 0 ? -EIO : 0;
+}
+
+static int ls_grant(struct ros2 *r, const struct ls_grant *g)
+{
+	shmclock_LockstepGrant m;
+
+	if (r->ls_writer <= 0 || !r->ls_time_cb)
+		return -ENOTCONN;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.clock, sizeof(m.clock), "%s", r->ls_clock);
+	snprintf(m.host, sizeof(m.host), "%s", g->host);
+	snprintf(m.leader, sizeof(m.leader), "%s", g->leader);
+	m.seq = g->seq;
+	m.grant_ns = g->grant_ns;
+	m.shown_ns = g->shown_ns;
+	m.lease_ns = g->lease_ns;
+	m.members = g->members;
+	m.deaths = g->deaths;
+	snprintf(m.last_death, sizeof(m.last_death), "%s", g->last_death);
+	snprintf(m.who, sizeof(m.who), "%s", g->who);
+	m.echo_ns = g->echo_ns;
+	m.held_ns = g->held_ns;
+	return dds_write(r->ls_writer, &m) < 0 ? -EIO : 0;
+}
+
 static void ros2_stop(struct ros2 *r)
 {
 	if (!r)
 		return;
 	follower_stop(&r->fn);
 	follower_stop(&r->acks);
+	follower_stop(&r->ls);
 	follower_stop(&r->clk);
 }
 
@@ -916,6 +1092,10 @@ __attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api 
 	.dist_echo_forget = dist_echo_forget,
 	.dist_follow = dist_follow,
 	.dist_get_stats = dist_get_stats,
+	.ls_lead = ls_lead,
+	.ls_time = ls_time,
+	.ls_follow = ls_follow,
+	.ls_grant = ls_grant,
 	.stop = ros2_stop,
 	.close = ros2_close,
 };

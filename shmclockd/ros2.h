@@ -71,6 +71,31 @@ struct dist_ack {
 	int64_t aside_ns;
 };
 
+/* Lockstep between hosts (ros2/TimeFunction.idl, LockstepGrant and
+ * LockstepTime; shmclockd/lockstep_hosts.c). */
+#define LS_HOSTS_MAX 32
+#define LS_WHO_LEN 1024
+#define LS_HOSTS_LEN 3201
+struct ls_grant {
+	char clock[65];
+	char host[97];
+	char leader[97];
+	uint64_t seq;
+	int64_t grant_ns, shown_ns, lease_ns;
+	uint32_t members;
+	uint64_t deaths;
+	char last_death[256];
+	char who[LS_WHO_LEN];
+	int64_t echo_ns, held_ns;
+};
+struct ls_time {
+	char clock[65];
+	char leader[97];
+	uint64_t seq;
+	int64_t time_ns, sent_ns, heartbeat_ns;
+	char hosts[LS_HOSTS_LEN];
+};
+
 #define DIST_F_PAUSED 0x1u
 #define DIST_F_STEPPED 0x2u
 #define DIST_F_UNIX_ZERO 0x4u
@@ -180,6 +205,21 @@ struct ros2_api {
 	int (*dist_follow)(struct ros2 *r, const char *clock, const char *self, int64_t stale_ns,
 			   char *err, size_t errlen);
 	void (*dist_get_stats)(struct ros2 *r, struct dist_stats *st);
+	/* Lockstep between hosts: the leader's LockstepTime writer and its
+	 * LockstepGrant reader of @clock, each grant to @cb(@ctx) on a thread
+	 * of the module; and one LockstepTime written ... */
+	int (*ls_lead)(struct ros2 *r, const char *clock,
+		       void (*cb)(void *ctx, const struct ls_grant *g), void *ctx, char *err,
+		       size_t errlen);
+	int (*ls_time)(struct ros2 *r, const struct ls_time *t);
+	/* ... a follower's LockstepGrant writer and LockstepTime reader, each
+	 * time to @cb(@ctx) on a thread of the module; and one LockstepGrant
+	 * written. */
+	int (*ls_follow)(struct ros2 *r, const char *clock,
+			 void (*cb)(void *ctx, const struct ls_time *t), void *ctx, char *err,
+			 size_t errlen);
+	int (*ls_grant)(struct ros2 *r, const struct ls_grant *g);
+
 	/* Stops following (joins the threads): before the clock thread stops. */
 	void (*stop)(struct ros2 *r);
 	/* Deletes the participant and everything in it. NULL is accepted. */

@@ -84,7 +84,7 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 				   .ack = dist_ack };
 	if ((r = api->open(out, domain, &host, why, sizeof(why))) ||
 	    (cfg->ros2_publish && (r = api->publisher(*out, why, sizeof(why)))) ||
-	    (cfg->dist_publish && (r = api->dist_publisher(*out, config_dist_clock(cfg), why, sizeof(why))))) {
+	    (cfg->dist_publish && !cfg->ls_participants && (r = api->dist_publisher(*out, config_dist_clock(cfg), why, sizeof(why))))) {
 		snprintf(err, errlen, "ROS 2 (domain %d): %s", domain, why);
 		api->close(*out);
 		*out = NULL;

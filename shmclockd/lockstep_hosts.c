@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: MIT */
+/* Lockstep between hosts: the leader's hosts and a follower's promise
+ * (lockstep_hosts.h). */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmclock/time.h>
+
+#include "duration.h"
+#include "lockstep_hosts.h"
+#include "log.h"
+
+/* A host is lost this long after its last word: three heartbeats and a
+ * half second, as a follower's lease between hosts (hosts/dist.h). */
+#define LS_LEASE_HBS 3
+#define LS_LEASE_EXTRA_NS INT64_C(500000000)
+
+/* A host the leader heard. */
+struct ls_remote {
+	char id[97];
+	bool used;
+	bool lost;       /* silent for its lease: never counted again (it comes
+			  * back as a new host, under a new id) */
+	bool joined_said;
+	uint64_t seq;
+	int64_t grant, shown, lease, heard; /* heard: CLOCK_MONOTONIC */
+	uint32_t members;
+	uint64_t deaths, deaths_said;
+	char last_death[256];
+	char who[LS_WHO_LEN];
+	int64_t rtt;     /* the last round trip measured (-1: none) */
+};
+
+struct ls_hosts {
+	const struct ros2_api *api;
+	struct ros2 *r;
+	shmclock_lockstep_host_t *host;
+	bool leader;
+	int64_t hb_ns, lease_ns;
+	char id[97];            /* leader: its id; follower: without its incarnation */
+	pthread_mutex_t mu;     /* the DDS thread's inbox, and what status reads */
+	/* leader */
+	struct ls_remote hosts[LS_HOSTS_MAX];
+	bool full_said, changed;
+	uint64_t tseq;
+	int64_t sent_sim, next_hb;
+	/* follower (under mu: what the DDS thread took) */
+	char leader_id[97];
+	int64_t heard, heard_mono, echo_ns, echo_mono;
+	bool named, evicted, jump;
+	int64_t hb_leader;      /* the leader's heartbeat */
+	uint64_t times;         /* times taken */
+	/* follower (clock thread; status reads under mu) */
+	char self[97];          /* id#incarnation */
+	unsigned incarnation;
+	uint64_t gseq, deaths_sent;
+	int64_t promised, next_grant, shown;
+	uint32_t promised_n;
+	bool gate_met, silent, silent_said;
+	uint64_t evictions;
+};
+
+static int64_t mono(void)
+{
+	return shmclock_steady_now().ns;
+}
+
+bool ls_hosts_leader(const struct ls_hosts *h)
+{
+	return h->leader;
+}
+
+/* ------------------------------------------------------------ leader */
+
+static struct ls_remote *remote_of(struct ls_hosts *h, const char *id, bool add)
+{
+	struct ls_remote *free_slot = NULL;
+
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+		if (h->hosts[i].used && !strcmp(h->hosts[i].id, id))
+			return &h->hosts[i];
+		if (!free_slot && (!h->hosts[i].used || h->hosts[i].lost))
+			free_slot = &h->hosts[i];
+	}
+	/* A lost host's slot is reused: its id is then forgotten, and a word
+	 * from it would make it a new host. A lost follower never speaks
+	 * under its old id again (it takes a new incarnation when it hears it
+	 * is no longer named), except a sample in flight: only with 32 hosts
+	 * lost at once could that one be taken as a new host's. */
+	if (!add || !free_slot)
+		return NULL;
+	memset(free_slot, 0, sizeof(*free_slot));
+	snprintf(free_slot->id, sizeof(free_slot->id), "%s", id);
+	free_slot->used = true;
+	free_slot->rtt = -1;
+	return free_slot;
+}
+
+/* The DDS thread: a host's promise. */
+static void on_grant(void *ctx, const struct ls_grant *g)
+{
+	struct ls_hosts *h = ctx;
+	struct ls_remote *x;
+	int64_t now = mono();
+
+	if (!g->host[0] || (g->leader[0] && strcmp(g->leader, h->id)))
+		return; /* anonymous, or a host of another leader */
+	pthread_mutex_lock(&h->mu);
+	x = remote_of(h, g->host, true);
+	if (!x) {
+		if (!h->full_said)
+			log_msg(LOG_WARN, "lockstep: host %s not counted: %d hosts already", g->host,
+				LS_HOSTS_MAX);
+		h->full_said = true;
+	} else if (!x->lost && g->seq > x->seq) {
+		if (!x->seq)
+			h->changed = true;
+		x->seq = g->seq;
+		x->grant = g->grant_ns;
+		x->shown = g->shown_ns;
+		x->lease = g->lease_ns > 0 && g->lease_ns < INT64_C(60000000000) ? g->lease_ns
+										: h->lease_ns;
+		x->heard = now;
+		x->members = g->members;
+		x->deaths = g->deaths;
+		snprintf(x->last_death, sizeof(x->last_death), "%s", g->last_death);
+		snprintf(x->who, sizeof(x->who), "%s", g->who);
+		if (g->echo_ns > 0 && now - g->echo_ns - g->held_ns >= 0)
+			x->rtt = now - g->echo_ns - g->held_ns;
+	}
+	pthread_mutex_unlock(&h->mu);
+	shmclock_lockstep_host_kick(h->host);
+}
+
+void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, void *user,
+		       int64_t *min, unsigned *members)
+{
+	int64_t m = LS_NO_GRANT;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&h->mu);
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+		struct ls_remote *x = &h->hosts[i];
+
+		if (!x->used || x->lost)
+			continue;
+		if (!x->joined_said) {
+			x->joined_said = true;
+			cb(LS_HOST_JOINED, x->id, x->who, user);
+		}
+		if (x->deaths > x->deaths_said) {
+			x->deaths_said = x->deaths;
+			cb(LS_HOST_DEATH, x->id, x->last_death, user);
+		}
+		if (now - x->heard > x->lease) {
+			x->lost = true;
+			h->changed = true;
+			cb(LS_HOST_LOST, x->id, x->who, user);
+			continue;
+		}
+		n += x->members;
+		if (x->grant < m)
+			m = x->grant;
+	}
+	pthread_mutex_unlock(&h->mu);
+	*min = m;
+	*members = n;
+}
+
+int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
+{
+	struct ls_time t;
+	size_t len = 0;
+	bool changed;
+
+	pthread_mutex_lock(&h->mu);
+	changed = h->changed;
+	pthread_mutex_unlock(&h->mu);
+	if (sim == h->sent_sim && !changed && now < h->next_hb)
+		return h->next_hb;
+	memset(&t, 0, sizeof(t));
+	snprintf(t.leader, sizeof(t.leader), "%s", h->id);
+	t.seq = ++h->tseq;
+	t.time_ns = sim;
+	t.heartbeat_ns = h->hb_ns;
+	pthread_mutex_lock(&h->mu);
+	h->changed = false;
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++)
+		if (h->hosts[i].used && !h->hosts[i].lost && len < sizeof(t.hosts))
+			len += (size_t)snprintf(t.hosts + len, sizeof(t.hosts) - len, "%s%s",
+						len ? " " : "", h->hosts[i].id);
+	pthread_mutex_unlock(&h->mu);
+	/* Stamped last: the round trip a host's next promise measures starts
+	 * here. */
+	t.sent_ns = mono();
+	if (h->api->ls_time(h->r, &t))
+		log_msg(LOG_DEBUG, "lockstep: a LockstepTime write failed");
+	h->sent_sim = sim;
+	h->next_hb = now + h->hb_ns;
+	return h->next_hb;
+}
+
+size_t ls_hosts_holding(struct ls_hosts *h, int64_t sim, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (!h->leader || !len)
+		return 0;
+	buf[0] = 0;
+	pthread_mutex_lock(&h->mu);
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+		const struct ls_remote *x = &h->hosts[i];
+		char who[LS_WHO_LEN], *save = NULL;
+
+		if (!x->used || x->lost || x->grant > sim)
+			continue;
+		snprintf(who, sizeof(who), "%s", x->who);
+		for (char *p = strtok_r(who, ";", &save); p; p = strtok_r(NULL, ";", &save)) {
+			char name[80];
+			int pid;
+			long long g;
+
+			if (sscanf(p, "%79s %d %lld", name, &pid, &g) == 3 && g <= sim && n < len)
+				n += (size_t)snprintf(buf + n, len - n, "%s'%s' (pid %d) on %s",
+						      n ? ", " : "", name, pid, x->id);
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+	return n < len ? n : len - 1;
+}
+
+/* ------------------------------------------------------------ follower */
+
+/* Is @id one of the space-separated @list? */
+static bool named_in(const char *list, const char *id)
+{
+	size_t n = strlen(id);
+
+	for (const char *p = list; (p = strstr(p, id)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return true;
+	return false;
+}
+
+/* The DDS thread: a leader's time. */
+static void on_time(void *ctx, const struct ls_time *t)
+{
+	struct ls_hosts *h = ctx;
+	int64_t now = mono();
+
+	pthread_mutex_lock(&h->mu);
+	if (strcmp(t->leader, h->leader_id)) {
+		/* Another leader: taken only once the one followed is silent
+		 * (or there is none yet), from its time on. */
+		if (h->leader_id[0] && !h->silent) {
+			pthread_mutex_unlock(&h->mu);
+			return;
+		}
+		if (h->leader_id[0])
+			log_msg(LOG_WARN, "lockstep: leader %s follows %s, at %" PRId64 " ns", t->leader,
+				h->leader_id, t->time_ns);
+		else
+			log_msg(LOG_INFO, "lockstep: following leader %s, at %" PRId64 " ns", t->leader,
+				t->time_ns);
+		snprintf(h->leader_id, sizeof(h->leader_id), "%s", t->leader);
+		h->jump = h->heard != INT64_MIN && t->time_ns < h->heard;
+		h->heard = t->time_ns;
+		h->named = false;
+	}
+	if (t->time_ns > h->heard)
+		h->heard = t->time_ns;
+	if (named_in(t->hosts, h->self))
+		h->named = true;
+	else if (h->named)
+		h->evicted = true;
+	h->heard_mono = now;
+	h->echo_ns = t->sent_ns;
+	h->echo_mono = now;
+	if (t->heartbeat_ns >= DIST_HB_MIN_NS && t->heartbeat_ns <= DIST_HB_MAX_NS)
+		h->hb_leader = t->heartbeat_ns;
+	h->times++;
+	pthread_mutex_unlock(&h->mu);
+	shmclock_lockstep_host_kick(h->host);
+}
+
+void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
+{
+	pthread_mutex_lock(&h->mu);
+	f->heard = h->heard;
+	f->evicted = h->evicted;
+	f->jump = h->jump;
+	h->jump = false;
+	/* Stale until the first time heard, and after three heartbeats of
+	 * silence. */
+	f->silent = !h->heard_mono || now - h->heard_mono > 3 * h->hb_leader;
+	if (h->evicted) {
+		/* A new host from now on: a new id, no promise, not named. */
+		h->evicted = false;
+		h->named = false;
+		h->evictions++;
+		h->incarnation++;
+		snprintf(h->self, sizeof(h->self), "%.86s#%u", h->id, h->incarnation);
+		h->promised = LS_NO_GRANT;
+		h->promised_n = 0;
+		h->gseq = 0;
+	}
+	if (f->silent != h->silent) {
+		h->silent = f->silent;
+		if (h->heard_mono && f->silent) {
+			log_msg(LOG_WARN, "lockstep: no time from leader %s for %.3f s: this host holds "
+					  "its clock (stale)", h->leader_id, (double)(now - h->heard_mono) / 1e9);
+			h->silent_said = true;
+		} else if (!f->silent && h->silent_said) {
+			log_msg(LOG_INFO, "lockstep: leader %s speaks again", h->leader_id);
+			h->silent_said = false;
+		}
+	}
+	f->join_at = h->heard;
+	if (h->promised != LS_NO_GRANT && h->promised > f->join_at)
+		f->join_at = h->promised;
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* "name pid grant;" for each participant (LockstepGrant.who). */
+static void who_list(struct ls_hosts *h, char *buf, size_t len)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	unsigned n = shmclock_lockstep_host_list(h->host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		int k = snprintf(buf + used, len - used, "%s %d %" PRId64 ";", p[i].who, (int)p[i].pid,
+				 p[i].grant_ns);
+
+		if (k < 0 || (size_t)k >= len - used) {
+			buf[used] = 0; /* whole entries only */
+			break;
+		}
+		used += (size_t)k;
+	}
+}
+
+int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t min, unsigned n,
+			 unsigned needed, uint64_t deaths, const char *last_death)
+{
+	struct ls_grant g;
+	int64_t p = n ? min : LS_NO_GRANT;
+
+	if (n >= needed)
+		h->gate_met = true;
+	/* Until its participants have all joined once, the host holds the
+	 * clock where it is. */
+	if (!h->gate_met && shown < p)
+		p = shown;
+	pthread_mutex_lock(&h->mu);
+	h->shown = shown;
+	if (p == h->promised && n == h->promised_n && deaths == h->deaths_sent &&
+	    now < h->next_grant && h->gseq) {
+		pthread_mutex_unlock(&h->mu);
+		return h->next_grant;
+	}
+	memset(&g, 0, sizeof(g));
+	snprintf(g.host, sizeof(g.host), "%s", h->self);
+	snprintf(g.leader, sizeof(g.leader), "%s", h->leader_id);
+	g.seq = ++h->gseq;
+	g.grant_ns = p;
+	g.shown_ns = shown;
+	g.lease_ns = h->lease_ns;
+	g.members = n;
+	g.deaths = deaths;
+	snprintf(g.last_death, sizeof(g.last_death), "%s", last_death ? last_death : "");
+	g.echo_ns = h->echo_ns;
+	g.held_ns = h->echo_mono ? now - h->echo_mono : 0;
+	h->promised = p;
+	h->promised_n = n;
+	h->deaths_sent = deaths;
+	h->next_grant = now + h->hb_ns;
+	pthread_mutex_unlock(&h->mu);
+	who_list(h, g.who, sizeof(g.who));
+	/* Written after the lock: the DDS write may block on a full history
+	 * (reliable), and the DDS thread takes mu. */
+	if (h->api->ls_grant(h->r, &g))
+		log_msg(LOG_DEBUG, "lockstep: a LockstepGrant write failed");
+	return h->next_grant;
+}
+
+/* ------------------------------------------------------------ both */
+
+int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const struct ros2_api *api,
+		  shmclock_lockstep_host_t *host, struct ls_hosts **out, char *err, size_t errlen)
+{
+	struct ls_hosts *h = calloc(1, sizeof(*h));
+	char hn[64] = "";
+	struct timespec ts;
+	int rc;
+
+	*out = NULL;
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	h->api = api;
+	h->r = r;
+	h->host = host;
+	h->leader = cfg->dist_publish;
+	h->hb_ns = cfg->dist_hb_ns;
+	h->lease_ns = LS_LEASE_HBS * cfg->dist_hb_ns + LS_LEASE_EXTRA_NS;
+	h->hb_leader = cfg->dist_hb_ns;
+	h->heard = INT64_MIN;
+	h->promised = LS_NO_GRANT;
+	h->sent_sim = INT64_MIN;
+	pthread_mutex_init(&h->mu, NULL);
+	gethostname(hn, sizeof(hn) - 1);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* Unique per run, as the hosts mode's ids (mode_distribute.c). */
+	snprintf(h->id, sizeof(h->id), "%.40s/%d/%lld.%09ld", hn, (int)getpid(), (long long)ts.tv_sec,
+		 ts.tv_nsec);
+	snprintf(h->self, sizeof(h->self), "%.86s#0", h->id);
+	if (h->leader)
+		rc = api->ls_lead(r, config_dist_clock(cfg), on_grant, h, err, errlen);
+	else
+		rc = api->ls_follow(r, config_dist_clock(cfg), on_time, h, err, errlen);
+	if (rc) {
+		ls_hosts_close(h);
+		return rc;
+	}
+	log_msg(LOG_INFO, "lockstep: between hosts, as %s %s", h->leader ? "the leader" : "host",
+		h->leader ? h->id : h->self);
+	*out = h;
+	return 0;
+}
+
+void ls_hosts_close(struct ls_hosts *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+/* A remote host's participants, each as a member of @members. */
+static void remote_members(const struct ls_remote *x, cJSON *members, int64_t sim)
+{
+	char who[LS_WHO_LEN], *save = NULL, buf[64];
+
+	snprintf(who, sizeof(who), "%s", x->who);
+	for (char *p = strtok_r(who, ";", &save); p; p = strtok_r(NULL, ";", &save)) {
+		char name[80];
+		int pid;
+		long long g;
+		cJSON *m;
+
+		if (sscanf(p, "%79s %d %lld", name, &pid, &g) != 3)
+			continue;
+		m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "name", name);
+		cJSON_AddNumberToObject(m, "pid", pid);
+		snprintf(buf, sizeof(buf), "%lld", g);
+		cJSON_AddStringToObject(m, "grant_ns", buf);
+		cJSON_AddStringToObject(m, "grant", duration_format(g, buf, sizeof(buf)));
+		cJSON_AddBoolToObject(m, "holding", g <= sim);
+		cJSON_AddStringToObject(m, "host", x->id);
+		cJSON_AddItemToArray(members, m);
+	}
+}
+
+void ls_hosts_status(struct ls_hosts *h, cJSON *t, cJSON *members, int64_t sim)
+{
+	char buf[64];
+	int64_t now = mono();
+
+	pthread_mutex_lock(&h->mu);
+	if (h->leader) {
+		cJSON *a = cJSON_CreateArray();
+
+		for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+			const struct ls_remote *x = &h->hosts[i];
+			cJSON *o;
+
+			if (!x->used || x->lost)
+				continue;
+			o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "host", x->id);
+			cJSON_AddNumberToObject(o, "participants", x->members);
+			snprintf(buf, sizeof(buf), "%lld", (long long)x->grant);
+			cJSON_AddStringToObject(o, "promise_ns", x->grant == LS_NO_GRANT ? "none" : buf);
+			snprintf(buf, sizeof(buf), "%lld", (long long)x->shown);
+			cJSON_AddStringToObject(o, "shown_ns", buf);
+			cJSON_AddNumberToObject(o, "heard_s", (double)(now - x->heard) / 1e9);
+			if (x->rtt >= 0)
+				cJSON_AddNumberToObject(o, "rtt_us", (double)x->rtt / 1e3);
+			cJSON_AddNumberToObject(o, "deaths", (double)x->deaths);
+			cJSON_AddItemToArray(a, o);
+			remote_members(x, members, sim);
+		}
+		cJSON_AddItemToObject(t, "hosts", a);
+	} else {
+		cJSON_AddStringToObject(t, "host", h->self);
+		cJSON_AddStringToObject(t, "leader", h->leader_id);
+		if (h->heard != INT64_MIN) {
+			snprintf(buf, sizeof(buf), "%lld", (long long)h->heard);
+			cJSON_AddStringToObject(t, "heard_ns", buf);
+			cJSON_AddNumberToObject(t, "heard_s", (double)(now - h->heard_mono) / 1e9);
+		}
+		snprintf(buf, sizeof(buf), "%lld", (long long)h->promised);
+		cJSON_AddStringToObject(t, "promised_ns", h->promised == LS_NO_GRANT ? "none" : buf);
+		cJSON_AddBoolToObject(t, "counted", h->named);
+		cJSON_AddNumberToObject(t, "host_evictions", (double)h->evictions);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
