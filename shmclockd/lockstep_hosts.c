@@ -18,10 +18,15 @@
 #include "lockstep_hosts.h"
 #include "log.h"
 
-/* A host is lost this long after its last word: three heartbeats and a
- * half second, as a follower's lease between hosts (hosts/dist.h). */
-#define LS_LEASE_HBS 3
-#define LS_LEASE_EXTRA_NS INT64_C(500000000)
+/* A host is lost this long after its last word (it writes one every
+ * Distribute.Heartbeat): a follower's lease between hosts (ros2.h),
+ * 3.5 s. Not shorter: a link back after a cut carries nothing for a
+ * while (lockstep_hosts_e2e.py: a host cut off for 0.4 s was heard again
+ * 1.2 s after the cut began), and a host lost is a death (OnDeath). */
+#define LS_LEASE_NS DIST_LEASE_NS
+/* A promise no time named is repeated after this, then after twice as
+ * long each time, up to a heartbeat. */
+#define LS_RETRY_MIN_NS INT64_C(5000000)
 
 /* A host the leader heard. */
 struct ls_remote {
@@ -58,10 +63,14 @@ struct ls_hosts {
 	bool named, evicted, jump;
 	int64_t hb_leader;      /* the leader's heartbeat */
 	uint64_t times;         /* times taken */
+	uint64_t acked;         /* the last promise a time named */
 	/* follower (clock thread; status reads under mu) */
 	char self[97];          /* id#incarnation */
 	unsigned incarnation;
-	uint64_t gseq, deaths_sent;
+	uint64_t gseq, deaths_sent, repeats;
+	struct ls_grant last;   /* the promise written last (repeated as is) */
+	int64_t retry, next_retry; /* its repetition until a time names it */
+	bool who_due;
 	int64_t promised, next_grant, shown;
 	uint32_t promised_n;
 	bool gate_met, silent, silent_said;
@@ -120,15 +129,23 @@ static void on_grant(void *ctx, const struct ls_grant *g)
 			log_msg(LOG_WARN, "lockstep: host %s not counted: %d hosts already", g->host,
 				LS_HOSTS_MAX);
 		h->full_said = true;
-	} else if (!x->lost && g->seq > x->seq) {
-		if (!x->seq)
-			h->changed = true;
+	} else if (!x->lost && g->seq >= x->seq) {
+		/* A new promise, or a repetition (the host saw no time naming
+		 * it yet: one of the two was lost; or it says it lives): a time
+		 * answers each. An older one, overtaken, or a lost host's word
+		 * changes nothing. */
+		if (x->heard && now - x->heard > h->hb_ns + h->hb_ns / 2)
+			log_msg(LOG_DEBUG, "lockstep: host %s heard again after %.3f s", x->id,
+				(double)(now - x->heard) / 1e9);
+		x->heard = now;
+		h->changed = true;
+	}
+	if (x && !x->lost && g->seq > x->seq) {
 		x->seq = g->seq;
 		x->grant = g->grant_ns;
 		x->shown = g->shown_ns;
 		x->lease = g->lease_ns > 0 && g->lease_ns < INT64_C(60000000000) ? g->lease_ns
 										: h->lease_ns;
-		x->heard = now;
 		x->members = g->members;
 		x->deaths = g->deaths;
 		snprintf(x->last_death, sizeof(x->last_death), "%s", g->last_death);
@@ -195,8 +212,8 @@ int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
 	h->changed = false;
 	for (unsigned i = 0; i < LS_HOSTS_MAX; i++)
 		if (h->hosts[i].used && !h->hosts[i].lost && len < sizeof(t.hosts))
-			len += (size_t)snprintf(t.hosts + len, sizeof(t.hosts) - len, "%s%s",
-						len ? " " : "", h->hosts[i].id);
+			len += (size_t)snprintf(t.hosts + len, sizeof(t.hosts) - len, "%s%s:%" PRIu64,
+						len ? " " : "", h->hosts[i].id, h->hosts[i].seq);
 	pthread_mutex_unlock(&h->mu);
 	/* Stamped last: the round trip a host's next promise measures starts
 	 * here. */
@@ -239,15 +256,16 @@ size_t ls_hosts_holding(struct ls_hosts *h, int64_t sim, char *buf, size_t len)
 
 /* ------------------------------------------------------------ follower */
 
-/* Is @id one of the space-separated @list? */
-static bool named_in(const char *list, const char *id)
+/* The promise of @id a leader's list ("id:seq ...") names: its number,
+ * or 0 if @id is not in it. */
+static uint64_t named_in(const char *list, const char *id)
 {
 	size_t n = strlen(id);
 
 	for (const char *p = list; (p = strstr(p, id)); p += n)
-		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
-			return true;
-	return false;
+		if ((p == list || p[-1] == ' ') && p[n] == ':')
+			return strtoull(p + n + 1, NULL, 10);
+	return 0;
 }
 
 /* The DDS thread: a leader's time. */
@@ -277,10 +295,17 @@ static void on_time(void *ctx, const struct ls_time *t)
 	}
 	if (t->time_ns > h->heard)
 		h->heard = t->time_ns;
-	if (named_in(t->hosts, h->self))
-		h->named = true;
-	else if (h->named)
-		h->evicted = true;
+	{
+		uint64_t seq = named_in(t->hosts, h->self);
+
+		if (seq) {
+			h->named = true;
+			if (seq > h->acked)
+				h->acked = seq;
+		} else if (h->named) {
+			h->evicted = true;
+		}
+	}
 	h->heard_mono = now;
 	h->echo_ns = t->sent_ns;
 	h->echo_mono = now;
@@ -311,6 +336,7 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 		h->promised = LS_NO_GRANT;
 		h->promised_n = 0;
 		h->gseq = 0;
+		h->acked = 0;
 	}
 	if (f->silent != h->silent) {
 		h->silent = f->silent;
@@ -352,8 +378,8 @@ static void who_list(struct ls_hosts *h, char *buf, size_t len)
 int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t min, unsigned n,
 			 unsigned needed, uint64_t deaths, const char *last_death)
 {
-	struct ls_grant g;
-	int64_t p = n ? min : LS_NO_GRANT;
+	struct ls_grant *g = &h->last;
+	int64_t p = n ? min : LS_NO_GRANT, next;
 
 	if (n >= needed)
 		h->gate_met = true;
@@ -363,34 +389,48 @@ int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t
 		p = shown;
 	pthread_mutex_lock(&h->mu);
 	h->shown = shown;
-	if (p == h->promised && n == h->promised_n && deaths == h->deaths_sent &&
-	    now < h->next_grant && h->gseq) {
+	if (p != h->promised || n != h->promised_n || deaths != h->deaths_sent || !h->gseq) {
+		/* A new promise. */
+		memset(g, 0, sizeof(*g));
+		snprintf(g->host, sizeof(g->host), "%s", h->self);
+		g->seq = ++h->gseq;
+		g->grant_ns = p;
+		g->shown_ns = shown;
+		g->lease_ns = h->lease_ns;
+		g->members = n;
+		g->deaths = deaths;
+		snprintf(g->last_death, sizeof(g->last_death), "%s", last_death ? last_death : "");
+		h->promised = p;
+		h->promised_n = n;
+		h->deaths_sent = deaths;
+		h->retry = LS_RETRY_MIN_NS;
+		h->who_due = true;
+	} else if (h->acked < h->gseq && now >= h->next_retry) {
+		/* Not named by a time yet: it, or the time, was lost. */
+		h->retry = h->retry * 2 < h->hb_ns ? h->retry * 2 : h->hb_ns;
+		h->repeats++;
+	} else if (now < h->next_grant) {
+		next = h->acked < h->gseq && h->next_retry < h->next_grant ? h->next_retry
+									     : h->next_grant;
 		pthread_mutex_unlock(&h->mu);
-		return h->next_grant;
+		return next;
 	}
-	memset(&g, 0, sizeof(g));
-	snprintf(g.host, sizeof(g.host), "%s", h->self);
-	snprintf(g.leader, sizeof(g.leader), "%s", h->leader_id);
-	g.seq = ++h->gseq;
-	g.grant_ns = p;
-	g.shown_ns = shown;
-	g.lease_ns = h->lease_ns;
-	g.members = n;
-	g.deaths = deaths;
-	snprintf(g.last_death, sizeof(g.last_death), "%s", last_death ? last_death : "");
-	g.echo_ns = h->echo_ns;
-	g.held_ns = h->echo_mono ? now - h->echo_mono : 0;
-	h->promised = p;
-	h->promised_n = n;
-	h->deaths_sent = deaths;
+	/* A heartbeat, a repetition or a new promise: the same number for the
+	 * same promise. */
+	snprintf(g->leader, sizeof(g->leader), "%s", h->leader_id);
+	g->echo_ns = h->echo_ns;
+	g->held_ns = h->echo_mono ? now - h->echo_mono : 0;
 	h->next_grant = now + h->hb_ns;
+	h->next_retry = now + h->retry;
+	next = h->next_retry < h->next_grant ? h->next_retry : h->next_grant;
 	pthread_mutex_unlock(&h->mu);
-	who_list(h, g.who, sizeof(g.who));
-	/* Written after the lock: the DDS write may block on a full history
-	 * (reliable), and the DDS thread takes mu. */
-	if (h->api->ls_grant(h->r, &g))
+	if (h->who_due) {
+		who_list(h, g->who, sizeof(g->who));
+		h->who_due = false;
+	}
+	if (h->api->ls_grant(h->r, g))
 		log_msg(LOG_DEBUG, "lockstep: a LockstepGrant write failed");
-	return h->next_grant;
+	return next;
 }
 
 /* ------------------------------------------------------------ both */
@@ -413,7 +453,7 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 	h->host = host;
 	h->leader = cfg->dist_publish;
 	h->hb_ns = cfg->dist_hb_ns;
-	h->lease_ns = LS_LEASE_HBS * cfg->dist_hb_ns + LS_LEASE_EXTRA_NS;
+	h->lease_ns = LS_LEASE_NS;
 	h->hb_leader = cfg->dist_hb_ns;
 	h->heard = INT64_MIN;
 	h->promised = LS_NO_GRANT;
@@ -515,6 +555,7 @@ void ls_hosts_status(struct ls_hosts *h, cJSON *t, cJSON *members, int64_t sim)
 		cJSON_AddStringToObject(t, "promised_ns", h->promised == LS_NO_GRANT ? "none" : buf);
 		cJSON_AddBoolToObject(t, "counted", h->named);
 		cJSON_AddNumberToObject(t, "host_evictions", (double)h->evictions);
+		cJSON_AddNumberToObject(t, "promise_repeats", (double)h->repeats);
 	}
 	pthread_mutex_unlock(&h->mu);
 }

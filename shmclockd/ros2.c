@@ -971,22 +971,25 @@ static void *ls_main(void *arg)
 	return NULL;
 }
 
-/* Both topics reliable, keep last 1 per instance: of a host's promises
- * and of the leader's times only the newest matters, and a lost one is
- * repaired with the newest. The times are transient-local (a follower
- * that starts late gets the time at once), the grants volatile (a dead
- * host's last promise is no promise). */
-static int ls_endpoints(struct ros2 *r, dds_entity_t wtopic, bool whist, dds_entity_t rtopic,
-			bool rhist, const char *what, char *err, size_t errlen)
+/* Both topics best effort, volatile, keep last 1 per instance: a
+ * reliable reader would hold a sample behind a lost one until the
+ * writer's next heartbeat (after a partition, seconds, as the writer backs
+ * off); a host repeats its promise until a time names it instead, and the
+ * leader answers each repetition (lockstep_hosts.c). */
+static int ls_endpoints(struct ros2 *r, dds_entity_t wtopic, dds_entity_t rtopic, const char *what,
+			char *err, size_t errlen)
 {
-	dds_qos_t *qos = dist_qos(1, whist);
+	dds_qos_t *qos = dist_qos(1, false);
 	int rc;
 
+	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	r->ls_writer = dds_create_writer(r->participant, wtopic, qos, NULL);
-	dds_delete_qos(qos);
-	if (r->ls_writer < 0)
+	if (r->ls_writer < 0) {
+		dds_delete_qos(qos);
 		return dds_fail(err, errlen, "cannot create the lockstep writer", r->ls_writer);
-	qos = dist_qos(1, rhist);
+	}
+	/* Deep enough for every host's promise at once. */
+	dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, 4);
 	rc = follower_start(r, &r->ls, rtopic, qos, NULL, ls_main, what, err, errlen);
 	dds_delete_qos(qos);
 	return rc;
@@ -1001,8 +1004,7 @@ static int ls_lead(struct ros2 *r, const char *clock, void (*cb)(void *ctx, cons
 		return rc;
 	r->ls_grant_cb = cb;
 	r->ls_ctx = ctx;
-	return ls_endpoints(r, r->ls_time_topic, true, r->ls_grant_topic, false, LS_GRANT_TOPIC,
-			    err, errlen);
+	return ls_endpoints(r, r->ls_time_topic, r->ls_grant_topic, LS_GRANT_TOPIC, err, errlen);
 }
 
 static int ls_follow(struct ros2 *r, const char *clock, void (*cb)(void *ctx, const struct ls_time *t),
@@ -1014,8 +1016,7 @@ static int ls_follow(struct ros2 *r, const char *clock, void (*cb)(void *ctx, co
 		return rc;
 	r->ls_time_cb = cb;
 	r->ls_ctx = ctx;
-	return ls_endpoints(r, r->ls_grant_topic, false, r->ls_time_topic, true, LS_TIME_TOPIC,
-			    err, errlen);
+	return ls_endpoints(r, r->ls_grant_topic, r->ls_time_topic, LS_TIME_TOPIC, err, errlen);
 }
 
 static int ls_time(struct ros2 *r, const struct ls_time *t)

@@ -75,7 +75,7 @@ struct dist_ack {
  * LockstepTime; shmclockd/lockstep_hosts.c). */
 #define LS_HOSTS_MAX 32
 #define LS_WHO_LEN 1024
-#define LS_HOSTS_LEN 3201
+#define LS_HOSTS_LEN 4001
 struct ls_grant {
 	char clock[65];
 	char host[97];
@@ -125,6 +125,11 @@ static inline int64_t dist_silence_ns(int64_t stale_after_ns, int64_t heartbeat_
 {
 	return stale_after_ns > 0 ? stale_after_ns : 3 * heartbeat_ns;
 }
+/* How often a follower acknowledges at rest, and its lease: three of those
+ * and a half second (hosts/dist.h); a lockstep host's lease too
+ * (lockstep_hosts.c). */
+#define DIST_ACK_HB_NS INT64_C(1000000000)
+#define DIST_LEASE_NS (3 * DIST_ACK_HB_NS + 500000000)
 /* How a TimeFunction sample goes (dist_publish): best effort, at once and
  * never held behind a lost one (announcements, their repetitions); and/or
  * reliably, kept for late joiners (the function in force, heartbeats). */

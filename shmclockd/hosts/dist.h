@@ -100,8 +100,7 @@
 #define DIST_MEMBERS_MAX 32
 static_assert(DIST_ECHO_WRITERS >= DIST_MEMBERS_MAX, "an echo writer for every member");
 static_assert(DIST_ON_SLOW_MAX <= 32, "OnSlow counts in a member's 32 late_bits");
-#define DIST_ACK_HB_NS INT64_C(1000000000)
-#define DIST_LEASE_NS (3 * DIST_ACK_HB_NS + 500000000)
+/* DIST_ACK_HB_NS, DIST_LEASE_NS: ros2.h (lockstep between hosts too) */
 /* How long after a follower's leave an acknowledgement from it (best
  * effort) written before the leave is taken as overtaken by it. */
 #define DIST_LEAVE_ORDER_NS INT64_C(1000000000)
