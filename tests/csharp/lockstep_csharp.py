@@ -107,7 +107,7 @@ def main():
     os.environ.pop("SHMCLOCK_NAME", None)
     os.environ.pop("SHMCLOCK_SOCKET", None)
     periods = [("a", 1 * MS), ("b", 10 * MS), ("c", 33 * MS)]
-    want = expected_log(periods)
+    want = expected_log(periods, END)
     try:
         for csharp, extra in (("a", "--check-thread"), ("b", "--async"), ("c", "")):
             how = "AdvanceAsync" if extra == "--async" else "Advance"

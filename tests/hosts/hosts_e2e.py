@@ -33,15 +33,12 @@ Needs root (ip netns, tc). Exit 77 with the reason when a capability is
 missing. Environment: SHMCLOCKD, PYTHONPATH (the built module), SANITIZE.
 Every namespace, daemon and segment is removed on the way out.
 """
-import json
 import multiprocessing as mp
 import os
 import random
 import re
 import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +47,7 @@ import time
 
 from hostsenv import check, ctl_at, remove, start_daemon, wait_for
 import hostsenv
+import netenv
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 SHMCLOCKCTL = os.environ.get("SHMCLOCKCTL")
@@ -82,24 +80,14 @@ try:
 except ImportError as e:
     skip("the shmclock Python module was not built: %s" % e)
 
-NS = {role: "shmclk-%s-%s" % (role, RUN) for role in ("R", "L", "F1", "F2")}
-HOSTS = ("L", "F1", "F2")
-ADDR = {"L": "10.77.0.1", "F1": "10.77.0.2", "F2": "10.77.0.3"}
-HUB = sys.argv[1:2] == ["--hub"]  # this process is the impairing hub (below)
-rtdir = None if HUB else tempfile.mkdtemp(prefix="shmclock-hosts-")
+net = netenv.Net(RUN, ("L", "F1", "F2"))
+HOSTS, NS = net.hosts, net.ns
+rtdir = tempfile.mkdtemp(prefix="shmclock-hosts-")
 procs = {}
 clocks = []
 
 
-def sh(*args, check_rc=True):
-    r = subprocess.run(args, capture_output=True, text=True)
-    if check_rc and r.returncode:
-        raise RuntimeError("%s: %s" % (" ".join(args), r.stderr.strip()))
-    return r
-
-
-def nsx(role, *args, check_rc=True):
-    return sh("ip", "netns", "exec", NS[role], *args, check_rc=check_rc)
+nsx = net.nsx
 
 
 def cleanup():
@@ -107,8 +95,7 @@ def cleanup():
         if p.poll() is None:
             p.kill()
             p.wait()
-    for ns in NS.values():
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    net.delete()
     remove([], clocks, rtdir)
 
 
@@ -121,143 +108,11 @@ signal.signal(signal.SIGTERM, on_signal)
 signal.signal(signal.SIGINT, on_signal)
 
 
-def make_network():
-    """Three hosts, each with a veth to a bridge in a fourth namespace R
-    (the switch)."""
-    for ns in NS.values():
-        sh("ip", "netns", "add", ns)
-    for role in NS:
-        nsx(role, "ip", "link", "set", "lo", "up")
-    nsx("R", "ip", "link", "add", "br0", "type", "bridge")
-    nsx("R", "ip", "link", "set", "br0", "up")
-    for role in HOSTS:
-        port = "r" + role
-        nsx("R", "ip", "link", "add", port, "type", "veth", "peer", "name", "e0", "netns", NS[role])
-        nsx("R", "ip", "link", "set", port, "master", "br0")
-        nsx("R", "ip", "link", "set", port, "up")
-        nsx(role, "ip", "addr", "add", ADDR[role] + "/24", "dev", "e0")
-        nsx(role, "ip", "link", "set", "e0", "up")
-
-
-def hub_main(ports, loss, delay_ms, jitter_ms):
-    """A hub in user space between @ports (run in namespace R): every frame
-    from one port goes to the others, each copy dropped with probability
-    @loss or delayed by delay +- jitter: netem's impairment, for kernels
-    without sch_netem. Lines on stdin: "drop P Q" drops every frame from
-    port P to port Q (one way) until "pass"."""
-    import heapq
-    import threading
-
-    oneway = set()
-
-    def control():
-        for line in sys.stdin:
-            w = line.split()
-            if w[:1] == ["drop"] and len(w) == 3:
-                oneway.add((w[1], w[2]))
-            elif w[:1] == ["pass"]:
-                oneway.clear()
-            print("hub: " + " ".join(w), flush=True)
-    threading.Thread(target=control, daemon=True).start()
-
-    # The hub stands for the network, which the hosts' load does not slow
-    # down: it runs at a real-time priority above the CPU hogs.
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(20))
-    except OSError as e:
-        print("hub: no real-time priority (%s)" % e, file=sys.stderr, flush=True)
-    socks = {}
-    for p in ports:
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))  # ETH_P_ALL
-        s.bind((p, 0))
-        socks[p] = s
-    queue, cv = [], threading.Condition()
-
-    def rx(p):
-        s = socks[p]
-        while True:
-            frame, addr = s.recvfrom(65536)
-            if addr[2] == socket.PACKET_OUTGOING:
-                continue  # our own sends
-            if frame[12:14] == b"\x08\x00" and frame[23] == 17:
-                # IPv4 UDP: veth leaves the checksum to an offload that
-                # never happens on this path; 0 means "none" in IPv4.
-                o = 14 + (frame[14] & 0xF) * 4 + 6
-                frame = frame[:o] + b"\0\0" + frame[o + 2:]
-            now = time.monotonic()
-            with cv:
-                for q in ports:
-                    if q != p and (p, q) not in oneway and random.random() >= loss:
-                        due = now + (delay_ms + random.uniform(-jitter_ms, jitter_ms)) / 1e3
-                        heapq.heappush(queue, (due, random.random(), q, frame))
-                cv.notify()
-
-    for p in ports:
-        threading.Thread(target=rx, args=(p,), daemon=True).start()
-    print("hub ready", flush=True)
-    while True:
-        with cv:
-            while not queue or queue[0][0] > time.monotonic():
-                cv.wait(None if not queue else max(0, queue[0][0] - time.monotonic()))
-            _, _, q, frame = heapq.heappop(queue)
-        try:
-            socks[q].send(frame)
-        except OSError as e:
-            print("hub: %s: %s" % (q, e), file=sys.stderr, flush=True)
-
-
-def start_hub(loss, delay_ms, jitter_ms):
-    """The user-space hub in place of the bridge (its stdin takes "drop P
-    Q" and "pass"); impair(False) puts the bridge back."""
-    ports = ["r" + h for h in HOSTS]
-    for p in ports:
-        nsx("R", "ip", "link", "set", p, "nomaster")
-    hub = subprocess.Popen(["ip", "netns", "exec", NS["R"], sys.executable, __file__, "--hub",
-                            ",".join(ports), str(loss), str(delay_ms), str(jitter_ms)],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    procs["hub"] = hub
-    if hub.stdout.readline().strip() != "hub ready":
-        raise RuntimeError("the hub did not start")
-    return hub
-
-
-def impair(on):
-    """Loss 20 %, delay 5 ms +- 2 ms on every link: tc netem on the
-    switch's ports where the kernel has it, else the user-space hub."""
-    ports = ["r" + h for h in HOSTS]
-    if on:
-        r = nsx("R", "tc", "qdisc", "add", "dev", ports[0], "root", "netem", "loss", "20%",
-                "delay", "5ms", "2ms", check_rc=False)
-        if r.returncode == 0:
-            for p in ports[1:]:
-                nsx("R", "tc", "qdisc", "add", "dev", p, "root", "netem", "loss", "20%",
-                    "delay", "5ms", "2ms")
-            return "tc netem"
-        start_hub(0.20, 5.0, 2.0)
-        return "a user-space hub (this kernel has no sch_netem: %s)" % r.stderr.strip()
-    if "hub" in procs:
-        procs.pop("hub").kill()
-        for p in ports:
-            nsx("R", "ip", "link", "set", p, "master", "br0")
-    else:
-        for p in ports:
-            nsx("R", "tc", "qdisc", "del", "dev", p, "root", check_rc=False)
-
-
-def cyclone_uri(role):
-    peers = "".join('<Peer address="%s"/>' % a for a in ADDR.values())
-    return ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface address="%s"/>'
-            '</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>'
-            '<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>20'
-            '</MaxAutoParticipantIndex><Peers>%s</Peers></Discovery></Domain></CycloneDDS>'
-            % (ADDR[role], peers))
-
-
 def start(role, tag, cfg, env_extra=None):
     """shmclockd in namespace @role with config @cfg (plus Name)."""
     name = "hosts-%s-%s" % (RUN, tag)
     clocks.append(name)
-    env = dict(os.environ, CYCLONEDDS_URI=cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
+    env = dict(os.environ, CYCLONEDDS_URI=net.cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
                **(env_extra or {}))
     procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, cfg, env,
                               ("ip", "netns", "exec", NS[role]))
@@ -622,7 +477,7 @@ def lossy_phase(leader, followers, clients=1):
     check(wait_for(lambda: all(not dist(f)["stale"] for f in followers) and
                    len(dist(leader).get("followers", [])) >= len(followers), 20, 0.1),
           "the followers are fresh members of %s before the loss" % leader)
-    how = impair(True)
+    how = net.impair(True)
     print("# loss 20 %%, delay 5 ms +- 2 ms on every link, by %s; a CPU hog on each of %d "
           "cores; %d client%s" % (how, os.cpu_count(), clients, "s at once" if clients > 1 else ""),
           flush=True)
@@ -661,7 +516,7 @@ def lossy_phase(leader, followers, clients=1):
     res = readers.finish()
     for h in hogs:
         h.kill()
-    impair(False)
+    net.impair(False)
     lst = dist(leader)
     took.sort()
     print("# %d changes under loss and load in %.1f s: command to commit p50 %.1f ms, p99 %.1f ms; "
@@ -826,7 +681,7 @@ def oneway_phase(leader, followers):
     before a change decided without it past that change's instant: a CI
     run under ASan, 747 readings 23.6 ms ahead.)"""
     gone = followers[1]
-    hub = start_hub(0.0, 0.0, 0.0)
+    hub = net.start_hub(0.0, 0.0, 0.0)
     sampler = Sampler(leader, [gone])
     done, th, refused = changes_every(leader, 0.02)
     gc = shmclock.Clock(gone)
@@ -858,7 +713,7 @@ def oneway_phase(leader, followers):
         sampler.stop.set()  # ends it on a failure too (a child left would hang the exit)
     n, nstale, across, outside = sampler.finish()
     gc.close()
-    impair(False)
+    net.impair(False)
     after = dist(gone)
     print("# one way (leader to %s) cut 0.9 s, 4 times, a change every 20 ms: stale %d times "
           "(at worst %.3f s into the cut), fresh again %d times (at worst %.3f s after the cut "
@@ -1040,7 +895,7 @@ def clocks_disagree(follower, shift_file):
 
 
 def main():
-    make_network()
+    net.make()
     wire = "hosts-wire-" + RUN
     lead = {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": wire,
                                                        "Lead": "2ms"}}
@@ -1094,9 +949,7 @@ def main():
     clocks_disagree(f1, shift_file)
 
 
-if __name__ == "__main__" and HUB:
-    hub_main(sys.argv[2].split(","), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
-elif __name__ == "__main__":
+if __name__ == "__main__":
     try:
         main()
     except Exception as e:  # a broken setup is a failure, with its reason
