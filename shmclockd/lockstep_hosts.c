@@ -355,7 +355,7 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 	pthread_mutex_unlock(&h->mu);
 }
 
-/* "name pid grant;" for each participant (LockstepGrant.who). */
+/* "name pid grant joined;" for each participant (LockstepGrant.who). */
 static void who_list(struct ls_hosts *h, char *buf, size_t len)
 {
 	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
@@ -364,8 +364,8 @@ static void who_list(struct ls_hosts *h, char *buf, size_t len)
 
 	buf[0] = 0;
 	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
-		int k = snprintf(buf + used, len - used, "%s %d %" PRId64 ";", p[i].who, (int)p[i].pid,
-				 p[i].grant_ns);
+		int k = snprintf(buf + used, len - used, "%s %d %" PRId64 " %" PRId64 ";", p[i].who,
+				 (int)p[i].pid, p[i].grant_ns, p[i].joined_sim_ns);
 
 		if (k < 0 || (size_t)k >= len - used) {
 			buf[used] = 0; /* whole entries only */
@@ -496,10 +496,10 @@ static void remote_members(const struct ls_remote *x, cJSON *members, int64_t si
 	for (char *p = strtok_r(who, ";", &save); p; p = strtok_r(NULL, ";", &save)) {
 		char name[80];
 		int pid;
-		long long g;
+		long long g, j;
 		cJSON *m;
 
-		if (sscanf(p, "%79s %d %lld", name, &pid, &g) != 3)
+		if (sscanf(p, "%79s %d %lld %lld", name, &pid, &g, &j) != 4)
 			continue;
 		m = cJSON_CreateObject();
 		cJSON_AddStringToObject(m, "name", name);
@@ -507,6 +507,8 @@ static void remote_members(const struct ls_remote *x, cJSON *members, int64_t si
 		snprintf(buf, sizeof(buf), "%lld", g);
 		cJSON_AddStringToObject(m, "grant_ns", buf);
 		cJSON_AddStringToObject(m, "grant", duration_format(g, buf, sizeof(buf)));
+		snprintf(buf, sizeof(buf), "%lld", j);
+		cJSON_AddStringToObject(m, "joined_ns", buf);
 		cJSON_AddBoolToObject(m, "holding", g <= sim);
 		cJSON_AddStringToObject(m, "host", x->id);
 		cJSON_AddItemToArray(members, m);

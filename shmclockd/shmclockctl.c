@@ -174,9 +174,24 @@ static void print_status(const cJSON *st)
 			       num_of(t, "steps_per_s"), num_of(t, "realtime_factor"),
 			       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? "; last to grant most often: " : "",
 			       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? str_of(t, "last_to_grant_most") : "");
+		if (cJSON_GetObjectItemCaseSensitive(t, "leader"))
+			printf("            a host of leader %s (%s): heard %s ns, promised %s ns, "
+			       "%.0f promises repeated, lost by it %.0f times\n", str_of(t, "leader"),
+			       bool_of(t, "counted") ? "counted" : "not counted yet",
+			       cJSON_GetObjectItemCaseSensitive(t, "heard_ns") ? str_of(t, "heard_ns")
+									    : "nothing",
+			       str_of(t, "promised_ns"), num_of(t, "promise_repeats"),
+			       num_of(t, "host_evictions"));
+		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(t, "hosts"))
+			printf("  host %s: %.0f participants, promise %s ns, heard %.3fs ago, "
+			       "round trip %.0f us, %.0f deaths\n", str_of(m, "host"),
+			       num_of(m, "participants"), str_of(m, "promise_ns"), num_of(m, "heard_s"),
+			       num_of(m, "rtt_us"), num_of(m, "deaths"));
 		cJSON_ArrayForEach(m, ms) {
 			printf("  %-20s pid %-7.0f grant %-18s", str_of(m, "name"), num_of(m, "pid"),
 			       str_of(m, "grant"));
+			if (cJSON_GetObjectItemCaseSensitive(m, "host"))
+				printf(" on %s", str_of(m, "host"));
 			if (cJSON_GetObjectItemCaseSensitive(m, "holding_for_s"))
 				printf(" HOLDING for %.3fs", num_of(m, "holding_for_s"));
 			printf("\n");
@@ -394,6 +409,12 @@ static int top(const char *sock, int argc, char **argv)
 
 			if (cJSON_GetObjectItemCaseSensitive(m, "holding_for_s"))
 				snprintf(hold, sizeof(hold), "%.3f", num_of(m, "holding_for_s"));
+			if (cJSON_GetObjectItemCaseSensitive(m, "host")) {
+				/* A remote participant: its figures are on its host. */
+				printf("%-20.20s %7.0f %9s on host %.50s\n", str_of(m, "name"),
+				       num_of(m, "pid"), "-", str_of(m, "host"));
+				continue;
+			}
 			printf("%-20.20s %7.0f %9.0f %9.1f %9.1f %9.1f %9.1f %16s %7.1f %10s\n",
 			       str_of(m, "name"), num_of(m, "pid"), num_of(m, "steps"),
 			       num_of(m, "work_p50_us"), num_of(m, "work_p99_us"), num_of(m, "wait_p50_us"),

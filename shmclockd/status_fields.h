@@ -195,7 +195,39 @@ enum sf_unit {
 	X("lockstep.members[]", "wait_p99_us", SF_GAUGE, SF_US, SF_LOCKSTEP | SF_SOMETIMES, NULL,         \
 	  "its wait for the others, p99")                                                         \
 	X("lockstep.members[]", "working_for_s", SF_GAUGE, SF_S, SF_LOCKSTEP | SF_SOMETIMES, NULL,        \
-	  "how long it has worked since its last return (while it works)")
+	  "how long it has worked since its last return (while it works)")                        \
+	X("lockstep.members[]", "host", SF_TEXT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,               \
+	  "a remote participant's host (the leader between hosts)")                               \
+	X("lockstep", "hosts", SF_LIST, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,                \
+	  "the leader between hosts: the follower hosts it counts")                               \
+	X("lockstep.hosts[]", "host", SF_TEXT, SF_NONE, SF_LOCKSTEP, NULL,                        \
+	  "its id (host/pid/start#incarnation)")                                                  \
+	X("lockstep.hosts[]", "participants", SF_GAUGE, SF_NONE, SF_LOCKSTEP, NULL,               \
+	  "its participants")                                                                     \
+	X("lockstep.hosts[]", "promise_ns", SF_TEXT, SF_NS, SF_LOCKSTEP, NULL,                    \
+	  "its promise: its participants' smallest grant (none: no participant)")                 \
+	X("lockstep.hosts[]", "shown_ns", SF_TEXT, SF_NS, SF_LOCKSTEP, NULL, "its clock")         \
+	X("lockstep.hosts[]", "heard_s", SF_GAUGE, SF_S, SF_LOCKSTEP, NULL, "since its last word") \
+	X("lockstep.hosts[]", "rtt_us", SF_GAUGE, SF_US, SF_LOCKSTEP | SF_SOMETIMES, NULL,        \
+	  "the last round trip to it (a time out, its next promise back, less its hold)")         \
+	X("lockstep.hosts[]", "deaths", SF_COUNT, SF_NONE, SF_LOCKSTEP, NULL,                     \
+	  "its participants found dead")                                                          \
+	X("lockstep", "host", SF_TEXT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,                 \
+	  "a follower host in lockstep: its id")                                                  \
+	X("lockstep", "leader", SF_TEXT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,               \
+	  "a follower host: the leader whose times it takes")                                     \
+	X("lockstep", "heard_ns", SF_TEXT, SF_NS, SF_LOCKSTEP | SF_SOMETIMES, NULL,               \
+	  "a follower host: the largest time heard")                                              \
+	X("lockstep", "heard_s", SF_GAUGE, SF_S, SF_LOCKSTEP | SF_SOMETIMES, NULL,                \
+	  "a follower host: since its leader's last time")                                        \
+	X("lockstep", "promised_ns", SF_TEXT, SF_NS, SF_LOCKSTEP | SF_SOMETIMES, NULL,            \
+	  "a follower host: its last promise (none: no participant)")                             \
+	X("lockstep", "counted", SF_BOOL, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,              \
+	  "a follower host: its leader counts it")                                                \
+	X("lockstep", "host_evictions", SF_COUNT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,      \
+	  "a follower host: times its leader lost it (its participants were evicted)")            \
+	X("lockstep", "promise_repeats", SF_COUNT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,     \
+	  "a follower host: promises repeated (no time named them yet)")
 
 #define STATUS_FIELDS_HOSTS(X)                                                                     \
 	X("", "distribute", SF_OBJECT, SF_NONE, SF_HOSTS, NULL, "between hosts (doc/hosts.md)")   \
