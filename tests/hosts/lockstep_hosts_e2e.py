@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Lockstep between hosts (issue 53), end to end: a leader shmclockd in
+lockstep (Distribute.Publish) and follower hosts (TimeSource leader with
+Lockstep) in network namespaces joined by a switch (netenv.py), with
+ls-participant processes joined to their own host's clock. The
+participants exchange messages over Unix sockets in one directory (the
+namespaces share the file system), so the ordering guarantee is checked
+across hosts from their logs: everything a participant sent before
+granting T has arrived before any participant anywhere steps at T.
+
+- determinism: participants with periods 1, 10 and 33 ms on 2 hosts, run
+  twice: both logs are the one the guarantee predicts (byte for byte);
+  then on 3 hosts with 10 % loss on every link;
+- a partition shorter than a host's lease: the run goes on after it,
+  the logs still as predicted;
+- a remote participant SIGKILLed: OnDeath evict (the clock goes on, the
+  leader names it with its host), OnDeath abort (the leader exits 86
+  naming it);
+- a follower daemon SIGKILLed: the leader loses its host at its lease and
+  goes on; SIGSTOPped past its lease: the leader goes on without it, and
+  back, the host hears it is no longer counted, evicts its participants
+  (their advance fails) and is counted again as a new host.
+
+Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT (set by meson).
+Needs root (network namespaces): exit 77 with the reason otherwise.
+"""
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from hostsenv import check, ctl_at, remove, start_daemon, wait_for  # noqa: E402
+import hostsenv  # noqa: E402
+import netenv  # noqa: E402
+from lockstep_log import expected_log, first_difference  # noqa: E402
+import status_schema  # noqa: E402
+
+SHMCLOCKD = os.environ["SHMCLOCKD"]
+P = os.environ["LS_PARTICIPANT"]
+MS = 1_000_000
+END = 1000 * MS
+RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
+
+
+def skip(why):
+    print("skip: " + why, flush=True)
+    sys.exit(77)
+
+
+if os.geteuid() != 0:
+    skip("needs root for network namespaces (ip netns)")
+if not shutil.which("ip"):
+    skip("iproute2 (ip) is not installed")
+
+net = netenv.Net(RUN, ("L", "F1", "F2"))
+rtdir = tempfile.mkdtemp(prefix="shmclock-lshosts-")
+procs = {}
+clocks = []
+parts = []
+serial = [0]
+
+
+def cleanup():
+    for p in list(procs.values()) + parts:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    net.delete()
+    remove([], clocks, rtdir)
+
+
+def on_signal(sig, frame):
+    cleanup()
+    sys.exit(1)
+
+
+signal.signal(signal.SIGTERM, on_signal)
+signal.signal(signal.SIGINT, on_signal)
+
+
+def start(role, tag, cfg):
+    """shmclockd in namespace @role with config @cfg; its clock's name."""
+    name = "lsh-%s-%s" % (RUN, tag)
+    clocks.append(name)
+    env = dict(os.environ, CYCLONEDDS_URI=net.cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir)
+    procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Name=name), env,
+                              ("ip", "netns", "exec", net.ns[role]))
+    return name
+
+
+def stop(tag):
+    p = procs.pop(tag)
+    if p.poll() is None:
+        p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    return p.returncode
+
+
+def status(name):
+    return ctl_at(os.path.join(rtdir, name + ".sock"), "status")["status"]
+
+
+def daemon_log(tag):
+    with open(os.path.join(rtdir, tag + ".log"), errors="replace") as f:
+        return f.read()
+
+
+def wire():
+    serial[0] += 1
+    return "lsh-%s-w%d" % (RUN, serial[0])
+
+
+def leader_cfg(w, n, on_death="evict"):
+    return {"TimeSource": "fixed", "Lockstep": {"Participants": n, "OnDeath": on_death},
+            "Distribute": {"Publish": True, "Clock": w}}
+
+
+def follower_cfg(w, n):
+    return {"TimeSource": "leader", "Lockstep": {"Participants": n}, "Distribute": {"Clock": w}}
+
+
+def participant(role, clock, who, period, end, peers=None, msgdir=None, work_us=0):
+    """ls-participant in namespace @role, joined to @clock (that host's),
+    working @work_us of real time at each step."""
+    argv = ["ip", "netns", "exec", net.ns[role], P, clock, who, str(period), str(end)]
+    if work_us:
+        argv += ["--work-us", str(work_us)]
+    if peers:
+        argv += ["--dir", msgdir, "--peers", ",".join(peers),
+                 "--log", os.path.join(msgdir, who + ".log")]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parts.append(p)
+    return p
+
+
+def wait_all(ps, timeout):
+    """Each participant's exit status and stderr (None: still running at
+    @timeout, then killed)."""
+    deadline = time.monotonic() + timeout
+    out = []
+    for p in ps:
+        try:
+            _, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            out.append((p.returncode, err.strip()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            out.append((None, err.strip()))
+    return out
+
+
+def scenario(layout, end, impaired=None, partition=None, work_us=0):
+    """One run: @layout maps each host to its participants (who, period);
+    the leader is host L. Their logs (None on a failure, with why)."""
+    w = wire()
+    periods = [x for role in layout for x in layout[role]]
+    peers = [x[0] for x in periods]
+    msgdir = tempfile.mkdtemp(dir=rtdir)
+    tags = ["%s-%d" % (role, serial[0]) for role in layout]
+    names = {"L": start("L", tags[0], leader_cfg(w, len(periods)))}
+    for role, tag in zip(layout, tags):
+        if role != "L":
+            names[role] = start(role, tag, follower_cfg(w, len(layout[role])))
+    how = net.impair(True, **impaired) if impaired else None
+    try:
+        t0 = time.monotonic()
+        ps = [participant(role, names[role], who, period, end, peers, msgdir, work_us)
+              for role in layout for who, period in layout[role]]
+        if partition:
+            # F1 cut off (its port on the switch down) for a while, once
+            # the run is going (a step takes work_us at least).
+            time.sleep(0.1)
+            net.link("F1", False)
+            time.sleep(partition)
+            net.link("F1", True)
+        res = wait_all(ps, 120)
+        took = time.monotonic() - t0
+        st = status(names["L"])["lockstep"]
+    finally:
+        if impaired:
+            net.impair(False)
+        for tag in tags:
+            stop(tag)
+    bad = [(who, r) for (who, _), r in zip(periods, res) if r[0] != 0]
+    if bad:
+        return None, "participants failed: %s" % bad, took, how, st
+    log = "".join(open(os.path.join(msgdir, who + ".log")).read() for who, _ in periods)
+    return log, None, took, how, st
+
+
+def test_determinism():
+    layout = {"L": [("a", 1 * MS)], "F1": [("b", 10 * MS), ("c", 33 * MS)]}
+    want = expected_log([x for r in layout for x in layout[r]], END)
+    logs = []
+    for i in range(2):
+        log, why, took, _, st = scenario(layout, END)
+        if not check(log is not None, "2 hosts, run %d: every participant reached 1 s (%.1f s%s)"
+                     % (i + 1, took, "; " + why if why else "")):
+            return
+        logs.append(log)
+        hosts = st.get("hosts", [])
+        print("# run %d: %d advances in %.2f s; the follower host's round trip %s us"
+              % (i + 1, st["advances"], took, hosts[0].get("rtt_us") if hosts else "?"), flush=True)
+    check(logs[0] == logs[1], "two runs on 2 hosts give byte-identical logs (%d bytes)" % len(logs[0]))
+    ok = check(logs[0] == want, "and the log is the one the guarantee predicts, across hosts "
+               "(every message sent before T seen at T on every host)")
+    if not ok:
+        print("# " + first_difference(logs[0], want))
+
+
+def test_lossy():
+    layout = {"L": [("a", 1 * MS)], "F1": [("b", 10 * MS)], "F2": [("c", 33 * MS)]}
+    end = 200 * MS
+    want = expected_log([x for r in layout for x in layout[r]], end)
+    log, why, took, how, st = scenario(layout, end, impaired=dict(loss=0.10, delay_ms=1.0,
+                                                                  jitter_ms=0.5))
+    if not check(log is not None, "3 hosts, 10 %% loss and 1 ms delay on every link (%s): every "
+                 "participant reached 0.2 s (%.1f s%s)" % (how, took, "; " + why if why else "")):
+        return
+    ok = check(log == want, "and the log is the one the guarantee predicts (%d advances)"
+               % st["advances"])
+    if not ok:
+        print("# " + first_difference(log, want))
+
+
+def test_partition():
+    layout = {"L": [("a", 1 * MS)], "F1": [("b", 10 * MS)]}
+    want = expected_log([x for r in layout for x in layout[r]], END)
+    log, why, took, _, st = scenario(layout, END, partition=0.4, work_us=1000)
+    if not check(log is not None, "a follower host cut off for 0.4 s (less than its lease) in "
+                 "a run: the run completes (%.1f s%s)" % (took, "; " + why if why else "")):
+        return
+    ok = check(log == want and st["deaths"] == 0,
+               "with the log the guarantee predicts and no host lost (deaths %d)" % st["deaths"])
+    if not ok:
+        print("# " + first_difference(log, want))
+
+
+def run_with_death(on_death, kill):
+    """L: a (1 ms); F1: b and c (10 ms). @kill(names, ps) after 0.3 s. The
+    leader's exit status (None: running), its last status, its log and the
+    participants' results."""
+    w = wire()
+    n = serial[0]
+    names = {"L": start("L", "L-%d" % n, leader_cfg(w, 3, on_death)),
+             "F1": start("F1", "F1-%d" % n, follower_cfg(w, 2))}
+    end = 3000 * MS
+    # 1 ms of work a step: the run lasts 3 s at least.
+    ps = [participant("L", names["L"], "a", 1 * MS, end, work_us=1000),
+          participant("F1", names["F1"], "b", 10 * MS, end, work_us=1000),
+          participant("F1", names["F1"], "c", 10 * MS, end, work_us=1000)]
+    for p in ps:
+        p.stdout.readline()  # joined
+    time.sleep(0.3)
+    # Each host's status mid-run, against the table (status_fields.h): the
+    # leader's hosts and remote participants, the follower host's leader.
+    table = status_schema.load(SHMCLOCKD)
+    full = {role: status(names[role]) for role in names}
+    schema = ["%s: %s" % (r, p) for r in full for p in status_schema.check(full[r], table)]
+    remote = [m for m in full["L"]["lockstep"]["members"] if "host" in m]
+    kill(names, ps, n)
+    leader = procs["L-%d" % n]
+    rc = None
+    st = None
+    try:
+        if on_death == "abort":
+            try:
+                rc = leader.wait(20)
+            except subprocess.TimeoutExpired:
+                rc = None
+        else:
+            wait_for(lambda: ps[0].poll() is not None, 60, 0.05)
+            st = status(names["L"])["lockstep"]
+    finally:
+        res = wait_all(ps, 1 if on_death == "abort" else 30)
+        for tag in ("L-%d" % n, "F1-%d" % n):
+            if tag in procs:
+                stop(tag)
+    return rc, st, daemon_log("L-%d" % n), res, (schema, remote)
+
+
+def test_remote_participant_death():
+    def kill_c(names, ps, n):
+        ps[2].send_signal(signal.SIGKILL)
+
+    _, st, log, res, (schema, remote) = run_with_death("evict", kill_c)
+    check(not schema and sorted(m["name"] for m in remote) == ["b", "c"],
+          "mid-run, the leader lists the remote participants b and c with their host, and both "
+          "hosts' status have the table's rows and nothing else (%s)" % ("; ".join(schema) or
+                                                                          "they agree"))
+    check(res[0][0] == 0 and res[1][0] == 0 and st is not None and st["deaths"] >= 1 and
+          "'c'" in st.get("last_death", "") and "on host" in st.get("last_death", ""),
+          "OnDeath evict: a remote participant SIGKILLed, the run goes on to its end on both "
+          "hosts, and the leader names it with its host (%s)" % (st or {}).get("last_death"))
+    rc, _, log, res, _ = run_with_death("abort", kill_c)
+    m = re.search(r"OnDeath abort.*", log)
+    check(rc == 86 and "'c'" in log and m is not None,
+          "OnDeath abort: the leader exits 86 naming the remote participant (status %s: %s)"
+          % (rc, m.group(0)[:160] if m else "no abort logged"))
+
+
+def test_follower_host_killed():
+    def kill_f1(names, ps, n):
+        procs["F1-%d" % n].send_signal(signal.SIGKILL)
+        # Its participants wait on a clock nobody moves any more.
+        for p in ps[1:]:
+            p.kill()
+
+    _, st, log, res, _ = run_with_death("evict", kill_f1)
+    m = re.search(r"host \S+ lost \(silent for its lease\)", log)
+    check(res[0][0] == 0 and m is not None and st is not None and not st.get("hosts"),
+          "a follower daemon SIGKILLed: the leader loses its host at its lease (%s) and its own "
+          "participant runs on to the end (exit %s)" % (m.group(0)[:60] if m else "not lost",
+                                                         res[0][0]))
+
+
+def test_follower_host_stopped():
+    out = {}
+
+    def stop_f1(names, ps, n):
+        f = procs["F1-%d" % n]
+        before = len(daemon_log("L-%d" % n))
+        f.send_signal(signal.SIGSTOP)
+        out["lost"] = wait_for(lambda: "lost (silent" in daemon_log("L-%d" % n)[before:], 20, 0.05)
+        f.send_signal(signal.SIGCONT)
+        out["evicted"] = wait_for(lambda: "no longer counts this host" in daemon_log("F1-%d" % n),
+                                  10, 0.05)
+        out["again"] = wait_for(lambda: any(h["host"].endswith("#1") for h in
+                                            status(names["L"])["lockstep"].get("hosts", [])), 10, 0.05)
+        out["fst"] = status(names["F1"])["lockstep"]
+
+    _, st, log, res, _ = run_with_death("evict", stop_f1)
+    canceled = [r for r in res[1:] if r[0] == 1 and "cancel" in r[1].lower()]
+    check(out.get("lost") and out.get("evicted") and len(canceled) == 2,
+          "a follower daemon SIGSTOPped past its lease: the leader goes on without its host; "
+          "back, the host hears it and evicts its participants, whose advance fails (%s)"
+          % ([r[1][:80] for r in res[1:]]))
+    check(out.get("again") and out.get("fst", {}).get("host_evictions") == 1 and res[0][0] == 0,
+          "and it is counted again as a new host (#1), while the leader's own participant ran "
+          "to the end")
+
+
+def main():
+    net.make()
+    test_determinism()
+    test_partition()
+    test_lossy()
+    test_remote_participant_death()
+    test_follower_host_killed()
+    test_follower_host_stopped()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # a broken setup is a failure, with its reason
+        check(False, "the run completed: %r" % e)
+        for tag in procs:
+            path = os.path.join(rtdir, tag + ".log")
+            if os.path.exists(path):
+                print("# --- %s.log\n%s" % (tag, open(path).read()[-2000:]))
+    finally:
+        cleanup()
+    sys.exit(1 if hostsenv.failures else 0)
