@@ -26,6 +26,7 @@ struct bench_opts {
 	double duration_s;  /* propagate, daemon: seconds per run (0: default) */
 	int subscribers;    /* propagate */
 	const char *followers; /* hosts: a fleet of each size listed ("1,2,4") */
+	bool hosts;         /* lockstep: between two hosts (network namespaces) */
 };
 
 /* A summary of a set of samples (sorted in place). */

@@ -11,8 +11,14 @@
  * sockets, the coordinator's first "go" until its last "done".
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -148,6 +154,321 @@ static int run_sockets(int n, long steps, struct shared *sh)
 	return 0;
 }
 
+/*
+ * --hosts: lockstep between two hosts, network namespaces A and B joined by
+ * a veth pair (root), n no-op participants on each: a leader shmclockd in A
+ * (Lockstep with Distribute.Publish) and a follower host in B (TimeSource
+ * leader with Lockstep), against a coordinator over TCP in A across the same
+ * veth pair (each participant sends "done", the coordinator answers "go"
+ * to all once all are done), in the same run. The round trip: participant
+ * 0's (in A) advance, or its "done" until its "go".
+ */
+#define LH_ADDR_A "10.79.0.1"
+#define LH_ADDR_B "10.79.0.2"
+
+struct lh {
+	char ns[2][40];
+	int nsfd[2];
+	const char *daemon;
+	const char *rt;
+	bool made;
+};
+
+static int lh_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int lh_sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void lh_down(struct lh *h)
+{
+	for (int i = 0; i < 2; i++) {
+		if (h->nsfd[i] >= 0)
+			close(h->nsfd[i]);
+		h->nsfd[i] = -1;
+		if (h->made)
+			lh_sh("ip netns del %s", h->ns[i]);
+	}
+	h->made = false;
+}
+
+/* The two hosts and their link; 0, or -1 (said). */
+static int lh_up(struct lh *h)
+{
+	static const char *const addr[2] = { LH_ADDR_A, LH_ADDR_B };
+	char path[128];
+	int pid = (int)getpid();
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(h->ns[i], sizeof(h->ns[i]), "shmclock-bench-%c-%d", 'A' + i, pid);
+		h->nsfd[i] = -1;
+	}
+	h->made = true;
+	if (lh_sh("ip netns add %s", h->ns[0]) || lh_sh("ip netns add %s", h->ns[1]) ||
+	    lh_sh("ip link add sbA%d type veth peer name sbB%d", pid, pid) ||
+	    lh_sh("ip link set sbA%d netns %s", pid, h->ns[0]) ||
+	    lh_sh("ip link set sbB%d netns %s", pid, h->ns[1])) {
+		fprintf(stderr, "shmclock-bench: cannot make two network namespaces and a veth pair "
+				"(ip netns, ip link)\n");
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (lh_sh("ip -n %s addr add %s/24 dev sb%c%d", h->ns[i], addr[i], 'A' + i, pid) ||
+		    lh_sh("ip -n %s link set sb%c%d up", h->ns[i], 'A' + i, pid) ||
+		    lh_sh("ip -n %s link set lo up", h->ns[i])) {
+			fprintf(stderr, "shmclock-bench: cannot set up the veth pair\n");
+			return -1;
+		}
+		snprintf(path, sizeof(path), "/run/netns/%s", h->ns[i]);
+		h->nsfd[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (h->nsfd[i] < 0) {
+			fprintf(stderr, "shmclock-bench: %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A shmclockd in host @i with the config @json (its clock @name). */
+static pid_t lh_daemon(struct lh *h, int i, const char *tag, const char *json)
+{
+	char cfg[256], uri[1024];
+	char *argv[] = { "ip", "netns", "exec", h->ns[i], (char *)h->daemon, "--notify-fd", "-c",
+			 cfg, "--remove-on-exit", "--reset", "--log-level=warn", NULL };
+	FILE *f;
+
+	snprintf(cfg, sizeof(cfg), "%s/%s.json", h->rt, tag);
+	f = fopen(cfg, "w");
+	if (!f)
+		return -1;
+	fputs(json, f);
+	fclose(f);
+	snprintf(uri, sizeof(uri),
+		 "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface address=\"%s\"/>"
+		 "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>"
+		 "<ParticipantIndex>auto</ParticipantIndex><Peers><Peer address=\"" LH_ADDR_A "\"/>"
+		 "<Peer address=\"" LH_ADDR_B "\"/></Peers></Discovery></Domain></CycloneDDS>",
+		 i ? LH_ADDR_B : LH_ADDR_A);
+	setenv("CYCLONEDDS_URI", uri, 1);
+	return bench_spawn(argv, true);
+}
+
+static int lh_wait_kids(pid_t *kids, int n)
+{
+	int rc = 0;
+
+	for (int i = 0; i < n; i++) {
+		int st;
+
+		waitpid(kids[i], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			rc = -1;
+	}
+	return rc;
+}
+
+static int lh_shmclock(struct lh *h, int n, long steps, struct shared *sh)
+{
+	char names[2][64], wire[64], json[512];
+	pid_t d[2], kids[16];
+	int rc;
+
+	for (int i = 0; i < 2; i++)
+		snprintf(names[i], sizeof(names[i]), "bench-lsh-%d-%c%d", (int)getpid(), 'A' + i, n);
+	snprintf(wire, sizeof(wire), "bench-lsh-%d-%d", (int)getpid(), n);
+	snprintf(json, sizeof(json), "{\"Name\": \"%s\", \"TimeSource\": \"fixed\", \"Lockstep\": "
+		 "{\"Participants\": %d}, \"Distribute\": {\"Publish\": true, \"Clock\": \"%s\"}}",
+		 names[0], 2 * n, wire);
+	d[0] = lh_daemon(h, 0, "leader", json);
+	snprintf(json, sizeof(json), "{\"Name\": \"%s\", \"TimeSource\": \"leader\", \"Lockstep\": "
+		 "{\"Participants\": %d}, \"Distribute\": {\"Clock\": \"%s\"}}", names[1], n, wire);
+	d[1] = d[0] > 0 ? lh_daemon(h, 1, "host", json) : -1;
+	if (d[0] <= 0 || d[1] <= 0) {
+		fprintf(stderr, "shmclock-bench: %s did not start in a network namespace\n", h->daemon);
+		if (d[0] > 0) {
+			kill(d[0], SIGTERM);
+			waitpid(d[0], NULL, 0);
+		}
+		return -1;
+	}
+	sh->failed = 0;
+	/* Participant 0 (the one timed) on the leader's host; the others
+	 * half there, half on the follower host. */
+	for (int i = 0; i < 2 * n; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0)
+			participant(names[i < n ? 0 : 1], i, steps, sh);
+	}
+	rc = lh_wait_kids(kids, 2 * n);
+	for (int i = 0; i < 2; i++) {
+		kill(d[i], SIGTERM);
+		waitpid(d[i], NULL, 0);
+	}
+	return rc || sh->failed ? -1 : 0;
+}
+
+/* A TCP participant in host @host: "done", then wait for "go". */
+static void lh_tcp_participant(struct lh *h, int host, int i, int port, long steps,
+			       struct shared *sh)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd, one = 1;
+	char c = 'd';
+
+	if (setns(h->nsfd[host], CLONE_NEWNET) < 0)
+		_exit(1);
+	inet_pton(AF_INET, LH_ADDR_A, &a.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	for (int k = 0; k < 500 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0; k++) {
+		close(fd);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		usleep(10000);
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (long s = 0; s < steps; s++) {
+		int64_t t = bench_mono_ns();
+
+		if (write(fd, &c, 1) != 1 || read(fd, &c, 1) != 1)
+			_exit(1);
+		if (i == 0) {
+			int64_t b = bench_mono_ns();
+
+			sh->rtt[s] = (double)(b - t);
+			if (s == 0)
+				sh->t0 = b;
+			sh->t1 = b;
+		}
+	}
+	_exit(0);
+}
+
+/* The coordinator in host A: every "done", then "go" to all. */
+static void lh_tcp_coordinator(struct lh *h, int n, int port, long steps, int ready)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int l, fd[16], one = 1;
+	char c;
+
+	if (setns(h->nsfd[0], CLONE_NEWNET) < 0)
+		_exit(1);
+	inet_pton(AF_INET, LH_ADDR_A, &a.sin_addr);
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 16) < 0)
+		_exit(1);
+	if (write(ready, "r", 1) != 1)
+		_exit(1);
+	for (int i = 0; i < n; i++) {
+		fd[i] = accept(l, NULL, NULL);
+		if (fd[i] < 0)
+			_exit(1);
+		setsockopt(fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	for (long s = 0; s < steps; s++) {
+		for (int i = 0; i < n; i++)
+			if (read(fd[i], &c, 1) != 1)
+				_exit(1);
+		for (int i = 0; i < n; i++)
+			if (write(fd[i], "g", 1) != 1)
+				_exit(1);
+	}
+	_exit(0);
+}
+
+static int lh_tcp(struct lh *h, int n, long steps, struct shared *sh)
+{
+	int port = 40000 + (int)(getpid() % 20000), p[2];
+	pid_t coord, kids[16];
+	char c;
+	int rc;
+
+	if (pipe(p) < 0)
+		return -1;
+	coord = fork();
+	if (coord == 0) {
+		close(p[0]);
+		lh_tcp_coordinator(h, 2 * n, port, steps, p[1]);
+	}
+	close(p[1]);
+	if (read(p[0], &c, 1) != 1) {
+		close(p[0]);
+		waitpid(coord, NULL, 0);
+		return -1;
+	}
+	close(p[0]);
+	for (int i = 0; i < 2 * n; i++) {
+		kids[i] = fork();
+		if (kids[i] == 0)
+			lh_tcp_participant(h, i < n ? 0 : 1, i, port, steps, sh);
+	}
+	rc = lh_wait_kids(kids, 2 * n);
+	return lh_wait_kids(&coord, 1) || rc ? -1 : 0;
+}
+
+static int bench_lockstep_hosts(const struct bench_opts *o, cJSON *out, const char *daemon,
+				const char *rt, struct shared *sh, long steps)
+{
+	static const int counts[] = { 1, 2, 4 };
+	struct lh h = { .daemon = daemon, .rt = rt, .nsfd = { -1, -1 } };
+	cJSON *results = cJSON_AddArrayToObject(out, "hosts");
+	int rc = 1;
+
+	if (geteuid()) {
+		printf("lockstep --hosts: needs root (network namespaces); skipped\n");
+		return 0;
+	}
+	if (lh_up(&h))
+		goto out;
+	printf("lockstep --hosts: 2 hosts (network namespaces, a veth pair), N no-op participants "
+	       "on each, %ld steps%s;\nbaseline: a coordinator over TCP on host A (done / go)\n",
+	       steps, o->quick ? " (quick)" : "");
+	printf("  %-13s %-9s %12s %10s %10s %12s\n", "per host", "via", "steps/s", "p50 us",
+	       "p99 us", "vs TCP");
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		int n = counts[k];
+		double rate[2] = { 0, 0 };
+		struct bench_stats st[2];
+		cJSON *j = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(j, "participants_per_host", n);
+		for (int v = 0; v < 2; v++) {
+			int r = v == 0 ? lh_tcp(&h, n, steps, sh) : lh_shmclock(&h, n, steps, sh);
+			cJSON *f = cJSON_CreateObject();
+
+			if (r) {
+				fprintf(stderr, "shmclock-bench: lockstep --hosts with %d per host (%s) "
+						"failed\n", n, v ? "shmclock" : "TCP");
+				cJSON_Delete(f);
+				cJSON_Delete(j);
+				goto out;
+			}
+			rate[v] = (double)(steps - 1) / ((double)(sh->t1 - sh->t0) / 1e9);
+			st[v] = bench_summarise(sh->rtt, steps);
+			cJSON_AddNumberToObject(f, "steps_per_s", rate[v]);
+			bench_json_stats(f, &st[v]);
+			cJSON_AddItemToObject(j, v ? "shmclock" : "tcp", f);
+			printf("  %-13d %-9s %12.0f %10.2f %10.2f", n, v ? "shmclock" : "TCP", rate[v],
+			       st[v].p50 / 1e3, st[v].p99 / 1e3);
+			if (v)
+				printf(" %11.2fx", rate[1] / rate[0]);
+			printf("\n");
+		}
+		cJSON_AddNumberToObject(j, "speedup", rate[1] / rate[0]);
+		cJSON_AddItemToArray(results, j);
+	}
+	rc = 0;
+out:
+	lh_down(&h);
+	return rc;
+}
+
 int bench_lockstep(const struct bench_opts *o, cJSON *out)
 {
 	static const int counts[] = { 1, 2, 4, 8 };
@@ -162,6 +483,14 @@ int bench_lockstep(const struct bench_opts *o, cJSON *out)
 	if (bench_runtime_dir(rt, sizeof(rt)))
 		return 1;
 	cJSON_AddNumberToObject(out, "steps", (double)steps);
+	if (o->hosts) {
+		/* Steps take a network round trip: fewer of them. */
+		long hs = o->samples > 0 ? o->samples : o->quick ? 2000 : 20000;
+		int r = bench_lockstep_hosts(o, out, daemon, rt, sh, hs < steps ? hs : steps);
+
+		rmdir(rt);
+		return r;
+	}
 	printf("lockstep: steps per second and one step's round trip, %ld steps of no-op\n"
 	       "participant processes%s; baseline: a coordinator over Unix sockets (go / done)\n",
 	       steps, o->quick ? " (quick)" : "");

@@ -47,7 +47,9 @@ static void usage(FILE *f)
 	      "             through the vDSO's symbol and as a raw system call (trapped),\n"
 	      "             and a 1 us sleep through libc and raw, trap on and off, vs bare\n"
 	      "  lockstep   steps/s and one step's round trip with 1, 2, 4, 8 participants:\n"
-	      "             shmclockd --lockstep vs a coordinator over Unix sockets\n"
+	      "             shmclockd --lockstep vs a coordinator over Unix sockets. With\n"
+	      "             --hosts: 2 hosts (network namespaces, a veth pair; root), 1, 2, 4\n"
+	      "             participants on each, vs a coordinator over TCP across them\n"
 	      "  bindings   a read from C++ (sim_clock::now vs steady_clock::now) and Python\n"
 	      "             (Clock.now vs time.monotonic_ns), each in its own process\n"
 	      "  csharp     a read from C# (Clock.Now vs Stopwatch.GetTimestamp, under Mono), and\n"
@@ -69,6 +71,7 @@ static void usage(FILE *f)
 	      "                       measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -F, --followers LIST hosts: fleets of these sizes, e.g. 1,2,4,8,16 (1 to 32)\n"
+	      "  -H, --hosts          lockstep: between two hosts (root)\n"
 	      "  -h, --help           this help\n",
 	      f);
 }
@@ -124,13 +127,14 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "subscribers", required_argument, NULL, 'S' },
 		{ "followers", required_argument, NULL, 'F' },
+		{ "hosts", no_argument, NULL, 'H' },
 		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	double v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:F:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:F:Hh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q':
 			o->quick = true;
@@ -163,6 +167,9 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'F':
 			o->followers = optarg;
+			break;
+		case 'H':
+			o->hosts = true;
 			break;
 		case 'h':
 		default:
