@@ -24,6 +24,9 @@
  * while (lockstep_hosts_e2e.py: a host cut off for 0.4 s was heard again
  * 1.2 s after the cut began), and a host lost is a death (OnDeath). */
 #define LS_LEASE_NS DIST_LEASE_NS
+/* A leader listens this long before it decides: a host that names another
+ * leader means a takeover, and then it listens a whole lease. */
+#define LS_LISTEN_NS INT64_C(500000000)
 /* A promise no time named is repeated after this, then after twice as
  * long each time, up to a heartbeat. */
 #define LS_RETRY_MIN_NS INT64_C(5000000)
@@ -55,6 +58,12 @@ struct ls_hosts {
 	/* leader */
 	struct ls_remote hosts[LS_HOSTS_MAX];
 	bool full_said, changed;
+	/* ... listening before it decides (ls_hosts_listen): until when,
+	 * whether a host named another leader (a takeover: then a lease),
+	 * which, and whether it is over */
+	int64_t listen_from, listen_until;
+	bool takeover, listened;
+	char predecessor[97];
 	uint64_t tseq;
 	int64_t sent_sim, next_hb;
 	/* follower (under mu: what the DDS thread took) */
@@ -120,9 +129,17 @@ static void on_grant(void *ctx, const struct ls_grant *g)
 	struct ls_remote *x;
 	int64_t now = mono();
 
-	if (!g->host[0] || (g->leader[0] && strcmp(g->leader, h->id)))
-		return; /* anonymous, or a host of another leader */
+	if (!g->host[0])
+		return;
 	pthread_mutex_lock(&h->mu);
+	if (g->leader[0] && strcmp(g->leader, h->id) && !h->listened && !h->takeover) {
+		/* A host of another leader, before this one decided anything:
+		 * a takeover. It listens a whole lease (every host of its
+		 * predecessor still alive speaks within it). */
+		h->takeover = true;
+		h->listen_until = h->listen_from + h->lease_ns;
+		snprintf(h->predecessor, sizeof(h->predecessor), "%s", g->leader);
+	}
 	x = remote_of(h, g->host, true);
 	if (!x) {
 		if (!h->full_said)
@@ -190,6 +207,46 @@ void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, vo
 	pthread_mutex_unlock(&h->mu);
 	*min = m;
 	*members = n;
+}
+
+bool ls_hosts_listen(struct ls_hosts *h, int64_t now, int64_t *from, bool *resume)
+{
+	*from = INT64_MIN;
+	*resume = false;
+	if (h->listened)
+		return false;
+	pthread_mutex_lock(&h->mu);
+	if (now < h->listen_until) {
+		pthread_mutex_unlock(&h->mu);
+		return true;
+	}
+	h->listened = true;
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+		const struct ls_remote *x = &h->hosts[i];
+
+		if (!x->used || x->lost)
+			continue;
+		if (x->shown > *from)
+			*from = x->shown;
+		if (h->takeover && x->members)
+			*resume = true;
+	}
+	if (h->takeover)
+		log_msg(LOG_WARN, "lockstep: taking over from leader %s: its hosts' clocks reach %" PRId64
+				  " ns%s", h->predecessor, *from,
+			*resume ? "; the run goes on with their participants" : "");
+	pthread_mutex_unlock(&h->mu);
+	return false;
+}
+
+int64_t ls_hosts_listen_until(struct ls_hosts *h)
+{
+	int64_t t;
+
+	pthread_mutex_lock(&h->mu);
+	t = h->listen_until;
+	pthread_mutex_unlock(&h->mu);
+	return t;
 }
 
 int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
@@ -465,6 +522,8 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 	snprintf(h->id, sizeof(h->id), "%.40s/%d/%lld.%09ld", hn, (int)getpid(), (long long)ts.tv_sec,
 		 ts.tv_nsec);
 	snprintf(h->self, sizeof(h->self), "%.86s#0", h->id);
+	h->listen_from = mono();
+	h->listen_until = h->listen_from + LS_LISTEN_NS;
 	if (h->leader)
 		rc = api->ls_lead(r, config_dist_clock(cfg), on_grant, h, err, errlen);
 	else

@@ -58,6 +58,15 @@ enum ls_hosts_event {
 typedef void (*ls_hosts_event_cb)(enum ls_hosts_event ev, const char *host, const char *what,
 				  void *user);
 
+/* Leader: true while it listens before it decides anything: half a second,
+ * or a whole lease once a host names another leader (a takeover: every
+ * host of its predecessor still alive speaks within it, so it decides only
+ * once it heard them all, as grants.pml's successor). Once, when it stops:
+ * *from the largest clock of the hosts heard (INT64_MIN: none), where the
+ * predecessor's run was at least; *resume whether that run goes on (hosts
+ * with participants). */
+bool ls_hosts_listen(struct ls_hosts *h, int64_t now, int64_t *from, bool *resume);
+int64_t ls_hosts_listen_until(struct ls_hosts *h);
 /* Leader: the smallest promise of the hosts it counts (LS_NO_GRANT: none)
  * and their participants, after losing those silent for their lease. */
 void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, void *user,

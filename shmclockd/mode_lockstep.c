@@ -417,6 +417,35 @@ static int64_t follower_tick(struct mode_lockstep *l, const struct clock_env *en
 	return deadline;
 }
 
+/* The leader between hosts listens before it decides anything (nobody
+ * joins meanwhile: a join is accepted at the clock's time, which a
+ * takeover may move): true while it does. Then, taking over, it continues
+ * from where the hosts' clocks are (never back), running at once if its
+ * predecessor's participants are there. */
+static bool leader_listens(struct mode_lockstep *l, const struct clock_env *env, int64_t now,
+			   shmclock_info_t *in, bool *started)
+{
+	int64_t from;
+	bool resume;
+
+	if (ls_hosts_listen(l->hosts, now, &from, &resume)) {
+		shmclock_writer_heartbeat(env->w);
+		return true;
+	}
+	if (from > in->sim_ns && !shmclock_writer_advance(env->w, from))
+		shmclock_writer_info(env->w, in);
+	if (resume && !*started) {
+		*started = true;
+		atomic_store_explicit(&l->run_mono, now, memory_order_relaxed);
+		atomic_store_explicit(&l->run_sim, in->sim_ns, memory_order_relaxed);
+		/* Release: pairs with status's acquire load of started. */
+		atomic_store_explicit(&l->started, true, memory_order_release);
+		l->commit_mono = now;
+		l->commit_sim = in->sim_ns;
+	}
+	return false;
+}
+
 /* One pass of the clock thread's loop: advance to what the grants allow,
  * or say until when nothing will change. */
 static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_t now)
@@ -435,6 +464,9 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	shmclock_writer_info(env->w, &in);
 	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
 		return INT64_MAX; /* stopped for good: only commands (status, stop) */
+	if (l->hosts && leader_listens(l, env, now, &in, &started))
+		return now + SCAN_NS < ls_hosts_listen_until(l->hosts) ? now + SCAN_NS
+								       : ls_hosts_listen_until(l->hosts);
 	shmclock_lockstep_host_scan(h, in.sim_ns, on_event, &sc, &min, &n);
 	if (l->hosts) {
 		/* Every host it counts, at its promise. */

@@ -20,7 +20,10 @@ granting T has arrived before any participant anywhere steps at T.
 - a follower daemon SIGKILLed: the leader loses its host at its lease and
   goes on; SIGSTOPped past its lease: the leader goes on without it, and
   back, the host hears it is no longer counted, evicts its participants
-  (their advance fails) and is counted again as a new host.
+  (their advance fails) and is counted again as a new host;
+- the leader SIGKILLed mid-run and another started: it listens a lease
+  (a takeover), goes on from the hosts' clocks, and the run's log is the
+  one predicted, as if nothing had happened.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT (set by meson).
 Needs root (network namespaces): exit 77 with the reason otherwise.
@@ -351,6 +354,59 @@ def test_follower_host_stopped():
           "to the end")
 
 
+def test_takeover():
+    """The leader SIGKILLed mid-run, another started on its host: the
+    follower hosts hold (stale) meanwhile; the successor listens a lease,
+    goes on from where their clocks are, and the run ends with the log the
+    guarantee predicts, as if nothing had happened. F2's words to the
+    leader are cut for its first second, and it is told 1 participant: a
+    successor that decided on the hosts it heard so far (grants.pml's
+    KNOWN_ONLY) would pass c's grant on b's alone."""
+    w = wire()
+    n = serial[0]
+    end = 2000 * MS
+    periods = [("b", 10 * MS), ("c", 33 * MS)]
+    msgdir = tempfile.mkdtemp(dir=rtdir)
+    tags = ["L-%d" % n, "F1-%d" % n, "F2-%d" % n, "L2-%d" % n]
+    names = {"F1": start("F1", tags[1], follower_cfg(w, 1)),
+             "F2": start("F2", tags[2], follower_cfg(w, 1))}
+    start("L", tags[0], leader_cfg(w, 2))
+    try:
+        # 5 ms of work a step: b's 200 steps last a second at least.
+        ps = [participant(role, names[role], who, period, end, ["b", "c"], msgdir, 5000)
+              for role, (who, period) in zip(("F1", "F2"), periods)]
+        time.sleep(0.5)
+        procs[tags[0]].send_signal(signal.SIGKILL)
+        stale = wait_for(lambda: status(names["F1"])["stale"], 10, 0.05)
+        at = status(names["F1"])["sim_ns"]
+        hub = net.start_hub(0.0, 0.0, 0.0)
+        hub.stdin.write("drop rF2 rL\n")
+        hub.stdin.flush()
+        hub.stdout.readline()
+        start("L", tags[3], leader_cfg(w, 1))
+        time.sleep(1.0)
+        hub.stdin.write("pass\n")
+        hub.stdin.flush()
+        hub.stdout.readline()
+        res = wait_all(ps, 120)
+    finally:
+        net.impair(False)
+        for tag in tags:
+            if tag in procs:
+                stop(tag)
+    log2 = daemon_log(tags[3])
+    bad = [(who, r) for (who, _), r in zip(periods, res) if r[0] != 0]
+    check(stale and not bad and "taking over from leader" in log2,
+          "the leader SIGKILLed mid-run (the hosts stale, at %s ns): a new leader takes over and "
+          "the run reaches its end (%s)" % (at, bad or re.findall(r"taking over.*", log2)[:1]))
+    if not bad:
+        log = "".join(open(os.path.join(msgdir, who + ".log")).read() for who, _ in periods)
+        want = expected_log(periods, end)
+        ok = check(log == want, "with the log the guarantee predicts, as if nothing had happened")
+        if not ok:
+            print("# " + first_difference(log, want))
+
+
 def main():
     net.make()
     test_determinism()
@@ -359,6 +415,7 @@ def main():
     test_remote_participant_death()
     test_follower_host_killed()
     test_follower_host_stopped()
+    test_takeover()
 
 
 if __name__ == "__main__":
