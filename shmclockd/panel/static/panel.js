@@ -175,14 +175,17 @@ function lockstep(c, ls, clock) {
   const body = el('tbody');
   for (const m of ls.members) {
     const tr = el('tr', { class: 'participant' + (m.holding ? ' holding' : ''), 'data-name': m.name },
-      el('td', {}, m.name), el('td', {}, String(m.pid)), el('td', {}, m.grant),
+      el('td', {}, m.host ? `${m.name} on ${m.host}` : m.name), el('td', {}, String(m.pid)),
+      el('td', {}, m.grant),
       el('td', {}, String(m.grants ?? '–')), el('td', {}, String(m.steps ?? '–')),
       el('td', {}, fmtSecs(m.work_s)), el('td', {}, fmtSecs(m.wait_s)),
       el('td', {}, m.work_p50_us !== undefined ? `${m.work_p50_us.toFixed(1)} / ${m.work_p99_us.toFixed(1)}` : '–'),
       el('td', {}, m.wait_p50_us !== undefined ? `${m.wait_p50_us.toFixed(1)} / ${m.wait_p99_us.toFixed(1)}` : '–'),
       el('td', {}, String(m.last_to_grant ?? '–')),
       el('td', {}, m.holding ? (m.holding_for_s !== undefined ? 'HOLDING ' + fmtSecs(m.holding_for_s) : 'HOLDING') : ''));
-    if (control) {
+    if (control && m.host) {
+      tr.append(el('td', {}, '')); // evicted on its own host
+    } else if (control) {
       const b = el('button', { type: 'button', 'data-cmd': 'evict' }, 'Evict');
       b.addEventListener('click', () => send(clock, 'evict', m.name));
       tr.append(el('td', {}, b));
@@ -191,6 +194,17 @@ function lockstep(c, ls, clock) {
   }
   t.append(body);
   c.ls.append(t);
+  // Between hosts: the leader's hosts, a follower host's leader.
+  for (const h of ls.hosts ?? []) {
+    c.ls.append(el('div', { class: 'lshost' }, `host ${h.host}: ${h.participants} participants, ` +
+      `promise ${h.promise_ns}, heard ${fmtSecs(h.heard_s)} ago` +
+      (h.rtt_us !== undefined ? `, round trip ${h.rtt_us.toFixed(0)} µs` : '') + `, ${h.deaths} deaths`));
+  }
+  if (ls.leader !== undefined) {
+    c.ls.append(el('div', { class: 'lshost' }, `a host of leader ${ls.leader || '(none yet)'}` +
+      (ls.counted ? '' : ', not counted yet') + `: promised ${ls.promised_ns}` +
+      (ls.heard_ns !== undefined ? `, heard ${ls.heard_ns}` : '')));
+  }
 }
 
 function hosts(c, d) {
