@@ -73,6 +73,11 @@ struct ls_hosts {
 	int64_t hb_leader;      /* the leader's heartbeat */
 	uint64_t times;         /* times taken */
 	uint64_t acked;         /* the last promise a time named */
+	/* the first promise since this host had no participant, and the
+	 * leader whose time named it (since when a time past its promise
+	 * means it is not counted) */
+	uint64_t bound_seq;
+	char bound_by[97];
 	/* follower (clock thread; status reads under mu) */
 	char self[97];          /* id#incarnation */
 	unsigned incarnation;
@@ -354,6 +359,7 @@ static void on_time(void *ctx, const struct ls_time *t)
 		h->heard = t->time_ns;
 	{
 		uint64_t seq = named_in(t->hosts, h->self);
+		bool past = h->promised != LS_NO_GRANT && t->time_ns > h->promised;
 
 		if (seq) {
 			h->named = true;
@@ -362,6 +368,20 @@ static void on_time(void *ctx, const struct ls_time *t)
 		} else if (h->named) {
 			h->evicted = true;
 		}
+		/* A time past this host's promise, from a leader that heard
+		 * its promises since they hold anything (bound_seq: the first
+		 * since it had no participant): that leader does not count it
+		 * (it never passes a promise it counts, and they only grow).
+		 * Or from a leader other than the one that heard them: a
+		 * successor that went on without hearing this host (cut off
+		 * from it for its lease) never names it. Not from a time sent
+		 * before the leader heard them (a late joiner here waits for
+		 * the clock to reach its grant). */
+		if (seq && seq >= h->bound_seq && h->promised != LS_NO_GRANT && !h->bound_by[0])
+			snprintf(h->bound_by, sizeof(h->bound_by), "%s", t->leader);
+		if (past && ((seq && seq >= h->bound_seq) ||
+			     (h->bound_by[0] && strcmp(h->bound_by, t->leader))))
+			h->evicted = true;
 	}
 	h->heard_mono = now;
 	h->echo_ns = t->sent_ns;
@@ -394,6 +414,8 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 		h->promised_n = 0;
 		h->gseq = 0;
 		h->acked = 0;
+		h->bound_seq = 0;
+		h->bound_by[0] = 0;
 	}
 	if (f->silent != h->silent) {
 		h->silent = f->silent;
@@ -457,6 +479,12 @@ int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t
 		g->members = n;
 		g->deaths = deaths;
 		snprintf(g->last_death, sizeof(g->last_death), "%s", last_death ? last_death : "");
+		if (p == LS_NO_GRANT) {
+			h->bound_by[0] = 0;
+		} else if (h->promised == LS_NO_GRANT || !h->bound_seq) {
+			h->bound_seq = g->seq;
+			h->bound_by[0] = 0;
+		}
 		h->promised = p;
 		h->promised_n = n;
 		h->deaths_sent = deaths;
