@@ -16,7 +16,7 @@ granting T has arrived before any participant anywhere steps at T.
   the logs still as predicted;
 - a remote participant SIGKILLed: OnDeath evict (the clock goes on, the
   leader names it with its host), OnDeath abort (the leader exits 86
-  naming it);
+  naming it); SIGSTOPped: its host's EvictAfter evicts it, the run goes on;
 - a follower daemon SIGKILLed: the leader loses its host at its lease and
   goes on; SIGSTOPped past its lease: the leader goes on without it, and
   back, the host hears it is no longer counted, evicts its participants
@@ -137,8 +137,9 @@ def leader_cfg(w, n, on_death="evict"):
             "Distribute": {"Publish": True, "Clock": w}}
 
 
-def follower_cfg(w, n):
-    return {"TimeSource": "leader", "Lockstep": {"Participants": n}, "Distribute": {"Clock": w}}
+def follower_cfg(w, n, **lockstep):
+    return {"TimeSource": "leader", "Lockstep": dict(lockstep, Participants=n),
+            "Distribute": {"Clock": w}}
 
 
 def participant(role, clock, who, period, end, peers=None, msgdir=None, work_us=0):
@@ -258,14 +259,14 @@ def test_partition():
         print("# " + first_difference(log, want))
 
 
-def run_with_death(on_death, kill):
+def run_with_death(on_death, kill, **host_lockstep):
     """L: a (1 ms); F1: b and c (10 ms). @kill(names, ps) after 0.3 s. The
     leader's exit status (None: running), its last status, its log and the
     participants' results."""
     w = wire()
     n = serial[0]
     names = {"L": start("L", "L-%d" % n, leader_cfg(w, 3, on_death)),
-             "F1": start("F1", "F1-%d" % n, follower_cfg(w, 2))}
+             "F1": start("F1", "F1-%d" % n, follower_cfg(w, 2, **host_lockstep))}
     end = 3000 * MS
     # 1 ms of work a step: the run lasts 3 s at least.
     ps = [participant("L", names["L"], "a", 1 * MS, end, work_us=1000),
@@ -319,6 +320,21 @@ def test_remote_participant_death():
     check(rc == 86 and "'c'" in log and m is not None,
           "OnDeath abort: the leader exits 86 naming the remote participant (status %s: %s)"
           % (rc, m.group(0)[:160] if m else "no abort logged"))
+
+
+def test_remote_participant_stopped():
+    def stop_c(names, ps, n):
+        ps[2].send_signal(signal.SIGSTOP)
+        wait_for(lambda: "OnStall evict" in daemon_log("F1-%d" % n), 20, 0.05)
+        ps[2].send_signal(signal.SIGCONT)
+
+    _, st, log, res, _ = run_with_death("evict", stop_c, EvictAfter="1s", OnStall="evict")
+    f1 = [ln for ln in daemon_log("F1-%d" % serial[0]).splitlines() if "OnStall evict" in ln]
+    check(res[0][0] == 0 and res[1][0] == 0 and f1 and "'c'" in f1[0] and res[2][0] == 1 and
+          "cancel" in res[2][1],
+          "a remote participant SIGSTOPped, its host with EvictAfter 1s and OnStall evict: "
+          "its host evicts it (continued, its advance fails), and the run goes on to its end on "
+          "both hosts (%s)" % (f1[0][:120] if f1 else "no eviction logged"))
 
 
 def test_follower_host_killed():
@@ -434,6 +450,7 @@ def main():
     test_partition()
     test_lossy()
     test_remote_participant_death()
+    test_remote_participant_stopped()
     test_follower_host_killed()
     test_follower_host_stopped()
     test_takeover()
