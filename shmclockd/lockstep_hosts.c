@@ -64,6 +64,10 @@ struct ls_hosts {
 	int64_t listen_from, listen_until;
 	bool takeover, listened;
 	char predecessor[97];
+	/* ... and its roster (every participant, in a time every heartbeat
+	 * and when the hosts changed: hosts_seen counts their changes) */
+	int64_t next_roster;
+	uint64_t hosts_seen, roster_hosts;
 	uint64_t tseq;
 	int64_t sent_sim, next_hb;
 	/* follower (under mu: what the DDS thread took) */
@@ -72,6 +76,8 @@ struct ls_hosts {
 	bool named, evicted, jump;
 	int64_t hb_leader;      /* the leader's heartbeat */
 	uint64_t times;         /* times taken */
+	char roster[LS_ROSTER_LEN]; /* the leader's last roster, when it came */
+	int64_t roster_mono;
 	uint64_t acked;         /* the last promise a time named */
 	/* the first promise since this host had no participant, and the
 	 * leader whose time named it (since when a time past its promise
@@ -163,6 +169,8 @@ static void on_grant(void *ctx, const struct ls_grant *g)
 		h->changed = true;
 	}
 	if (x && !x->lost && g->seq > x->seq) {
+		if (!x->seq || x->members != g->members)
+			h->hosts_seen++;
 		x->seq = g->seq;
 		x->grant = g->grant_ns;
 		x->shown = g->shown_ns;
@@ -202,6 +210,7 @@ void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, vo
 		if (now - x->heard > x->lease) {
 			x->lost = true;
 			h->changed = true;
+			h->hosts_seen++;
 			cb(LS_HOST_LOST, x->id, x->who, user);
 			continue;
 		}
@@ -254,6 +263,45 @@ int64_t ls_hosts_listen_until(struct ls_hosts *h)
 	return t;
 }
 
+/* Every participant the leader counts, "host name pid grant joined;" each
+ * (LockstepTime.roster): its own under its id, then each host's; whole
+ * entries only. Under mu. */
+static void roster(struct ls_hosts *h, char *buf, size_t len)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	unsigned n = shmclock_lockstep_host_list(h->host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		int k = snprintf(buf + used, len - used, "%s %s %d %" PRId64 " %" PRId64 ";", h->id,
+				 p[i].who, (int)p[i].pid, p[i].grant_ns, p[i].joined_sim_ns);
+
+		if (k < 0 || (size_t)k >= len - used) {
+			buf[used] = 0;
+			return;
+		}
+		used += (size_t)k;
+	}
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+		const struct ls_remote *x = &h->hosts[i];
+		char who[LS_WHO_LEN], *save = NULL;
+
+		if (!x->used || x->lost)
+			continue;
+		snprintf(who, sizeof(who), "%s", x->who);
+		for (char *e = strtok_r(who, ";", &save); e; e = strtok_r(NULL, ";", &save)) {
+			int k = snprintf(buf + used, len - used, "%s %s;", x->id, e);
+
+			if (k < 0 || (size_t)k >= len - used) {
+				buf[used] = 0;
+				return;
+			}
+			used += (size_t)k;
+		}
+	}
+}
+
 int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
 {
 	struct ls_time t;
@@ -276,6 +324,11 @@ int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
 		if (h->hosts[i].used && !h->hosts[i].lost && len < sizeof(t.hosts))
 			len += (size_t)snprintf(t.hosts + len, sizeof(t.hosts) - len, "%s%s:%" PRIu64,
 						len ? " " : "", h->hosts[i].id, h->hosts[i].seq);
+	if (now >= h->next_roster || h->hosts_seen != h->roster_hosts) {
+		roster(h, t.roster, sizeof(t.roster));
+		h->roster_hosts = h->hosts_seen;
+		h->next_roster = now + h->hb_ns;
+	}
 	pthread_mutex_unlock(&h->mu);
 	/* Stamped last: the round trip a host's next promise measures starts
 	 * here. */
@@ -351,6 +404,7 @@ static void on_time(void *ctx, const struct ls_time *t)
 			log_msg(LOG_INFO, "lockstep: following leader %s, at %" PRId64 " ns", t->leader,
 				t->time_ns);
 		snprintf(h->leader_id, sizeof(h->leader_id), "%s", t->leader);
+		h->roster[0] = 0;
 		h->jump = h->heard != INT64_MIN && t->time_ns < h->heard;
 		h->heard = t->time_ns;
 		h->named = false;
@@ -382,6 +436,10 @@ static void on_time(void *ctx, const struct ls_time *t)
 		if (past && ((seq && seq >= h->bound_seq) ||
 			     (h->bound_by[0] && strcmp(h->bound_by, t->leader))))
 			h->evicted = true;
+	}
+	if (t->roster[0]) {
+		snprintf(h->roster, sizeof(h->roster), "%s", t->roster);
+		h->roster_mono = now;
 	}
 	h->heard_mono = now;
 	h->echo_ns = t->sent_ns;
@@ -574,19 +632,27 @@ void ls_hosts_close(struct ls_hosts *h)
 	free(h);
 }
 
-/* A remote host's participants, each as a member of @members. */
-static void remote_members(const struct ls_remote *x, cJSON *members, int64_t sim)
+/* The participants of @list ("name pid grant joined;" each, or with
+ * @with_host "host name pid grant joined;"), each as a member of @members
+ * on @host (or its own), but those of @skip. */
+static void remote_members(const char *list, bool with_host, const char *host, const char *skip,
+			   cJSON *members, int64_t sim)
 {
-	char who[LS_WHO_LEN], *save = NULL, buf[64];
+	char who[LS_ROSTER_LEN], *save = NULL, buf[64];
 
-	snprintf(who, sizeof(who), "%s", x->who);
+	snprintf(who, sizeof(who), "%s", list);
 	for (char *p = strtok_r(who, ";", &save); p; p = strtok_r(NULL, ";", &save)) {
-		char name[80];
+		char name[80], on[97];
 		int pid;
 		long long g, j;
 		cJSON *m;
 
-		if (sscanf(p, "%79s %d %lld %lld", name, &pid, &g, &j) != 4)
+		if (with_host ? sscanf(p, "%96s %79s %d %lld %lld", on, name, &pid, &g, &j) != 5
+			      : sscanf(p, "%79s %d %lld %lld", name, &pid, &g, &j) != 4)
+			continue;
+		if (with_host)
+			host = on;
+		if (skip && !strcmp(host, skip))
 			continue;
 		m = cJSON_CreateObject();
 		cJSON_AddStringToObject(m, "name", name);
@@ -597,7 +663,7 @@ static void remote_members(const struct ls_remote *x, cJSON *members, int64_t si
 		snprintf(buf, sizeof(buf), "%lld", j);
 		cJSON_AddStringToObject(m, "joined_ns", buf);
 		cJSON_AddBoolToObject(m, "holding", g <= sim);
-		cJSON_AddStringToObject(m, "host", x->id);
+		cJSON_AddStringToObject(m, "host", host);
 		cJSON_AddItemToArray(members, m);
 	}
 }
@@ -629,7 +695,7 @@ void ls_hosts_status(struct ls_hosts *h, cJSON *t, cJSON *members, int64_t sim)
 				cJSON_AddNumberToObject(o, "rtt_us", (double)x->rtt / 1e3);
 			cJSON_AddNumberToObject(o, "deaths", (double)x->deaths);
 			cJSON_AddItemToArray(a, o);
-			remote_members(x, members, sim);
+			remote_members(x->who, false, x->id, NULL, members, sim);
 		}
 		cJSON_AddItemToObject(t, "hosts", a);
 	} else {
@@ -644,6 +710,11 @@ void ls_hosts_status(struct ls_hosts *h, cJSON *t, cJSON *members, int64_t sim)
 		cJSON_AddStringToObject(t, "promised_ns", h->promised == LS_NO_GRANT ? "none" : buf);
 		cJSON_AddBoolToObject(t, "counted", h->named);
 		cJSON_AddNumberToObject(t, "host_evictions", (double)h->evictions);
+		/* Who else holds the clock, as the leader said last (every
+		 * heartbeat): the leader's participants and the other hosts'. */
+		if (h->roster_mono)
+			cJSON_AddNumberToObject(t, "roster_s", (double)(now - h->roster_mono) / 1e9);
+		remote_members(h->roster, true, NULL, h->self, members, sim);
 		cJSON_AddNumberToObject(t, "promise_repeats", (double)h->repeats);
 	}
 	pthread_mutex_unlock(&h->mu);

@@ -955,6 +955,7 @@ static void ls_take(struct ros2 *r)
 			t.sent_ns = m->sent_ns;
 			t.heartbeat_ns = m->heartbeat_ns;
 			snprintf(t.hosts, sizeof(t.hosts), "%s", m->hosts);
+			snprintf(t.roster, sizeof(t.roster), "%s", m->roster);
 			r->ls_time_cb(r->ls_ctx, &t);
 		}
 	}
@@ -1047,6 +1048,7 @@ static int ls_time(struct ros2 *r, const struct ls_time *t)
 	m.sent_ns = t->sent_ns;
 	m.heartbeat_ns = t->heartbeat_ns;
 	snprintf(m.hosts, sizeof(m.hosts), "%s", t->hosts);
+	snprintf(m.roster, sizeof(m.roster), "%s", t->roster);
 	return dds_write(r->ls_writer, &m) < 0 ? -EIO : 0;
 }
 

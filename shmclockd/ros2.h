@@ -76,6 +76,7 @@ struct dist_ack {
 #define LS_HOSTS_MAX 32
 #define LS_WHO_LEN 1024
 #define LS_HOSTS_LEN 4001
+#define LS_ROSTER_LEN 8001
 struct ls_grant {
 	char clock[65];
 	char host[97];
@@ -94,6 +95,7 @@ struct ls_time {
 	uint64_t seq;
 	int64_t time_ns, sent_ns, heartbeat_ns;
 	char hosts[LS_HOSTS_LEN];
+	char roster[LS_ROSTER_LEN];
 };
 
 #define DIST_F_PAUSED 0x1u

@@ -197,7 +197,7 @@ enum sf_unit {
 	X("lockstep.members[]", "working_for_s", SF_GAUGE, SF_S, SF_LOCKSTEP | SF_SOMETIMES, NULL,        \
 	  "how long it has worked since its last return (while it works)")                        \
 	X("lockstep.members[]", "host", SF_TEXT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,               \
-	  "a remote participant's host (the leader between hosts)")                               \
+	  "a participant's host, when not this one (between hosts)")                               \
 	X("lockstep", "hosts", SF_LIST, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,                \
 	  "the leader between hosts: the follower hosts it counts")                               \
 	X("lockstep.hosts[]", "host", SF_TEXT, SF_NONE, SF_LOCKSTEP, NULL,                        \
@@ -227,7 +227,10 @@ enum sf_unit {
 	X("lockstep", "host_evictions", SF_COUNT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,      \
 	  "a follower host: times its leader lost it (its participants were evicted)")            \
 	X("lockstep", "promise_repeats", SF_COUNT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,     \
-	  "a follower host: promises repeated (no time named them yet)")
+	  "a follower host: promises repeated (no time named them yet)")                          \
+	X("lockstep", "roster_s", SF_GAUGE, SF_S, SF_LOCKSTEP | SF_SOMETIMES, NULL,               \
+	  "a follower host: since the leader's last list of every participant (the other "        \
+	  "hosts' among the members, with their host)")
 
 #define STATUS_FIELDS_HOSTS(X)                                                                     \
 	X("", "distribute", SF_OBJECT, SF_NONE, SF_HOSTS, NULL, "between hosts (doc/hosts.md)")   \

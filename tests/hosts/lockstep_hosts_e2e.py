@@ -278,9 +278,16 @@ def run_with_death(on_death, kill, **host_lockstep):
     # Each host's status mid-run, against the table (status_fields.h): the
     # leader's hosts and remote participants, the follower host's leader.
     table = status_schema.load(SHMCLOCKD)
+
+    def remote_of(role):
+        return sorted(m["name"] for m in status(names[role])["lockstep"]["members"] if "host" in m)
+    # The follower host hears of the leader's participant with its
+    # leader's next list (a heartbeat).
+    wait_for(lambda: remote_of("F1") == ["a"], 5, 0.05)
     full = {role: status(names[role]) for role in names}
     schema = ["%s: %s" % (r, p) for r in full for p in status_schema.check(full[r], table)]
-    remote = [m for m in full["L"]["lockstep"]["members"] if "host" in m]
+    remote = {r: sorted(m["name"] for m in full[r]["lockstep"]["members"] if "host" in m)
+              for r in full}
     kill(names, ps, n)
     leader = procs["L-%d" % n]
     rc = None
@@ -307,10 +314,10 @@ def test_remote_participant_death():
         ps[2].send_signal(signal.SIGKILL)
 
     _, st, log, res, (schema, remote) = run_with_death("evict", kill_c)
-    check(not schema and sorted(m["name"] for m in remote) == ["b", "c"],
-          "mid-run, the leader lists the remote participants b and c with their host, and both "
-          "hosts' status have the table's rows and nothing else (%s)" % ("; ".join(schema) or
-                                                                          "they agree"))
+    check(not schema and remote == {"L": ["b", "c"], "F1": ["a"]},
+          "mid-run, the leader lists the remote participants b and c with their host, the "
+          "follower host the leader's a, and both hosts' status have the table's rows and "
+          "nothing else (%s; %s)" % (remote, "; ".join(schema) or "they agree"))
     check(res[0][0] == 0 and res[1][0] == 0 and st is not None and st["deaths"] >= 1 and
           "'c'" in st.get("last_death", "") and "on host" in st.get("last_death", ""),
           "OnDeath evict: a remote participant SIGKILLed, the run goes on to its end on both "
