@@ -412,60 +412,86 @@ static int lh_tcp(struct lh *h, int n, long steps, struct shared *sh)
 	return lh_wait_kids(&coord, 1) || rc ? -1 : 0;
 }
 
-static int bench_lockstep_hosts(const struct bench_opts *o, cJSON *out, const char *daemon,
-				const char *rt, struct shared *sh, long steps)
-{
-	static const int counts[] = { 1, 2, 4 };
-	struct lh h = { .daemon = daemon, .rt = rt, .nsfd = { -1, -1 } };
-	cJSON *results = cJSON_AddArrayToObject(out, "hosts");
-	int rc = 1;
+/* What a table compares: the baseline's name (and JSON key), the count's
+ * column and JSON key, and how to run contender @v (0 the baseline, 1
+ * shmclock) with @n participants: 0, or -1 when it failed. */
+struct compare {
+	const char *base, *base_key, *count_col, *count_key;
+	int (*run)(const struct compare *c, int v, int n, long steps, struct shared *sh);
+	const char *daemon;
+	struct lh *hosts;
+};
 
-	if (geteuid()) {
-		printf("lockstep --hosts: needs root (network namespaces); skipped\n");
-		return 0;
-	}
-	if (lh_up(&h))
-		goto out;
-	printf("lockstep --hosts: 2 hosts (network namespaces, a veth pair), N no-op participants "
-	       "on each, %ld steps%s;\nbaseline: a coordinator over TCP on host A (done / go)\n",
-	       steps, o->quick ? " (quick)" : "");
-	printf("  %-13s %-9s %12s %10s %10s %12s\n", "per host", "via", "steps/s", "p50 us",
-	       "p99 us", "vs TCP");
-	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+/* The table, a row per count, the baseline first in each: 0, or 1 (said). */
+static int compare_rows(const struct compare *c, const int *counts, size_t nc, long steps,
+			struct shared *sh, cJSON *results)
+{
+	printf("  %-13s %-9s %12s %10s %10s %12s\n", c->count_col, "via", "steps/s", "p50 us",
+	       "p99 us", "vs baseline");
+	for (size_t k = 0; k < nc; k++) {
 		int n = counts[k];
 		double rate[2] = { 0, 0 };
 		struct bench_stats st[2];
 		cJSON *j = cJSON_CreateObject();
 
-		cJSON_AddNumberToObject(j, "participants_per_host", n);
+		cJSON_AddNumberToObject(j, c->count_key, n);
+		cJSON_AddItemToArray(results, j);
 		for (int v = 0; v < 2; v++) {
-			int r = v == 0 ? lh_tcp(&h, n, steps, sh) : lh_shmclock(&h, n, steps, sh);
-			cJSON *f = cJSON_CreateObject();
+			cJSON *f;
 
-			if (r) {
-				fprintf(stderr, "shmclock-bench: lockstep --hosts with %d per host (%s) "
-						"failed\n", n, v ? "shmclock" : "TCP");
-				cJSON_Delete(f);
-				cJSON_Delete(j);
-				goto out;
+			if (c->run(c, v, n, steps, sh)) {
+				fprintf(stderr, "shmclock-bench: lockstep with %d %s (%s) failed\n", n,
+					c->count_col, v ? "shmclock" : c->base);
+				return 1;
 			}
 			rate[v] = (double)(steps - 1) / ((double)(sh->t1 - sh->t0) / 1e9);
 			st[v] = bench_summarise(sh->rtt, steps);
+			f = cJSON_AddObjectToObject(j, v ? "shmclock" : c->base_key);
 			cJSON_AddNumberToObject(f, "steps_per_s", rate[v]);
 			bench_json_stats(f, &st[v]);
-			cJSON_AddItemToObject(j, v ? "shmclock" : "tcp", f);
-			printf("  %-13d %-9s %12.0f %10.2f %10.2f", n, v ? "shmclock" : "TCP", rate[v],
+			printf("  %-13d %-9s %12.0f %10.2f %10.2f", n, v ? "shmclock" : c->base, rate[v],
 			       st[v].p50 / 1e3, st[v].p99 / 1e3);
 			if (v)
 				printf(" %11.2fx", rate[1] / rate[0]);
 			printf("\n");
 		}
 		cJSON_AddNumberToObject(j, "speedup", rate[1] / rate[0]);
-		cJSON_AddItemToArray(results, j);
 	}
-	rc = 0;
-out:
+	return 0;
+}
+
+static int run_local(const struct compare *c, int v, int n, long steps, struct shared *sh)
+{
+	return v ? run_shmclock(c->daemon, n, steps, sh) : run_sockets(n, steps, sh);
+}
+
+static int run_hosts(const struct compare *c, int v, int n, long steps, struct shared *sh)
+{
+	return v ? lh_shmclock(c->hosts, n, steps, sh) : lh_tcp(c->hosts, n, steps, sh);
+}
+
+static int bench_lockstep_hosts(const struct bench_opts *o, cJSON *out, const char *daemon,
+				const char *rt, struct shared *sh, long steps)
+{
+	static const int counts[] = { 1, 2, 4 };
+	struct lh h = { .daemon = daemon, .rt = rt, .nsfd = { -1, -1 } };
+	const struct compare c = { "TCP", "tcp", "per host", "participants_per_host", run_hosts,
+				   daemon, &h };
+	int rc = 1;
+
+	if (geteuid()) {
+		printf("lockstep --hosts: needs root (network namespaces); skipped\n");
+		return 0;
+	}
+	if (!lh_up(&h)) {
+		printf("lockstep --hosts: 2 hosts (network namespaces, a veth pair), N no-op "
+		       "participants on each, %ld steps%s;\nbaseline: a coordinator over TCP on host A "
+		       "(done / go)\n", steps, o->quick ? " (quick)" : "");
+		rc = compare_rows(&c, counts, sizeof(counts) / sizeof(counts[0]), steps, sh,
+				  cJSON_AddArrayToObject(out, "hosts"));
+	}
 	lh_down(&h);
+	unsetenv("CYCLONEDDS_URI"); /* each daemon's own (lh_daemon) */
 	return rc;
 }
 
@@ -477,8 +503,10 @@ int bench_lockstep(const struct bench_opts *o, cJSON *out)
 	const char *daemon = bench_find("SHMCLOCKD", "shmclockd", "shmclockd", SHMCLOCKD_INSTALLED, path,
 					sizeof(path));
 	struct shared *sh = bench_shared(sizeof(*sh) + (size_t)steps * sizeof(double));
-	cJSON *results = cJSON_AddArrayToObject(out, "results");
+	const struct compare c = { "sockets", "sockets", "participants", "participants", run_local,
+				   daemon, NULL };
 	char rt[64];
+	int r;
 
 	if (bench_runtime_dir(rt, sizeof(rt)))
 		return 1;
@@ -486,48 +514,15 @@ int bench_lockstep(const struct bench_opts *o, cJSON *out)
 	if (o->hosts) {
 		/* Steps take a network round trip: fewer of them. */
 		long hs = o->samples > 0 ? o->samples : o->quick ? 2000 : 20000;
-		int r = bench_lockstep_hosts(o, out, daemon, rt, sh, hs < steps ? hs : steps);
 
-		rmdir(rt);
-		return r;
-	}
-	printf("lockstep: steps per second and one step's round trip, %ld steps of no-op\n"
-	       "participant processes%s; baseline: a coordinator over Unix sockets (go / done)\n",
-	       steps, o->quick ? " (quick)" : "");
-	printf("  %-13s %-9s %12s %10s %10s %12s\n", "participants", "via", "steps/s", "p50 us",
-	       "p99 us", "vs sockets");
-	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-		int n = counts[k];
-		double rate[2] = { 0, 0 };
-		struct bench_stats st[2];
-		cJSON *j = cJSON_CreateObject();
-
-		cJSON_AddNumberToObject(j, "participants", n);
-		/* Sockets first, then shmclock: the baseline in the same run. */
-		for (int v = 0; v < 2; v++) {
-			int r = v == 0 ? run_sockets(n, steps, sh) : run_shmclock(daemon, n, steps, sh);
-			cJSON *f = cJSON_CreateObject();
-
-			if (r) {
-				fprintf(stderr, "shmclock-bench: lockstep with %d participants (%s) failed\n", n,
-					v ? "shmclock" : "sockets");
-				rmdir(rt);
-				return 1;
-			}
-			rate[v] = (double)(steps - 1) / ((double)(sh->t1 - sh->t0) / 1e9);
-			st[v] = bench_summarise(sh->rtt, steps);
-			cJSON_AddNumberToObject(f, "steps_per_s", rate[v]);
-			bench_json_stats(f, &st[v]);
-			cJSON_AddItemToObject(j, v ? "shmclock" : "sockets", f);
-			printf("  %-13d %-9s %12.0f %10.2f %10.2f", n, v ? "shmclock" : "sockets", rate[v],
-			       st[v].p50 / 1e3, st[v].p99 / 1e3);
-			if (v)
-				printf(" %11.2fx", rate[1] / rate[0]);
-			printf("\n");
-		}
-		cJSON_AddNumberToObject(j, "speedup", rate[1] / rate[0]);
-		cJSON_AddItemToArray(results, j);
+		r = bench_lockstep_hosts(o, out, daemon, rt, sh, hs < steps ? hs : steps);
+	} else {
+		printf("lockstep: steps per second and one step's round trip, %ld steps of no-op\n"
+		       "participant processes%s; baseline: a coordinator over Unix sockets (go / "
+		       "done)\n", steps, o->quick ? " (quick)" : "");
+		r = compare_rows(&c, counts, sizeof(counts) / sizeof(counts[0]), steps, sh,
+				 cJSON_AddArrayToObject(out, "results"));
 	}
 	rmdir(rt);
-	return 0;
+	return r;
 }

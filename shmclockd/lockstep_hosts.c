@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,25 @@ static int64_t mono(void)
 bool ls_hosts_leader(const struct ls_hosts *h)
 {
 	return h->leader;
+}
+
+/* Appends a whole entry to @buf (@used so far of @len): false, and the
+ * entry left out, when it does not fit. */
+static bool __attribute__((format(printf, 4, 5)))
+append(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *used, len - *used, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= len - *used) {
+		buf[*used] = 0;
+		return false;
+	}
+	*used += (size_t)k;
+	return true;
 }
 
 /* ------------------------------------------------------------ leader */
@@ -263,26 +283,31 @@ int64_t ls_hosts_listen_until(struct ls_hosts *h)
 	return t;
 }
 
-/* Every participant the leader counts, "host name pid grant joined;" each
- * (LockstepTime.roster): its own under its id, then each host's; whole
- * entries only. Under mu. */
-static void roster(struct ls_hosts *h, char *buf, size_t len)
+/* This host's participants, "name pid grant joined;" each
+ * (LockstepGrant.who), or with @host first in each (LockstepTime.roster);
+ * whole entries only. What of @len it used. */
+static size_t local_list(struct ls_hosts *h, const char *host, char *buf, size_t len)
 {
 	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
 	unsigned n = shmclock_lockstep_host_list(h->host, p, SHMCLOCK_LOCKSTEP_SLOTS);
 	size_t used = 0;
 
 	buf[0] = 0;
-	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
-		int k = snprintf(buf + used, len - used, "%s %s %d %" PRId64 " %" PRId64 ";", h->id,
-				 p[i].who, (int)p[i].pid, p[i].grant_ns, p[i].joined_sim_ns);
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
+		if (!append(buf, len, &used, "%s%s%s %d %" PRId64 " %" PRId64 ";", host ? host : "",
+			    host ? " " : "", p[i].who, (int)p[i].pid, p[i].grant_ns,
+			    p[i].joined_sim_ns))
+			break;
+	return used;
+}
 
-		if (k < 0 || (size_t)k >= len - used) {
-			buf[used] = 0;
-			return;
-		}
-		used += (size_t)k;
-	}
+/* Every participant the leader counts, "host name pid grant joined;" each
+ * (LockstepTime.roster): its own under its id, then each host's; whole
+ * entries only. Under mu. */
+static void roster(struct ls_hosts *h, char *buf, size_t len)
+{
+	size_t used = local_list(h, h->id, buf, len);
+
 	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
 		const struct ls_remote *x = &h->hosts[i];
 		char who[LS_WHO_LEN], *save = NULL;
@@ -290,15 +315,9 @@ static void roster(struct ls_hosts *h, char *buf, size_t len)
 		if (!x->used || x->lost)
 			continue;
 		snprintf(who, sizeof(who), "%s", x->who);
-		for (char *e = strtok_r(who, ";", &save); e; e = strtok_r(NULL, ";", &save)) {
-			int k = snprintf(buf + used, len - used, "%s %s;", x->id, e);
-
-			if (k < 0 || (size_t)k >= len - used) {
-				buf[used] = 0;
+		for (char *e = strtok_r(who, ";", &save); e; e = strtok_r(NULL, ";", &save))
+			if (!append(buf, len, &used, "%s %s;", x->id, e))
 				return;
-			}
-			used += (size_t)k;
-		}
 	}
 }
 
@@ -492,25 +511,6 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 	pthread_mutex_unlock(&h->mu);
 }
 
-/* "name pid grant joined;" for each participant (LockstepGrant.who). */
-static void who_list(struct ls_hosts *h, char *buf, size_t len)
-{
-	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
-	unsigned n = shmclock_lockstep_host_list(h->host, p, SHMCLOCK_LOCKSTEP_SLOTS);
-	size_t used = 0;
-
-	buf[0] = 0;
-	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
-		int k = snprintf(buf + used, len - used, "%s %d %" PRId64 " %" PRId64 ";", p[i].who,
-				 (int)p[i].pid, p[i].grant_ns, p[i].joined_sim_ns);
-
-		if (k < 0 || (size_t)k >= len - used) {
-			buf[used] = 0; /* whole entries only */
-			break;
-		}
-		used += (size_t)k;
-	}
-}
 
 int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t min, unsigned n,
 			 unsigned needed, uint64_t deaths, const char *last_death)
@@ -568,7 +568,7 @@ int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t
 	next = h->next_retry < h->next_grant ? h->next_retry : h->next_grant;
 	pthread_mutex_unlock(&h->mu);
 	if (h->who_due) {
-		who_list(h, g->who, sizeof(g->who));
+		local_list(h, NULL, g->who, sizeof(g->who));
 		h->who_due = false;
 	}
 	if (h->api->ls_grant(h->r, g))

@@ -103,6 +103,30 @@ struct scan {
 	const struct clock_env *env;
 };
 
+/* A participant's death (@rec says whose; its last grant, the clock):
+ * recorded for status, then OnDeath: abort stops the clock, evict goes on. */
+static void note_death(struct mode_lockstep *l, const struct clock_env *env, const char *rec,
+		       int64_t grant, int64_t clock)
+{
+	pthread_mutex_lock(&l->rec_lock);
+	snprintf(l->dead, sizeof(l->dead), "%s", rec);
+	l->dead_grant = grant;
+	l->dead_clock = clock;
+	l->dead_mono = shmclock_steady_now().ns;
+	pthread_mutex_unlock(&l->rec_lock);
+	/* Relaxed: a count; the record itself is under the lock. */
+	atomic_fetch_add_explicit(&l->deaths, 1, memory_order_relaxed);
+	if (env->cfg->ls_abort) {
+		char msg[sizeof(l->dead) + 64];
+
+		log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops", rec);
+		snprintf(msg, sizeof(msg), "participant %s (OnDeath abort)", rec);
+		abort_run(l, SHMCLOCKD_EXIT_LOCKSTEP_DEATH, msg);
+	} else {
+		log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on", rec);
+	}
+}
+
 static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lockstep_participant *p,
 		     void *user)
 {
@@ -138,23 +162,7 @@ static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lock
 							"another thread, or its grant is beyond the "
 							"horizon) and counts as dead",
 			 g, p->grant_ns, now, in.sim_ns);
-		pthread_mutex_lock(&l->rec_lock);
-		memcpy(l->dead, rec, sizeof(rec));
-		l->dead_grant = p->grant_ns;
-		l->dead_clock = in.sim_ns;
-		l->dead_mono = shmclock_steady_now().ns;
-		pthread_mutex_unlock(&l->rec_lock);
-		/* Relaxed: a count; the record itself is under the lock. */
-		atomic_fetch_add_explicit(&l->deaths, 1, memory_order_relaxed);
-		if (sc->env->cfg->ls_abort) {
-			char msg[sizeof(rec) + 64];
-
-			log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops", rec);
-			snprintf(msg, sizeof(msg), "participant %s (OnDeath abort)", rec);
-			abort_run(l, SHMCLOCKD_EXIT_LOCKSTEP_DEATH, msg);
-		} else {
-			log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on", rec);
-		}
+		note_death(l, sc->env, rec, p->grant_ns, in.sim_ns);
 		break;
 	}
 	}
@@ -314,22 +322,7 @@ static void on_host_event(enum ls_hosts_event ev, const char *host, const char *
 	else
 		snprintf(rec, sizeof(rec), "host %s lost (silent for its lease), its participants "
 			 "count as dead: %s", host, *what ? what : "none");
-	pthread_mutex_lock(&l->rec_lock);
-	memcpy(l->dead, rec, sizeof(rec));
-	l->dead_grant = l->dead_clock = l->commit_sim;
-	l->dead_mono = shmclock_steady_now().ns;
-	pthread_mutex_unlock(&l->rec_lock);
-	/* Relaxed: a count; the record is under the lock. */
-	atomic_fetch_add_explicit(&l->deaths, 1, memory_order_relaxed);
-	if (sc->env->cfg->ls_abort) {
-		char msg[sizeof(rec) + 64];
-
-		log_msg(LOG_ERROR, "lockstep: participant %s; OnDeath abort: the clock stops", rec);
-		snprintf(msg, sizeof(msg), "participant %s (OnDeath abort)", rec);
-		abort_run(l, SHMCLOCKD_EXIT_LOCKSTEP_DEATH, msg);
-	} else {
-		log_msg(LOG_WARN, "lockstep: participant %s; evicted, the clock goes on", rec);
-	}
+	note_death(l, sc->env, rec, l->commit_sim, l->commit_sim);
 }
 
 /* A follower host's pass: shows the largest time its leader decided,

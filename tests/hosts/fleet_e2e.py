@@ -29,7 +29,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,18 +37,14 @@ from hostsenv import check, ctl_at, remove, start_daemon, starved, wait_for
 import hostsenv
 
 
-def skip(why):
-    print("skip: " + why, flush=True)
-    sys.exit(77)
-
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 INNER = os.environ.get("SHMCLOCK_FLEET_NETNS") == "1"
 if not INNER:
     if os.geteuid() != 0:
-        skip("needs root for a network namespace of its own (unshare --net)")
+        hostsenv.skip("needs root for a network namespace of its own (unshare --net)")
     if not shutil.which("unshare") or not shutil.which("ip"):
-        skip("unshare (util-linux) or ip (iproute2) is not installed")
+        hostsenv.skip("unshare (util-linux) or ip (iproute2) is not installed")
     # The namespace ends with this process: nothing to remove.
     os.execvpe("unshare", ["unshare", "--net", "sh", "-c",
                            'ip link set lo up && exec "$0" "$@"', sys.executable] + sys.argv,
@@ -80,13 +75,7 @@ rtdir = tempfile.mkdtemp(prefix="shmclock-fleet-")
 WIRE = "fleet-" + RUN
 
 
-def on_signal(sig, frame):
-    remove(procs, clocks, rtdir)
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, on_signal)
-signal.signal(signal.SIGINT, on_signal)
+hostsenv.on_signals(lambda: remove(procs, clocks, rtdir))
 
 
 def start(tag, cfg, uri):

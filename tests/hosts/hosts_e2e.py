@@ -37,15 +37,13 @@ import multiprocessing as mp
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-from hostsenv import check, ctl_at, remove, start_daemon, wait_for
+from hostsenv import check, ctl_at, remove, wait_for
 import hostsenv
 import netenv
 
@@ -66,19 +64,11 @@ MS = 1_000_000
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
 
 
-def skip(why):
-    print("skip: " + why, flush=True)
-    sys.exit(77)
-
-
-if os.geteuid() != 0:
-    skip("needs root for network namespaces (ip netns)")
-if not shutil.which("ip"):
-    skip("iproute2 (ip) is not installed")
+netenv.need_root()
 try:
     import shmclock
 except ImportError as e:
-    skip("the shmclock Python module was not built: %s" % e)
+    hostsenv.skip("the shmclock Python module was not built: %s" % e)
 
 net = netenv.Net(RUN, ("L", "F1", "F2"))
 HOSTS, NS = net.hosts, net.ns
@@ -99,23 +89,14 @@ def cleanup():
     remove([], clocks, rtdir)
 
 
-def on_signal(sig, frame):
-    cleanup()
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, on_signal)
-signal.signal(signal.SIGINT, on_signal)
+hostsenv.on_signals(cleanup)
 
 
 def start(role, tag, cfg, env_extra=None):
     """shmclockd in namespace @role with config @cfg (plus Name)."""
     name = "hosts-%s-%s" % (RUN, tag)
     clocks.append(name)
-    env = dict(os.environ, CYCLONEDDS_URI=net.cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
-               **(env_extra or {}))
-    procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, cfg, env,
-                              ("ip", "netns", "exec", NS[role]))
+    procs[tag] = net.daemon(SHMCLOCKD, rtdir, role, tag, name, cfg, env_extra)
     return name
 
 
@@ -950,14 +931,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # a broken setup is a failure, with its reason
-        check(False, "the run completed: %r" % e)
-        for tag in procs:
-            path = os.path.join(rtdir, tag + ".log")
-            if os.path.exists(path):
-                print("# --- %s.log\n%s" % (tag, open(path).read()[-2000:]))
-    finally:
-        cleanup()
-    sys.exit(1 if hostsenv.failures else 0)
+    hostsenv.run(main, cleanup, procs, rtdir)

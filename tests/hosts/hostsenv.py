@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""What the between-hosts tests share (hosts_e2e.py, guard_e2e.py): TAP
-lines with a failure count, a control request, a bounded wait, and the
-removal of what a run made."""
+"""What the between-hosts tests share (hosts_e2e.py, guard_e2e.py,
+fleet_e2e.py, lockstep_hosts_e2e.py): TAP lines with a failure count, a
+skip, a control request, a bounded wait, the removal of what a run made
+(also on SIGTERM), and the run of a test's main."""
 import contextlib
 import json
 import os
@@ -9,10 +10,17 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
 failures = 0
+
+
+def skip(why):
+    """A capability missing: said, exit 77 (meson's skip)."""
+    print("skip: " + why, flush=True)
+    sys.exit(77)
 
 
 def check(cond, what):
@@ -91,6 +99,15 @@ def remove(procs, clocks, rtdir):
     shutil.rmtree(rtdir, ignore_errors=True)
 
 
+def on_signals(cleanup):
+    """SIGTERM and SIGINT (meson's timeout, ^C) run @cleanup, then exit 1."""
+    def handler(sig, frame):
+        cleanup()
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
 def start_daemon(shmclockd, rtdir, tag, name, cfg, env, argv_prefix=()):
     """shmclockd with config @cfg (plus Name) under @argv_prefix; waits for
     its control socket. The process."""
@@ -113,3 +130,20 @@ def start_daemon(shmclockd, rtdir, tag, name, cfg, env, argv_prefix=()):
             raise RuntimeError("%s did not start:\n%s" % (tag, open(log.name).read()))
         time.sleep(0.02)
     return p
+
+
+def run(main, cleanup, procs, rtdir):
+    """main(), a broken setup counted as a failure with its reason and the
+    daemons' last log lines (procs: tag -> process, each logging to
+    rtdir/TAG.log), then cleanup(); exits 1 on any failure, else 0."""
+    try:
+        main()
+    except Exception as e:
+        check(False, "the run completed: %r" % e)
+        for tag in procs:
+            path = os.path.join(rtdir, tag + ".log")
+            if os.path.exists(path):
+                print("# --- %s.log\n%s" % (tag, open(path).read()[-2000:]))
+    finally:
+        cleanup()
+    sys.exit(1 if failures else 0)

@@ -31,7 +31,6 @@ Needs root (network namespaces): exit 77 with the reason otherwise.
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from hostsenv import check, ctl_at, remove, start_daemon, wait_for  # noqa: E402
+from hostsenv import check, ctl_at, remove, wait_for  # noqa: E402
 import hostsenv  # noqa: E402
 import netenv  # noqa: E402
 from lockstep_log import expected_log, first_difference  # noqa: E402
@@ -52,15 +51,7 @@ END = 1000 * MS
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
 
 
-def skip(why):
-    print("skip: " + why, flush=True)
-    sys.exit(77)
-
-
-if os.geteuid() != 0:
-    skip("needs root for network namespaces (ip netns)")
-if not shutil.which("ip"):
-    skip("iproute2 (ip) is not installed")
+netenv.need_root()
 
 net = netenv.Net(RUN, ("L", "F1", "F2"))
 rtdir = tempfile.mkdtemp(prefix="shmclock-lshosts-")
@@ -79,22 +70,14 @@ def cleanup():
     remove([], clocks, rtdir)
 
 
-def on_signal(sig, frame):
-    cleanup()
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, on_signal)
-signal.signal(signal.SIGINT, on_signal)
+hostsenv.on_signals(cleanup)
 
 
 def start(role, tag, cfg):
     """shmclockd in namespace @role with config @cfg; its clock's name."""
     name = "lsh-%s-%s" % (RUN, tag)
     clocks.append(name)
-    env = dict(os.environ, CYCLONEDDS_URI=net.cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir)
-    procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Name=name), env,
-                              ("ip", "netns", "exec", net.ns[role]))
+    procs[tag] = net.daemon(SHMCLOCKD, rtdir, role, tag, name, cfg)
     return name
 
 
@@ -468,14 +451,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # a broken setup is a failure, with its reason
-        check(False, "the run completed: %r" % e)
-        for tag in procs:
-            path = os.path.join(rtdir, tag + ".log")
-            if os.path.exists(path):
-                print("# --- %s.log\n%s" % (tag, open(path).read()[-2000:]))
-    finally:
-        cleanup()
-    sys.exit(1 if hostsenv.failures else 0)
+    hostsenv.run(main, cleanup, procs, rtdir)

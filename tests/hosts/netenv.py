@@ -7,11 +7,21 @@ hub in user space (this file run with --hub). Traffic stays in the
 namespaces. Needs root."""
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+
+def need_root():
+    """Exit 77, said, without what network namespaces need."""
+    import hostsenv
+    if os.geteuid() != 0:
+        hostsenv.skip("needs root for network namespaces (ip netns)")
+    if not shutil.which("ip"):
+        hostsenv.skip("iproute2 (ip) is not installed")
 
 
 def sh(*args, check_rc=True):
@@ -61,6 +71,15 @@ class Net:
     def link(self, role, up):
         """Host @role's port on the switch up or down (a partition)."""
         self.nsx("R", "ip", "link", "set", "r" + role, "up" if up else "down")
+
+    def daemon(self, shmclockd, rtdir, role, tag, name, cfg, env_extra=None):
+        """shmclockd in namespace @role with config @cfg (its Name @name),
+        DDS on @role's address, its socket in @rtdir (hostsenv.start_daemon)."""
+        import hostsenv
+        env = dict(os.environ, CYCLONEDDS_URI=self.cyclone_uri(role), SHMCLOCK_RUNTIME_DIR=rtdir,
+                   **(env_extra or {}))
+        return hostsenv.start_daemon(shmclockd, rtdir, tag, name, cfg, env,
+                                     ("ip", "netns", "exec", self.ns[role]))
 
     def cyclone_uri(self, role):
         """Unicast discovery of every host, on @role's address only."""
