@@ -94,7 +94,7 @@ struct ls_hosts {
 	bool who_due;
 	int64_t promised, next_grant, shown;
 	uint32_t promised_n;
-	bool gate_met, silent, silent_said;
+	bool gate_met, silent, silent_said, none_said;
 	uint64_t evictions;
 };
 
@@ -477,6 +477,13 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 	f->evicted = h->evicted;
 	f->jump = h->jump;
 	h->jump = false;
+	if (!h->heard_mono && !h->none_said && now - h->listen_from >= DIST_NONE_HINT_NS) {
+		h->none_said = true;
+		log_msg(LOG_WARN, "lockstep: no lockstep leader heard for %.0f s: a leader without "
+				  "Lockstep is followed without Lockstep (doc/hosts.md); else check "
+				  "Distribute.Clock, Ros2.Domain and CYCLONEDDS_URI",
+			DIST_NONE_HINT_NS / 1e9);
+	}
 	/* Stale until the first time heard, and after three heartbeats of
 	 * silence. */
 	f->silent = !h->heard_mono || now - h->heard_mono > 3 * h->hb_leader;

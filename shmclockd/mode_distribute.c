@@ -109,6 +109,7 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 	d->ldr.lead_cur = d->lead_ns;
 	d->st.lead = d->lead_ns;
 	d->ldr.next_repeat = INT64_MAX;
+	d->flw.created = mono_ns();
 	{
 		struct timespec ts;
 
@@ -291,6 +292,17 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 		next = q;
 	if (!d->leader && d->flw.leave_due && atomic_load_explicit(env->stale, memory_order_relaxed))
 		dist_leave_send(d);
+	if (!d->leader && !d->have && !d->flw.none_said) {
+		if (now - d->flw.created >= DIST_NONE_HINT_NS) {
+			d->flw.none_said = true;
+			log_msg(LOG_WARN, "distribute: no leader of clock '%s' heard for %.0f s: a "
+					  "leader in lockstep is followed only with Lockstep too "
+					  "(doc/lockstep.md); else check its Distribute.Clock, Ros2.Domain "
+					  "and CYCLONEDDS_URI", d->clock, DIST_NONE_HINT_NS / 1e9);
+		} else if (d->flw.created + DIST_NONE_HINT_NS < next) {
+			next = d->flw.created + DIST_NONE_HINT_NS;
+		}
+	}
 	pthread_mutex_lock(&d->st.mu);
 	d->st.lead = d->ldr.lead_cur;
 	if (d->leader) {

@@ -315,6 +315,10 @@ struct dist_follower {
 	 * have_base), and since when late samples are passed over (0: not) */
 	int64_t skew_base, rejoin_skip_at;
 	bool have_base;
+	/* when it started, and whether it said no leader was heard since
+	 * (DIST_NONE_HINT_NS) */
+	int64_t created;
+	bool none_said;
 	/* the kinds of refusal logged for refused_leader */
 	char refused_leader[97];
 	unsigned refused_logged;

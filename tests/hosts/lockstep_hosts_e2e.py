@@ -23,7 +23,9 @@ granting T has arrived before any participant anywhere steps at T.
   (their advance fails) and is counted again as a new host;
 - the leader SIGKILLed mid-run and another started: it listens a lease
   (a takeover), goes on from the hosts' clocks, and the run's log is the
-  one predicted, as if nothing had happened.
+  one predicted, as if nothing had happened;
+- a follower without Lockstep of a lockstep leader, and the other way
+  round: each says what to check after 5 s without a leader.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT (set by meson).
 Needs root (network namespaces): exit 77 with the reason otherwise.
@@ -434,8 +436,33 @@ def test_takeover(cut=1.0):
             print("# " + first_difference(log, want))
 
 
+def mismatched_start():
+    """A follower without Lockstep of a lockstep leader, and a follower host
+    in lockstep of a leader without it: neither has a leader to follow (the
+    topics differ); each says what to check, once, after 5 s."""
+    w1, w2 = wire(), wire()
+    start("L", "mis-L1", leader_cfg(w1, 1))
+    start("F2", "mis-F2", {"TimeSource": "leader", "Distribute": {"Clock": w1}})
+    start("L", "mis-L2", {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": w2}})
+    start("F1", "mis-F1", follower_cfg(w2, 1))
+    return time.monotonic()
+
+
+def mismatched_check(t0):
+    wait_for(lambda: time.monotonic() - t0 > 6, 10, 0.1)
+    plain, ls = daemon_log("mis-F2"), daemon_log("mis-F1")
+    check("followed only with Lockstep too" in plain and
+          "followed without Lockstep" in ls,
+          "a follower without Lockstep of a lockstep leader, and a host in lockstep of a leader "
+          "without it, each say what to check after 5 s without a leader (%s / %s)"
+          % (re.findall(r"no leader.*", plain)[:1], re.findall(r"no lockstep leader.*", ls)[:1]))
+    for tag in ("mis-L1", "mis-F2", "mis-L2", "mis-F1"):
+        stop(tag)
+
+
 def main():
     net.make()
+    t0 = mismatched_start()
     test_determinism()
     test_partition()
     test_lossy()
@@ -445,6 +472,7 @@ def main():
     test_follower_host_stopped()
     test_takeover()
     test_takeover(cut=4.5)
+    mismatched_check(t0)
     bad = {t: rc for t, rc in stopped.items() if rc != 0}
     check(stopped and not bad, "every daemon stopped by SIGTERM exited with 0 (%d; %s)"
           % (len(stopped), bad or "none otherwise"))
