@@ -27,7 +27,8 @@ granting T has arrived before any participant anywhere steps at T.
 - a follower without Lockstep of a lockstep leader, and the other way
   round: each says what to check after 5 s without a leader.
 
-Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT (set by meson).
+Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT, SHMCLOCK_SENSOR (set by
+meson).
 Needs root (network namespaces): exit 77 with the reason otherwise.
 """
 import os
@@ -48,6 +49,7 @@ import status_schema  # noqa: E402
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 P = os.environ["LS_PARTICIPANT"]
+SENSOR = os.environ["SHMCLOCK_SENSOR"]
 MS = 1_000_000
 END = 1000 * MS
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
@@ -142,18 +144,18 @@ def participant(role, clock, who, period, end, peers=None, msgdir=None, work_us=
 
 
 def wait_all(ps, timeout):
-    """Each participant's exit status and stderr (None: still running at
-    @timeout, then killed)."""
+    """Each participant's exit status, stderr and stdout (None: still
+    running at @timeout, then killed)."""
     deadline = time.monotonic() + timeout
     out = []
     for p in ps:
         try:
-            _, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
-            out.append((p.returncode, err.strip()))
+            o, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            out.append((p.returncode, err.strip(), o))
         except subprocess.TimeoutExpired:
             p.kill()
-            _, err = p.communicate()
-            out.append((None, err.strip()))
+            o, err = p.communicate()
+            out.append((None, err.strip(), o))
     return out
 
 
@@ -189,7 +191,7 @@ def scenario(layout, end, impaired=None, partition=None, work_us=0):
             net.impair(False)
         for tag in tags:
             stop(tag)
-    bad = [(who, r) for (who, _), r in zip(periods, res) if r[0] != 0]
+    bad = [(who, r[:2]) for (who, _), r in zip(periods, res) if r[0] != 0]
     if bad:
         return None, "participants failed: %s" % bad, took, how, st
     log = "".join(open(os.path.join(msgdir, who + ".log")).read() for who, _ in periods)
@@ -214,6 +216,33 @@ def test_determinism():
                "(every message sent before T seen at T on every host)")
     if not ok:
         print("# " + first_difference(logs[0], want))
+
+
+def test_sensor():
+    """shmclock-sensor --lockstep, unchanged, on a follower host: 50 frames at
+    100 Hz, each measured and published in lockstep with a participant on
+    the leader's host (1 ms period)."""
+    w = wire()
+    n = serial[0]
+    tags = ["L-%d" % n, "F1-%d" % n]
+    names = {"L": start("L", tags[0], leader_cfg(w, 2)), "F1": start("F1", tags[1],
+                                                                     follower_cfg(w, 1))}
+    try:
+        a = participant("L", names["L"], "a", 1 * MS, 600 * MS)
+        cam = subprocess.Popen(["ip", "netns", "exec", net.ns["F1"], SENSOR, "-n", names["F1"],
+                                "--rate", "100", "--frames", "50", "--lockstep=cam"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        parts.append(cam)
+        res = wait_all([a, cam], 60)
+    finally:
+        for tag in tags:
+            stop(tag)
+    frames = [ln for ln in res[1][2].splitlines() if ln.startswith("frame ")]
+    check(res[0][0] == 0 and res[1][0] == 0 and len(frames) == 50 and
+          all(ln.endswith("missed 0") for ln in frames),
+          "shmclock-sensor --lockstep on a follower host: 50 frames, none missed, and the "
+          "leader's participant reached its end (exits %s, %s; %d frames)"
+          % (res[0][0], res[1][0], len(frames)))
 
 
 def test_lossy():
@@ -424,7 +453,7 @@ def test_takeover(cut=1.0):
               "participant on hearing a time past its promise (c: %s)"
               % (cut, res[0][0], res[1][1][:60]))
         return
-    bad = [(who, r) for (who, _), r in zip(periods, res) if r[0] != 0]
+    bad = [(who, r[:2]) for (who, _), r in zip(periods, res) if r[0] != 0]
     check(stale and not bad and took_over,
           "the leader SIGKILLed mid-run (the hosts stale, at %s ns): a new leader takes over and "
           "the run reaches its end (%s)" % (at, bad or took_over))
@@ -465,6 +494,7 @@ def main():
     t0 = mismatched_start()
     test_determinism()
     test_partition()
+    test_sensor()
     test_lossy()
     test_remote_participant_death()
     test_remote_participant_stopped()
