@@ -28,7 +28,8 @@ granting T has arrived before any participant anywhere steps at T.
   round: each says what to check after 5 s without a leader.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT, SHMCLOCK_SENSOR (set by
-meson).
+meson). With LSH_ONLY=csharp (and MONO, LS_PARTICIPANT_CS): C# participants
+on both hosts, the log predicted, alone (the csharp suite's test).
 Needs root (network namespaces): exit 77 with the reason otherwise.
 """
 import os
@@ -129,10 +130,12 @@ def follower_cfg(w, n, **lockstep):
             "Distribute": {"Clock": w}}
 
 
-def participant(role, clock, who, period, end, peers=None, msgdir=None, work_us=0):
+def participant(role, clock, who, period, end, peers=None, msgdir=None, work_us=0, cs=False):
     """ls-participant in namespace @role, joined to @clock (that host's),
-    working @work_us of real time at each step."""
-    argv = ["ip", "netns", "exec", net.ns[role], P, clock, who, str(period), str(end)]
+    working @work_us of real time at each step; with @cs its C# twin
+    (Shmclock.Lockstep, under Mono)."""
+    prog = [os.environ["MONO"], os.environ["LS_PARTICIPANT_CS"]] if cs else [P]
+    argv = ["ip", "netns", "exec", net.ns[role]] + prog + [clock, who, str(period), str(end)]
     if work_us:
         argv += ["--work-us", str(work_us)]
     if peers:
@@ -160,10 +163,11 @@ def wait_all(ps, timeout):
 
 
 def scenario(layout, end, impaired=None, partition=None, work_us=0):
-    """One run: @layout maps each host to its participants (who, period);
-    the leader is host L. Their logs (None on a failure, with why)."""
+    """One run: @layout maps each host to its participants (who, period,
+    and "cs" for the C# one); the leader is host L. Their logs (None on a
+    failure, with why)."""
     w = wire()
-    periods = [x for role in layout for x in layout[role]]
+    periods = [x[:2] for role in layout for x in layout[role]]
     peers = [x[0] for x in periods]
     msgdir = tempfile.mkdtemp(dir=rtdir)
     tags = ["%s-%d" % (role, serial[0]) for role in layout]
@@ -174,8 +178,9 @@ def scenario(layout, end, impaired=None, partition=None, work_us=0):
     how = net.impair(True, **impaired) if impaired else None
     try:
         t0 = time.monotonic()
-        ps = [participant(role, names[role], who, period, end, peers, msgdir, work_us)
-              for role in layout for who, period in layout[role]]
+        ps = [participant(role, names[role], x[0], x[1], end, peers, msgdir, work_us,
+                          x[2:] == ("cs",))
+              for role in layout for x in layout[role]]
         if partition:
             # F1 cut off (its port on the switch down) for a while, once
             # the run is going (a step takes work_us at least).
@@ -243,6 +248,18 @@ def test_sensor():
           "shmclock-sensor --lockstep on a follower host: 50 frames, none missed, and the "
           "leader's participant reached its end (exits %s, %s; %d frames)"
           % (res[0][0], res[1][0], len(frames)))
+
+
+def test_csharp():
+    """A C# participant (Shmclock.Lockstep) on a follower host beside a C
+    one, and one on the leader's: the log the guarantee predicts."""
+    layout = {"L": [("a", 1 * MS, "cs")], "F1": [("b", 10 * MS), ("c", 33 * MS, "cs")]}
+    want = expected_log([x[:2] for r in layout for x in layout[r]], END)
+    log, why, took, _, _ = scenario(layout, END)
+    ok = check(log == want, "C# participants on both hosts beside a C one: the log the guarantee "
+               "predicts (%.1f s%s)" % (took, "; " + why if why else ""))
+    if not ok and log:
+        print("# " + first_difference(log, want))
 
 
 def test_lossy():
@@ -491,6 +508,9 @@ def mismatched_check(t0):
 
 def main():
     net.make()
+    if os.environ.get("LSH_ONLY") == "csharp":
+        test_csharp()  # the csharp suite's part (csharp-lockstep-hosts)
+        return
     t0 = mismatched_start()
     test_determinism()
     test_partition()
