@@ -69,6 +69,10 @@ struct ls_hosts {
 	 * and when the hosts changed: hosts_seen counts their changes) */
 	int64_t next_roster;
 	uint64_t hosts_seen, roster_hosts;
+	/* ... and another live leader's times: the last, when, how many */
+	char rival[97];
+	int64_t rival_mono;
+	uint64_t conflicts;
 	uint64_t tseq;
 	int64_t sent_sim, next_hb;
 	/* follower (under mu: what the DDS thread took) */
@@ -241,6 +245,26 @@ void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, vo
 	pthread_mutex_unlock(&h->mu);
 	*min = m;
 	*members = n;
+}
+
+/* The DDS thread: a time on the leader's own clock, its own (taken too) or
+ * another live leader's: a conflict, said once per leader. */
+static void on_rival(void *ctx, const struct ls_time *t)
+{
+	struct ls_hosts *h = ctx;
+
+	if (!strcmp(t->leader, h->id))
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->conflicts++;
+	h->rival_mono = mono();
+	if (strcmp(h->rival, t->leader)) {
+		snprintf(h->rival, sizeof(h->rival), "%s", t->leader);
+		log_msg(LOG_ERROR, "lockstep: another leader of this clock is live, %s (at %" PRId64
+				   " ns): each host follows the first it hears; stop one of them",
+			t->leader, t->time_ns);
+	}
+	pthread_mutex_unlock(&h->mu);
 }
 
 bool ls_hosts_listen(struct ls_hosts *h, int64_t now, int64_t *from, bool *resume)
@@ -618,7 +642,7 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 	h->listen_from = mono();
 	h->listen_until = h->listen_from + LS_LISTEN_NS;
 	if (h->leader)
-		rc = api->ls_lead(r, config_dist_clock(cfg), on_grant, h, err, errlen);
+		rc = api->ls_lead(r, config_dist_clock(cfg), on_grant, on_rival, h, err, errlen);
 	else
 		rc = api->ls_follow(r, config_dist_clock(cfg), on_time, h, err, errlen);
 	if (rc) {
@@ -705,6 +729,10 @@ void ls_hosts_status(struct ls_hosts *h, cJSON *t, cJSON *members, int64_t sim)
 			remote_members(x->who, false, x->id, NULL, members, sim);
 		}
 		cJSON_AddItemToObject(t, "hosts", a);
+		if (h->conflicts) {
+			cJSON_AddStringToObject(t, "conflict_with", h->rival);
+			cJSON_AddNumberToObject(t, "conflict_s", (double)(now - h->rival_mono) / 1e9);
+		}
 	} else {
 		cJSON_AddStringToObject(t, "host", h->self);
 		cJSON_AddStringToObject(t, "leader", h->leader_id);

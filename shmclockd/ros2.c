@@ -909,18 +909,18 @@ static int ls_topics(struct ros2 *r, const char *clock, char *err, size_t errlen
 	return 0;
 }
 
-/* Grants (leader) or times (follower): everything the reader holds, each
- * of this clock to the callback. */
-static void ls_take(struct ros2 *r)
+/* Grants (@grants) or times: everything @reader holds, each of this clock
+ * to its callback. */
+static void ls_take(struct ros2 *r, dds_entity_t reader, bool grants)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
-	int n = dds_take(r->ls.readcond, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
+	int n = dds_take(reader, ptrs, infos, ROS2_TAKE_MAX, ROS2_TAKE_MAX);
 
 	for (int i = 0; i < n; i++) {
 		if (!infos[i].valid_data)
 			continue;
-		if (r->ls_grant_cb) {
+		if (grants) {
 			const shmclock_LockstepGrant *m = ptrs[i];
 			struct ls_grant g;
 
@@ -960,16 +960,20 @@ static void ls_take(struct ros2 *r)
 		}
 	}
 	if (n > 0)
-		dds_return_loan(r->ls.readcond, ptrs, n);
+		dds_return_loan(reader, ptrs, n);
 }
 
 /* Called by Cyclone on the thread that received the sample: no thread of
  * ours between the network and the clock thread (a waitset's cost 10 %
  * of a step between hosts). */
-static void ls_on_data(dds_entity_t reader, void *arg)
+static void ls_on_grants(dds_entity_t reader, void *arg)
 {
-	(void)reader;
-	ls_take(arg);
+	ls_take(arg, reader, true);
+}
+
+static void ls_on_times(dds_entity_t reader, void *arg)
+{
+	ls_take(arg, reader, false);
 }
 
 /* Both topics best effort, volatile, keep last 1 per instance: a
@@ -977,49 +981,60 @@ static void ls_on_data(dds_entity_t reader, void *arg)
  * writer's next heartbeat (after a partition, seconds, as the writer backs
  * off); a host repeats its promise until a time names it instead, and the
  * leader answers each repetition (lockstep_hosts.c). */
-static int ls_endpoints(struct ros2 *r, dds_entity_t wtopic, dds_entity_t rtopic, const char *what,
-			char *err, size_t errlen)
+static int ls_reader(struct ros2 *r, dds_entity_t topic, void (*fn)(dds_entity_t, void *),
+		     dds_entity_t *out, const char *what, char *err, size_t errlen)
+{
+	dds_qos_t *qos = dist_qos(4, false); /* deep enough for every host's promise at once */
+	dds_listener_t *l = dds_create_listener(r);
+
+	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
+	dds_lset_data_available(l, fn);
+	*out = dds_create_reader(r->participant, topic, qos, l);
+	dds_delete_listener(l);
+	dds_delete_qos(qos);
+	if (*out < 0) {
+		int rc = dds_fail(err, errlen, what, *out);
+
+		*out = 0;
+		return rc;
+	}
+	return 0;
+}
+
+static int ls_writer(struct ros2 *r, dds_entity_t topic, char *err, size_t errlen)
 {
 	dds_qos_t *qos = dist_qos(1, false);
-	dds_listener_t *l;
-	int rc;
 
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	/* Above Cyclone's SynchronousDeliveryPriorityThreshold (0): the
 	 * receiving host delivers on the thread that received the sample, not
 	 * through its delivery queue's thread. */
 	dds_qset_transport_priority(qos, 1);
-	r->ls_writer = dds_create_writer(r->participant, wtopic, qos, NULL);
-	if (r->ls_writer < 0) {
-		dds_delete_qos(qos);
-		return dds_fail(err, errlen, "cannot create the lockstep writer", r->ls_writer);
-	}
-	/* Deep enough for every host's promise at once. */
-	dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, 4);
-	l = dds_create_listener(r);
-	dds_lset_data_available(l, ls_on_data);
-	r->ls.reader = dds_create_reader(r->participant, rtopic, qos, l);
-	dds_delete_listener(l);
+	r->ls_writer = dds_create_writer(r->participant, topic, qos, NULL);
 	dds_delete_qos(qos);
-	if (r->ls.reader < 0) {
-		rc = dds_fail(err, errlen, what, r->ls.reader);
-		r->ls.reader = 0;
-		return rc;
-	}
-	r->ls.readcond = r->ls.reader;
+	if (r->ls_writer < 0)
+		return dds_fail(err, errlen, "cannot create the lockstep writer", r->ls_writer);
 	return 0;
 }
 
+/* The leader reads the times too: another live leader's (a conflict). */
 static int ls_lead(struct ros2 *r, const char *clock, void (*cb)(void *ctx, const struct ls_grant *g),
-		   void *ctx, char *err, size_t errlen)
+		   void (*rival)(void *ctx, const struct ls_time *t), void *ctx, char *err,
+		   size_t errlen)
 {
 	int rc = ls_topics(r, clock, err, errlen);
 
 	if (rc)
 		return rc;
 	r->ls_grant_cb = cb;
+	r->ls_time_cb = rival;
 	r->ls_ctx = ctx;
-	return ls_endpoints(r, r->ls_time_topic, r->ls_grant_topic, LS_GRANT_TOPIC, err, errlen);
+	if ((rc = ls_writer(r, r->ls_time_topic, err, errlen)) ||
+	    (rc = ls_reader(r, r->ls_grant_topic, ls_on_grants, &r->ls.reader, LS_GRANT_TOPIC, err,
+			    errlen)))
+		return rc;
+	return ls_reader(r, r->ls_time_topic, ls_on_times, &r->ls.reader2, LS_TIME_TOPIC, err,
+			 errlen);
 }
 
 static int ls_follow(struct ros2 *r, const char *clock, void (*cb)(void *ctx, const struct ls_time *t),
@@ -1031,7 +1046,10 @@ static int ls_follow(struct ros2 *r, const char *clock, void (*cb)(void *ctx, co
 		return rc;
 	r->ls_time_cb = cb;
 	r->ls_ctx = ctx;
-	return ls_endpoints(r, r->ls_grant_topic, r->ls_time_topic, LS_TIME_TOPIC, err, errlen);
+	if ((rc = ls_writer(r, r->ls_grant_topic, err, errlen)))
+		return rc;
+	return ls_reader(r, r->ls_time_topic, ls_on_times, &r->ls.reader, LS_TIME_TOPIC, err,
+			 errlen);
 }
 
 static int ls_time(struct ros2 *r, const struct ls_time *t)
@@ -1039,7 +1057,7 @@ static int ls_time(struct ros2 *r, const struct ls_time *t)
 	shmclock_LockstepTime m;
 
 	if (r->ls_writer <= 0 || !r->ls_grant_cb)
-		return -ENOTCONN;
+		return -ENOTCONN; /* a leader's */
 	memset(&m, 0, sizeof(m));
 	snprintf(m.clock, sizeof(m.clock), "%s", r->ls_clock);
 	snprintf(m.leader, sizeof(m.leader), "%s", t->leader);
@@ -1056,8 +1074,8 @@ static int ls_grant(struct ros2 *r, const struct ls_grant *g)
 {
 	shmclock_LockstepGrant m;
 
-	if (r->ls_writer <= 0 || !r->ls_time_cb)
-		return -ENOTCONN;
+	if (r->ls_writer <= 0 || r->ls_grant_cb)
+		return -ENOTCONN; /* a follower's */
 	memset(&m, 0, sizeof(m));
 	snprintf(m.clock, sizeof(m.clock), "%s", r->ls_clock);
 	snprintf(m.host, sizeof(m.host), "%s", g->host);
@@ -1085,7 +1103,9 @@ static void ros2_stop(struct ros2 *r)
 	 * progress, so that none comes once the daemon frees what it calls. */
 	if (r->ls.reader > 0)
 		dds_delete(r->ls.reader);
-	r->ls.reader = 0;
+	if (r->ls.reader2 > 0)
+		dds_delete(r->ls.reader2);
+	r->ls.reader = r->ls.reader2 = 0;
 	follower_stop(&r->clk);
 }
 

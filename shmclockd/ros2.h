@@ -217,10 +217,12 @@ struct ros2_api {
 			   char *err, size_t errlen);
 	void (*dist_get_stats)(struct ros2 *r, struct dist_stats *st);
 	/* Lockstep between hosts: the leader's LockstepTime writer and its
-	 * LockstepGrant reader of @clock, each grant to @cb(@ctx) on a thread
-	 * of the module; and one LockstepTime written ... */
+	 * readers of @clock, each grant to @cb(@ctx) and each time (its own,
+	 * another leader's) to @rival(@ctx), on a thread of the module; and one
+	 * LockstepTime written ... */
 	int (*ls_lead)(struct ros2 *r, const char *clock,
-		       void (*cb)(void *ctx, const struct ls_grant *g), void *ctx, char *err,
+		       void (*cb)(void *ctx, const struct ls_grant *g),
+		       void (*rival)(void *ctx, const struct ls_time *t), void *ctx, char *err,
 		       size_t errlen);
 	int (*ls_time)(struct ros2 *r, const struct ls_time *t);
 	/* ... a follower's LockstepGrant writer and LockstepTime reader, each

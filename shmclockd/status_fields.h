@@ -228,6 +228,10 @@ enum sf_unit {
 	  "a follower host: times its leader lost it (its participants were evicted)")            \
 	X("lockstep", "promise_repeats", SF_COUNT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,     \
 	  "a follower host: promises repeated (no time named them yet)")                          \
+	X("lockstep", "conflict_with", SF_TEXT, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,        \
+	  "the leader between hosts: another live leader of its clock, the last heard (once one was)") \
+	X("lockstep", "conflict_s", SF_GAUGE, SF_S, SF_LOCKSTEP | SF_SOMETIMES, NULL,             \
+	  "... since it was last heard")                                                          \
 	X("lockstep", "roster_s", SF_GAUGE, SF_S, SF_LOCKSTEP | SF_SOMETIMES, NULL,               \
 	  "a follower host: since the leader's last list of every participant (the other "        \
 	  "hosts' among the members, with their host)")

@@ -489,6 +489,8 @@ def mismatched_start():
     w1, w2 = wire(), wire()
     start("L", "mis-L1", leader_cfg(w1, 1))
     start("F2", "mis-F2", {"TimeSource": "leader", "Distribute": {"Clock": w1}})
+    # ... and a second lockstep leader of w1: a conflict, on both.
+    start("F1", "mis-L1b", leader_cfg(w1, 1))
     start("L", "mis-L2", {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": w2}})
     start("F1", "mis-F1", follower_cfg(w2, 1))
     return time.monotonic()
@@ -502,7 +504,13 @@ def mismatched_check(t0):
           "a follower without Lockstep of a lockstep leader, and a host in lockstep of a leader "
           "without it, each say what to check after 5 s without a leader (%s / %s)"
           % (re.findall(r"no leader.*", plain)[:1], re.findall(r"no lockstep leader.*", ls)[:1]))
-    for tag in ("mis-L1", "mis-F2", "mis-L2", "mis-F1"):
+    st = status("lsh-%s-mis-L1" % RUN)["lockstep"]
+    check("another leader of this clock is live" in daemon_log("mis-L1") and
+          "another leader of this clock is live" in daemon_log("mis-L1b") and
+          bool(st.get("conflict_with")),
+          "two lockstep leaders of one clock: each says the other is live (%s)"
+          % st.get("conflict_with"))
+    for tag in ("mis-L1", "mis-L1b", "mis-F2", "mis-L2", "mis-F1"):
         stop(tag)
 
 
