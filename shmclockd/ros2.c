@@ -978,9 +978,9 @@ static void ls_on_times(dds_entity_t reader, void *arg)
 
 /* Both topics best effort, volatile, keep last 1 per instance: a
  * reliable reader would hold a sample behind a lost one until the
- * writer's next heartbeat (after a partition, seconds, as the writer backs
- * off); a host repeats its promise until a time names it instead, and the
- * leader answers each repetition (lockstep_hosts.c). */
+ * writer's next heartbeat; a host repeats its promise until a time names
+ * it instead (after 5 ms), and the leader answers each repetition
+ * (lockstep_hosts.c). */
 static int ls_reader(struct ros2 *r, dds_entity_t topic, void (*fn)(dds_entity_t, void *),
 		     dds_entity_t *out, const char *what, char *err, size_t errlen)
 {
