@@ -69,10 +69,9 @@ struct ls_hosts {
 	 * and when the hosts changed: hosts_seen counts their changes) */
 	int64_t next_roster;
 	uint64_t hosts_seen, roster_hosts;
-	/* ... and another live leader's times: the last, when, how many */
+	/* ... and another live leader's times: the last ("": none), when */
 	char rival[97];
 	int64_t rival_mono;
-	uint64_t conflicts;
 	uint64_t tseq;
 	int64_t sent_sim, next_hb;
 	/* follower (under mu: what the DDS thread took) */
@@ -80,7 +79,6 @@ struct ls_hosts {
 	int64_t heard, heard_mono, echo_ns, echo_mono;
 	bool named, evicted, jump;
 	int64_t hb_leader;      /* the leader's heartbeat */
-	uint64_t times;         /* times taken */
 	char roster[LS_ROSTER_LEN]; /* the leader's last roster, when it came */
 	int64_t roster_mono;
 	uint64_t acked;         /* the last promise a time named */
@@ -96,7 +94,7 @@ struct ls_hosts {
 	struct ls_grant last;   /* the promise written last (repeated as is) */
 	int64_t retry, next_retry; /* its repetition until a time names it */
 	bool who_due;
-	int64_t promised, next_grant, shown;
+	int64_t promised, next_grant;
 	uint32_t promised_n;
 	bool gate_met, silent, silent_said, none_said;
 	uint64_t evictions;
@@ -133,7 +131,7 @@ append(char *buf, size_t len, size_t *used, const char *fmt, ...)
 
 /* ------------------------------------------------------------ leader */
 
-static struct ls_remote *remote_of(struct ls_hosts *h, const char *id, bool add)
+static struct ls_remote *remote_of(struct ls_hosts *h, const char *id)
 {
 	struct ls_remote *free_slot = NULL;
 
@@ -148,7 +146,7 @@ static struct ls_remote *remote_of(struct ls_hosts *h, const char *id, bool add)
 	 * under its old id again (it takes a new incarnation when it hears it
 	 * is no longer named), except a sample in flight: only with 32 hosts
 	 * lost at once could that one be taken as a new host's. */
-	if (!add || !free_slot)
+	if (!free_slot)
 		return NULL;
 	memset(free_slot, 0, sizeof(*free_slot));
 	snprintf(free_slot->id, sizeof(free_slot->id), "%s", id);
@@ -175,7 +173,7 @@ static void on_grant(void *ctx, const struct ls_grant *g)
 		h->listen_until = h->listen_from + h->lease_ns;
 		snprintf(h->predecessor, sizeof(h->predecessor), "%s", g->leader);
 	}
-	x = remote_of(h, g->host, true);
+	x = remote_of(h, g->host);
 	if (!x) {
 		if (!h->full_said)
 			log_msg(LOG_WARN, "lockstep: host %s not counted: %d hosts already", g->host,
@@ -256,7 +254,6 @@ static void on_rival(void *ctx, const struct ls_time *t)
 	if (!strcmp(t->leader, h->id))
 		return;
 	pthread_mutex_lock(&h->mu);
-	h->conflicts++;
 	h->rival_mono = mono();
 	if (strcmp(h->rival, t->leader)) {
 		snprintf(h->rival, sizeof(h->rival), "%s", t->leader);
@@ -489,7 +486,6 @@ static void on_time(void *ctx, const struct ls_time *t)
 	h->echo_mono = now;
 	if (t->heartbeat_ns >= DIST_HB_MIN_NS && t->heartbeat_ns <= DIST_HB_MAX_NS)
 		h->hb_leader = t->heartbeat_ns;
-	h->times++;
 	pthread_mutex_unlock(&h->mu);
 	shmclock_lockstep_host_kick(h->host);
 }
@@ -556,7 +552,6 @@ int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t
 	if (!h->gate_met && shown < p)
 		p = shown;
 	pthread_mutex_lock(&h->mu);
-	h->shown = shown;
 	if (p != h->promised || n != h->promised_n || deaths != h->deaths_sent || !h->gseq) {
 		/* A new promise. */
 		memset(g, 0, sizeof(*g));
@@ -729,7 +724,7 @@ void ls_hosts_status(struct ls_hosts *h, cJSON *t, cJSON *members, int64_t sim)
 			remote_members(x->who, false, x->id, NULL, members, sim);
 		}
 		cJSON_AddItemToObject(t, "hosts", a);
-		if (h->conflicts) {
+		if (h->rival[0]) {
 			cJSON_AddStringToObject(t, "conflict_with", h->rival);
 			cJSON_AddNumberToObject(t, "conflict_s", (double)(now - h->rival_mono) / 1e9);
 		}

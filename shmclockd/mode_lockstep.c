@@ -304,6 +304,19 @@ static void publish_clock(struct mode_lockstep *l, const struct clock_env *env, 
 	l->pub_next = now + 1000000000 / (env->cfg->ros2_hz > 0 ? env->cfg->ros2_hz : 100);
 }
 
+/* The clock runs from @sim (steps/s and the real-time factor in status
+ * count from here). */
+static void mark_running(struct mode_lockstep *l, int64_t now, int64_t sim)
+{
+	atomic_store_explicit(&l->run_mono, now, memory_order_relaxed);
+	atomic_store_explicit(&l->run_sim, sim, memory_order_relaxed);
+	/* Release: pairs with status's acquire load of started; the two
+	 * above are set by then. */
+	atomic_store_explicit(&l->started, true, memory_order_release);
+	l->commit_mono = now;
+	l->commit_sim = sim;
+}
+
 /* The leader hears of its hosts (lockstep_hosts.h): a remote death or a
  * host lost is a participant's death (OnDeath). */
 static void on_host_event(enum ls_hosts_event ev, const char *host, const char *what, void *user)
@@ -384,12 +397,8 @@ static int64_t follower_tick(struct mode_lockstep *l, const struct clock_env *en
 		l->commit_sim = limit;
 		atomic_fetch_add_explicit(&l->advances, 1, memory_order_relaxed);
 		in.sim_ns = limit;
-		if (!atomic_load_explicit(&l->started, memory_order_relaxed)) {
-			atomic_store_explicit(&l->run_mono, now, memory_order_relaxed);
-			atomic_store_explicit(&l->run_sim, limit, memory_order_relaxed);
-			/* Release: pairs with status's acquire load. */
-			atomic_store_explicit(&l->started, true, memory_order_release);
-		}
+		if (!atomic_load_explicit(&l->started, memory_order_relaxed))
+			mark_running(l, now, limit);
 	}
 	shmclock_lockstep_host_committed(h, in.sim_ns);
 	publish_clock(l, env, in.sim_ns, now, &deadline);
@@ -429,12 +438,7 @@ static bool leader_listens(struct mode_lockstep *l, const struct clock_env *env,
 		shmclock_writer_info(env->w, in);
 	if (resume && !*started) {
 		*started = true;
-		atomic_store_explicit(&l->run_mono, now, memory_order_relaxed);
-		atomic_store_explicit(&l->run_sim, in->sim_ns, memory_order_relaxed);
-		/* Release: pairs with status's acquire load of started. */
-		atomic_store_explicit(&l->started, true, memory_order_release);
-		l->commit_mono = now;
-		l->commit_sim = in->sim_ns;
+		mark_running(l, now, in->sim_ns);
 	}
 	return false;
 }
@@ -457,9 +461,11 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	shmclock_writer_info(env->w, &in);
 	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
 		return INT64_MAX; /* stopped for good: only commands (status, stop) */
-	if (l->hosts && leader_listens(l, env, now, &in, &started))
-		return now + SCAN_NS < ls_hosts_listen_until(l->hosts) ? now + SCAN_NS
-								       : ls_hosts_listen_until(l->hosts);
+	if (l->hosts && leader_listens(l, env, now, &in, &started)) {
+		int64_t until = ls_hosts_listen_until(l->hosts);
+
+		return until < now + SCAN_NS ? until : now + SCAN_NS;
+	}
 	shmclock_lockstep_host_scan(h, in.sim_ns, on_event, &sc, &min, &n);
 	if (l->hosts) {
 		/* Every host it counts, at its promise. */
@@ -477,13 +483,7 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 		char t[64];
 
 		started = true;
-		atomic_store_explicit(&l->run_mono, now, memory_order_relaxed);
-		atomic_store_explicit(&l->run_sim, in.sim_ns, memory_order_relaxed);
-		/* Release: pairs with status's acquire load of started; the
-		 * two above are set by then. */
-		atomic_store_explicit(&l->started, true, memory_order_release);
-		l->commit_mono = now;
-		l->commit_sim = in.sim_ns;
+		mark_running(l, now, in.sim_ns);
 		log_msg(LOG_INFO, "lockstep: %u participants joined; the clock runs from %s", n,
 			duration_format(in.sim_ns, t, sizeof(t)));
 	}
