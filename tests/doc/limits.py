@@ -13,7 +13,9 @@ longer matches anything fails too, instead of checking nothing):
   already", "Participants (integer, 1 to 64");
 - a control request line, CONTROL_LINE_MAX ("capped at 4096 bytes");
 - control clients, CONTROL_CLIENTS_MAX ("with 32 clients connected");
-- OnSlow's count of late changes, DIST_ON_SLOW_MAX ("OnSlow ... 1 to 32").
+- OnSlow's count of late changes, DIST_ON_SLOW_MAX ("OnSlow ... 1 to 32");
+- a follower's (and a lockstep host's) lease between hosts, DIST_LEASE_NS
+  ("a host's lease is 3.5 s", "host silent for 3.5 s").
 
 (The code's own messages format the constants in.) TAP, one line a limit.
 
@@ -66,6 +68,10 @@ CHECKS = [
      r"with (\d+) clients connected|clients at (\d+)|with all (\d+) waiting"),
     ("OnSlow's count", ("on_slow_max",),
      r"OnSlow[^.]{0,120}?\b1 to (\d+)"),
+    ("a host's lease", ("host_lease_s",),
+     r"host's lease is (\d+(?:\.\d+)?) s|silent for its lease \((\d+(?:\.\d+)?) s"
+     r"|a whole lease, (\d+(?:\.\d+)?) s|host silent for (\d+(?:\.\d+)?) s"
+     r"|its lease, (\d+(?:\.\d+)?) s"),
 ]
 
 results = []

@@ -14,6 +14,7 @@
 #include <shmclock/shmclock.h>
 
 #include "config.h"  /* CONFIG_SCALE_MIN, CONFIG_SCALE_MAX, DIST_ON_SLOW_MAX */
+#include "ros2.h"    /* DIST_LEASE_NS */
 #include "control.h" /* CONTROL_LINE_MAX, CONTROL_CLIENTS_MAX */
 
 int main(void)
@@ -33,5 +34,6 @@ int main(void)
 	printf("limit\tcontrol_line_max\t%d\n", CONTROL_LINE_MAX);
 	printf("limit\tcontrol_clients_max\t%d\n", CONTROL_CLIENTS_MAX);
 	printf("limit\ton_slow_max\t%d\n", DIST_ON_SLOW_MAX);
+	printf("limit\thost_lease_s\t%g\n", (double)DIST_LEASE_NS / 1e9);
 	return 0;
 }
