@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 
-from hostsenv import check, ctl_at, remove, wait_for
+from hostsenv import check, ctl_at, wait_for
 import hostsenv
 import netenv
 
@@ -81,12 +81,7 @@ nsx = net.nsx
 
 
 def cleanup():
-    for p in procs.values():
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    net.delete()
-    remove([], clocks, rtdir)
+    net.teardown(procs.values(), clocks, rtdir)
 
 
 hostsenv.on_signals(cleanup)

@@ -42,7 +42,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from hostsenv import check, ctl_at, remove, wait_for  # noqa: E402
+from hostsenv import check, ctl_at, wait_for  # noqa: E402
 import hostsenv  # noqa: E402
 import netenv  # noqa: E402
 from lockstep_log import expected_log, first_difference  # noqa: E402
@@ -67,12 +67,7 @@ serial = [0]
 
 
 def cleanup():
-    for p in list(procs.values()) + parts:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    net.delete()
-    remove([], clocks, rtdir)
+    net.teardown(list(procs.values()) + parts, clocks, rtdir)
 
 
 hostsenv.on_signals(cleanup)

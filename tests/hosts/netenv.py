@@ -68,6 +68,17 @@ class Net:
         for ns in self.ns.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
+    def teardown(self, procs, clocks, rtdir):
+        """What a run made: @procs killed, the namespaces deleted, the
+        segments of @clocks and @rtdir removed (hostsenv.remove)."""
+        import hostsenv
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.delete()
+        hostsenv.remove([], clocks, rtdir)
+
     def link(self, role, up):
         """Host @role's port on the switch up or down (a partition)."""
         self.nsx("R", "ip", "link", "set", "r" + role, "up" if up else "down")
