@@ -25,7 +25,10 @@
  * the next line's, below), fence (acquire) and seq still s1 (T3); if the
  * anchor is this update's (T4: later than the backup's mono_base), the
  * value is the backup's function at min(mono, anchor): the last committed
- * time, frozen at the instant the update takes effect. Else the writer is
+ * time, frozen at the instant the update takes effect (an update that
+ * keeps the function publishes SHMCLOCK_ANCHOR_NONE: the cap is then no
+ * cap, and the value is that function at mono, which is also the
+ * function after the commit: writer.c, W2n). Else the writer is
  * within the few instructions between its odd store and W2a: spin, yield,
  * then sleep on the change futex, at most SHMCLOCK_STUCK_NS.
  *

@@ -91,7 +91,10 @@
  *                                    has published one. Lets readers of a
  *                                    live writer stuck mid-update return the
  *                                    last committed time, frozen at the
- *                                    anchor, instead of waiting (protocol.c, T1-T4)
+ *                                    anchor, instead of waiting (protocol.c, T1-T4);
+ *                                    INT64_MAX (SHMCLOCK_ANCHOR_NONE) while an
+ *                                    update that keeps the function is in
+ *                                    progress: no cap (writer.c, W2n)
  *  0x160 32    reserved, zero
  *  ---- backup line: the last committed state, read only when the writer
  *       died mid-update (seq odd and writer_lock dead) ---------------------
@@ -152,6 +155,11 @@
 /* The number is public (<shmclock/version.h>): shmclockd names it. */
 #define SHMCLOCK_ABI_VERSION ((uint32_t)SHMCLOCK_SEGMENT_ABI)
 #define SHMCLOCK_SEG_SIZE 4096u
+/* anchor_mono_ns of an update that leaves the time function as it is (the
+ * stale mark, the source, the UNIX time of zero): readers that find it in
+ * progress evaluate the function in force at their own clock reading,
+ * uncapped (writer.c, W2n; protocol.c, T4 reads it as any anchor). */
+#define SHMCLOCK_ANCHOR_NONE INT64_MAX
 #define SHMCLOCK_CACHELINE 64u
 
 /* record flags */

@@ -22,6 +22,8 @@
  *                  (freeze_at: mono = the scheduled instant when later:
  *                  readers run on to it and stop there)                  W2b
  *                  anchor_mono_ns = mono    published for stuck readers    W2a
+ *                  (the function kept: SHMCLOCK_ANCHOR_NONE instead, no cap,
+ *                  and the record not re-based)                          W2n
  *                  cur = eval(old, mono)    the time every reader agrees on W3
  *   (caller)       new params anchored at (mono, cur)
  *   commit_end:    record stores (relaxed)                                  W4
@@ -29,6 +31,7 @@
  *                  fence (release)          seq even before backup stores   W6
  *                  backup stores (relaxed)                                  W6
  *                  change_futex++ ; FUTEX_WAKE
+ *                  (W2n: anchor_mono_ns = mono_base, withdrawn)           X2
  *
  * shmclock_writer_freeze_at() opens an update early with an anchor in the
  * future (W2b): readers, finding seq odd and the anchor published, compute
@@ -485,9 +488,10 @@ static int still_owner(struct shmclock_writer *w)
 }
 
 /* See the protocol at the top. Sets w->anchor_mono (the clock, or @at when
- * that is later) and w->anchor_sim. -EBUSY: this handle lost the clock to
+ * that is later) and w->anchor_sim. With @same (the function will not
+ * change: W2n), readers get no cap. -EBUSY: this handle lost the clock to
  * another writer (see take_mutex). */
-static int commit_begin_at(struct shmclock_writer *w, int64_t at)
+static int commit_begin_at(struct shmclock_writer *w, int64_t at, bool same)
 {
 	struct shmclock_seg *s = w->seg;
 	int r;
@@ -520,8 +524,12 @@ static int commit_begin_at(struct shmclock_writer *w, int64_t at)
 	/* W2a: the anchor, for readers that find this update in progress
 	 * (protocol.c, T1-T4). Ordered after the odd store by the W2 fence; a
 	 * reader that loads it and then sees seq still odd knows it belongs to
-	 * this update. */
-	atomic_store_explicit(&s->anchor_mono_ns, w->anchor_mono, memory_order_relaxed);
+	 * this update. W2n: an update that keeps the function publishes
+	 * SHMCLOCK_ANCHOR_NONE (no cap: such a reader evaluates the function
+	 * in force at its own clock reading, which the commit leaves as it
+	 * is), withdrawn after the commit (commit_end_same, X2). */
+	atomic_store_explicit(&s->anchor_mono_ns, same ? SHMCLOCK_ANCHOR_NONE : w->anchor_mono,
+			      memory_order_relaxed);
 	/* W3 */
 	w->anchor_sim = shmclock__eval(w->p.mono_base, w->p.sim_base, w->p.mult, w->anchor_mono);
 	return 0;
@@ -529,7 +537,7 @@ static int commit_begin_at(struct shmclock_writer *w, int64_t at)
 
 static int commit_begin(struct shmclock_writer *w)
 {
-	return commit_begin_at(w, INT64_MIN);
+	return commit_begin_at(w, INT64_MIN, false);
 }
 
 static void commit_end(struct shmclock_writer *w)
@@ -556,6 +564,36 @@ static void commit_end(struct shmclock_writer *w)
 	atomic_fetch_add_explicit(&s->change_futex, 1, memory_order_release);
 	if (!w->no_wake)
 		shmclock__futex_wake_all(&s->change_futex);
+}
+
+/*
+ * A commit that changes no part of the time function (the stale mark, the
+ * source, the UNIX time of zero): the record keeps its function as it is,
+ * not re-based at the anchor, and readers that find the update in progress
+ * are not held at an anchor (W2n). Held there, a fresh reading was behind
+ * the function by the update's length times the scale: on a follower
+ * marking itself stale at scale 10, 160 ns of a commit put a reading 1.6 us
+ * behind its leader's, not stale (issue 52). Safe because the function is
+ * the same on both sides of the commit: the argument at the top of
+ * protocol.c needs the cap only where the new function differs from the
+ * old after the anchor.
+ */
+static int commit_begin_same(struct shmclock_writer *w)
+{
+	return commit_begin_at(w, INT64_MIN, true);
+}
+
+static void commit_end_same(struct shmclock_writer *w)
+{
+	commit_end(w);
+	/* X2 (as withdraw's): the anchor withdrawn to the record's mono_base,
+	 * so that a reader finding the next update open before its W2a spins
+	 * instead of taking SHMCLOCK_ANCHOR_NONE for that update's (no cap on
+	 * a change of function: backwards time; the model's mutant
+	 * SAME_KEEPS_ANCHOR). Also after an update freeze_at opened (its
+	 * instant is past the function's unchanged mono_base). Ordered before
+	 * the next update's odd store by the release fence of its W1. */
+	atomic_store_explicit(&w->seg->anchor_mono_ns, w->p.mono_base, memory_order_relaxed);
 }
 
 struct shmclock_seg *shmclock__writer_seg(shmclock_writer_t *w)
@@ -782,14 +820,21 @@ SHMCLOCK_EXPORT int shmclock_writer_eval(shmclock_writer_t *w, int64_t mono_ns, 
 
 static int set_flag(struct shmclock_writer *w, uint32_t flag, bool on)
 {
+	/* The stale mark leaves the function as it is; a pause or the stepped
+	 * mode changes its rate from the anchor on. */
+	bool same = flag == SHMCLOCK_F_STALE;
 	int r;
 
-	if ((r = commit_begin(w)))
+	if ((r = same ? commit_begin_same(w) : commit_begin(w)))
 		return r;
 	if (on)
 		w->p.flags |= flag;
 	else
 		w->p.flags &= ~flag;
+	if (same) {
+		commit_end_same(w);
+		return 0;
+	}
 	reanchor(w);
 	commit_end(w);
 	return 0;
@@ -807,7 +852,7 @@ SHMCLOCK_EXPORT int shmclock_writer_freeze_at(shmclock_writer_t *w, int64_t mono
 	 * waits for its instant (V6): never further than this. */
 	if (mono_ns > shmclock__sat_add(shmclock__mono_ns(), SHMCLOCK_FREEZE_AHEAD_MAX_NS))
 		return -ERANGE;
-	if ((r = commit_begin_at(w, mono_ns)))
+	if ((r = commit_begin_at(w, mono_ns, false)))
 		return r;
 	/* Undecided: seq + 1, even, never an update's own odd seq. Release
 	 * pairs with the readers' acquire load of next_seq (T1): who sees the
@@ -881,14 +926,13 @@ SHMCLOCK_EXPORT int shmclock_writer_set_source(shmclock_writer_t *w, int source)
 
 	if (source < 0 || source > 255)
 		return -EINVAL;
-	if ((r = commit_begin(w)))
+	if ((r = commit_begin_same(w)))
 		return r;
 	w->p.flags = (w->p.flags & ~SHMCLOCK_F_SOURCE_MASK) |
 		     ((uint32_t)source << SHMCLOCK_F_SOURCE_SHIFT);
 	/* The mode (running, paused, stepped) is not the source's business:
 	 * shmclock_writer_set_stepped() changes it. */
-	reanchor(w);
-	commit_end(w);
+	commit_end_same(w);
 	return 0;
 }
 
@@ -901,7 +945,7 @@ SHMCLOCK_EXPORT int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const
 {
 	int r;
 
-	if ((r = commit_begin(w)))
+	if ((r = commit_begin_same(w)))
 		return r;
 	if (unix_ns) {
 		w->p.flags |= SHMCLOCK_F_UNIX_ZERO;
@@ -910,8 +954,7 @@ SHMCLOCK_EXPORT int shmclock_writer_set_unix_at_zero(shmclock_writer_t *w, const
 		w->p.flags &= ~SHMCLOCK_F_UNIX_ZERO;
 		w->p.unix_at_zero_ns = 0;
 	}
-	reanchor(w);
-	commit_end(w);
+	commit_end_same(w);
 	return 0;
 }
 

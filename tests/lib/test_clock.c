@@ -536,6 +536,40 @@ Test(clock, a_stale_clock_reads_ESTALE_with_its_value_on_every_path)
 	close_pair(&p);
 }
 
+/* A commit that changes no part of the function (the stale mark, the
+ * source, the UNIX time of zero) leaves it exactly as it was: a hold (a
+ * function behind what readers saw, held until it catches up) went on
+ * holding. The stale mark re-based the function at the commit instead, and
+ * a follower marked stale during a hold ran on from the held value at once:
+ * ahead of the function it was given by the rest of the hold. */
+Test(clock, a_stale_mark_source_or_unix_zero_leaves_a_hold_holding)
+{
+	struct pair p = open_pair();
+	int64_t mono = shmclock_static_mono(), held, v;
+	int64_t uz = 1700000000LL * NSEC;
+
+	cr_assert_eq(shmclock_writer_set_time(p.w, 100 * NSEC), 0);
+	cr_assert_eq(shmclock_now(p.r, &held), 0);
+	/* 60 s behind, no jump: held at what readers saw for 60 s. */
+	cr_assert_eq(shmclock_writer_set_function(p.w, mono, 40 * NSEC, 1.0, 0), 0);
+	cr_assert_eq(shmclock_now(p.r, &held), 0);
+	cr_assert_geq(held, 100 * NSEC);
+	for (int i = 0; i < 4; i++) {
+		switch (i) {
+		case 0: cr_assert_eq(shmclock_writer_set_stale(p.w, true), 0); break;
+		case 1: cr_assert_eq(shmclock_writer_set_stale(p.w, false), 0); break;
+		case 2: cr_assert_eq(shmclock_writer_set_source(p.w, SHMCLOCK_SOURCE_EXTERNAL), 0); break;
+		case 3: cr_assert_eq(shmclock_writer_set_unix_at_zero(p.w, &uz), 0); break;
+		}
+		sleep_ns(20 * 1000000);
+		v = 0;
+		shmclock_now(p.r, &v);
+		cr_expect_eq(v, held, "after change %d the clock still holds at %lld (read %lld: "
+			     "%+lld ns)", i, (long long)held, (long long)v, (long long)(v - held));
+	}
+	close_pair(&p);
+}
+
 Test(clock, set_function_publishes_the_exact_function)
 {
 	struct pair p = open_pair();
