@@ -311,6 +311,19 @@ static int own_socket(const struct config_ctx *x, const cJSON *v, struct shmcloc
 	return 0;
 }
 
+static int own_security(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || !v->valuestring[0] ||
+	    strlen(v->valuestring) >= sizeof(c->ros2_security))
+		return key_error(x, v->string, "expected an enclave directory's path of 1 to %zu "
+				 "bytes (shmclock-pki(1)), got %s", sizeof(c->ros2_security) - 1,
+				 shown(v, b, sizeof(b)));
+	strcpy(c->ros2_security, v->valuestring);
+	return 0;
+}
+
 static int own_mode(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
 {
 	char *end = NULL, b[64];
@@ -556,6 +569,9 @@ const struct config_key config_keys[] = {
 	  .help = "the DDS domain (default $ROS_DOMAIN_ID, else 0)" },
 	{ "Ros2", "StaleAfter", KEY_TIME, FIELD(ros2_stale_ns), .min = 1, .reload = RELOAD_RESTART,
 	  .help = "ros2 source: stale without a sample this long" },
+	{ "Ros2", "Security", KEY_OWN, STR(ros2_security), .own = own_security,
+	  .reload = RELOAD_RESTART,
+	  .help = "join DDS with this enclave's identity and permissions (DDS Security)" },
 };
 
 const size_t config_nkeys = sizeof(config_keys) / sizeof(config_keys[0]);
@@ -818,6 +834,14 @@ int config_load_file(const char *path, struct shmclockd_config *c, char *err, si
 
 int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 {
+	/* Security that secures nothing would let a user believe the daemon
+	 * is on a secured domain (ros2_glue_load: what uses DDS). */
+	if (c->ros2_security[0] && !c->ros2_publish && !c->dist_publish &&
+	    c->source->ops->feed != FEED_ROS2 && c->source->ops->feed != FEED_LEADER) {
+		snprintf(err, errlen, "Ros2.Security: this shmclockd uses no DDS to secure (give it "
+			 "Ros2.Publish, Distribute.Publish, or the ros2 or leader source)");
+		return -EINVAL;
+	}
 	if (c->ros2_publish && c->source->ops->feed == FEED_ROS2) {
 		snprintf(err, errlen, "Ros2.Publish: this shmclockd follows /clock (TimeSource ros2) and "
 			 "would publish it back: refused (no echo loop)");

@@ -21,6 +21,7 @@
 #include "TimeFunction.h"
 #include "ros2.h"
 #include "ros2_qos.h"
+#include "ros2_security.h"
 
 #define ROS2_TOPIC "rt/clock"
 #define ROS2_TAKE_MAX 16
@@ -54,6 +55,7 @@ struct follower {
 
 struct ros2 {
 	struct ros2_host host;
+	struct ros2_sec *sec;       /* Ros2.Security, or NULL */
 	int domain;
 	dds_entity_t participant, topic, writer;
 	struct follower clk;        /* /clock */
@@ -137,7 +139,11 @@ static int64_t time_to_ns(int32_t sec, uint32_t nanosec)
 
 static int dds_fail(char *err, size_t errlen, const char *what, dds_return_t rc)
 {
-	snprintf(err, errlen, "DDS: %s: %s", what, dds_strretcode(rc));
+	snprintf(err, errlen, "DDS: %s: %s%s", what, dds_strretcode(rc),
+		 rc == DDS_RETCODE_NOT_ALLOWED_BY_SECURITY
+			 ? " (the enclave's permissions do not give this daemon's role that topic: "
+			   "a leader's enclave for a leader, a follower's for a follower, shmclock-pki(1))"
+			 : "");
 	return -EIO;
 }
 
@@ -160,8 +166,32 @@ static int ros2_open(struct ros2 **out, int domain, const struct ros2_host *host
 	/* What the ROS 2 RMW layers put in the participant's user data. */
 	qos = dds_create_qos();
 	dds_qset_userdata(qos, enclave, sizeof(enclave) - 1);
+	if (host->security) {
+		/* Cyclone's words go to the daemon's log from here on (its
+		 * refusals of peers among them, counted). */
+		int e = (r->sec = ros2_sec_new(host->security, host->log)) ? ros2_sec_qos(r->sec, qos, err, errlen)
+									    : -ENOMEM;
+
+		if (e) {
+			dds_delete_qos(qos);
+			ros2_sec_free(r->sec);
+			free(r);
+			return e;
+		}
+	}
 	r->participant = dds_create_participant((dds_domainid_t)domain, qos, NULL);
 	dds_delete_qos(qos);
+	if (r->participant < 0 && r->sec) {
+		/* Cyclone's reason (an expired or wrongly signed certificate,
+		 * a document it cannot verify). */
+		snprintf(err, errlen, "Ros2.Security: %s refused by DDS Security: %s", host->security,
+			 ros2_sec_said(r->sec)[0] ? ros2_sec_said(r->sec) : dds_strretcode(r->participant));
+		ros2_sec_free(r->sec);
+		free(r);
+		return -EACCES;
+	}
+	if (r->sec)
+		ros2_sec_opened(r->sec);
 	if (r->participant < 0) {
 		/* Cyclone says only "Error" (and, on stderr, "Failed to find a
 		 * free participant index"): the usual cause, on a host with
@@ -366,6 +396,8 @@ static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
 	st->last_age_ns = r->last_mono >= 0 ? mono_now() - r->last_mono : -1;
 	st->stale = r->stale || (r->clk.reader > 0 && r->last_mono < 0);
 	pthread_mutex_unlock(&r->mu);
+	if (r->sec)
+		ros2_sec_stats(r->sec, st);
 }
 
 /* ------------------------------------------------ between hosts */
@@ -1116,6 +1148,7 @@ static void ros2_close(struct ros2 *r)
 	ros2_stop(r);
 	if (r->participant > 0)
 		dds_delete(r->participant);
+	ros2_sec_free(r->sec); /* after: Cyclone may speak while it ends */
 	pthread_mutex_destroy(&r->mu);
 	free(r);
 }

@@ -158,6 +158,8 @@ struct dist_stats {
 	bool stale;           /* the leader is silent (follower) */
 };
 
+#define ROS2_SEC_PEERS 8 /* refused peers named in status (the rest counted) */
+
 struct ros2_stats {
 	int domain;
 	bool following, publishing;
@@ -166,11 +168,25 @@ struct ros2_stats {
 	int64_t last_age_ns;     /* since the last sample; -1: none yet */
 	bool stale;              /* no sample for longer than the timeout */
 	uint64_t published;      /* /clock samples written (publishing) */
+	/* Ros2.Security: peers DDS Security refused (a handshake or a
+	 * permission), in all and the first few by name */
+	bool secured;
+	uint64_t sec_refused;
+	int sec_npeers;
+	struct ros2_refused {
+		char peer[96];   /* the certificate's subject, else the participant's GUID */
+		char why[160];
+		uint64_t count;
+	} sec_peers[ROS2_SEC_PEERS];
 };
 
 /* What the daemon lends the module. */
 struct ros2_host {
 	void *ctx;
+	/* Ros2.Security: an enclave directory (SROS2's layout) whose identity,
+	 * governance and permissions the participant joins with (DDS
+	 * Security), or NULL. */
+	const char *security;
 	/* A /clock sample for the clock (the follower thread calls it): 0, or
 	 * -errno with a message in err. */
 	int (*sample)(void *ctx, int64_t ns, char *err, size_t errlen);

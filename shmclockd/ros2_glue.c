@@ -81,7 +81,8 @@ int ros2_glue_open(const struct shmclockd_config *cfg, struct clockthread *ct,
 
 	host = (struct ros2_host){ .ctx = ct, .sample = ros2_sample, .log = log_msg,
 				   .function = dist_function, .stale = source_stale,
-				   .ack = dist_ack };
+				   .ack = dist_ack,
+				   .security = cfg->ros2_security[0] ? cfg->ros2_security : NULL };
 	if ((r = api->open(out, domain, &host, why, sizeof(why))) ||
 	    (cfg->ros2_publish && (r = api->publisher(*out, why, sizeof(why)))) ||
 	    (cfg->dist_publish && !cfg->ls_participants && (r = api->dist_publisher(*out, config_dist_clock(cfg), why, sizeof(why))))) {
@@ -128,6 +129,20 @@ void ros2_glue_status(struct ros2 *r, const struct ros2_api *api, const struct s
 	if (rs.publishing) {
 		cJSON_AddNumberToObject(t, "published", (double)rs.published);
 		cJSON_AddNumberToObject(t, "publish_hz", cfg->ros2_hz);
+	}
+	if (rs.secured) {
+		cJSON *peers = cJSON_AddArrayToObject(t, "security_refused_peers");
+
+		cJSON_AddStringToObject(t, "security", cfg->ros2_security);
+		cJSON_AddNumberToObject(t, "security_refused", (double)rs.sec_refused);
+		for (int i = 0; i < rs.sec_npeers; i++) {
+			cJSON *p = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(p, "peer", rs.sec_peers[i].peer);
+			cJSON_AddNumberToObject(p, "count", (double)rs.sec_peers[i].count);
+			cJSON_AddStringToObject(p, "why", rs.sec_peers[i].why);
+			cJSON_AddItemToArray(peers, p);
+		}
 	}
 	cJSON_AddItemToObject(st, "ros2", t);
 }

@@ -120,6 +120,19 @@ enum sf_unit {
 	  "/clock samples published (publishing)")                                                \
 	X("ros2", "publish_hz", SF_GAUGE, SF_HZ, SF_ALL | SF_SOMETIMES, NULL,                     \
 	  "the rate it publishes at (publishing)")                                                \
+	X("ros2", "security", SF_TEXT, SF_NONE, SF_ALL | SF_SOMETIMES, NULL,                      \
+	  "the enclave it joins DDS with (Ros2.Security)")                                        \
+	X("ros2", "security_refused", SF_COUNT, SF_NONE, SF_ALL | SF_SOMETIMES,                   \
+	  "shmclock_dds_security_refused_total",                                                  \
+	  "Peers DDS Security refused: a failed handshake or a permission (Ros2.Security).")      \
+	X("ros2", "security_refused_peers", SF_LIST, SF_NONE, SF_ALL | SF_SOMETIMES, NULL,        \
+	  "the first peers refused, by name")                                                     \
+	X("ros2.security_refused_peers[]", "peer", SF_TEXT, SF_NONE, SF_ALL, NULL,                \
+	  "its certificate's subject, else its participant's GUID")                               \
+	X("ros2.security_refused_peers[]", "count", SF_COUNT, SF_NONE, SF_ALL, NULL,              \
+	  "its refusals")                                                                         \
+	X("ros2.security_refused_peers[]", "why", SF_TEXT, SF_NONE, SF_ALL, NULL,                 \
+	  "DDS Security's reason, the first time")                                                \
 	STATUS_FIELDS_LOCKSTEP(X)                                                                  \
 	STATUS_FIELDS_HOSTS(X)
 

@@ -217,12 +217,16 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 		{ "{\"Distribute\":{\"Publish\":1}}", "Publish" },
 		{ "{\"Distribute\":{\"Pub\":true}}", "Pub" },
 		{ "{\"Distribute\":true}", "Distribute" },
+		{ "{\"Ros2\":{\"Security\":5}}", "Security" },
+		{ "{\"Ros2\":{\"Security\":\"\"}}", "Security" },
 	};
 	static const struct {
 		const char *text, *want;
 	} invalid[] = {
 		{ "{\"TimeSource\":\"leader\",\"Distribute\":{\"Publish\":true}}", "no relays" },
 		{ "{\"TimeSource\":\"fixed\",\"Distribute\":{\"Publish\":true}}", "continuous" },
+		/* An enclave for a daemon that uses no DDS: not secured, said. */
+		{ "{\"Ros2\":{\"Security\":\"/etc/keys/a\"}}", "no DDS to secure" },
 	};
 	struct shmclockd_config c;
 	char err[512] = "";
@@ -233,6 +237,7 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 			  &c, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(c.source->id, SHMCLOCK_SOURCE_LEADER);
 	cr_expect_str_eq(config_dist_clock(&c), "w");
+	cr_expect_str_eq(c.ros2_security, "", "no DDS Security unless asked");
 	cr_expect_eq(c.dist_lead_ns, 3 * MS);
 	cr_expect_eq(c.dist_hb_ns, SEC);
 	cr_expect_eq(c.dist_stale_ns, 2 * SEC);

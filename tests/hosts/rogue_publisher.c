@@ -129,7 +129,10 @@ int main(int argc, char **argv)
 	etopic = dds_create_topic(pp, &shmclock_TimeEcho_desc, "shmclock_TimeEcho", NULL, NULL);
 	dds_delete_qos(q);
 	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || etopic < 0) {
-		fprintf(stderr, "rogue-publisher: no writer\n");
+		dds_return_t rc = topic < 0 ? topic : wr < 0 ? wr : awr < 0 ? awr : bwr < 0 ? bwr
+									 : ard < 0 ? ard : etopic;
+
+		fprintf(stderr, "rogue-publisher: no writer: %s\n", dds_strretcode(rc));
 		dds_delete(pp);
 		return 1;
 	}

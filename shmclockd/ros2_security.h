@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * DDS Security for the module's participant (ros2.c): an enclave
+ * directory in SROS2's layout (shmclock-pki(1) writes one) turned into the
+ * participant's security properties, and Cyclone DDS's own messages routed
+ * to the daemon's log, its refusals of peers counted and named once each.
+ * Part of the ROS 2 module; nothing else links Cyclone.
+ */
+#ifndef SHMCLOCKD_ROS2_SECURITY_H
+#define SHMCLOCKD_ROS2_SECURITY_H
+
+#include <stddef.h>
+
+#include <dds/dds.h>
+
+#include "ros2.h"
+
+struct ros2_sec;
+
+/* For the enclave @dir, logging through @log. NULL: out of memory. */
+struct ros2_sec *ros2_sec_new(const char *dir,
+			      void (*log)(enum log_level level, const char *fmt, ...));
+
+/* @qos joins with the enclave's identity, governance and permissions:
+ * every file there and readable, Cyclone's plugins found. From here on
+ * Cyclone's messages go to the log. 0, or -errno with a one-line err that
+ * names the file. */
+int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen);
+
+/* The participant is made: Cyclone's other messages are logged from now
+ * on (before, only kept for ros2_sec_said; refusals of peers always). */
+void ros2_sec_opened(struct ros2_sec *s);
+
+/* Cyclone's last error or warning since ros2_sec_qos ("" none): why it
+ * refused to make the participant. */
+const char *ros2_sec_said(struct ros2_sec *s);
+
+/* The refusals so far, into @st. */
+void ros2_sec_stats(struct ros2_sec *s, struct ros2_stats *st);
+
+/* Cyclone's messages back to stderr, then freed. NULL: nothing. */
+void ros2_sec_free(struct ros2_sec *s);
+
+#endif

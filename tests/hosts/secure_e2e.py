@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Between hosts with DDS Security (issue 54), through the built shmclockd
+on loopback (Cyclone DDS bound to 127.0.0.1, a domain of this run's own),
+with a keystore shmclock-pki makes here with Debian's openssl:
+
+- a secured leader and two secured followers: each follower takes every
+  pause, set, scale and resume, its clock on the leader's (within 1 us of
+  two leader readings bracketing it);
+- rogues on the same domain and clock: a publisher without an identity
+  sending a newer function, a leader without one, a leader whose identity
+  another CA issued, a leader that stole a follower's key and signed
+  itself leader's permissions with its own CA: no follower's function
+  changes, the leader counts its two followers only, and the followers
+  count the identities they refused, each named once in their logs;
+- a follower's enclave given to a leader, and to the rogue publisher: both
+  refused at their start (the enclave's permissions do not let it write
+  the time function);
+- an expired certificate (made under libfaketime), a governance document
+  tampered with, a missing key: shmclockd does not start, one line says
+  which file and why.
+
+Environment: SHMCLOCKD, ROGUE, SHMCLOCK_PKI, PYTHONPATH (the built module).
+"""
+import glob
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from hostsenv import check, ctl_at, remove, run, skip, start_daemon, wait_for
+
+SHMCLOCKD = os.environ["SHMCLOCKD"]
+ROGUE = os.environ["ROGUE"]
+PKI = os.environ["SHMCLOCK_PKI"]
+RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
+DOMAIN = 150 + random.randrange(80)
+procs = {}
+clocks = []
+rtdir = tempfile.mkdtemp(prefix="shmclock-secure-")
+
+try:
+    import shmclock
+except ImportError as e:
+    skip("the shmclock Python module was not built: %s" % e)
+if not shutil.which("openssl"):
+    skip("openssl is not installed (apt-get install openssl): shmclock-pki needs it")
+if not glob.glob("/usr/lib/*/libddsc0debian/libdds_security_auth.so"):
+    skip("Cyclone DDS's security plugins are not installed (libddsc0debian)")
+
+URI = ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
+       '</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>'
+       '<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>30'
+       '</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery>%s'
+       '</Domain></CycloneDDS>')
+ENV = dict(os.environ, CYCLONEDDS_URI=URI % "", SHMCLOCK_RUNTIME_DIR=rtdir)
+WIRE = "secure-%s" % RUN
+KS = os.path.join(rtdir, "keystore")
+ROGUE_KS = os.path.join(rtdir, "rogue-keystore")
+
+
+def pki(*args, env=None):
+    r = subprocess.run([PKI] + list(args), capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
+    if r.returncode:
+        raise RuntimeError("shmclock-pki %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r
+
+
+def enclave(name, ks=KS):
+    return os.path.join(ks, "enclaves", name)
+
+
+def start(tag, cfg, security):
+    name = "secure-%s-%s" % (RUN, tag)
+    clocks.append(name)
+    ros = {"Domain": DOMAIN}
+    if security:
+        ros["Security"] = security
+    procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Ros2=ros), ENV)
+    return name
+
+
+def refused_start(tag, cfg, security):
+    """shmclockd with @security that must not start: (exit status, its
+    stderr's lines, whether its control socket ever appeared)."""
+    name = "secure-%s-%s" % (RUN, tag)
+    clocks.append(name)
+    path = os.path.join(rtdir, tag + ".json")
+    with open(path, "w") as f:
+        f.write('{"Name": "%s", "TimeSource": "simulation", "Ros2": {"Domain": %d, '
+                '"Security": "%s"}, "Distribute": {"Publish": true, "Clock": "%s"}}'
+                % (name, DOMAIN, security, WIRE))
+    r = subprocess.run([SHMCLOCKD, "-c", path], capture_output=True, text=True, env=ENV,
+                       timeout=60)
+    lines = [l for l in r.stderr.splitlines() if " info: " not in l]
+    return r.returncode, lines, os.path.exists(os.path.join(rtdir, name + ".sock"))
+
+
+def ctl(name, cmd, **kw):
+    return ctl_at(os.path.join(rtdir, name + ".sock"), cmd, **kw)
+
+
+def status(name):
+    return ctl(name, "status").get("status", {})
+
+
+LEAD = {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": WIRE}}
+FOLLOW = {"TimeSource": "leader", "Distribute": {"Clock": WIRE}}
+
+
+def on_leader(lc, fc):
+    """The follower's reading lies between two of the leader's (within
+    1 us), both clocks in the same mode and jump epoch, the follower fresh."""
+    a, b, c = lc.info(), fc.info(), lc.info()
+    return (not b.stale and b.paused == a.paused and b.scale == a.scale and
+            a.jump_epoch == c.jump_epoch == b.jump_epoch and
+            min(a.sim_ns, c.sim_ns) - 1000 <= b.sim_ns <= max(a.sim_ns, c.sim_ns) + 1000)
+
+
+def follow_phase(leader, followers):
+    lc = shmclock.Clock(leader)
+    fcs = [shmclock.Clock(f) for f in followers]
+    check(wait_for(lambda: len(status(leader).get("distribute", {}).get("followers", [])) == 2 and
+                   all(on_leader(lc, fc) for fc in fcs), 30, 0.05),
+          "two secured followers are members of the secured leader, on its clock")
+    for cmd, kw in [("pause", {}), ("set", {"time": "100s"}), ("scale", {"value": 2}),
+                    ("resume", {}), ("scale", {"value": 0.5}), ("set", {"time": "5000s"})]:
+        r = ctl(leader, cmd, **kw)
+        check(r.get("ok"), "the leader takes %s %s" % (cmd, kw))
+        check(wait_for(lambda: all(on_leader(lc, fc) for fc in fcs), 10, 0.01),
+              "both followers follow %s %s" % (cmd, kw))
+    return lc, fcs
+
+
+def rogue_phase(leader, followers, lc, fcs):
+    before = {f: status(f) for f in followers}
+    lid = before[followers[0]]["distribute"]["leader"]
+    epochs = [fc.info().jump_epoch for fc in fcs]
+    # (a) A publisher without an identity: a newer function, committed,
+    # from a leader id of its own, over and over.
+    rogue = subprocess.Popen([ROGUE, str(DOMAIN), WIRE], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    procs["rogue"] = rogue
+    # A leader without an identity, one whose identity another CA issued,
+    # one with a follower's stolen key and permissions its own CA signed.
+    start("V", LEAD, None)
+    start("R", LEAD, enclave("rogue-lead", ROGUE_KS))
+    start("S", LEAD, os.path.join(rtdir, "stolen"))
+    written = 0
+    t_end = time.monotonic() + 4
+    while time.monotonic() < t_end:
+        now = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        rogue.stdin.write("rogue/1/1 %d %d %d %d 0 9 200000000 %d\n"
+                          % (1000, now, 999_000_000_000, 1 << 33, 1000))
+        rogue.stdin.flush()
+        written += rogue.stdout.readline().strip() == "ok"
+        time.sleep(0.05)
+    rogue.stdin.close()
+    rogue.wait(10)
+    check(written > 10, "the rogue publisher without an identity wrote %d functions" % written)
+    for f, fc, ep in zip(followers, fcs, epochs):
+        st = status(f)
+        d = st.get("distribute", {})
+        check(d.get("leader") == lid and not d.get("stale") and d.get("leaders") == 1,
+              "%s follows its secured leader alone (%s, %s leader(s) seen)"
+              % (f, d.get("leader"), d.get("leaders")))
+        check(fc.info().jump_epoch == ep and on_leader(lc, fc),
+              "%s: its clock is the secured leader's, no jump" % f)
+        ros = st.get("ros2", {})
+        peers = {p["peer"]: p for p in ros.get("security_refused_peers", [])}
+        named = [p for p in peers if "rogue-lead" in p]
+        check(ros.get("security") == enclave(f.rsplit("-", 1)[1]) and
+              ros.get("security_refused", 0) >= 1 and named,
+              "%s counts the identities it refused (%d), the other CA's by name: %s"
+              % (f, ros.get("security_refused", 0), sorted(peers)))
+        if named:
+            check("certificate" in peers[named[0]]["why"].lower(),
+                  "%s says why: %s" % (f, peers[named[0]]["why"]))
+        forged = [p for p in peers if p.startswith("participant ") and
+                  peers[p]["why"].startswith("its permissions")]
+        check(forged, "%s refused the stolen key's forged permissions: %s"
+              % (f, [peers[p]["why"][:60] for p in forged]))
+    log = open(os.path.join(rtdir, "F1.log")).read()
+    n = log.count("DDS Security refused /CN=rogue-lead")
+    check(n == 1, "the other CA's identity is named once in a follower's log (%d)" % n)
+    members = status(leader).get("distribute", {}).get("followers", [])
+    check(len(members) == 2, "the leader counts its two followers only (%d)" % len(members))
+    for tag in ("V", "R", "S"):
+        procs[tag].send_signal(signal.SIGTERM)
+        procs[tag].wait(10)
+
+
+def refused_phase():
+    # A follower's enclave, as a leader and as the rogue publisher.
+    rc, lines, sock = refused_start("B", LEAD, enclave("F2"))
+    check(rc != 0 and not sock and len(lines) == 1 and "Not Allowed By Security" in lines[0] and
+          "shmclock-pki(1)" in lines[0],
+          "a follower's enclave cannot lead: one line, no clock served (%d: %s)"
+          % (rc, " | ".join(lines)))
+    sec = ('<Security><Authentication><Library path="%(lib)s/libdds_security_auth.so" '
+           'initFunction="init_authentication" finalizeFunction="finalize_authentication"/>'
+           '<IdentityCA>file:%(e)s/identity_ca.cert.pem</IdentityCA><IdentityCertificate>'
+           'file:%(e)s/cert.pem</IdentityCertificate><PrivateKey>file:%(e)s/key.pem</PrivateKey>'
+           '</Authentication><AccessControl><Library path="%(lib)s/libdds_security_ac.so" '
+           'initFunction="init_access_control" finalizeFunction="finalize_access_control"/>'
+           '<Governance>file:%(e)s/governance.p7s</Governance><PermissionsCA>'
+           'file:%(e)s/permissions_ca.cert.pem</PermissionsCA><Permissions>'
+           'file:%(e)s/permissions.p7s</Permissions></AccessControl><Cryptographic><Library '
+           'path="%(lib)s/libdds_security_crypto.so" initFunction="init_crypto" '
+           'finalizeFunction="finalize_crypto"/></Cryptographic></Security>'
+           % {"lib": os.path.dirname(glob.glob("/usr/lib/*/libddsc0debian/libdds_security_auth.so")[0]),
+              "e": enclave("F2")})
+    r = subprocess.run([ROGUE, str(DOMAIN), WIRE], input="", capture_output=True, text=True,
+                       env=dict(ENV, CYCLONEDDS_URI=URI % sec), timeout=60)
+    check(r.returncode != 0 and "no writer: Not Allowed By Security" in r.stderr,
+          "the rogue publisher with a follower's enclave cannot write the time function (%d: %s)"
+          % (r.returncode, r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ""))
+    # Start-up errors: each one line, naming the file or the reason.
+    faked = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    if faked:
+        pki("follower", KS, "old", env={"LD_PRELOAD": faked[0], "FAKETIME": "-800d"})
+        rc, lines, sock = refused_start("X", LEAD, enclave("old"))
+        check(rc != 0 and not sock and len(lines) == 1 and "refused by DDS Security" in lines[0]
+              and "expired" in lines[0].lower(),
+              "an expired certificate: one line with the reason (%d: %s)" % (rc, " | ".join(lines)))
+    else:
+        print("# no libfaketime: the expired certificate is not tried", flush=True)
+    bad = os.path.join(rtdir, "tampered")
+    shutil.copytree(enclave("F2"), bad)
+    with open(os.path.join(bad, "governance.p7s"), "r+") as f:
+        text = f.read()
+        f.seek(0)
+        f.write(text.replace("<enable_join_access_control>true", "<enable_join_access_control>fals"))
+    rc, lines, sock = refused_start("T", LEAD, bad)
+    check(rc != 0 and not sock and len(lines) == 1 and "refused by DDS Security" in lines[0],
+          "a governance document tampered with: one line with the reason (%d: %s)"
+          % (rc, " | ".join(lines)))
+    os.unlink(os.path.join(bad, "key.pem"))
+    rc, lines, sock = refused_start("K", LEAD, bad)
+    check(rc != 0 and not sock and len(lines) == 1 and os.path.join(bad, "key.pem") in lines[0]
+          and "No such file" in lines[0],
+          "a missing key: one line naming the file (%d: %s)" % (rc, " | ".join(lines)))
+
+
+def main():
+    pki("init", KS, "--domain", str(DOMAIN))
+    for role, name in [("leader", "L"), ("follower", "F1"), ("follower", "F2")]:
+        pki(role, KS, name)
+    check(all(os.path.exists(os.path.join(enclave(n), f)) for n in ("L", "F1", "F2")
+              for f in ("cert.pem", "key.pem", "identity_ca.cert.pem", "permissions_ca.cert.pem",
+                        "governance.p7s", "permissions.p7s")),
+          "shmclock-pki makes a keystore and three enclaves in SROS2's layout")
+    pki("init", ROGUE_KS, "--domain", str(DOMAIN))
+    pki("leader", ROGUE_KS, "rogue-lead")
+    # The stolen key: F1's identity (the real CA's), with a governance and
+    # a leader's permissions for CN=F1 that the rogue CA signed.
+    pki("leader", ROGUE_KS, "F1")
+    stolen = os.path.join(rtdir, "stolen")
+    shutil.copytree(enclave("F1", ROGUE_KS), stolen)
+    for f in ("cert.pem", "key.pem", "identity_ca.cert.pem"):
+        shutil.copy(os.path.join(enclave("F1"), f), stolen)
+    leader = start("L", LEAD, enclave("L"))
+    followers = [start("F1", FOLLOW, enclave("F1")), start("F2", FOLLOW, enclave("F2"))]
+    lc, fcs = follow_phase(leader, followers)
+    rogue_phase(leader, followers, lc, fcs)
+    refused_phase()
+    for tag in ("L", "F1", "F2"):
+        procs[tag].send_signal(signal.SIGTERM)
+        check(procs[tag].wait(10) == 0, "%s stops cleanly on SIGTERM" % tag)
+
+
+def cleanup():
+    remove(list(procs.values()), clocks, rtdir)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *a: (cleanup(), sys.exit(1)))
+    run(main, cleanup, procs, rtdir)
