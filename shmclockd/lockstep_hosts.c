@@ -501,7 +501,8 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 		h->none_said = true;
 		log_msg(LOG_WARN, "lockstep: no lockstep leader heard for %.0f s: a leader without "
 				  "Lockstep is followed without Lockstep (doc/hosts.md); else check "
-				  "Distribute.Clock, Ros2.Domain and CYCLONEDDS_URI",
+				  "Distribute.Clock, Ros2.Domain, CYCLONEDDS_URI and Ros2.Security "
+				  "(hosts with and without it do not see each other)",
 			DIST_NONE_HINT_NS / 1e9);
 	}
 	/* Stale until the first time heard, and after three heartbeats of

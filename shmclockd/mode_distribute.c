@@ -297,8 +297,10 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 			d->flw.none_said = true;
 			log_msg(LOG_WARN, "distribute: no leader of clock '%s' heard for %.0f s: a "
 					  "leader in lockstep is followed only with Lockstep too "
-					  "(doc/lockstep.md); else check its Distribute.Clock, Ros2.Domain "
-					  "and CYCLONEDDS_URI", d->clock, DIST_NONE_HINT_NS / 1e9);
+					  "(doc/lockstep.md); else check its Distribute.Clock, Ros2.Domain, "
+					  "CYCLONEDDS_URI and Ros2.Security (hosts with and without it do "
+					  "not see each other, nor enclaves of two CAs)", d->clock,
+				DIST_NONE_HINT_NS / 1e9);
 		} else if (d->flw.created + DIST_NONE_HINT_NS < next) {
 			next = d->flw.created + DIST_NONE_HINT_NS;
 		}

@@ -6,13 +6,15 @@ with a keystore shmclock-pki makes here with Debian's openssl:
 
 - a secured leader and two secured followers: each follower takes every
   pause, set, scale and resume, its clock on the leader's (within 1 us of
-  two leader readings bracketing it);
+  two leader readings bracketing it); an unsecured follower beside them
+  never hears the leader and names Ros2.Security in its hint after 5 s;
 - rogues on the same domain and clock: a publisher without an identity
   sending a newer function, a leader without one, a leader whose identity
   another CA issued, a leader that stole a follower's key and signed
   itself leader's permissions with its own CA: no follower's function
   changes, the leader counts its two followers only, and the followers
-  count the identities they refused, each named once in their logs;
+  count the identities they refused, each named once in their logs (the
+  unsecured follower, meanwhile, follows the rogue publisher);
 - a follower's enclave given to a leader, and to the rogue publisher: both
   refused at their start (the enclave's permissions do not let it write
   the time function);
@@ -265,9 +267,23 @@ def main():
     for f in ("cert.pem", "key.pem", "identity_ca.cert.pem"):
         shutil.copy(os.path.join(enclave("F1"), f), stolen)
     leader = start("L", LEAD, enclave("L"))
+    # A follower without DDS Security: it never sees the secured leader,
+    # and says what to check.
+    unsecured = start("U", FOLLOW, None)
     followers = [start("F1", FOLLOW, enclave("F1")), start("F2", FOLLOW, enclave("F2"))]
     lc, fcs = follow_phase(leader, followers)
+    ulog = os.path.join(rtdir, "U.log")
+    check(wait_for(lambda: "Ros2.Security" in open(ulog).read(), 15, 0.1) and
+          "following leader" not in open(ulog).read(),
+          "an unsecured follower never hears the secured leader, and after 5 s its log names "
+          "Ros2.Security among what to check")
     rogue_phase(leader, followers, lc, fcs)
+    # What the secured followers were kept from: the unsecured one beside
+    # them followed the rogues.
+    led = [l for l in open(ulog).read().splitlines() if "following leader" in l]
+    check(led and "rogue/1/1" in " ".join(led),
+          "the unsecured follower beside them followed the rogue publisher: %s"
+          % (led[0][-100:] if led else "nothing"))
     refused_phase()
     for tag in ("L", "F1", "F2"):
         procs[tag].send_signal(signal.SIGTERM)
