@@ -41,6 +41,13 @@
  *     pairs one commit's mark with another's function (field st, checked
  *     with the rest as not torn; a follower marks and clears it with a
  *     commit of its own, or together with a function from its leader).
+ *     A commit of its own keeps the function (writer.c, W2n): it publishes
+ *     no cap (SHMCLOCK_ANCHOR_NONE, here 255), so a reader that finds it
+ *     in progress evaluates the function at its own clock reading instead
+ *     of freezing at an anchor, and withdraws the anchor after its commit
+ *     (X2). Mutants SAME_KEEPS_ANCHOR (X2 left out: the next update's
+ *     readers before its W2a take "no cap" for that update's) and
+ *     SAME_MOVES_FUNCTION (no cap for a pause) must fail.
  *     Without it the mark stays clear and adds no state.
  *   - with -DAHEAD (implies FREEZE), a change decided ahead (writer.c,
  *     set_function with SHMCLOCK_FN_AHEAD: the next line N1, next_seq N2,
@@ -209,6 +216,54 @@ commits:
 	do
 	:: ncommits < MAXC ->
 		ncommits++;
+#ifdef STALE
+		/* shmclock_writer_set_stale() (the source and the UNIX time of
+		 * zero alike): an update that keeps the function. */
+		if
+		:: true ->
+			/* W1: release fence (backup complete), then seq odd */
+			seq++; KILLPOINT;
+			/* W2: seq_cst fence (the clock reading anchors nothing) */
+#ifndef MUTANT_SAME_MOVES_FUNCTION
+			/* W2n: SHMCLOCK_ANCHOR_NONE, no cap */
+			anc = 255; KILLPOINT;
+			p_st = 1 - p_st;
+			p_gen = ncommits;
+			hist_eff[p_gen] = 0;             /* no instant: the function is the same */
+#else
+			/* wrong: no cap, and the clock paused at the anchor */
+			clock(mw); KILLPOINT;
+			anc = 255; KILLPOINT;
+			timefn(p_mb, p_sb, p_mult, mw, cur);
+			p_mb = mw; p_sb = cur; p_mult = 0;
+			p_gen = ncommits;
+			hist_eff[p_gen] = mw;
+#endif
+			d_step {
+				hist_mb[p_gen] = p_mb; hist_sb[p_gen] = p_sb;
+				hist_mult[p_gen] = p_mult; hist_ep[p_gen] = p_ep; hist_jb[p_gen] = p_jb;
+				hist_st[p_gen] = p_st
+			}
+			/* W4: the record stores */
+			d_step { r_mb = p_mb; r_sb = p_sb }; KILLPOINT;
+			d_step { r_mult = p_mult; r_ep = p_ep; r_jb = p_jb; r_st = p_st; r_gen = p_gen }; KILLPOINT;
+			/* W5: release store of the even seq */
+#ifdef AHEAD
+			d_step { seq++; nseq = seq }; KILLPOINT;
+#else
+			seq++; KILLPOINT;
+#endif
+			/* W6: release fence, then the backup stores */
+			d_step { b_mb = p_mb; b_sb = p_sb }; KILLPOINT;
+			d_step { b_mult = p_mult; b_ep = p_ep; b_jb = p_jb; b_st = p_st; b_gen = p_gen }; KILLPOINT;
+#ifndef MUTANT_SAME_KEEPS_ANCHOR
+			/* X2: the anchor withdrawn (the record's mono_base) */
+			anc = p_mb; KILLPOINT;
+#endif
+			goto commits
+		:: true -> skip
+		fi;
+#endif
 #ifdef MUTANT_ANCHOR_BEFORE_ODD
 		clock(mw);                   /* wrong: the anchor before seq is odd */
 #endif

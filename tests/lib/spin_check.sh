@@ -174,9 +174,12 @@ for m in ANCHOR_BEFORE_ODD NO_RECHECK NO_BACKUP_RECHECK CLOCK_AFTER_RECHECK NO_A
 	NO_ANCHOR_WITHDRAW NO_JUMP_TOTAL JUMP_TOTAL_AFTER_RECHECK BASE_BEFORE_ANCHOR; do
 	verify fails $small -DMUTANT_$m
 done
-# The stale mark (a commit that sets or clears SHMCLOCK_F_STALE).
+# The stale mark (a commit that sets or clears SHMCLOCK_F_STALE, alone:
+# the function kept, no cap, W2n X2; or with a function).
 verify holds $small -DSTALE
-verify fails $small -DSTALE -DMUTANT_STALE_AFTER_RECHECK
+for m in STALE_AFTER_RECHECK SAME_KEEPS_ANCHOR SAME_MOVES_FUNCTION; do
+	verify fails $small -DSTALE -DMUTANT_$m
+done
 # Changes scheduled at an instant (freeze_at, W2b).
 verify holds $small -DFREEZE
 verify fails $small -DFREEZE -DMUTANT_FREEZE_EARLY_COMMIT
