@@ -27,6 +27,7 @@ struct bench_opts {
 	int subscribers;    /* propagate */
 	const char *followers; /* hosts: a fleet of each size listed ("1,2,4") */
 	bool hosts;         /* lockstep: between two hosts (network namespaces) */
+	bool secure;        /* hosts: with and without DDS Security */
 };
 
 /* A summary of a set of samples (sorted in place). */
@@ -126,6 +127,8 @@ int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_panel(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_hosts(const struct bench_opts *o, cJSON *out);
+/* hosts --secure (hosts_secure.c). */
+int bench_hosts_secure(const struct bench_opts *o, cJSON *out);
 int bench_fleet(const struct bench_opts *o, cJSON *out);
 int bench_bindings(const struct bench_opts *o, cJSON *out);
 /* Runs argv (execvp) with @env ("K=V" strings, NULL-terminated; may be

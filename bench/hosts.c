@@ -468,6 +468,9 @@ out:
 
 int bench_hosts(const struct bench_opts *o, cJSON *out)
 {
-	/* --followers: a fleet of each size (fleet.c) instead. */
+	/* --followers: a fleet of each size (fleet.c) instead; --secure: the
+	 * cost of DDS Security (hosts_secure.c). */
+	if (o->secure)
+		return bench_hosts_secure(o, out);
 	return o->followers ? bench_fleet(o, out) : hosts_one(o, out);
 }

@@ -35,7 +35,9 @@ static void usage(FILE *f)
 	      "             followers; control to commit on every host; with a CPU hog.\n"
 	      "             With --followers: a fleet of each size, in a network namespace of\n"
 	      "             its own (root): commit, Lead, CPU and datagrams/s at rest and at\n"
-	      "             10 changes/s, against the first size\n"
+	      "             10 changes/s, against the first size. With --secure: a leader\n"
+	      "             and 3 followers without and with DDS Security (shmclock-pki's\n"
+	      "             enclaves): control to commit, messages/s and CPU at rest\n"
 	      "  flood      shmclockd's tick lateness at 10 kHz under a connection flood and\n"
 	      "             slow clients vs the same CPU load without sockets\n"
 	      "  panel      shmclockd's tick lateness and CPU with shmclock-panel serving 10\n"
@@ -72,6 +74,7 @@ static void usage(FILE *f)
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -F, --followers LIST hosts: fleets of these sizes, e.g. 1,2,4,8,16 (1 to 32)\n"
 	      "  -H, --hosts          lockstep: between two hosts (root)\n"
+	      "  -X, --secure         hosts: without and with DDS Security\n"
 	      "  -h, --help           this help\n",
 	      f);
 }
@@ -128,13 +131,14 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 		{ "subscribers", required_argument, NULL, 'S' },
 		{ "followers", required_argument, NULL, 'F' },
 		{ "hosts", no_argument, NULL, 'H' },
+		{ "secure", no_argument, NULL, 'X' },
 		CLI_OPTION_HELP,
 		{ 0 },
 	};
 	double v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:F:Hh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qj:s:b:p:d:S:F:HXh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q':
 			o->quick = true;
@@ -170,6 +174,9 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'H':
 			o->hosts = true;
+			break;
+		case 'X':
+			o->secure = true;
 			break;
 		case 'h':
 		default:
