@@ -141,8 +141,9 @@ static int dds_fail(char *err, size_t errlen, const char *what, dds_return_t rc)
 {
 	snprintf(err, errlen, "DDS: %s: %s%s", what, dds_strretcode(rc),
 		 rc == DDS_RETCODE_NOT_ALLOWED_BY_SECURITY
-			 ? " (the enclave's permissions do not give this daemon's role that topic: "
-			   "a leader's enclave for a leader, a follower's for a follower, shmclock-pki(1))"
+			 ? " (the enclave's permissions do not give this daemon that topic for this "
+			   "clock: a leader's enclave to lead, a follower's to follow, each for its "
+			   "clocks, shmclock-pki(1))"
 			 : "");
 	return -EIO;
 }
@@ -406,14 +407,42 @@ static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
  * current function from the leader's history at once), keep last @depth
  * per clock. TimeAck's: reliable, volatile (a dead follower's last word is
  * no member), keep last @depth per follower. */
-static dds_qos_t *dist_qos(int depth, bool history)
+/* The hosts channel's QoS. Secured (Ros2.Security), every writer and
+ * reader of clock @clock is in its partition "shmclock.CLOCK", so that a
+ * permissions document can name the clocks an identity may lead or follow
+ * (shmclock-pki --clock); unsecured, in the default one, as always. */
+/* A partition with a clock's name (dist_clock, ls_clock: 64 at most). */
+#define ROS2_SEC_PARTITION_LEN (ROS2_ECHO_PARTITION_LEN + 64 + 2)
+
+static dds_qos_t *dist_qos(const struct ros2 *r, const char *clock, int depth, bool history)
 {
 	dds_qos_t *q = dds_create_qos();
 
 	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
 	dds_qset_durability(q, history ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
+	if (r->sec) {
+		char part[ROS2_SEC_PARTITION_LEN];
+
+		snprintf(part, sizeof(part), "shmclock.%s", clock);
+		dds_qset_partition1(q, part);
+	}
 	return q;
+}
+
+/* A follower's echo partition (ros2_echo_partition); secured, with the
+ * clock's name in it, so that permissions can name it too
+ * ("shmclock.echo.CLOCK.*"). */
+static void echo_partition(const struct ros2 *r, char *buf, size_t len, const char *clock,
+			   const char *follower)
+{
+	char h[ROS2_ECHO_PARTITION_LEN];
+
+	ros2_echo_partition(h, sizeof(h), clock, follower);
+	if (r->sec)
+		snprintf(buf, len, "shmclock.echo.%s.%s", clock, h + strlen("shmclock.echo."));
+	else
+		snprintf(buf, len, "%s", h);
 }
 
 static int ack_topic(struct ros2 *r, char *err, size_t errlen)
@@ -567,7 +596,7 @@ static int dist_ack(struct ros2 *r, const struct dist_ack *a, bool reliable)
 static dds_entity_t echo_writer_of(struct ros2 *r, const char *follower)
 {
 	struct echo_to *e = NULL;
-	char part[ROS2_ECHO_PARTITION_LEN];
+	char part[ROS2_SEC_PARTITION_LEN];
 	dds_qos_t *qos;
 
 	for (unsigned i = 0; i < DIST_ECHO_WRITERS; i++)
@@ -590,8 +619,8 @@ static dds_entity_t echo_writer_of(struct ros2 *r, const char *follower)
 	if (e->w > 0)
 		dds_delete(e->w);
 	memset(e, 0, sizeof(*e));
-	ros2_echo_partition(part, sizeof(part), r->dist_clock, follower);
-	qos = dist_qos(1, true);
+	echo_partition(r, part, sizeof(part), r->dist_clock, follower);
+	qos = dist_qos(r, r->dist_clock, 1, true);
 	dds_qset_partition1(qos, part);
 	e->w = dds_create_writer(r->participant, r->echo_topic, qos, NULL);
 	dds_delete_qos(qos);
@@ -667,12 +696,12 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	 * announcements and their repetitions, which reliable delivery would
 	 * hold behind a lost sample until DDS repairs it (in order; Cyclone
 	 * does so for a best-effort reader of a reliable writer too). */
-	qos = dist_qos(1, true);
+	qos = dist_qos(r, r->dist_clock, 1, true);
 	r->dist_writer = dds_create_writer(r->participant, r->dist_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->dist_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeFunction writer", r->dist_writer);
-	qos = dist_qos(1, false);
+	qos = dist_qos(r, r->dist_clock, 1, false);
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	r->dist_fast_writer = dds_create_writer(r->participant, r->dist_topic, qos, NULL);
 	dds_delete_qos(qos);
@@ -682,8 +711,8 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	/* Two readers: a reliable one for the leases (a best-effort writer
 	 * does not match it) and a best-effort one for the acknowledgements
 	 * (it takes the leases too: duplicates are harmless). */
-	qos = dist_qos(16, false);
-	qos2 = dist_qos(16, false);
+	qos = dist_qos(r, r->dist_clock, 16, false);
+	qos2 = dist_qos(r, r->dist_clock, 16, false);
 	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
 	rc = follower_start(r, &r->acks, r->ack_topic, qos, qos2, ack_main, "TimeAck", err, errlen);
 	dds_delete_qos(qos);
@@ -861,7 +890,7 @@ static void *dist_main(void *arg)
 static int dist_follow(struct ros2 *r, const char *clock, const char *self, int64_t stale_ns,
 		       char *err, size_t errlen)
 {
-	char part[ROS2_ECHO_PARTITION_LEN];
+	char part[ROS2_SEC_PARTITION_LEN];
 	dds_qos_t *qos, *qos2;
 	int rc = dist_topic(r, err, errlen);
 
@@ -875,13 +904,13 @@ static int dist_follow(struct ros2 *r, const char *clock, const char *self, int6
 		return rc;
 	/* Best effort: a follower acknowledges again at each repetition of
 	 * an announcement, no retransmission in order behind a lost one. */
-	qos = dist_qos(1, false);
+	qos = dist_qos(r, r->dist_clock, 1, false);
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	r->ack_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->ack_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_writer);
-	qos = dist_qos(1, false);
+	qos = dist_qos(r, r->dist_clock, 1, false);
 	r->ack_lease_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->ack_lease_writer < 0)
@@ -889,8 +918,8 @@ static int dist_follow(struct ros2 *r, const char *clock, const char *self, int6
 	/* The echoes first: the thread waits for them too. Its own only
 	 * (its partition), the last one written before the leader's writer
 	 * matched it too (transient-local). */
-	qos = dist_qos(4, true);
-	ros2_echo_partition(part, sizeof(part), clock, self);
+	qos = dist_qos(r, r->dist_clock, 4, true);
+	echo_partition(r, part, sizeof(part), clock, self);
 	dds_qset_partition1(qos, part);
 	r->echo_reader = dds_create_reader(r->participant, r->echo_topic, qos, NULL);
 	dds_delete_qos(qos);
@@ -899,8 +928,8 @@ static int dist_follow(struct ros2 *r, const char *clock, const char *self, int6
 	r->echo_cond = dds_create_readcondition(r->echo_reader, DDS_ANY_STATE);
 	if (r->echo_cond < 0)
 		return dds_fail(err, errlen, "cannot wait for TimeEcho", r->echo_cond);
-	qos = dist_qos(4, true);
-	qos2 = dist_qos(DIST_DEPTH, false);
+	qos = dist_qos(r, r->dist_clock, 4, true);
+	qos2 = dist_qos(r, r->dist_clock, DIST_DEPTH, false);
 	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
 	rc = follower_start(r, &r->fn, r->dist_topic, qos, qos2, dist_main, "TimeFunction", err,
 			    errlen);
@@ -1016,7 +1045,7 @@ static void ls_on_times(dds_entity_t reader, void *arg)
 static int ls_reader(struct ros2 *r, dds_entity_t topic, void (*fn)(dds_entity_t, void *),
 		     dds_entity_t *out, const char *what, char *err, size_t errlen)
 {
-	dds_qos_t *qos = dist_qos(4, false); /* deep enough for every host's promise at once */
+	dds_qos_t *qos = dist_qos(r, r->ls_clock, 4, false); /* deep enough for every host's promise at once */
 	dds_listener_t *l = dds_create_listener(r);
 
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
@@ -1035,7 +1064,7 @@ static int ls_reader(struct ros2 *r, dds_entity_t topic, void (*fn)(dds_entity_t
 
 static int ls_writer(struct ros2 *r, dds_entity_t topic, char *err, size_t errlen)
 {
-	dds_qos_t *qos = dist_qos(1, false);
+	dds_qos_t *qos = dist_qos(r, r->ls_clock, 1, false);
 
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	/* Above Cyclone's SynchronousDeliveryPriorityThreshold (0): the

@@ -15,9 +15,9 @@ with a keystore shmclock-pki makes here with Debian's openssl:
   changes, the leader counts its two followers only, and the followers
   count the identities they refused, each named once in their logs (the
   unsecured follower, meanwhile, follows the rogue publisher);
-- a follower's enclave given to a leader, and to the rogue publisher: both
-  refused at their start (the enclave's permissions do not let it write
-  the time function);
+- a follower's enclave given to a leader, and to the rogue publisher, and a
+  leader's enclave for another clock: each refused at its start (the
+  enclave's permissions do not let it write this clock's time function);
 - an expired certificate (made under libfaketime), a governance document
   tampered with, a missing key: shmclockd does not start, one line says
   which file and why.
@@ -27,6 +27,7 @@ Environment: SHMCLOCKD, ROGUE, SHMCLOCK_PKI, PYTHONPATH (the built module).
 import glob
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -99,7 +100,9 @@ def refused_start(tag, cfg, security):
                 % (name, DOMAIN, security, WIRE))
     r = subprocess.run([SHMCLOCKD, "-c", path], capture_output=True, text=True, env=ENV,
                        timeout=60)
-    lines = [l for l in r.stderr.splitlines() if " info: " not in l]
+    # The error, without the log's timestamped lines (peers refused
+    # meanwhile, the start's own steps).
+    lines = [l for l in r.stderr.splitlines() if not re.match(r"\d\d:\d\d:\d\d\.\d{3} shmclockd ", l)]
     return r.returncode, lines, os.path.exists(os.path.join(rtdir, name + ".sock"))
 
 
@@ -204,6 +207,11 @@ def refused_phase():
           "shmclock-pki(1)" in lines[0],
           "a follower's enclave cannot lead: one line, no clock served (%d: %s)"
           % (rc, " | ".join(lines)))
+    # A leader's enclave for another clock (shmclock-pki --clock).
+    rc, lines, sock = refused_start("O", LEAD, enclave("elsewhere"))
+    check(rc != 0 and not sock and len(lines) == 1 and "Not Allowed By Security" in lines[0],
+          "a leader's enclave for another clock cannot lead this one (%d: %s)"
+          % (rc, " | ".join(lines)))
     sec = ('<Security><Authentication><Library path="%(lib)s/libdds_security_auth.so" '
            'initFunction="init_authentication" finalizeFunction="finalize_authentication"/>'
            '<IdentityCA>file:%(e)s/identity_ca.cert.pem</IdentityCA><IdentityCertificate>'
@@ -251,8 +259,11 @@ def refused_phase():
 
 def main():
     pki("init", KS, "--domain", str(DOMAIN))
+    # Enclaves for this clock alone (shmclock-pki --clock), and a leader's
+    # for another clock.
     for role, name in [("leader", "L"), ("follower", "F1"), ("follower", "F2")]:
-        pki(role, KS, name)
+        pki(role, KS, name, "--clock", WIRE)
+    pki("leader", KS, "elsewhere", "--clock", WIRE + "-other")
     check(all(os.path.exists(os.path.join(enclave(n), f)) for n in ("L", "F1", "F2")
               for f in ("cert.pem", "key.pem", "identity_ca.cert.pem", "permissions_ca.cert.pem",
                         "governance.p7s", "permissions.p7s")),
