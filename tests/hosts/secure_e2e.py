@@ -22,7 +22,12 @@ with a keystore shmclock-pki makes here with Debian's openssl:
   tampered with, a missing key: shmclockd does not start, one line says
   which file and why.
 
-Environment: SHMCLOCKD, ROGUE, SHMCLOCK_PKI, PYTHONPATH (the built module).
+- lockstep between hosts, secured: a leader host and a follower host run
+  their participants to 1 s; an unsecured follower host whose participant
+  would hold the clock a minute is not counted.
+
+Environment: SHMCLOCKD, ROGUE, LS_PARTICIPANT, SHMCLOCK_PKI, PYTHONPATH (the
+built module).
 """
 import glob
 import os
@@ -39,6 +44,7 @@ from hostsenv import check, ctl_at, remove, run, skip, start_daemon, wait_for
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 ROGUE = os.environ["ROGUE"]
+LSP = os.environ["LS_PARTICIPANT"]
 PKI = os.environ["SHMCLOCK_PKI"]
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
 DOMAIN = 150 + random.randrange(80)
@@ -257,6 +263,47 @@ def refused_phase():
           "a missing key: one line naming the file (%d: %s)" % (rc, " | ".join(lines)))
 
 
+def lockstep_phase():
+    """Lockstep between hosts, secured: a leader host and a follower host,
+    a participant on each, run to 1 s; an unsecured follower host of the
+    same clock beside them, whose participant would hold the clock for a
+    minute, is not counted."""
+    w2 = WIRE + "-ls"
+    pki("leader", KS, "LL", "--clock", w2)
+    pki("follower", KS, "FL", "--clock", w2)
+    lead = start("LL", {"TimeSource": "fixed", "Lockstep": {"Participants": 2},
+                        "Distribute": {"Publish": True, "Clock": w2}}, enclave("LL"))
+    fol = start("FL", {"TimeSource": "leader", "Lockstep": {"Participants": 1},
+                       "Distribute": {"Clock": w2}}, enclave("FL"))
+    rogue = start("RL", {"TimeSource": "leader", "Lockstep": {"Participants": 1},
+                         "Distribute": {"Clock": w2}}, None)
+    ps = []
+    for clock, who, period, work in [(rogue, "holder", 10_000_000, 60_000_000),
+                                     (lead, "a", 10_000_000, 0), (fol, "b", 20_000_000, 0)]:
+        argv = [LSP, clock, who, str(period), "1000000000"]
+        if work:
+            argv += ["--work-us", str(work)]
+        ps.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True))
+        procs["ls-" + who] = ps[-1]
+    done = []
+    for p in ps[1:]:
+        try:
+            p.communicate(timeout=60)
+            done.append(p.returncode)
+        except subprocess.TimeoutExpired:
+            done.append(None)
+    hosts = status(lead).get("lockstep", {}).get("hosts", [])
+    check(done == [0, 0] and len(hosts) == 1,
+          "secured lockstep between hosts: both participants run to 1 s (%s), the leader counts "
+          "one follower host (%d), not the unsecured one whose participant holds" % (done, len(hosts)))
+    ps[0].kill()
+    ps[0].wait()
+    for tag in ("LL", "FL", "RL"):
+        procs[tag].send_signal(signal.SIGTERM)
+        procs[tag].wait(10)
+
+
 def main():
     pki("init", KS, "--domain", str(DOMAIN))
     # Enclaves for this clock alone (shmclock-pki --clock), and a leader's
@@ -296,6 +343,7 @@ def main():
           "the unsecured follower beside them followed the rogue publisher: %s"
           % (led[0][-100:] if led else "nothing"))
     refused_phase()
+    lockstep_phase()
     for tag in ("L", "F1", "F2"):
         procs[tag].send_signal(signal.SIGTERM)
         check(procs[tag].wait(10) == 0, "%s stops cleanly on SIGTERM" % tag)
