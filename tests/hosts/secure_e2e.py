@@ -22,6 +22,7 @@ with a keystore shmclock-pki makes here with Debian's openssl:
   tampered with, a missing key: shmclockd does not start, one line says
   which file and why.
 
+- the README's secured set-up commands, run as written;
 - lockstep between hosts, secured: a leader host and a follower host run
   their participants to 1 s; an unsecured follower host whose participant
   would hold the clock a minute is not counted.
@@ -30,6 +31,7 @@ Environment: SHMCLOCKD, ROGUE, LS_PARTICIPANT, SHMCLOCK_PKI, PYTHONPATH (the
 built module).
 """
 import glob
+import json
 import os
 import random
 import re
@@ -162,7 +164,8 @@ def rogue_phase(leader, followers, lc, fcs):
     start("V", LEAD, None)
     start("R", LEAD, enclave("rogue-lead", ROGUE_KS))
     start("S", LEAD, os.path.join(rtdir, "stolen"))
-    written = 0
+    written = acks = 0
+    term = status(leader).get("distribute", {}).get("term", 1)
     t_end = time.monotonic() + 4
     while time.monotonic() < t_end:
         now = time.clock_gettime_ns(time.CLOCK_REALTIME)
@@ -170,10 +173,16 @@ def rogue_phase(leader, followers, lc, fcs):
                           % (1000, now, 999_000_000_000, 1 << 33, 1000))
         rogue.stdin.flush()
         written += rogue.stdout.readline().strip() == "ok"
+        # A forged member of the secured leader: a 60 s lease that, were
+        # it counted, would hold each change for it.
+        rogue.stdin.write("ack rogue-f/1/1 %s %d 0 0 0 60000000000 0 0 0\n" % (lid, term))
+        rogue.stdin.flush()
+        acks += rogue.stdout.readline().strip() == "ok"
         time.sleep(0.05)
     rogue.stdin.close()
     rogue.wait(10)
-    check(written > 10, "the rogue publisher without an identity wrote %d functions" % written)
+    check(written > 10 and acks > 10, "the rogue publisher without an identity wrote %d functions "
+          "and %d leases of a forged member" % (written, acks))
     for f, fc, ep in zip(followers, fcs, epochs):
         st = status(f)
         d = st.get("distribute", {})
@@ -200,7 +209,11 @@ def rogue_phase(leader, followers, lc, fcs):
     n = log.count("DDS Security refused /CN=rogue-lead")
     check(n == 1, "the other CA's identity is named once in a follower's log (%d)" % n)
     members = status(leader).get("distribute", {}).get("followers", [])
-    check(len(members) == 2, "the leader counts its two followers only (%d)" % len(members))
+    check(len(members) == 2 and not any("rogue" in json.dumps(m) for m in members),
+          "the leader counts its two followers only, not the forged one (%d)" % len(members))
+    check(ctl(leader, "pause").get("ok") and ctl(leader, "resume").get("ok") and
+          all(wait_for(lambda: on_leader(lc, fc), 10, 0.01) for fc in fcs),
+          "the leader's changes are not held for the forged member; both followers take them")
     for tag in ("V", "R", "S"):
         procs[tag].send_signal(signal.SIGTERM)
         procs[tag].wait(10)
@@ -304,7 +317,26 @@ def lockstep_phase():
         procs[tag].wait(10)
 
 
+def readme_phase():
+    """The README's secured set-up, run as written (its shmclock-pki line)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(PKI)))
+    text = open(os.path.join(root, "README.md")).read()
+    m = re.search(r"`(shmclock-pki init [^`]*)`", text)
+    if not check(m, "the README's Several hosts gives the secured set-up's commands"):
+        return
+    work = os.path.join(rtdir, "readme")
+    os.makedirs(work)
+    r = subprocess.run(["sh", "-c", m.group(1)], cwd=work, capture_output=True, text=True,
+                       env=dict(os.environ, PATH=os.path.dirname(os.path.abspath(PKI)) + ":" +
+                                os.environ.get("PATH", "")))
+    made = sorted(glob.glob(os.path.join(work, "keys", "enclaves", "*", "permissions.p7s")))
+    check(r.returncode == 0 and len(made) == 2,
+          "the README's commands run as written: %s (%d enclaves)%s"
+          % (m.group(1), len(made), "" if r.returncode == 0 else ": " + r.stderr.strip()))
+
+
 def main():
+    readme_phase()
     pki("init", KS, "--domain", str(DOMAIN))
     # Enclaves for this clock alone (shmclock-pki --clock), and a leader's
     # for another clock.
