@@ -180,6 +180,8 @@ static int ros2_open(struct ros2 **out, int domain, const struct ros2_host *host
 			return e;
 		}
 	}
+	if (r->sec)
+		ros2_sec_domain(r->sec, domain);
 	r->participant = dds_create_participant((dds_domainid_t)domain, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->participant < 0 && r->sec) {

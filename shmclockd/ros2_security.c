@@ -38,6 +38,7 @@ struct ros2_sec {
 	int others;                  /* other messages logged */
 	bool listening;
 	bool opening;                /* until ros2_sec_opened: messages kept, not logged */
+	dds_entity_t domain;         /* ros2_sec_domain's, or 0 */
 };
 
 /* An enclave directory's files (SROS2's layout) and the DDS Security
@@ -157,6 +158,78 @@ static bool refusal(const char *msg, char *peer, size_t pn, char *why, size_t wn
 	return false;
 }
 
+/* A refusal of @peer: counted, named once (at most ROS2_SEC_PEERS).
+ * Under s->mu. */
+static void count_refusal(struct ros2_sec *s, const char *peer, const char *why)
+{
+	int i;
+
+	s->refused++;
+	for (i = 0; i < s->npeers && strcmp(s->peers[i].peer, peer); i++)
+		;
+	if (i < s->npeers) {
+		s->peers[i].count++;
+	} else if (s->npeers < ROS2_SEC_PEERS) {
+		struct ros2_refused *r = &s->peers[s->npeers++];
+
+		snprintf(r->peer, sizeof(r->peer), "%s", peer);
+		snprintf(r->why, sizeof(r->why), "%s", why);
+		r->count = 1;
+		s->log(LOG_WARN, "DDS Security refused %s: %s (counted: status ros2.security_refused)",
+		       peer, why);
+	} else if (!s->unnamed++) {
+		s->log(LOG_WARN, "DDS Security refused more than %d peers: the others are only "
+				 "counted (status ros2.security_refused)", ROS2_SEC_PEERS);
+	}
+}
+
+/* Cyclone's trace sink, discovery only (ros2_sec_domain): a participant
+ * without DDS Security is refused silently, endpoint by endpoint ("Non
+ * secure remote writer GUID is not allowed"); counted here under its
+ * participant's GUID prefix. */
+static void on_trace(void *ctx, const dds_log_data_t *d)
+{
+	static const char *const to_space[] = { " ", NULL };
+	struct ros2_sec *s = ctx;
+	const char *p = strstr(d->message, "Non secure remote ");
+	char guid[64], peer[96];
+	char *colon;
+
+	if (!p || !(p = strchr(p + 18, ' ')))
+		return;
+	cut(p + 1, to_space, guid, sizeof(guid));
+	/* The participant: the GUID less its entity id (the last field). */
+	if ((colon = strrchr(guid, ':')))
+		*colon = 0;
+	snprintf(peer, sizeof(peer), "participant %s", guid);
+	pthread_mutex_lock(&s->mu);
+	count_refusal(s, peer, "it has no DDS Security: none of its writers and readers is matched");
+	pthread_mutex_unlock(&s->mu);
+}
+
+dds_entity_t ros2_sec_domain(struct ros2_sec *s, int domain)
+{
+	static const char frag[] = "<CycloneDDS><Domain id=\"any\"><Tracing><Category>discovery"
+				   "</Category><OutputFile>/dev/null</OutputFile></Tracing></Domain>"
+				   "</CycloneDDS>";
+	const char *uri = getenv("CYCLONEDDS_URI");
+	char *cfg = NULL;
+	dds_entity_t d;
+
+	/* Tracing the user set up is theirs: then such peers are not counted. */
+	if (uri && strstr(uri, "<Tracing"))
+		return 0;
+	if (asprintf(&cfg, "%s%s%s", uri && *uri ? uri : "", uri && *uri ? "," : "", frag) < 0)
+		return 0;
+	d = dds_create_domain((dds_domainid_t)domain, cfg);
+	free(cfg);
+	if (d < 0)
+		return 0; /* (made already: the participant takes it as it is) */
+	s->domain = d;
+	dds_set_trace_sink(on_trace, s);
+	return d;
+}
+
 /* Cyclone's log sink (any of its threads). */
 static void on_message(void *ctx, const dds_log_data_t *d)
 {
@@ -171,25 +244,7 @@ static void on_message(void *ctx, const dds_log_data_t *d)
 	pthread_mutex_lock(&s->mu);
 	cut(msg, to_eol, s->said, sizeof(s->said));
 	if (refusal(msg, peer, sizeof(peer), why, sizeof(why))) {
-		int i;
-
-		s->refused++;
-		for (i = 0; i < s->npeers && strcmp(s->peers[i].peer, peer); i++)
-			;
-		if (i < s->npeers) {
-			s->peers[i].count++;
-		} else if (s->npeers < ROS2_SEC_PEERS) {
-			struct ros2_refused *r = &s->peers[s->npeers++];
-
-			snprintf(r->peer, sizeof(r->peer), "%s", peer);
-			snprintf(r->why, sizeof(r->why), "%s", why);
-			r->count = 1;
-			s->log(LOG_WARN, "DDS Security refused %s: %s (counted: status ros2.security_refused)",
-			       peer, why);
-		} else if (!s->unnamed++) {
-			s->log(LOG_WARN, "DDS Security refused more than %d peers: the others are only "
-					 "counted (status ros2.security_refused)", ROS2_SEC_PEERS);
-		}
+		count_refusal(s, peer, why);
 	} else if (s->opening) {
 		/* The participant being made: its reason goes into the one line
 		 * that says it was refused (ros2_sec_said). */
@@ -249,6 +304,7 @@ int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen)
 	/* Synchronous: every Cyclone thread uses it once this returns. */
 	s->opening = true;
 	dds_set_log_sink(on_message, s);
+
 	s->listening = true;
 	return 0;
 }
@@ -279,9 +335,13 @@ void ros2_sec_free(struct ros2_sec *s)
 {
 	if (!s)
 		return;
+	if (s->domain > 0)
+		dds_delete(s->domain);
 	/* Synchronous too: no Cyclone thread is in on_message after it. */
 	if (s->listening)
 		dds_set_log_sink(NULL, NULL);
+	if (s->domain > 0)
+		dds_set_trace_sink(NULL, NULL);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -27,6 +27,13 @@ struct ros2_sec *ros2_sec_new(const char *dir,
  * names the file. */
 int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen);
 
+/* Before the participant: its domain, made with CYCLONEDDS_URI's
+ * configuration plus discovery tracing to a sink of ours (to /dev/null
+ * otherwise), so that a participant without DDS Security, which Cyclone
+ * refuses without a word in its log, is counted too. 0 when the user's
+ * configuration traces itself (left as it is) or the domain exists. */
+dds_entity_t ros2_sec_domain(struct ros2_sec *s, int domain);
+
 /* The participant is made: Cyclone's other messages are logged from now
  * on (before, only kept for ros2_sec_said; refusals of peers always). */
 void ros2_sec_opened(struct ros2_sec *s);
