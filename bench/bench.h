@@ -97,6 +97,10 @@ struct bench_ticks {
 	uint64_t hist[LATEHIST_N];
 	double answered, errors, dropped, evicted;
 };
+/* The first @key in the status of daemon @name (its socket in @rt): a
+ * number, 1 or 0 for true or false; -1 when it is not there or the daemon
+ * does not answer. */
+double bench_status_num(const char *rt, const char *name, const char *key);
 /* Asks the daemon at @sock for status. 0, or -1. */
 int bench_ticks_get(const char *sock, struct bench_ticks *t);
 /* @out = @b - @a: what happened between two status replies. */

@@ -350,3 +350,18 @@ int bench_runtime_dir(char *rt, size_t len)
 	setenv("SHMCLOCK_RUNTIME_DIR", rt, 1);
 	return 0;
 }
+
+double bench_status_num(const char *rt, const char *name, const char *key)
+{
+	char buf[16384], pat[80], *p, sock[256];
+
+	snprintf(sock, sizeof(sock), "%s/%s.sock", rt, name);
+	if (control_client_request(sock, "{\"v\":1,\"cmd\":\"status\"}\n", buf, sizeof(buf), 10000))
+		return -1;
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(buf, pat);
+	if (!p)
+		return -1;
+	p += strlen(pat);
+	return !strncmp(p, "true", 4) ? 1 : !strncmp(p, "false", 5) ? 0 : strtod(p, NULL);
+}

@@ -80,19 +80,6 @@ static void hogs(pid_t *pids, int n, bool start)
 	}
 }
 
-/* A number from a clock's status ("late_changes", "sent"). */
-static double status_num(const char *rt, const char *name, const char *key)
-{
-	char buf[8192], pat[64], *p, sock[256];
-
-	snprintf(sock, sizeof(sock), "%s/%s.sock", rt, name);
-	if (control_client_request(sock, "{\"v\":1,\"cmd\":\"status\"}\n", buf, sizeof(buf), 10000))
-		return -1;
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(buf, pat);
-	return p ? strtod(p + strlen(pat), NULL) : -1;
-}
-
 struct pub {
 	int domain, hz;
 	const char *leader;
@@ -342,7 +329,7 @@ static int hosts_one(const struct bench_opts *o, cJSON *out)
 	/* The same with a CPU hog on every core: the time function's error
 	 * and the changes that reached the follower after their instant. */
 	struct scenario hs = sc;
-	double late0 = status_num(rt, names[1], "late_changes"), late1;
+	double late0 = bench_status_num(rt, names[1], "late_changes"), late1;
 	struct bench_stats hst;
 
 	hs.n = 0;
@@ -356,20 +343,20 @@ static int hosts_one(const struct bench_opts *o, cJSON *out)
 	for (long c = 0; c < changes / 2 && !one_change(&hs); c++)
 		;
 	hogs(hog, nhog, false);
-	late1 = status_num(rt, names[1], "late_changes");
+	late1 = bench_status_num(rt, names[1], "late_changes");
 	hst = bench_summarise(hs.err[1], hs.n);
 
 	/* Steady state: the messages of a clock nobody changes: the leader's
 	 * heartbeats and the three function followers' leases (two-phase). */
-	double s0 = status_num(rt, names[0], "sent"), a0 = 0, a1 = 0;
+	double s0 = bench_status_num(rt, names[0], "sent"), a0 = 0, a1 = 0;
 
 	for (int h = 1; h < NTIMED; h++)
-		a0 += status_num(rt, names[timed[h]], "acks_sent");
+		a0 += bench_status_num(rt, names[timed[h]], "acks_sent");
 	bench_sleep_s(quiet);
-	double s1 = status_num(rt, names[0], "sent");
+	double s1 = bench_status_num(rt, names[0], "sent");
 
 	for (int h = 1; h < NTIMED; h++)
-		a1 += status_num(rt, names[timed[h]], "acks_sent");
+		a1 += bench_status_num(rt, names[timed[h]], "acks_sent");
 	double rate = s0 >= 0 && s1 >= 0 ? (s1 - s0 + a1 - a0) / quiet : -1;
 	double ack_rate = (a1 - a0) / quiet;
 
@@ -405,8 +392,8 @@ static int hosts_one(const struct bench_opts *o, cJSON *out)
 	       rate >= 0 && rate <= 10 ? "met" : "NOT MET");
 	printf("    (of which the followers' acknowledgements: %.1f /s; lead now %.3f ms, ack p99 "
 	       "%.3f ms on the leader)\n",
-	       ack_rate, status_num(rt, names[0], "lead_current_ns") / 1e6,
-	       status_num(rt, names[0], "ack_p99_ns") / 1e6);
+	       ack_rate, bench_status_num(rt, names[0], "lead_current_ns") / 1e6,
+	       bench_status_num(rt, names[0], "ack_p99_ns") / 1e6);
 	printf("  with a CPU hog on each of the %d cores, %ld changes: time function p50 %.3f us, "
 	       "p99 %.3f us, max %.3f us; %.0f late changes\n",
 	       nhog, hs.nc, hst.p50 / 1e3, hst.p99 / 1e3, hst.max / 1e3, late1 - late0);

@@ -34,22 +34,6 @@ struct sec_run {
 	long changes;
 };
 
-/* @key's number in @name's status ("" not found: -1). */
-static double status_of(const char *rt, const char *name, const char *key)
-{
-	char buf[16384], pat[80], *p, sock[256];
-
-	snprintf(sock, sizeof(sock), "%s/%s.sock", rt, name);
-	if (control_client_request(sock, "{\"v\":1,\"cmd\":\"status\"}\n", buf, sizeof(buf), 10000))
-		return -1;
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(buf, pat);
-	if (!p)
-		return -1;
-	p += strlen(pat);
-	return !strncmp(p, "true", 4) ? 1 : !strncmp(p, "false", 5) ? 0 : strtod(p, NULL);
-}
-
 static int run_cmd(char *const argv[])
 {
 	pid_t p = fork();
@@ -112,7 +96,7 @@ static int one_run(const char *daemon, const char *rt, const char *enclaves, int
 		int fresh = 0;
 
 		for (int i = 1; i <= SEC_FOLLOWERS; i++)
-			fresh += status_of(rt, names[i], "stale") == 0;
+			fresh += bench_status_num(rt, names[i], "stale") == 0;
 		if (fresh == SEC_FOLLOWERS)
 			break;
 		if (bench_mono_ns() > deadline) {
@@ -144,16 +128,16 @@ static int one_run(const char *daemon, const char *rt, const char *enclaves, int
 		bench_sleep_s(0.02);
 	}
 	{
-		double s0 = status_of(rt, names[0], "sent"), a0 = 0, s1, a1 = 0, cpu0, cpu1;
+		double s0 = bench_status_num(rt, names[0], "sent"), a0 = 0, s1, a1 = 0, cpu0, cpu1;
 
 		for (int i = 1; i <= SEC_FOLLOWERS; i++)
-			a0 += status_of(rt, names[i], "acks_sent");
+			a0 += bench_status_num(rt, names[i], "acks_sent");
 		bench_proc_cpu(pids[0], &cpu0);
 		bench_sleep_s(quiet);
 		bench_proc_cpu(pids[0], &cpu1);
-		s1 = status_of(rt, names[0], "sent");
+		s1 = bench_status_num(rt, names[0], "sent");
 		for (int i = 1; i <= SEC_FOLLOWERS; i++)
-			a1 += status_of(rt, names[i], "acks_sent");
+			a1 += bench_status_num(rt, names[i], "acks_sent");
 		out->msgs_per_s = (s1 - s0 + a1 - a0) / quiet;
 		out->leader_cpu = 100 * (cpu1 - cpu0) / quiet;
 	}
