@@ -23,6 +23,7 @@ with a keystore shmclock-pki makes here with Debian's openssl:
   which file and why.
 
 - the README's secured set-up commands, run as written;
+- a keystore made with --encrypt: a leader and a follower follow a set;
 - lockstep between hosts, secured: a leader host and a follower host run
   their participants to 1 s; an unsecured follower host whose participant
   would hold the clock a minute is not counted.
@@ -86,10 +87,10 @@ def enclave(name, ks=KS):
     return os.path.join(ks, "enclaves", name)
 
 
-def start(tag, cfg, security):
+def start(tag, cfg, security, domain=DOMAIN):
     name = "secure-%s-%s" % (RUN, tag)
     clocks.append(name)
-    ros = {"Domain": DOMAIN}
+    ros = {"Domain": domain}
     if security:
         ros["Security"] = security
     procs[tag] = start_daemon(SHMCLOCKD, rtdir, tag, name, dict(cfg, Ros2=ros), ENV)
@@ -325,6 +326,27 @@ def lockstep_phase():
         procs[tag].wait(10)
 
 
+def encrypt_phase():
+    """A keystore made with --encrypt (on a domain of its own): a leader and
+    a follower follow a change as signed ones do."""
+    ks, dom, w = os.path.join(rtdir, "encrypted"), DOMAIN + 1, WIRE + "-enc"
+    pki("init", ks, "--domain", str(dom), "--encrypt")
+    pki("leader", ks, "EL", "--clock", w)
+    pki("follower", ks, "EF", "--clock", w)
+    gov = open(os.path.join(ks, "public", "governance.xml")).read()
+    lead = start("EL", {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": w}},
+                 enclave("EL", ks), dom)
+    fol = start("EF", {"TimeSource": "leader", "Distribute": {"Clock": w}}, enclave("EF", ks), dom)
+    lc, fc = shmclock.Clock(lead), shmclock.Clock(fol)
+    ok = wait_for(lambda: on_leader(lc, fc), 30, 0.05)
+    ok = ok and ctl(lead, "set", time="42s").get("ok") and wait_for(lambda: on_leader(lc, fc), 10, 0.01)
+    check("<data_protection_kind>ENCRYPT" in gov and ok,
+          "an encrypted domain (--encrypt): the follower follows its leader and a set")
+    for tag in ("EL", "EF"):
+        procs[tag].send_signal(signal.SIGTERM)
+        procs[tag].wait(10)
+
+
 def readme_phase():
     """The README's secured set-up, run as written (its shmclock-pki line)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(PKI)))
@@ -384,6 +406,7 @@ def main():
           % (led[0][-100:] if led else "nothing"))
     refused_phase()
     lockstep_phase()
+    encrypt_phase()
     for tag in ("L", "F1", "F2"):
         procs[tag].send_signal(signal.SIGTERM)
         check(procs[tag].wait(10) == 0, "%s stops cleanly on SIGTERM" % tag)
