@@ -158,12 +158,24 @@ static bool refusal(const char *msg, char *peer, size_t pn, char *why, size_t wn
 	return false;
 }
 
+/* @str with every byte that is not printable ASCII as '?': a peer's
+ * certificate subject is the peer's to choose, and goes to the log and
+ * status (no terminal escapes, no line breaks, no bidirectional tricks). */
+static void printable(char *str)
+{
+	for (unsigned char *c = (unsigned char *)str; *c; c++)
+		if (*c < 0x20 || *c > 0x7e)
+			*c = '?';
+}
+
 /* A refusal of @peer: counted, named once (at most ROS2_SEC_PEERS).
  * Under s->mu. */
-static void count_refusal(struct ros2_sec *s, const char *peer, const char *why)
+static void count_refusal(struct ros2_sec *s, char *peer, char *why)
 {
 	int i;
 
+	printable(peer);
+	printable(why);
 	s->refused++;
 	for (i = 0; i < s->npeers && strcmp(s->peers[i].peer, peer); i++)
 		;
@@ -201,9 +213,11 @@ static void on_trace(void *ctx, const dds_log_data_t *d)
 	/* The participant: the GUID less its entity id (the last field). */
 	if ((colon = strrchr(guid, ':')))
 		*colon = 0;
+	char why[] = "it has no DDS Security: none of its writers and readers is matched";
+
 	snprintf(peer, sizeof(peer), "participant %s", guid);
 	pthread_mutex_lock(&s->mu);
-	count_refusal(s, peer, "it has no DDS Security: none of its writers and readers is matched");
+	count_refusal(s, peer, why);
 	pthread_mutex_unlock(&s->mu);
 }
 
