@@ -13,6 +13,12 @@
  * more, the slices are the interval's sums shared equally among its steps
  * (marked "estimated"). Either way the slices alternate and their lengths
  * add up to the real time observed.
+ *
+ * Participants on other hosts (lockstep between hosts) are not in this
+ * host's segment: the daemon's status names them (members with a "host",
+ * from the leader's roster) and whether each holds the clock. We ask for
+ * it every TRACE_REMOTE_NS and draw each as a track of "holding" and "not
+ * holding" slices, estimated (to the request's period and the roster's).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,15 +32,30 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
 
+#include "control_client.h"
 #include "ctl_trace.h"
 #include "duration.h"
 
 #define TRACE_SAMPLE_NS 500000LL   /* 0.5 ms */
 #define TRACE_RTF_NS 100000000LL   /* a real-time factor point every 100 ms */
+#define TRACE_REMOTE_NS 50000000LL /* the daemon's status every 50 ms */
+#define TRACE_REMOTE_MAX 64        /* remote participants drawn (SHMCLOCK_LOCKSTEP_SLOTS per host) */
+
+/* A participant on another host, from the daemon's status. */
+struct remote {
+	char key[200];      /* NAME@HOST */
+	int tid;
+	bool holding;
+	int64_t since;      /* its current slice began (trace time, ns) */
+	bool seen;          /* in the last status */
+	bool gone;          /* left (its track ended), until it is back */
+};
 
 struct track {
 	bool used;
@@ -146,6 +167,77 @@ static void advance_track(struct trace *t, struct track *k, const struct shmcloc
 	k->last = *s;
 }
 
+static void remote_slice(struct trace *t, const struct remote *m, int64_t end)
+{
+	event(t, "{\"name\":\"%s\",\"cat\":\"lockstep\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
+		 "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"estimated\":true,\"remote\":true}}",
+	      m->holding ? "holding" : "not holding", m->tid, m->since / 1e3,
+	      (end > m->since ? end - m->since : 0) / 1e3);
+	t->slices++;
+	t->estimated++;
+}
+
+/* The daemon's status at @sock: each member with a host (another host's
+ * participant) into @rs, a track for each new one, a slice for each that
+ * changed between holding and not. */
+static void sample_remote(struct trace *t, const char *sock, struct remote *rs, int *nrs, int64_t now)
+{
+	static char buf[1 << 17];
+	cJSON *reply, *members, *m;
+	char key[200], who[400];
+
+	if (!sock[0] || control_client_request(sock, "{\"v\":1,\"cmd\":\"status\"}\n", buf,
+						 sizeof(buf), 200) < 0)
+		return;
+	reply = cJSON_Parse(buf);
+	members = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(reply, "status"),
+						 "lockstep"),
+		"members");
+	for (int i = 0; i < *nrs; i++)
+		rs[i].seen = false;
+	cJSON_ArrayForEach(m, members) {
+		const cJSON *host = cJSON_GetObjectItemCaseSensitive(m, "host"),
+			    *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+		bool holding = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "holding"));
+		int i;
+
+		if (!cJSON_IsString(host) || !cJSON_IsString(name))
+			continue;
+		snprintf(key, sizeof(key), "%s@%s", name->valuestring, host->valuestring);
+		for (i = 0; i < *nrs && strcmp(rs[i].key, key); i++)
+			;
+		if (i == *nrs) {
+			if (*nrs == TRACE_REMOTE_MAX)
+				continue;
+			memset(&rs[i], 0, sizeof(rs[i]));
+			snprintf(rs[i].key, sizeof(rs[i].key), "%s", key);
+			rs[i].tid = t->next_tid++;
+			rs[i].holding = holding;
+			rs[i].since = now - t->t0;
+			(*nrs)++;
+			snprintf(who, sizeof(who), "%s on %s", name->valuestring, host->valuestring);
+			event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
+				 "\"args\":{\"name\":\"%s (remote, sampled)\"}}",
+			      rs[i].tid, json_str(who, buf, sizeof(buf)));
+		} else if (rs[i].gone || rs[i].holding != holding) {
+			if (!rs[i].gone)
+				remote_slice(t, &rs[i], now - t->t0);
+			rs[i].gone = false;
+			rs[i].holding = holding;
+			rs[i].since = now - t->t0;
+		}
+		rs[i].seen = true;
+	}
+	/* Gone from the roster (left, evicted, its host lost): its track ends. */
+	for (int i = 0; i < *nrs; i++)
+		if (!rs[i].seen && !rs[i].gone) {
+			remote_slice(t, &rs[i], now - t->t0);
+			rs[i].gone = true;
+		}
+	cJSON_Delete(reply);
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_sig(int sig)
@@ -154,8 +246,11 @@ static void on_sig(int sig)
 	interrupted = 1;
 }
 
-int ctl_trace(const char *name, int argc, char **argv)
+int ctl_trace(const char *name, const char *sock, int argc, char **argv)
 {
+	static struct remote remotes[TRACE_REMOTE_MAX];
+	int nremote = 0;
+	int64_t next_remote;
 	static const struct option opts[] = {
 		{ "seconds", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
@@ -212,6 +307,7 @@ int ctl_trace(const char *name, int argc, char **argv)
 	t.t0 = shmclock_steady_now().ns;
 	end = t.t0 + (int64_t)(seconds * 1e9);
 	rtf_mono = t.t0;
+	next_remote = t.t0;
 	for (;;) {
 		struct timespec ts = { 0, TRACE_SAMPLE_NS };
 		unsigned n = shmclock_lockstep_observe_sample(o, cur, SHMCLOCK_LOCKSTEP_SLOTS);
@@ -264,18 +360,26 @@ int ctl_trace(const char *name, int argc, char **argv)
 			}
 			advance_track(&t, k, &cur[i]);
 		}
+		if (now >= next_remote) {
+			sample_remote(&t, sock, remotes, &nremote, now);
+			next_remote = now + TRACE_REMOTE_NS;
+		}
 		if (now >= end || interrupted)
 			break;
 		nanosleep(&ts, NULL);
 	}
+	for (int i = 0; i < nremote; i++)
+		if (!remotes[i].gone)
+			remote_slice(&t, &remotes[i], now - t.t0);
 	/* Each track's current slice, up to the end. */
 	for (int i = 0; i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
 		if (tracks[i].used)
 			slice(&t, &tracks[i], tracks[i].working, tracks[i].cursor,
 			      now - t.t0 - tracks[i].cursor, 1);
 	fprintf(t.f, "\n],\"otherData\":{\"clock\":\"%s\",\"duration_s\":%.6f,\"slices\":%" PRIu64
-		     ",\"estimated_slices\":%" PRIu64 ",\"advances_seen\":%" PRIu64 "}}\n",
-		name, (now - t.t0) / 1e9, t.slices, t.estimated, t.advances);
+		     ",\"estimated_slices\":%" PRIu64 ",\"advances_seen\":%" PRIu64
+		     ",\"remote_participants\":%d}}\n",
+		name, (now - t.t0) / 1e9, t.slices, t.estimated, t.advances, nremote);
 	r = ferror(t.f);
 	if (t.f != stdout)
 		r |= fclose(t.f);

@@ -490,14 +490,14 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (!strcmp(cmd, "trace"))
-		return ctl_trace(name, argc, argv);
 	if (sockopt && *sockopt)
 		snprintf(sock, sizeof(sock), "%s", sockopt);
 	else if (paths_default_socket(name, sock, sizeof(sock))) {
 		fprintf(stderr, "shmclockctl: default socket path too long; use --socket\n");
 		return 2;
 	}
+	if (!strcmp(cmd, "trace"))
+		return ctl_trace(name, sock, argc, argv);
 	if (!strcmp(cmd, "watch"))
 		return watch(name, sock, argc, argv);
 

@@ -32,6 +32,7 @@ meson). With LSH_ONLY=csharp (and MONO, LS_PARTICIPANT_CS): C# participants
 on both hosts, the log predicted, alone (the csharp suite's test).
 Needs root (network namespaces): exit 77 with the reason otherwise.
 """
+import json
 import os
 import random
 import re
@@ -51,6 +52,7 @@ import status_schema  # noqa: E402
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 P = os.environ["LS_PARTICIPANT"]
 SENSOR = os.environ["SHMCLOCK_SENSOR"]
+CTL = os.environ["SHMCLOCKCTL"]
 MS = 1_000_000
 END = 1000 * MS
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
@@ -243,6 +245,44 @@ def test_sensor():
           "shmclock-sensor --lockstep on a follower host: 50 frames, none missed, and the "
           "leader's participant reached its end (exits %s, %s; %d frames)"
           % (res[0][0], res[1][0], len(frames)))
+
+
+def test_trace():
+    """shmclockctl trace on the leader's host draws the participant on the
+    follower host too (from the daemon's roster, sampled): a track named
+    with its host, holding the clock most of the run (it works 20 ms a
+    step, the leader's participant none)."""
+    w = wire()
+    n = serial[0]
+    tags = ["L-%d" % n, "F1-%d" % n]
+    names = {"L": start("L", tags[0], leader_cfg(w, 2)), "F1": start("F1", tags[1],
+                                                                     follower_cfg(w, 1))}
+    out = os.path.join(rtdir, "trace-%d.json" % n)
+    try:
+        a = participant("L", names["L"], "a", 10 * MS, 4000 * MS)
+        slow = participant("F1", names["F1"], "slow", 10 * MS, 4000 * MS, work_us=20000)
+        time.sleep(0.5)
+        tr = subprocess.run(["ip", "netns", "exec", net.ns["L"], CTL, "-n", names["L"], "--socket",
+                             os.path.join(rtdir, names["L"] + ".sock"), "trace", "--seconds", "1.5",
+                             out], capture_output=True, text=True, timeout=60)
+        for p in (a, slow):
+            p.kill()
+        wait_all([a, slow], 10)
+    finally:
+        for tag in tags:
+            stop(tag)
+    doc = json.load(open(out)) if tr.returncode == 0 else {}
+    evs = doc.get("traceEvents", [])
+    tids = {e["tid"]: e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
+    remote = [t for t, nm in tids.items() if nm.startswith("slow on ") and "(remote" in nm]
+    held = sum(e["dur"] for e in evs if e.get("ph") == "X" and e.get("tid") in remote and
+               e["name"] == "holding") / 1e3
+    check(tr.returncode == 0 and len(remote) == 1 and held > 500 and
+          doc.get("otherData", {}).get("remote_participants") == 1,
+          "shmclockctl trace on the leader's host: the follower host's participant has a track "
+          "of its own (%s), holding the clock %.0f ms of 1500 (exit %d%s)"
+          % ([tids[t] for t in remote], held, tr.returncode,
+             ": " + tr.stderr.strip() if tr.returncode else ""))
 
 
 def test_csharp():
@@ -518,6 +558,7 @@ def main():
     test_determinism()
     test_partition()
     test_sensor()
+    test_trace()
     test_lossy()
     test_remote_participant_death()
     test_remote_participant_stopped()
