@@ -218,6 +218,13 @@ static int64_t skew_sample(struct dist *d, const struct dist_fn *f)
 	if (f->timebase > DIST_TB_TAI ||
 	    __builtin_sub_overflow(now + dist_sample_offset(f->timebase), f->sent_ns, &v))
 		return INT64_MIN;
+	/* A delay that grew at once is a wait, not an offset: the evidence
+	 * so far is dropped (DIST_SKEW_JUMP_NS). */
+	if (d->flw.skew_n && v - d->flw.skew_last > DIST_SKEW_JUMP_NS) {
+		d->flw.skew_n = 0;
+		d->flw.skew_i = 0;
+	}
+	d->flw.skew_last = v;
 	d->flw.skew[d->flw.skew_i++ % DIST_SKEW_N] = v;
 	if (d->flw.skew_n < DIST_SKEW_N)
 		d->flw.skew_n++;

@@ -2142,6 +2142,50 @@ def fleet_limits_phase():
     stop_timed(p)
 
 
+def skew_wait_phase():
+    """A follower stopped twice in a row, its leader silent in between: each
+    backlog it finds on waking is late by the wait, which is not a clock
+    offset, and it says none (a fuzz run in about twenty under ASan did:
+    the second backlog kept the first one's evidence)."""
+    wire = "guard-skew-" + RUN
+    name, p = start("skew", {"TimeSource": "leader",
+                             "Distribute": {"Clock": wire, "StaleAfter": "5s"}})
+    rogue, send = start_rogue(wire)
+    t0 = real()
+
+    def beat():
+        return send("rogue/15", 1, t0, 0, committed=1)
+
+    check(beat(), "the rogue publisher writes")
+    clk = shmclock.Clock(name)
+    check(wait_for(lambda: clk.info().initialized, 20), "the follower takes the function")
+    clk.close()
+    for _ in range(20):
+        beat()
+        time.sleep(0.02)
+    p.send_signal(signal.SIGSTOP)
+    for _ in range(15):  # a backlog: 0.3 s of messages, then 0.5 s of silence
+        beat()
+        time.sleep(0.02)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGCONT)
+    time.sleep(0.05)
+    p.send_signal(signal.SIGSTOP)
+    beat()  # waits 1.2 s: later than 1 s after the first backlog was taken
+    time.sleep(1.2)
+    p.send_signal(signal.SIGCONT)
+    time.sleep(0.3)
+    log = open(os.path.join(rtdir, "skew.log")).read()
+    false_skew = [x for x in log.splitlines() if "this host's clock is" in x]
+    r, _ = ctl(name, "status")
+    check(not false_skew and not r.get("status", {}).get("distribute", {}).get("clocks_disagree"),
+          "two backlogs in a row are not a clock offset (%d: %s)" % (len(false_skew),
+                                                                     false_skew[:1]))
+    rogue.stdin.close()
+    rogue.wait(10)
+    stop_timed(p)
+
+
 def main():
     crowd_phase()
     rogue_phase()
@@ -2166,6 +2210,7 @@ def main():
     echo_lost_phase()
     echo_late_phase()
     fuzz_phase()
+    skew_wait_phase()
     pipeline_phase()
     split_brain_runs_phase()
     fleet_limits_phase()
