@@ -64,9 +64,8 @@ static int one_run(const char *daemon, const char *rt, const char *enclaves, int
 	for (int i = 0; i <= SEC_FOLLOWERS; i++) {
 		snprintf(names[i], sizeof(names[i]), "bench-sec-%d-%s%d", (int)getpid(),
 			 enclaves ? "s" : "p", i);
-		if (enclaves)
-			snprintf(sec, sizeof(sec), ",\"Security\":\"%s/%s\"", enclaves,
-				 i ? (i == 1 ? "f1" : i == 2 ? "f2" : "f3") : "lead");
+		if (enclaves) /* daemon i's enclave is "eI" (bench_hosts_secure) */
+			snprintf(sec, sizeof(sec), ",\"Security\":\"%s/e%d\"", enclaves, i);
 		if (i == 0)
 			snprintf(json, sizeof(json),
 				 "{\"Name\":\"%s\",\"TimeSource\":\"simulation\",\"Ros2\":{\"Domain\":%d%s},"
@@ -185,13 +184,18 @@ int bench_hosts_secure(const struct bench_opts *o, cJSON *out)
 	snprintf(enc, sizeof(enc), "%s/enclaves", ks);
 	snprintf(dom, sizeof(dom), "%d", domain);
 	{
+		/* The leader's enclave e0, the followers' e1.. */
 		char *init[] = { (char *)pki, "init", ks, "--domain", dom, NULL };
-		char *lead[] = { (char *)pki, "leader", ks, "lead", NULL };
-		char *f1[] = { (char *)pki, "follower", ks, "f1", NULL };
-		char *f2[] = { (char *)pki, "follower", ks, "f2", NULL };
-		char *f3[] = { (char *)pki, "follower", ks, "f3", NULL };
+		int bad = run_cmd(init);
 
-		if (run_cmd(init) || run_cmd(lead) || run_cmd(f1) || run_cmd(f2) || run_cmd(f3)) {
+		for (int i = 0; i <= SEC_FOLLOWERS && !bad; i++) {
+			char e[16];
+			char *one[] = { (char *)pki, i ? "follower" : "leader", ks, e, NULL };
+
+			snprintf(e, sizeof(e), "e%d", i);
+			bad = run_cmd(one);
+		}
+		if (bad) {
 			fprintf(stderr, "shmclock-bench: %s could not make a keystore (openssl "
 					"installed? set SHMCLOCK_PKI)\n", pki);
 			goto out;

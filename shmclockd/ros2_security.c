@@ -294,10 +294,14 @@ int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen)
 		snprintf(path, sizeof(path), "%s/%s", abs, enclave_files[i].file);
 		if (access(path, R_OK)) {
 			int e = errno;
+			char all[200] = "";
 
-			snprintf(err, errlen, "Ros2.Security: %s: %s (an enclave holds identity_ca.cert.pem, "
-				 "cert.pem, key.pem, permissions_ca.cert.pem, governance.p7s and "
-				 "permissions.p7s: shmclock-pki(1))", path, strerror(e));
+			/* What an enclave holds, from the table. */
+			for (size_t j = 0; j < sizeof(enclave_files) / sizeof(enclave_files[0]); j++)
+				snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s",
+					 j ? ", " : "", enclave_files[j].file);
+			snprintf(err, errlen, "Ros2.Security: %s: %s (an enclave holds %s: "
+				 "shmclock-pki(1))", path, strerror(e), all);
 			return -e;
 		}
 		snprintf(val, sizeof(val), "file:%s", path);
