@@ -16,6 +16,7 @@
 #include <shmclock/time.h>
 
 #include "duration.h"
+#include "hosts/id.h"
 #include "lockstep_hosts.h"
 #include "log.h"
 
@@ -609,8 +610,6 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 		  shmclock_lockstep_host_t *host, struct ls_hosts **out, char *err, size_t errlen)
 {
 	struct ls_hosts *h = calloc(1, sizeof(*h));
-	char hn[64] = "";
-	struct timespec ts;
 	int rc;
 
 	*out = NULL;
@@ -629,11 +628,8 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 	h->promised = LS_NO_GRANT;
 	h->sent_sim = INT64_MIN;
 	pthread_mutex_init(&h->mu, NULL);
-	gethostname(hn, sizeof(hn) - 1);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	/* Unique per run, as the hosts mode's ids (mode_distribute.c). */
-	snprintf(h->id, sizeof(h->id), "%.40s/%d/%lld.%09ld", hn, (int)getpid(), (long long)ts.tv_sec,
-		 ts.tv_nsec);
+	/* Unique per run, as the hosts mode's ids. */
+	hosts_id(h->id, sizeof(h->id), api->identity ? api->identity(r) : "");
 	snprintf(h->self, sizeof(h->self), "%.86s#0", h->id);
 	h->listen_from = mono();
 	h->listen_until = h->listen_from + LS_LISTEN_NS;

@@ -80,6 +80,7 @@
 #include "log.h"
 #include "mode_distribute.h"
 #include "hosts/dist.h"
+#include "hosts/id.h"
 
 static void dist_on_tick(struct mode_plain *p, const struct clock_env *env, int64_t now);
 static const struct clock_mode_ops mode_distribute_ops;
@@ -88,7 +89,6 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 					  const struct ros2_api *api)
 {
 	struct dist *d;
-	char host[64] = "host";
 
 	d = calloc(1, sizeof(*d));
 	if (!d)
@@ -110,15 +110,9 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 	d->st.lead = d->lead_ns;
 	d->ldr.next_repeat = INT64_MAX;
 	d->flw.created = mono_ns();
-	{
-		struct timespec ts;
-
-		gethostname(host, sizeof(host) - 1);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		/* Unique per run: a restarted leader (or follower) is a new one. */
-		snprintf(d->leader ? d->st.leader_id : d->flw.self_id, sizeof(d->flw.self_id),
-			 "%.40s/%d/%lld.%09ld", host, (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
-	}
+	/* Unique per run: a restarted leader (or follower) is a new one. */
+	hosts_id(d->leader ? d->st.leader_id : d->flw.self_id, sizeof(d->flw.self_id),
+		 api->identity ? api->identity(r) : "");
 	return &d->plain.m;
 }
 

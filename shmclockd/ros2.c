@@ -53,6 +53,16 @@ struct follower {
 	bool started;
 };
 
+/* Writers of answers and the identity each writes as (answer_from). */
+#define SPEAKERS 32
+struct speakers {
+	struct speaker {
+		dds_instance_handle_t h;
+		char who[ROS2_IDENTITY_MAX + 1];
+	} e[SPEAKERS];
+	unsigned next;
+};
+
 struct ros2 {
 	struct ros2_host host;
 	struct ros2_sec *sec;       /* Ros2.Security, or NULL */
@@ -72,6 +82,7 @@ struct ros2 {
 	struct follower fn;         /* TimeFunction */
 	dds_entity_t ack_topic, ack_writer, ack_lease_writer;
 	struct follower acks;       /* TimeAck (leader) */
+	struct speakers ack_speakers, grant_speakers; /* secured: who wrote them */
 	/* TimeEcho: the leader's writers, one per follower in its partition
 	 * (the clock thread's alone); the follower's reader of its own,
 	 * waited for by the TimeFunction follower's thread */
@@ -414,7 +425,7 @@ static void ros2_get_stats(struct ros2 *r, struct ros2_stats *st)
  * permissions document can name the clocks an identity may lead or follow
  * (shmclock-pki --clock); unsecured, in the default one, as always. */
 /* A partition with a clock's name (dist_clock, ls_clock: 64 at most). */
-#define ROS2_SEC_PARTITION_LEN (ROS2_ECHO_PARTITION_LEN + 64 + 2)
+#define ROS2_SEC_PARTITION_LEN (sizeof("shmclock..from.") + 64 + ROS2_IDENTITY_MAX + ROS2_ECHO_PARTITION_LEN)
 
 static dds_qos_t *dist_qos(const struct ros2 *r, const char *clock, int depth, bool history)
 {
@@ -430,6 +441,83 @@ static dds_qos_t *dist_qos(const struct ros2 *r, const char *clock, int depth, b
 		dds_qset_partition1(q, part);
 	}
 	return q;
+}
+
+/* The answers, TimeAck and LockstepGrant: secured, a host writes them in
+ * the partition "shmclock.CLOCK.from.IDENTITY", which only its identity's
+ * permissions allow (shmclock-pki), and the leader reads them from
+ * "shmclock.CLOCK.from.*" (@reader): the partition a sample came in names
+ * the identity that wrote it, and the host's id it speaks for must begin
+ * with that name (answer_from). Unsecured, dist_qos's. */
+static dds_qos_t *answer_qos(const struct ros2 *r, const char *clock, int depth, bool reader)
+{
+	dds_qos_t *q = dist_qos(r, clock, depth, false);
+
+	if (r->sec) {
+		char part[ROS2_SEC_PARTITION_LEN];
+
+		snprintf(part, sizeof(part), "shmclock.%s.from.%s", clock,
+			 reader ? "*" : ros2_sec_identity(r->sec));
+		dds_qset_partition1(q, part);
+	}
+	return q;
+}
+
+/* The identity that wrote @info's sample, from its writer's partition
+ * ("shmclock.CLOCK.from.NAME"): Cyclone's matched-writer data, kept per
+ * writer in @c (one per reader; each reader is taken on one thread).
+ * "" when the writer is no longer matched and was never seen. */
+static const char *speaker_of(struct speakers *c, dds_entity_t reader,
+			      const dds_sample_info_t *info, const char *clock)
+{
+	struct speaker *k;
+	dds_builtintopic_endpoint_t *ep;
+	uint32_t n = 0;
+	char **ps = NULL, prefix[ROS2_SEC_PARTITION_LEN];
+
+	for (unsigned i = 0; i < SPEAKERS; i++)
+		if (c->e[i].h == info->publication_handle)
+			return c->e[i].who;
+	ep = dds_get_matched_publication_data(reader, info->publication_handle);
+	if (!ep)
+		return "";
+	k = &c->e[c->next++ % SPEAKERS];
+	k->h = info->publication_handle;
+	k->who[0] = 0;
+	snprintf(prefix, sizeof(prefix), "shmclock.%s.from.", clock);
+	if (ep->qos && dds_qget_partition(ep->qos, &n, &ps))
+		for (uint32_t i = 0; i < n; i++) {
+			if (!strncmp(ps[i], prefix, strlen(prefix)) && !k->who[0])
+				snprintf(k->who, sizeof(k->who), "%s", ps[i] + strlen(prefix));
+			dds_free(ps[i]);
+		}
+	dds_free(ps);
+	dds_builtintopic_free_endpoint(ep);
+	return k->who;
+}
+
+/* Secured: does the answer for host @id come from that host's identity
+ * (@id is "IDENTITY@...", hosts/id.c)? Else it is refused, counted and
+ * its writer named once (ros2_sec_refuse): a permitted follower cannot
+ * speak for another one. Unsecured: always. */
+static bool answer_from(struct ros2 *r, struct speakers *c, dds_entity_t reader,
+			const dds_sample_info_t *info, const char *clock, const char *id)
+{
+	const char *who;
+	size_t len;
+	char peer[ROS2_IDENTITY_MAX + 8], why[160];
+
+	if (!r->sec)
+		return true;
+	who = speaker_of(c, reader, info, clock);
+	len = strlen(who);
+	if (len && !strncmp(id, who, len) && id[len] == '@')
+		return true;
+	snprintf(peer, sizeof(peer), "/CN=%s", len ? who : "?");
+	snprintf(why, sizeof(why), "spoke for host '%.80s' (a host's id begins with its identity)",
+		 id);
+	ros2_sec_refuse(r->sec, peer, why);
+	return false;
 }
 
 /* A follower's echo partition (ros2_echo_partition); secured, with the
@@ -521,7 +609,8 @@ static bool ack_from_wire(const struct ros2 *r, const void *sample, const dds_sa
  * acknowledgements (@echo false; @reliable: from the reader that only a
  * reliable writer matches, leases and leaves; the other reader takes
  * those too, and the acknowledgements), or the follower's echoes. */
-static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable, bool echo)
+static void ack_take_from(struct ros2 *r, dds_entity_t reader, dds_entity_t cond, bool reliable,
+			  bool echo)
 {
 	void *ptrs[ROS2_TAKE_MAX] = { 0 };
 	dds_sample_info_t infos[ROS2_TAKE_MAX];
@@ -531,6 +620,9 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable, bool
 		struct dist_ack a;
 
 		if (!infos[i].valid_data || !ack_from_wire(r, ptrs[i], &infos[i], echo, &a))
+			continue;
+		if (!echo && !answer_from(r, &r->ack_speakers, reader, &infos[i],
+					  r->dist_clock, a.follower))
 			continue;
 		a.reliable = reliable;
 		if (!echo) {
@@ -546,8 +638,8 @@ static void ack_take_from(struct ros2 *r, dds_entity_t cond, bool reliable, bool
 
 static void ack_take(struct ros2 *r)
 {
-	ack_take_from(r, r->acks.readcond2, false, false);
-	ack_take_from(r, r->acks.readcond, true, false);
+	ack_take_from(r, r->acks.reader2, r->acks.readcond2, false, false);
+	ack_take_from(r, r->acks.reader, r->acks.readcond, true, false);
 }
 
 static void *ack_main(void *arg)
@@ -713,8 +805,8 @@ static int dist_publisher(struct ros2 *r, const char *clock, char *err, size_t e
 	/* Two readers: a reliable one for the leases (a best-effort writer
 	 * does not match it) and a best-effort one for the acknowledgements
 	 * (it takes the leases too: duplicates are harmless). */
-	qos = dist_qos(r, r->dist_clock, 16, false);
-	qos2 = dist_qos(r, r->dist_clock, 16, false);
+	qos = answer_qos(r, r->dist_clock, 16, true);
+	qos2 = answer_qos(r, r->dist_clock, 16, true);
 	dds_qset_reliability(qos2, DDS_RELIABILITY_BEST_EFFORT, 0);
 	rc = follower_start(r, &r->acks, r->ack_topic, qos, qos2, ack_main, "TimeAck", err, errlen);
 	dds_delete_qos(qos);
@@ -873,7 +965,7 @@ static void *dist_main(void *arg)
 
 		dist_take(r);
 		if (r->echo_cond > 0)
-			ack_take_from(r, r->echo_cond, false, true);
+			ack_take_from(r, r->echo_reader, r->echo_cond, false, true);
 		pthread_mutex_lock(&r->mu);
 		limit = dist_silence_ns(r->dist_stale_ns, r->dist_hb_ns);
 		if (!r->dist_stale && r->dist_last_mono >= 0 && limit > 0 &&
@@ -906,13 +998,13 @@ static int dist_follow(struct ros2 *r, const char *clock, const char *self, int6
 		return rc;
 	/* Best effort: a follower acknowledges again at each repetition of
 	 * an announcement, no retransmission in order behind a lost one. */
-	qos = dist_qos(r, r->dist_clock, 1, false);
+	qos = answer_qos(r, r->dist_clock, 1, false);
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	r->ack_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->ack_writer < 0)
 		return dds_fail(err, errlen, "cannot create the TimeAck writer", r->ack_writer);
-	qos = dist_qos(r, r->dist_clock, 1, false);
+	qos = answer_qos(r, r->dist_clock, 1, false);
 	r->ack_lease_writer = dds_create_writer(r->participant, r->ack_topic, qos, NULL);
 	dds_delete_qos(qos);
 	if (r->ack_lease_writer < 0)
@@ -987,7 +1079,8 @@ static void ls_take(struct ros2 *r, dds_entity_t reader, bool grants)
 			const shmclock_LockstepGrant *m = ptrs[i];
 			struct ls_grant g;
 
-			if (strcmp(m->clock, r->ls_clock))
+			if (strcmp(m->clock, r->ls_clock) ||
+			    !answer_from(r, &r->grant_speakers, reader, &infos[i], r->ls_clock, m->host))
 				continue;
 			memset(&g, 0, sizeof(g));
 			snprintf(g.clock, sizeof(g.clock), "%s", m->clock);
@@ -1047,7 +1140,9 @@ static void ls_on_times(dds_entity_t reader, void *arg)
 static int ls_reader(struct ros2 *r, dds_entity_t topic, void (*fn)(dds_entity_t, void *),
 		     dds_entity_t *out, const char *what, char *err, size_t errlen)
 {
-	dds_qos_t *qos = dist_qos(r, r->ls_clock, 4, false); /* deep enough for every host's promise at once */
+	/* deep enough for every host's promise at once */
+	dds_qos_t *qos = topic == r->ls_grant_topic ? answer_qos(r, r->ls_clock, 4, true)
+						      : dist_qos(r, r->ls_clock, 4, false);
 	dds_listener_t *l = dds_create_listener(r);
 
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
@@ -1066,7 +1161,8 @@ static int ls_reader(struct ros2 *r, dds_entity_t topic, void (*fn)(dds_entity_t
 
 static int ls_writer(struct ros2 *r, dds_entity_t topic, char *err, size_t errlen)
 {
-	dds_qos_t *qos = dist_qos(r, r->ls_clock, 1, false);
+	dds_qos_t *qos = topic == r->ls_grant_topic ? answer_qos(r, r->ls_clock, 1, false)
+						      : dist_qos(r, r->ls_clock, 1, false);
 
 	dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
 	/* Above Cyclone's SynchronousDeliveryPriorityThreshold (0): the
@@ -1156,6 +1252,12 @@ static int ls_grant(struct ros2 *r, const struct ls_grant *g)
 	return dds_write(r->ls_writer, &m) < 0 ? -EIO : 0;
 }
 
+/* Secured: the identity this daemon's id between hosts begins with. */
+static const char *ros2_identity(struct ros2 *r)
+{
+	return r->sec ? ros2_sec_identity(r->sec) : "";
+}
+
 static void ros2_stop(struct ros2 *r)
 {
 	if (!r)
@@ -1186,6 +1288,7 @@ static void ros2_close(struct ros2 *r)
 
 __attribute__((visibility("default"))) const struct ros2_api shmclockd_ros2_api = {
 	.open = ros2_open,
+	.identity = ros2_identity,
 	.follow = ros2_follow,
 	.publisher = ros2_publisher,
 	.publish = ros2_publish,

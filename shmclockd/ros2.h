@@ -158,6 +158,10 @@ struct dist_stats {
 	bool stale;           /* the leader is silent (follower) */
 };
 
+/* A secured daemon's identity, the common name of its certificate, at
+ * most this long: its id between hosts begins with it (hosts/id.h). */
+#define ROS2_IDENTITY_MAX 32
+
 #define ROS2_SEC_PEERS 8 /* refused peers named in status (the rest counted) */
 
 struct ros2_stats {
@@ -206,6 +210,9 @@ struct ros2_api {
 	/* A DDS participant on @domain. 0, or -errno with a one-line err. */
 	int (*open)(struct ros2 **out, int domain, const struct ros2_host *host, char *err,
 		    size_t errlen);
+	/* Ros2.Security's identity ("" unsecured): a host's id between
+	 * hosts begins with it (hosts/id.h), which the leader checks. */
+	const char *(*identity)(struct ros2 *r);
 	/* Follows /clock: each sample goes to host->sample (a backward one is
 	 * a jump there). Stale after @stale_ns without a sample. A thread. */
 	int (*follow)(struct ros2 *r, int64_t stale_ns, char *err, size_t errlen);

@@ -39,6 +39,7 @@ struct ros2_sec {
 	bool listening;
 	bool opening;                /* until ros2_sec_opened: messages kept, not logged */
 	dds_entity_t domain;         /* ros2_sec_domain's, or 0 */
+	char identity[ROS2_IDENTITY_MAX + 1]; /* its certificate's common name */
 };
 
 /* An enclave directory's files (SROS2's layout) and the DDS Security
@@ -272,6 +273,87 @@ static void on_message(void *ctx, const dds_log_data_t *d)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* The enclave's identity: the common name of the subject its signed
+ * permissions grant (permissions.p7s, clear-signed S/MIME: the document
+ * is there as text; Cyclone checks its signature and that it names the
+ * certificate's subject). It begins the daemon's id between hosts and
+ * names the partition of its answers (ros2.c): a name a partition can
+ * hold as it is (no wildcard, no ".from.") and an id can begin with (no
+ * '@'). 0, or
+ * -errno with a one-line err. */
+static int read_identity(struct ros2_sec *s, const char *path, char *err, size_t errlen)
+{
+	char buf[16384], *subj, *end, *cn;
+	FILE *f = fopen(path, "r");
+	size_t n, len;
+
+	if (!f) {
+		int e = errno;
+
+		snprintf(err, errlen, "Ros2.Security: %s: %s", path, strerror(e));
+		return -e;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	subj = strstr(buf, "<subject_name>");
+	end = subj ? strstr(subj, "</subject_name>") : NULL;
+	if (!end) {
+		snprintf(err, errlen, "Ros2.Security: %s grants no subject_name (shmclock-pki(1))", path);
+		return -EINVAL;
+	}
+	*end = 0;
+	subj += strlen("<subject_name>");
+	/* "CN=NAME", or CN among other attributes ("CN=NAME,O=..." or
+	 * "O=..., CN=NAME"); SROS2's names hold '/' ("CN=/ns/node"). */
+	for (cn = subj; (cn = strstr(cn, "CN=")) && cn != subj && cn[-1] != ',' && cn[-1] != ' ';
+	     cn++)
+		;
+	len = cn ? strcspn(cn + 3, ",") : 0;
+	if (!cn || !len || len > ROS2_IDENTITY_MAX) {
+		printable(subj);
+		snprintf(err, errlen, "Ros2.Security: %s: subject '%.80s' has no common name of 1 to %d "
+			 "characters (shmclock-pki(1))", path, subj, ROS2_IDENTITY_MAX);
+		return -EINVAL;
+	}
+	memcpy(s->identity, cn + 3, len);
+	s->identity[len] = 0;
+	/* "shmclock.C.from.NAME" names one identity only if no NAME holds
+	 * ".from." (another's, "x.from.NAME", would end like NAME's). */
+	if (strstr(s->identity, ".from.")) {
+		printable(s->identity);
+		snprintf(err, errlen, "Ros2.Security: %s: common name '%s' holds '.from.', which "
+			 "shmclock's partitions reserve (shmclock-pki(1))", path, s->identity);
+		return -EINVAL;
+	}
+	for (char *c = s->identity; *c; c++)
+		if (*c <= ' ' || *c > '~' || strchr("*?[]\\@#", *c)) {
+			printable(s->identity);
+			snprintf(err, errlen, "Ros2.Security: %s: common name '%s' has '%c': a shmclock "
+				 "identity is printable, without spaces, '*?[]\\@#' (shmclock-pki(1))",
+				 path, s->identity, *c > ' ' && *c <= '~' ? *c : '?');
+			return -EINVAL;
+		}
+	return 0;
+}
+
+const char *ros2_sec_identity(const struct ros2_sec *s)
+{
+	return s->identity;
+}
+
+/* @peer's sample refused: counted and named as every refusal. */
+void ros2_sec_refuse(struct ros2_sec *s, const char *peer, const char *why)
+{
+	char p[96], w[160];
+
+	snprintf(p, sizeof(p), "%s", peer);
+	snprintf(w, sizeof(w), "%s", why);
+	pthread_mutex_lock(&s->mu);
+	count_refusal(s, p, w);
+	pthread_mutex_unlock(&s->mu);
+}
+
 int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen)
 {
 	static const struct {
@@ -306,6 +388,12 @@ int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen)
 		}
 		snprintf(val, sizeof(val), "file:%s", path);
 		dds_qset_prop(qos, enclave_files[i].prop, val);
+		if (!strcmp(enclave_files[i].file, "permissions.p7s")) {
+			int r = read_identity(s, path, err, errlen);
+
+			if (r)
+				return r;
+		}
 	}
 	for (size_t i = 0; i < sizeof(plugins) / sizeof(plugins[0]); i++) {
 		int r = plugin_path(plugins[i].name, path, sizeof(path), err, errlen);

@@ -27,6 +27,15 @@ struct ros2_sec *ros2_sec_new(const char *dir,
  * names the file. */
 int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen);
 
+/* The enclave's identity (the common name its permissions grant; read by
+ * ros2_sec_qos): at most ROS2_IDENTITY_MAX characters, no wildcard, '@'
+ * or '#'. */
+const char *ros2_sec_identity(const struct ros2_sec *s);
+
+/* A sample of @peer (its identity) refused for @why: counted and logged
+ * once per peer, as Cyclone's refusals (status ros2.security_refused). */
+void ros2_sec_refuse(struct ros2_sec *s, const char *peer, const char *why);
+
 /* Before the participant: its domain, made with CYCLONEDDS_URI's
  * configuration plus discovery tracing to a sink of ours (to /dev/null
  * otherwise), so that a participant without DDS Security, which Cyclone

@@ -214,7 +214,7 @@ enum sf_unit {
 	X("lockstep", "hosts", SF_LIST, SF_NONE, SF_LOCKSTEP | SF_SOMETIMES, NULL,                \
 	  "the leader between hosts: the follower hosts it counts")                               \
 	X("lockstep.hosts[]", "host", SF_TEXT, SF_NONE, SF_LOCKSTEP, NULL,                        \
-	  "its id (host/pid/start#incarnation)")                                                  \
+	  "its id ([identity@]host/pid/start#incarnation)")                                       \
 	X("lockstep.hosts[]", "participants", SF_GAUGE, SF_NONE, SF_LOCKSTEP, NULL,               \
 	  "its participants")                                                                     \
 	X("lockstep.hosts[]", "promise_ns", SF_TEXT, SF_NS, SF_LOCKSTEP, NULL,                    \
@@ -299,7 +299,8 @@ enum sf_unit {
 	  "echoed yet).")                                                                         \
 	X("distribute", "followers", SF_LIST, SF_NONE, SF_LEADER, "shmclock_hosts_followers",     \
 	  "Leader: followers that acknowledge its changes (members).")                            \
-	X("distribute.followers[]", "id", SF_TEXT, SF_NONE, SF_LEADER, NULL, "the follower's id")           \
+	X("distribute.followers[]", "id", SF_TEXT, SF_NONE, SF_LEADER, NULL,                      \
+	  "the follower's id ([identity@]host/pid/start)")                                        \
 	X("distribute.followers[]", "acked", SF_GAUGE, SF_NONE, SF_LEADER, NULL,                            \
 	  "it holds every change up to this one")                                                 \
 	X("distribute.followers[]", "committed", SF_GAUGE, SF_NONE, SF_LEADER, NULL,                        \

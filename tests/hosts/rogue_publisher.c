@@ -36,6 +36,14 @@
  * a leader and a follower do. It answers
  * "ok" (an echo: "ok N", N the echoes written) or "error" on stdout after
  * each; end of input ends it.
+ *
+ * With ROGUE_FROM=PARTITION in the environment it is a secured follower
+ * (its identity from CYCLONEDDS_URI): only the TimeAck writers, in that
+ * partition, as a secured shmclockd writes its answers
+ * ("shmclock.CLOCK.from.IDENTITY", ros2.c); only "ack" lines, and
+ * lockstep grants:
+ *   grant HOST LEADER SEQ GRANT_NS LEASE_NS MEMBERS
+ * (best effort, as a follower host's, its clock's time GRANT_NS).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -89,10 +97,11 @@ static dds_entity_t echo_entity(dds_entity_t pp, dds_entity_t etopic, const char
 
 int main(int argc, char **argv)
 {
-	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic;
+	dds_entity_t pp, topic, wr, atopic, awr, bwr, ard, etopic, gtopic = 0, gwr = 0;
 	dds_qos_t *q;
 	char line[512];
 	uint64_t seq = 0;
+	const char *from;
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: rogue-publisher DOMAIN CLOCK\n");
@@ -103,34 +112,44 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rogue-publisher: no participant: %s\n", dds_strretcode(pp));
 		return 1;
 	}
-	topic = dds_create_topic(pp, &shmclock_TimeFunction_desc, "shmclock_TimeFunction", NULL, NULL);
+	from = getenv("ROGUE_FROM");
+	topic = from ? 1 : dds_create_topic(pp, &shmclock_TimeFunction_desc, "shmclock_TimeFunction",
+					    NULL, NULL);
 	/* As a leader's writer (ros2.c, dist_qos). */
 	q = dds_create_qos();
 	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
 	dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
-	wr = dds_create_writer(pp, topic, q, NULL);
+	wr = from ? 1 : dds_create_writer(pp, topic, q, NULL);
 	dds_delete_qos(q);
 	/* As a follower's lease writer (reliable, volatile). */
 	atopic = dds_create_topic(pp, &shmclock_TimeAck_desc, "shmclock_TimeAck", NULL, NULL);
 	q = dds_create_qos();
 	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+	if (from)
+		dds_qset_partition1(q, from);
 	awr = atopic < 0 ? atopic : dds_create_writer(pp, atopic, q, NULL);
 	dds_qset_reliability(q, DDS_RELIABILITY_BEST_EFFORT, 0);
 	bwr = atopic < 0 ? atopic : dds_create_writer(pp, atopic, q, NULL);
+	if (from) {
+		/* As a follower host's grant writer (ros2.c, ls_writer). */
+		gtopic = dds_create_topic(pp, &shmclock_LockstepGrant_desc, "shmclock_LockstepGrant",
+					  NULL, NULL);
+		gwr = gtopic < 0 ? gtopic : dds_create_writer(pp, gtopic, q, NULL);
+	}
 	dds_delete_qos(q);
 	/* As a leader's lease reader and echo writer (reliable, volatile). */
 	q = dds_create_qos();
 	dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 16);
-	ard = atopic < 0 ? atopic : dds_create_reader(pp, atopic, q, NULL);
+	ard = atopic < 0 || from ? atopic : dds_create_reader(pp, atopic, q, NULL);
 	dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
-	etopic = dds_create_topic(pp, &shmclock_TimeEcho_desc, "shmclock_TimeEcho", NULL, NULL);
+	etopic = from ? 1 : dds_create_topic(pp, &shmclock_TimeEcho_desc, "shmclock_TimeEcho", NULL, NULL);
 	dds_delete_qos(q);
-	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || etopic < 0) {
+	if (topic < 0 || wr < 0 || awr < 0 || bwr < 0 || ard < 0 || etopic < 0 || gwr < 0) {
 		dds_return_t rc = topic < 0 ? topic : wr < 0 ? wr : awr < 0 ? awr : bwr < 0 ? bwr
-									 : ard < 0 ? ard : etopic;
+				  : ard < 0 ? ard : etopic < 0 ? etopic : gwr;
 
 		fprintf(stderr, "rogue-publisher: no writer: %s\n", dds_strretcode(rc));
 		dds_delete(pp);
@@ -138,6 +157,31 @@ int main(int argc, char **argv)
 	}
 	while (fgets(line, sizeof(line), stdin)) {
 		shmclock_TimeFunction m;
+
+		if (from && !strncmp(line, "grant ", 6)) {
+			shmclock_LockstepGrant g;
+			char host[97], lead[97];
+
+			memset(&g, 0, sizeof(g));
+			if (sscanf(line + 6, "%96s %96s %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNu32,
+				   host, lead, &g.seq, &g.grant_ns, &g.lease_ns, &g.members) != 6) {
+				puts("error: bad grant line");
+				fflush(stdout);
+				continue;
+			}
+			snprintf(g.clock, sizeof(g.clock), "%s", argv[2]);
+			snprintf(g.host, sizeof(g.host), "%s", host);
+			snprintf(g.leader, sizeof(g.leader), "%s", strcmp(lead, "-") ? lead : "");
+			g.shown_ns = g.grant_ns;
+			puts(dds_write(gwr, &g) >= 0 ? "ok" : "error: write failed");
+			fflush(stdout);
+			continue;
+		}
+		if (from && strncmp(line, "ack ", 4) && strncmp(line, "ackbe ", 6)) {
+			puts("error: only acks and grants with ROGUE_FROM");
+			fflush(stdout);
+			continue;
+		}
 		char leader[97];
 		struct timespec ts;
 		int ok;

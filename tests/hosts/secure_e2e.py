@@ -15,6 +15,9 @@ with a keystore shmclock-pki makes here with Debian's openssl:
   changes, the leader counts its two followers only, and the followers
   count the identities they refused, each named once in their logs (the
   unsecured follower, meanwhile, follows the rogue publisher);
+- a follower's identity (F9) speaking for F1 and for a host without an
+  identity in its own partition: refused, counted, named once; for a host
+  of its own: a member; in F1's partition: not allowed to write;
 - a follower's enclave given to a leader, and to the rogue publisher, and a
   leader's enclave for another clock: each refused at its start (the
   enclave's permissions do not let it write this clock's time function);
@@ -26,7 +29,8 @@ with a keystore shmclock-pki makes here with Debian's openssl:
 - a keystore made with --encrypt: a leader and a follower follow a set;
 - lockstep between hosts, secured: a leader host and a follower host run
   their participants to 1 s; an unsecured follower host whose participant
-  would hold the clock a minute is not counted.
+  would hold the clock a minute is not counted, nor F9's grants at 0 for
+  the follower host and for a host without an identity.
 
 Environment: SHMCLOCKD, ROGUE, LS_PARTICIPANT, SHMCLOCK_PKI, PYTHONPATH (the
 built module).
@@ -41,6 +45,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from hostsenv import check, ctl_at, remove, run, skip, start_daemon, wait_for
@@ -228,6 +233,90 @@ def rogue_phase(leader, followers, lc, fcs):
         procs[tag].wait(10)
 
 
+def rogue_uri(e):
+    """CYCLONEDDS_URI for the rogue publisher with the enclave @e."""
+    return URI % ('<Security><Authentication><Library path="%(lib)s/libdds_security_auth.so" '
+           'initFunction="init_authentication" finalizeFunction="finalize_authentication"/>'
+           '<IdentityCA>file:%(e)s/identity_ca.cert.pem</IdentityCA><IdentityCertificate>'
+           'file:%(e)s/cert.pem</IdentityCertificate><PrivateKey>file:%(e)s/key.pem</PrivateKey>'
+           '</Authentication><AccessControl><Library path="%(lib)s/libdds_security_ac.so" '
+           'initFunction="init_access_control" finalizeFunction="finalize_access_control"/>'
+           '<Governance>file:%(e)s/governance.p7s</Governance><PermissionsCA>'
+           'file:%(e)s/permissions_ca.cert.pem</PermissionsCA><Permissions>'
+           'file:%(e)s/permissions.p7s</Permissions></AccessControl><Cryptographic><Library '
+           'path="%(lib)s/libdds_security_crypto.so" initFunction="init_crypto" '
+           'finalizeFunction="finalize_crypto"/></Cryptographic></Security>'
+           % {"lib": os.path.dirname(glob.glob("/usr/lib/*/libddsc0debian/libdds_security_auth.so")[0]),
+              "e": e})
+
+
+def impersonation_phase(leader, followers, lc, fcs):
+    """(c) A valid identity whose permissions allow only following (F9):
+    it answers in its own partition (shmclock.CLOCK.from.F9) for F1's
+    host and for a host with no identity: refused, counted and named
+    once; for a host of its own (F9@...): a member, as any follower; in
+    F1's partition: Cyclone does not let it write there at all."""
+    members = status(leader).get("distribute", {}).get("followers", [])
+    ids = sorted(m.get("id", "") for m in members)
+    check(len(ids) == 2 and ids[0].startswith("F1@") and ids[1].startswith("F2@"),
+          "a secured follower's id begins with its identity: %s" % ids)
+    lid = status(followers[0])["distribute"]["leader"]
+    term = status(leader).get("distribute", {}).get("term", 1)
+    check(lid.startswith("L@"), "a secured leader's id begins with its identity: %s" % lid)
+    env = dict(ENV, CYCLONEDDS_URI=rogue_uri(enclave("F9")), ROGUE_FROM="shmclock.%s.from.F9" % WIRE)
+    rogue = subprocess.Popen([ROGUE, str(DOMAIN), WIRE], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    procs["impersonator"] = rogue
+    own = "F9@ghost/1/1"
+
+    def say(line):
+        rogue.stdin.write(line + "\n")
+        rogue.stdin.flush()
+        return rogue.stdout.readline().strip()
+
+    def member_ids():
+        return [m.get("id") for m in status(leader).get("distribute", {}).get("followers", [])]
+
+    sent = 0
+    t_end = time.monotonic() + 20
+    while time.monotonic() < t_end and own not in member_ids():
+        for host, lease in ((ids[0], 60_000_000_000), ("ghost/1/1", 60_000_000_000),
+                            (own, 1_000_000_000)):
+            sent += say("ack %s %s %d 0 0 0 %d 0 0 0" % (host, lid, term, lease)) == "ok"
+        time.sleep(0.05)
+    check(own in member_ids(), "the follower identity's own host is a member of the leader "
+          "(%d leases written): %s" % (sent, member_ids()))
+    for _ in range(10):
+        for host in (ids[0], "ghost/1/1"):
+            say("ack %s %s %d 0 0 0 60000000000 0 0 0" % (host, lid, term))
+        time.sleep(0.05)
+    rogue.stdin.close()
+    rogue.wait(10)
+    # Its own host's lease (1 s) runs out; F1 and F2 stay, nothing else.
+    check(wait_for(lambda: sorted(member_ids()) == ids, 15, 0.1),
+          "the leader counts F1 and F2 again, never F1's host or a host without an identity "
+          "for the impersonator: %s" % member_ids())
+    ros = status(leader).get("ros2", {})
+    peers = {p["peer"]: p for p in ros.get("security_refused_peers", [])}
+    f9 = peers.get("/CN=F9", {})
+    check(f9.get("count", 0) >= 20 and "spoke for host" in f9.get("why", ""),
+          "the leader counts the answers F9 gave for other hosts (%d): %s"
+          % (f9.get("count", 0), f9.get("why")))
+    log = open(os.path.join(rtdir, "L.log")).read()
+    n = log.count("DDS Security refused /CN=F9: spoke for host")
+    check(n == 1, "F9 is named once in the leader's log (%d)" % n)
+    r1, r2 = ctl(leader, "pause"), ctl(leader, "resume")
+    check(r1.get("ok") and r2.get("ok") and
+          all(wait_for(lambda: on_leader(lc, fc), 10, 0.01) for fc in fcs),
+          "the leader's changes are not held for F1's forged lease; both followers take them")
+    env["ROGUE_FROM"] = "shmclock.%s.from.F1" % WIRE
+    r = subprocess.run([ROGUE, str(DOMAIN), WIRE], input="", capture_output=True, text=True,
+                       env=env, timeout=60)
+    check(r.returncode != 0 and "no writer: Not Allowed By Security" in r.stderr,
+          "F9 cannot write answers in F1's partition (%d: %s)"
+          % (r.returncode, r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ""))
+
+
 def refused_phase():
     # A follower's enclave, as a leader and as the rogue publisher.
     rc, lines, sock = refused_start("B", LEAD, enclave("F2"))
@@ -240,21 +329,8 @@ def refused_phase():
     check(rc != 0 and not sock and len(lines) == 1 and "Not Allowed By Security" in lines[0],
           "a leader's enclave for another clock cannot lead this one (%d: %s)"
           % (rc, " | ".join(lines)))
-    sec = ('<Security><Authentication><Library path="%(lib)s/libdds_security_auth.so" '
-           'initFunction="init_authentication" finalizeFunction="finalize_authentication"/>'
-           '<IdentityCA>file:%(e)s/identity_ca.cert.pem</IdentityCA><IdentityCertificate>'
-           'file:%(e)s/cert.pem</IdentityCertificate><PrivateKey>file:%(e)s/key.pem</PrivateKey>'
-           '</Authentication><AccessControl><Library path="%(lib)s/libdds_security_ac.so" '
-           'initFunction="init_access_control" finalizeFunction="finalize_access_control"/>'
-           '<Governance>file:%(e)s/governance.p7s</Governance><PermissionsCA>'
-           'file:%(e)s/permissions_ca.cert.pem</PermissionsCA><Permissions>'
-           'file:%(e)s/permissions.p7s</Permissions></AccessControl><Cryptographic><Library '
-           'path="%(lib)s/libdds_security_crypto.so" initFunction="init_crypto" '
-           'finalizeFunction="finalize_crypto"/></Cryptographic></Security>'
-           % {"lib": os.path.dirname(glob.glob("/usr/lib/*/libddsc0debian/libdds_security_auth.so")[0]),
-              "e": enclave("F2")})
     r = subprocess.run([ROGUE, str(DOMAIN), WIRE], input="", capture_output=True, text=True,
-                       env=dict(ENV, CYCLONEDDS_URI=URI % sec), timeout=60)
+                       env=dict(ENV, CYCLONEDDS_URI=rogue_uri(enclave("F2"))), timeout=60)
     check(r.returncode != 0 and "no writer: Not Allowed By Security" in r.stderr,
           "the rogue publisher with a follower's enclave cannot write the time function (%d: %s)"
           % (r.returncode, r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ""))
@@ -278,6 +354,16 @@ def refused_phase():
     check(rc != 0 and not sock and len(lines) == 1 and "refused by DDS Security" in lines[0],
           "a governance document tampered with: one line with the reason (%d: %s)"
           % (rc, " | ".join(lines)))
+    # An identity shmclock cannot name its partition by (the daemon reads
+    # it before Cyclone checks the document's signature).
+    with open(os.path.join(bad, "permissions.p7s"), "r+") as f:
+        text = f.read().replace("<subject_name>CN=F2<", "<subject_name>CN=x.from.F2<")
+        f.seek(0)
+        f.write(text)
+    rc, lines, sock = refused_start("N", LEAD, bad)
+    check(rc != 0 and not sock and len(lines) == 1 and "'.from.'" in lines[0]
+          and "permissions.p7s" in lines[0],
+          "an identity named x.from.F2: one line naming the file (%d: %s)" % (rc, " | ".join(lines)))
     os.unlink(os.path.join(bad, "key.pem"))
     rc, lines, sock = refused_start("K", LEAD, bad)
     check(rc != 0 and not sock and len(lines) == 1 and os.path.join(bad, "key.pem") in lines[0]
@@ -299,6 +385,31 @@ def lockstep_phase():
                        "Distribute": {"Clock": w2}}, enclave("FL"))
     rogue = start("RL", {"TimeSource": "leader", "Lockstep": {"Participants": 1},
                          "Distribute": {"Clock": w2}}, None)
+    # F9, a follower's identity, speaks for FL's host and for one without
+    # an identity: grants at 0 that would hold the clock there.
+    check(wait_for(lambda: status(fol).get("lockstep", {}).get("host", "").startswith("FL@"),
+                   15, 0.05), "the secured follower host's id begins with its identity: %s"
+          % status(fol).get("lockstep", {}).get("host"))
+    fl = status(fol)["lockstep"]["host"]
+    forger = subprocess.Popen([ROGUE, str(DOMAIN), w2], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(ENV, CYCLONEDDS_URI=rogue_uri(enclave("F9")),
+                                       ROGUE_FROM="shmclock.%s.from.F9" % w2))
+    procs["forger"] = forger
+    forging = threading.Event()
+
+    def forge():
+        seq = 1 << 40
+        while not forging.is_set():
+            for host in (fl, "ghost/1/1#0"):
+                seq += 1
+                forger.stdin.write("grant %s - %d 0 10000000000 1\n" % (host, seq))
+                forger.stdin.flush()
+                forger.stdout.readline()
+            time.sleep(0.02)
+
+    forge_thread = threading.Thread(target=forge, daemon=True)
+    forge_thread.start()
     ps = []
     for clock, who, period, work in [(rogue, "holder", 10_000_000, 60_000_000),
                                      (lead, "a", 10_000_000, 0), (fol, "b", 20_000_000, 0)]:
@@ -315,6 +426,15 @@ def lockstep_phase():
             done.append(p.returncode)
         except subprocess.TimeoutExpired:
             done.append(None)
+    forging.set()
+    forge_thread.join(10)
+    forger.stdin.close()
+    forger.wait(10)
+    f9 = {p["peer"]: p for p in status(lead).get("ros2", {}).get("security_refused_peers", [])
+          }.get("/CN=F9", {})
+    check(f9.get("count", 0) >= 2 and "spoke for host" in f9.get("why", ""),
+          "the secured leader refused F9's grants for FL's host and for a host without an "
+          "identity (%d): %s" % (f9.get("count", 0), f9.get("why")))
     hosts = status(lead).get("lockstep", {}).get("hosts", [])
     check(done == [0, 0] and len(hosts) == 1,
           "secured lockstep between hosts: both participants run to 1 s (%s), the leader counts "
@@ -372,6 +492,7 @@ def main():
     # for another clock.
     for role, name in [("leader", "L"), ("follower", "F1"), ("follower", "F2")]:
         pki(role, KS, name, "--clock", WIRE)
+    pki("follower", KS, "F9", "--clock", WIRE, "--clock", WIRE + "-ls")
     pki("leader", KS, "elsewhere", "--clock", WIRE + "-other")
     check(all(os.path.exists(os.path.join(enclave(n), f)) for n in ("L", "F1", "F2")
               for f in ("cert.pem", "key.pem", "identity_ca.cert.pem", "permissions_ca.cert.pem",
@@ -404,6 +525,7 @@ def main():
     check(led and "rogue/1/1" in " ".join(led),
           "the unsecured follower beside them followed the rogue publisher: %s"
           % (led[0][-100:] if led else "nothing"))
+    impersonation_phase(leader, followers, lc, fcs)
     refused_phase()
     lockstep_phase()
     encrypt_phase()
