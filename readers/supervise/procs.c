@@ -212,15 +212,26 @@ void sv_hide_vdso(pid_t pid)
 {
 	struct user_regs_struct r;
 	uint64_t w[4096];
-	size_t i, n;
+	size_t i, n, got = 0;
 
 	if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
 		return;
-	/* argc, argv..., NULL, envp..., NULL, auxv pairs. */
-	n = sizeof(w) / sizeof(w[0]);
-	while (n > 64 && !sv_peek(pid, r.rsp, w, n * sizeof(w[0])))
-		n /= 2;
-	if (n <= 64)
+	/* argc, argv..., NULL, envp..., NULL, auxv pairs: what lies between
+	 * the stack pointer and the end of the stack, page by page up to 32
+	 * KiB. Few bytes with a small environment (a container's), and how
+	 * few depends on the stack's random offset in its page: asked for
+	 * all at once, a short stack read nothing, and the vDSO stayed. */
+	while (got < sizeof(w)) {
+		size_t chunk = 4096 - ((r.rsp + got) & 4095);
+
+		if (chunk > sizeof(w) - got)
+			chunk = sizeof(w) - got;
+		if (!sv_peek(pid, r.rsp + got, (char *)w + got, chunk))
+			break;
+		got += chunk;
+	}
+	n = got / sizeof(w[0]);
+	if (n < 4 || w[0] > n)
 		return;
 	i = 1 + w[0] + 1;
 	while (i < n && w[i])
