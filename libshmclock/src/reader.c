@@ -24,8 +24,69 @@
 #include "jump.h"
 #include "protocol.h"
 
+/* The kernel's initial user namespace: its /proc/PID/ns/user inode is
+ * this constant (PROC_USER_INIT_INO, include/linux/proc_ns.h). */
+#define USERNS_INIT_INO 0xEFFFFFFDu
+
+/* Is this process in the initial user namespace, where uid 0 is root?
+ * Without /proc (nothing to ask) it is taken to be, as before user
+ * namespaces were asked about. */
+static bool initial_userns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/user", &st) < 0 || st.st_ino == USERNS_INIT_INO;
+}
+
+/* The uid a file owned by a user this namespace does not map shows as
+ * (/proc/sys/kernel/overflowuid, 65534 unless changed). */
+static uid_t overflow_uid(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+	unsigned long u = 65534;
+
+	if (f) {
+		if (fscanf(f, "%lu", &u) != 1)
+			u = 65534;
+		fclose(f);
+	}
+	return (uid_t)u;
+}
+
+/* Does this user namespace map @uid (/proc/self/uid_map: "inside outside
+ * count" a line)? Unreadable: it may, as far as we know. */
+static bool uid_mapped(uid_t uid)
+{
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long in, out, n;
+	bool mapped = false;
+
+	if (!f)
+		return true;
+	while (!mapped && fscanf(f, "%lu %lu %lu", &in, &out, &n) == 3)
+		mapped = uid >= in && uid - in < n;
+	fclose(f);
+	return mapped;
+}
+
+/*
+ * A file's owner outside this user namespace: in a container with a user
+ * namespace (Podman rootless, Docker's userns-remap) the host's root, whose
+ * daemon made the clock, shows as the overflow uid. Believed with
+ * SHMCLOCK_TRUST=outside, and only where this namespace maps no user to
+ * that uid: then nobody in it, its root included, can make or chown a file
+ * to it, so the file came from outside (a bind mount the container was
+ * given). Where it maps that uid (the usual 65536 ids), the container's
+ * own "nobody" looks the same: refused (doc/containers.md).
+ */
+static bool outside_owner(uid_t owner)
+{
+	return !initial_userns() && owner == overflow_uid() && !uid_mapped(owner);
+}
+
 /* Whether $SHMCLOCK_TRUST (user names or uids, separated by commas or
- * spaces; "*" trusts every owner) names @owner. */
+ * spaces; "*" trusts every owner; "outside": an owner outside this user
+ * namespace, outside_owner) names @owner. */
 static bool trusted_by_env(uid_t owner)
 {
 	const char *t = getenv("SHMCLOCK_TRUST");
@@ -42,6 +103,11 @@ static bool trusted_by_env(uid_t owner)
 			word[n] = 0;
 			if (!strcmp(word, "*"))
 				return true;
+			if (!strcmp(word, "outside")) {
+				if (outside_owner(owner))
+					return true;
+				goto next;
+			}
 			u = strtoul(word, &end, 10);
 			if (!*end && u == owner)
 				return true;
@@ -54,6 +120,7 @@ static bool trusted_by_env(uid_t owner)
 					return true;
 			}
 		}
+next:
 		t += n;
 		t += strspn(t, ", \t");
 	}
@@ -65,11 +132,18 @@ static bool trusted_by_env(uid_t owner)
  * user, or a user named in $SHMCLOCK_TRUST (or any with
  * SHMCLOCK_OPEN_TRUST_ANY_OWNER). /dev/shm is writable by everyone, so
  * anyone can create a clock under a free name and set any time in it.
+ * Root is uid 0 of the initial user namespace only: in a container with a
+ * user namespace, uid 0 is the container's root, which is whoever started
+ * it (trusted only if named). 0, or -EPERM; -EREMOTE when the owner is
+ * outside this user namespace (the overflow uid), where SHMCLOCK_TRUST's
+ * "outside" is what may apply.
  */
-static bool trusted(uid_t owner, unsigned flags)
+static int trusted(uid_t owner, unsigned flags)
 {
-	return owner == 0 || owner == geteuid() || owner == getuid() ||
-	       (flags & SHMCLOCK_OPEN_TRUST_ANY_OWNER) || trusted_by_env(owner);
+	if ((owner == 0 && initial_userns()) || owner == geteuid() || owner == getuid() ||
+	    (flags & SHMCLOCK_OPEN_TRUST_ANY_OWNER) || trusted_by_env(owner))
+		return 0;
+	return !initial_userns() && owner == overflow_uid() ? -EREMOTE : -EPERM;
 }
 
 /* Maps the named segment read-only and checks its owner and header. */
@@ -99,9 +173,9 @@ static int map_segment(const char *name, unsigned flags, const struct shmclock_s
 		return -EPROTO;
 	}
 	*owner = st.st_uid;
-	if (!trusted(st.st_uid, flags)) {
+	if ((r = trusted(st.st_uid, flags))) {
 		close(fd);
-		return -EPERM;
+		return r;
 	}
 	map = mmap(NULL, SHMCLOCK_SEG_SIZE, PROT_READ, MAP_SHARED, fd, 0);
 	r = map == MAP_FAILED ? -errno : 0;

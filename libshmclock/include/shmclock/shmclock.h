@@ -24,6 +24,7 @@
  *             update does not make reads wait or fail: they return the last
  *             committed time, frozen at the instant the update takes effect
  *   -EPERM    see SHMCLOCK_OPEN_TRUST_ANY_OWNER in <shmclock/time.h>
+ *   -EREMOTE  the same, for an owner outside this user namespace
  *
  * Handles are not shared-state objects: one shmclock_t may be used from many
  * threads at once (the read path writes nothing), but close it only once no
@@ -52,6 +53,8 @@
 	X(EPROTO, "not a shmclock segment of this version (bad size, magic, version or "      \
 		  "layout)")                                                                   \
 	X(EPERM, "the clock belongs to another user, who is not trusted (see SHMCLOCK_TRUST)") \
+	X(EREMOTE, "the clock belongs to a user outside this user namespace (a container "      \
+		   "with one?): see SHMCLOCK_TRUST=outside in doc/containers.md")              \
 	X(EACCES, "permission denied")                                                         \
 	X(ENODATA, "the clock has not been initialized")                                       \
 	X(ESTALE, "the clock is stale (no writer alive, or its leader or /clock is lost): "    \
@@ -164,6 +167,7 @@ enum shmclock_source {
  * Return: 0; -EINVAL bad name; -ENOENT no such clock; -EPROTO the file is not
  * a shmclock segment of this ABI version (wrong size, magic, version or
  * layout, or not a regular file); -EPERM the segment's owner is not trusted;
+ * -EREMOTE its owner is outside this user namespace and not trusted;
  * -EACCES; -ENOMEM.
  */
 int shmclock_open(const char *name, shmclock_t **out);

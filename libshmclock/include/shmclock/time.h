@@ -116,7 +116,13 @@ int shmclock_sim_to_steady(shmclock_t *clk, shmclock_sim_time_t t, shmclock_stea
 /* Believe a segment whoever owns it. By default only segments owned by root,
  * this user, or a user named in $SHMCLOCK_TRUST (user names or uids,
  * separated by commas; "*": anyone) are opened; others give -EPERM, since
- * anyone can create a clock under a free name in /dev/shm and set any time. */
+ * anyone can create a clock under a free name in /dev/shm and set any time.
+ * Root is uid 0 of the initial user namespace: in a container with a user
+ * namespace, the container's root is trusted only if named. An owner
+ * outside this user namespace (the overflow uid: the host's root seen from
+ * a rootless container) gives -EREMOTE; SHMCLOCK_TRUST=outside believes it
+ * where this namespace maps no user to the overflow uid, so that nobody in
+ * it could have made the file (doc/containers.md). */
 #define SHMCLOCK_OPEN_TRUST_ANY_OWNER 0x4u
 /* Reads never run or wait for jump callbacks, and none can be added
  * (-EINVAL). For bindings whose callbacks need a lock of their own (Python's

@@ -10,7 +10,8 @@ namespace Shmclock
     public static class Errno
     {
         public const int EPERM = 1, ENOENT = 2, EINTR = 4, EAGAIN = 11, ENOMEM = 12, EACCES = 13,
-            EBUSY = 16, EEXIST = 17, EXDEV = 18, EINVAL = 22, ENOSPC = 28, ERANGE = 34, ENODATA = 61, EPROTO = 71,
+            EBUSY = 16, EEXIST = 17, EXDEV = 18, EINVAL = 22, ENOSPC = 28, ERANGE = 34, ENODATA = 61, EREMOTE = 66,
+            EPROTO = 71,
             EOVERFLOW = 75, EOPNOTSUPP = 95, ETIMEDOUT = 110, ESTALE = 116, ECANCELED = 125;
     }
 
