@@ -286,8 +286,14 @@ static void accept_one(struct control *c)
 	 * uid 4294967295 rather than as whatever the stack held. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
 	    !allowed(c, cred.uid, cred.gid)) {
+		char why[160];
+
 		tmp.uid = cred.uid;
-		reply_error(&tmp, "permission denied: this user may not control the clock");
+		/* The uid as this daemon sees it: from a container with a user
+		 * namespace, the host's uid its user maps to. */
+		snprintf(why, sizeof(why), "permission denied: uid %u (as the daemon sees it) may not "
+			 "control the clock", (unsigned)cred.uid);
+		reply_error(&tmp, why);
 		/* A flood of refused connections must not flood the log. */
 		if (c->refused < 10 || c->refused % 1000 == 0)
 			log_msg(LOG_WARN, "control: refused uid %u (pid %d)%s", (unsigned)cred.uid,
