@@ -130,6 +130,10 @@ SHMCLOCK_EXPORT int shmclock_lockstep_join(const char *name, const char *who,
 		goto fail;
 	}
 	r = shmclock__ls_map_segment(name, p->clk, true, &p->ls);
+	/* In lockstep (the flag above) with no participant file: not here
+	 * (a container given only the clock's file), not "not lockstep". */
+	if (r == -EOPNOTSUPP)
+		r = -ENXIO;
 	if (r)
 		goto fail;
 	r = writer_check(p);
@@ -373,6 +377,10 @@ SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t
 		return "no such clock";
 	case -EOPNOTSUPP:
 		return "the clock is not in lockstep mode (shmclockd --lockstep N)";
+	case -ENXIO:
+		return "the clock is in lockstep mode, but its participant file "
+		       "(/dev/shm/shmclock-lockstep.NAME) is not here: in a container, mount it beside "
+		       "the clock's (doc/containers.md)";
 	case -ENOSPC:
 		return "all " SHMCLOCK__XSTR(SHMCLOCK_LOCKSTEP_SLOTS) " participant slots of this clock "
 		       "are taken";

@@ -279,6 +279,11 @@ def control_phase(name):
 def lockstep_phase(ls):
     mounts = mount_clock(ls) + ["-v", "/dev/shm/shmclock-lockstep.%s:/dev/shm/shmclock-lockstep.%s"
                                 % (ls, ls)]
+    r = podman(mount_clock(ls), os.path.join(OPT, os.path.relpath(os.path.realpath(
+        os.environ["LS_PARTICIPANT"]), BUILD)), ls, "early", "10000000", "20000000")
+    check(r.returncode == 1 and "participant file" in r.stderr and "mount it" in r.stderr,
+          "a participant given only the clock's file says which file is missing: %s"
+          % r.stderr.strip()[-240:])
     cname = "shmclock-ls-%s" % RUN
     containers.append(cname)
     p = subprocess.Popen(PODMAN + ["--name", cname] + mounts +

@@ -129,7 +129,8 @@ int main(int argc, char **argv)
 	}
 	r = shmclock_lockstep_join(argv[1], argv[2], &p);
 	if (r) {
-		fprintf(stderr, "ls-participant %s: join: %s\n", argv[2], shmclock_strerror(r));
+		fprintf(stderr, "ls-participant %s: join: %s\n", argv[2],
+			shmclock_lockstep_strerror(NULL, r));
 		return 1;
 	}
 	/* Ready: the test starts the next participant (or the clock) now. */
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
 		r = shmclock_lockstep_advance(p, t, shmclock_sec(30));
 		if (r) {
 			fprintf(stderr, "ls-participant %s: advance to %" PRId64 ": %s\n", argv[2], t,
-				shmclock_strerror(r));
+				shmclock_lockstep_strerror(p, r));
 			return 1;
 		}
 		if (work_us > 0) {

@@ -72,7 +72,8 @@ typedef struct shmclock_lockstep shmclock_lockstep_t;
  * holds the clock at the time it joined (shmclock_lockstep_joined_at()).
  *
  * Return: 0; -ENOENT no such clock; -EOPNOTSUPP the clock is not in
- * lockstep mode; -ENOSPC no free slot; -EEXIST a live participant of
+ * lockstep mode; -ENXIO it is, but its participant file is not here (a
+ * container given only the clock's file); -ENOSPC no free slot; -EEXIST a live participant of
  * this clock has the name @who already (names are unique per clock: one
  * process per name in status, evict and metrics); -EACCES not allowed (not a member
  * of the clock's group); -EINVAL bad name or who; -ESTALE the clock's

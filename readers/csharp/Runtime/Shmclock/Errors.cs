@@ -9,7 +9,7 @@ namespace Shmclock
     /// <summary>Linux errno values the library returns (negated).</summary>
     public static class Errno
     {
-        public const int EPERM = 1, ENOENT = 2, EINTR = 4, EAGAIN = 11, ENOMEM = 12, EACCES = 13,
+        public const int EPERM = 1, ENOENT = 2, EINTR = 4, ENXIO = 6, EAGAIN = 11, ENOMEM = 12, EACCES = 13,
             EBUSY = 16, EEXIST = 17, EXDEV = 18, EINVAL = 22, ENOSPC = 28, ERANGE = 34, ENODATA = 61, EREMOTE = 66,
             EPROTO = 71,
             EOVERFLOW = 75, EOPNOTSUPP = 95, ETIMEDOUT = 110, ESTALE = 116, ECANCELED = 125;
