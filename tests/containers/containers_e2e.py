@@ -11,12 +11,13 @@ where it controls the clock, the control socket's directory.
 - a reader in a container follows pause, set, scale and resume;
 - a shmclock-wait blocked in a container (a futex in the shared page) is
   woken by a set on the host;
-- shmclock-run -- date (busybox's: static, so under the supervisor) and a
-  Python program read the clock;
+- shmclock-run -- date (busybox's: static, so under the supervisor), a
+  Python program and a C++ one read the clock;
 - shmclockctl in a container controls the host's clock through the
   bind-mounted socket;
 - a lockstep participant in a container holds the host's clock, and its
-  death (podman kill) is seen;
+  death (podman kill) is seen; one given only the clock's file says which
+  file is missing; a C# participant (Mono) steps the clock;
 - a container with a user namespace (--uidmap, as Podman rootless and
   Docker's userns-remap run them): the host's clock is refused as owned
   by a user outside the namespace, and believed with SHMCLOCK_TRUST=outside
@@ -28,7 +29,9 @@ where it controls the clock, the control socket's directory.
 - rootless Podman (as the user .ci/setup makes): the host's clock refused
   with the usual map, believed with --uidmap 0:0:65534 and
   SHMCLOCK_TRUST=outside;
-- doc/containers.md's commands, run as written.
+- Docker (a dockerd of the test's own) and docker-compose: the docker run
+  lines and the compose file of doc/containers.md;
+- doc/containers.md's podman run lines, run as written.
 
 Root; Podman, runc and busybox-static (.ci/setup installs them): exit 77
 with the reason otherwise. Environment: SHMCLOCKD, SHMCLOCKCTL, BUILD_ROOT
@@ -61,6 +64,8 @@ procs = {}
 clocks = []
 containers = []
 groups = []
+dockerd = []
+CLOCK = []  # the run's clock, for local()
 rootless = []
 rtdir = tempfile.mkdtemp(prefix="shmclock-ctr-")
 os.chmod(rtdir, 0o755)
@@ -146,6 +151,24 @@ def make_image():
         path = os.path.realpath(os.environ[var])
         os.symlink(os.path.join(OPT, os.path.relpath(path, BUILD)),
                    os.path.join(root, "usr/bin", os.path.basename(path)))
+    if os.environ.get("CXX_READER"):
+        path = os.path.realpath(os.environ["CXX_READER"])
+        put(root, path, os.path.join(OPT, os.path.relpath(path, BUILD)))
+    # C#: Mono and the class library files a participant loads (what strace
+    # shows mono opening), the assembly and its native helper.
+    if os.environ.get("LS_PARTICIPANT_CS"):
+        put(root, os.path.realpath(os.environ["MONO"]), "/usr/bin/mono")
+        for pattern in ("/etc/mono/config", "/usr/lib/mono/4.5/mscorlib.dll",
+                        "/usr/lib/mono/gac/System/4.0.0.0__*/System.dll",
+                        "/usr/lib/mono/gac/System.Core/4.0.0.0__*/System.Core.dll"):
+            for f in glob.glob(pattern):
+                os.makedirs(os.path.dirname(os.path.join(root, f.lstrip("/"))), exist_ok=True)
+                shutil.copy2(f, os.path.join(root, f.lstrip("/")))
+        cs = os.path.realpath(os.environ["CSHARP_DIR"])
+        for f in ("Shmclock.dll", "Shmclock.dll.config", "libshmclock-mono.so"):
+            put(root, os.path.join(cs, f), os.path.join(OPT, os.path.relpath(cs, BUILD), f))
+        exe = os.path.realpath(os.environ["LS_PARTICIPANT_CS"])
+        put(root, exe, os.path.join(OPT, os.path.relpath(exe, BUILD)))
     # Python: Debian's interpreter, the modules a program of ours loads,
     # and the built module (as python3-shmclock installs it).
     py = os.path.realpath("/usr/bin/python3")
@@ -266,6 +289,39 @@ def programs_phase(name, unix_name):
     check(r.returncode == 0 and r.stdout.split() == [str(host_ns(name)), "True"],
           "a Python program in a container reads the host's clock: %r %s"
           % (r.stdout.strip(), r.stderr.strip()[-300:]))
+
+
+def cxx_phase(name):
+    if not os.environ.get("CXX_READER"):
+        print("# C++: no C++ compiler at build time: not run", flush=True)
+        return
+    path = os.path.join(OPT, os.path.relpath(os.path.realpath(os.environ["CXX_READER"]), BUILD))
+    r = podman(mount_clock(name), path, name)
+    check(r.returncode == 0 and r.stdout.strip() == str(host_ns(name)),
+          "a C++ program (<shmclock/shmclock.hpp>) in a container reads the host's clock: %r %s"
+          % (r.stdout.strip(), r.stderr.strip()[-200:]))
+
+
+def csharp_phase(ls):
+    """A C# lockstep participant (Mono, as Unity's runtime) in a container
+    runs the host's lockstep clock to 0.5 s."""
+    if not os.environ.get("LS_PARTICIPANT_CS"):
+        print("# C#: no Mono build (a sanitizer build, or mono not installed): not run",
+              flush=True)
+        return
+    cs = os.path.join(OPT, os.path.relpath(os.path.realpath(os.environ["CSHARP_DIR"]), BUILD))
+    exe = os.path.join(OPT, os.path.relpath(os.path.realpath(os.environ["LS_PARTICIPANT_CS"]),
+                                            BUILD))
+    mounts = mount_clock(ls) + ["-v", "/dev/shm/shmclock-lockstep.%s:/dev/shm/shmclock-lockstep.%s"
+                                % (ls, ls)]
+    start = host_ns(ls)
+    end = (start // 10_000_000 + 50) * 10_000_000
+    r = podman(mounts + ["-e", "MONO_PATH=" + cs, "-e", "LD_LIBRARY_PATH=" + OPT + "/libshmclock"],
+               "mono", exe, ls, "cs-boxed", "10000000", str(end), timeout=120)
+    check(r.returncode == 0 and "joined" in r.stdout and host_ns(ls) >= end,
+          "a C# participant (Mono) in a container steps the host's lockstep clock from %.2f s "
+          "to %.2f s (exit %d: %s)" % (start / 1e9, end / 1e9, r.returncode,
+                                     (r.stdout + r.stderr).strip()[-200:]))
 
 
 def control_phase(name):
@@ -389,19 +445,26 @@ def rootless_phase(name, root):
     except KeyError:
         print("# rootless: no user %s (.ci/setup makes one): not run" % ROOTLESS, flush=True)
         return
-    run_dir = os.path.join(rtdir, "xdg")
-    os.makedirs(run_dir, mode=0o700)
-    os.chown(run_dir, pw.pw_uid, pw.pw_gid)
+    # Storage, run state and runtime directory of this run's own: rootless
+    # Podman keeps where they were in its database, and would go on using
+    # a run's directory after it is gone.
+    dirs = {}
+    for d in ("xdg", "root", "run"):
+        dirs[d] = os.path.join(rtdir, "rootless", d)
+        os.makedirs(dirs[d], mode=0o700)
+        os.chown(dirs[d], pw.pw_uid, pw.pw_gid)
+    os.chown(os.path.join(rtdir, "rootless"), pw.pw_uid, pw.pw_gid)
     as_user = ["runuser", "-u", ROOTLESS, "--", "env", "HOME=" + pw.pw_dir,
-               "XDG_RUNTIME_DIR=" + run_dir, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
-    rootless.append(as_user)
+               "XDG_RUNTIME_DIR=" + dirs["xdg"], "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+               "podman", "--root", dirs["root"], "--runroot", dirs["run"]]
+    rootless.append(ROOTLESS)
     tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-    r = subprocess.run(as_user + ["podman", "import", "-", IMAGE], stdin=tar.stdout,
+    r = subprocess.run(as_user + ["import", "-", IMAGE], stdin=tar.stdout,
                        capture_output=True, text=True, timeout=120)
     tar.wait()
     check(r.returncode == 0, "rootless Podman (%s) imports the image (%s)"
           % (ROOTLESS, r.stderr.strip()[-200:]))
-    base = as_user + ["podman", "run", "--rm", "--runtime", "runc", "--network", "none"] + limits()
+    base = as_user + ["run", "--rm", "--runtime", "runc", "--network", "none"] + limits()
     mount = mount_clock(name)
     r = subprocess.run(base + mount + ["-e", "SHMCLOCK_TRUST=outside", IMAGE, "shmclock-cat",
                                        "-n", name], capture_output=True, text=True, timeout=120)
@@ -417,6 +480,74 @@ def rootless_phase(name, root):
           "SHMCLOCK_TRUST=outside: %s %s" % (" ".join(r.stdout.split()), r.stderr.strip()[-200:]))
 
 
+DOCKER = "/usr/bin/docker"  # Debian's docker.io (another client may come first in PATH)
+
+
+def docker_phase(name, root):
+    """Docker: a dockerd of this run's (its own data, socket and no
+    network set-up), the image imported, doc/containers.md's docker run
+    lines and its compose file (docker-compose up) as written."""
+    if not shutil.which("dockerd") or not os.path.exists(DOCKER) or \
+            not shutil.which("docker-compose"):
+        print("# docker: dockerd, docker or docker-compose not installed (.ci/setup installs "
+              "docker.io and docker-compose): not run", flush=True)
+        return
+    ddir = os.path.join(rtdir, "d")
+    os.makedirs(ddir)
+    sock = os.path.join(ddir, "docker.sock")
+    log = open(os.path.join(rtdir, "dockerd.log"), "w")
+    dockerd.append(subprocess.Popen(
+        ["dockerd", "--host", "unix://" + sock, "--data-root", os.path.join(ddir, "root"),
+         "--exec-root", os.path.join(ddir, "x"), "--pidfile", os.path.join(ddir, "pid"),
+         "--bridge=none", "--iptables=false", "--ip6tables=false"], stdout=log, stderr=log))
+    docker = [DOCKER, "-H", "unix://" + sock]
+    up = wait_for(lambda: subprocess.run(docker + ["version"], capture_output=True).returncode == 0,
+                  60, 0.2)
+    check(up, "a dockerd of this run's answers")
+    if not up:
+        return
+    tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+    r = subprocess.run(docker + ["import", "-", IMAGE], stdin=tar.stdout, capture_output=True,
+                       text=True, timeout=120)
+    tar.wait()
+    check(r.returncode == 0, "docker imports the image (%s)" % r.stderr.strip()[-200:])
+    text = open(os.path.join(SOURCE, "doc", "containers.md")).read()
+    blocks = re.findall(r"^```sh\n(.*?)^```", text, re.M | re.S)
+    cmds = [l for b in blocks for l in b.splitlines() if l.startswith("docker run ")]
+    check(len(cmds) >= 3, "doc/containers.md gives its docker run lines (%d)" % len(cmds))
+    for cmd in cmds:
+        argv = docker + [local(a) for a in shlex.split(cmd)][1:]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "as doc/containers.md gives it: %s -> %d %s"
+              % (cmd[:120], r.returncode, (r.stdout + r.stderr).strip()[-160:]))
+    compose = re.findall(r"^```yaml\n(.*?)^```", text, re.M | re.S)
+    check(len(compose) == 1, "doc/containers.md gives a compose file")
+    path = os.path.join(rtdir, "compose.yaml")
+    with open(path, "w") as f:
+        f.write("\n".join(local(l) for l in compose[0].splitlines()) + "\n")
+    check(ctl(name, "resume").get("ok"), "host: resume")
+    env = dict(os.environ, DOCKER_HOST="unix://" + sock)
+    project = ["docker-compose", "-f", path, "-p", "shmclock%s" % RUN.replace("-", "")]
+    r = subprocess.run(project + ["up", "--no-color"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    frames = re.findall(r"sensor.*\| .*measured", r.stdout)
+    scale = status(name).get("scale")
+    check(r.returncode == 0 and len(frames) == 3 and scale == 2,
+          "docker-compose up of doc/containers.md's file: the sensor's 3 frames (%d), the "
+          "controller's scale %s (exit %d %s)" % (len(frames), scale, r.returncode,
+                                                  (r.stdout + r.stderr).strip()[-200:]))
+    subprocess.run(project + ["down"], capture_output=True, timeout=120, env=env)
+    check(ctl(name, "scale", value=1).get("ok") and ctl(name, "pause").get("ok"),
+          "host: scale 1, pause")
+
+
+def local(arg):
+    """A doc/containers.md word with this run's clock, image and socket
+    directory."""
+    arg = arg.replace("/run/shmclock:/run/shmclock", rtdir + ":/run/shmclock")
+    return re.sub(r"\bsim\b", CLOCK[0], arg).replace("IMAGE", IMAGE)
+
+
 def recipe_phase(name):
     """doc/containers.md's commands, each `podman run` line of its sh
     blocks, with its clock (sim) and image (IMAGE) this run's, /run/shmclock
@@ -426,8 +557,7 @@ def recipe_phase(name):
     cmds = [l for b in blocks for l in b.splitlines() if l.startswith("podman run ")]
     check(len(cmds) >= 6, "doc/containers.md gives its commands (%d)" % len(cmds))
     for cmd in cmds:
-        line = cmd.replace("/run/shmclock:/run/shmclock", rtdir + ":/run/shmclock")
-        argv = [re.sub(r"\bsim\b", name, a).replace("IMAGE", IMAGE) for a in shlex.split(line)]
+        argv = [local(a) for a in shlex.split(cmd)]
         argv = argv[:2] + ["--runtime", "runc"] + limits() + argv[2:]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, "as doc/containers.md gives it: %s -> %d %s"
@@ -438,6 +568,7 @@ def main():
     root = make_image()
     env = dict(os.environ, SHMCLOCK_RUNTIME_DIR=rtdir)
     name = "ctr-%s" % RUN
+    CLOCK.append(name)
     unix_name = "ctr-%s-unix" % RUN
     ls = name + "-ls"  # doc/containers.md's sim-ls
     clocks.extend([name, unix_name, ls])
@@ -453,19 +584,31 @@ def main():
     follow_phase(name)
     wait_phase(name)
     programs_phase(name, unix_name)
+    cxx_phase(name)
     control_phase(name)
     lockstep_phase(ls)
+    csharp_phase(ls)
     userns_phase(name)
     rootless_phase(name, root)
+    docker_phase(name, root)
     recipe_phase(name)
 
 
 def cleanup():
+    for p in dockerd:
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
     for c in containers:
         subprocess.run(["podman", "rm", "-f", "-t", "0", c], capture_output=True, timeout=60)
     subprocess.run(["podman", "rmi", "-f", IMAGE], capture_output=True, timeout=60)
-    for as_user in rootless:
-        subprocess.run(as_user + ["podman", "rmi", "-f", IMAGE], capture_output=True, timeout=60)
+    # Its storage goes with the run's directory; its pause process (the
+    # user namespace's keeper, catatonit) with everything of the user's.
+    for user in rootless:
+        subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True, timeout=60)
     for g in groups:
         subprocess.run(["groupdel", g], capture_output=True, timeout=60)
     remove(list(procs.values()), clocks, rtdir)
