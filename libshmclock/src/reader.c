@@ -191,6 +191,21 @@ static int map_segment(const char *name, unsigned flags, const struct shmclock_s
 	if (!r && atomic_load_explicit(&((const struct shmclock_seg *)map)->writer_timens_mono_ns,
 				       memory_order_relaxed) != shmclock__timens_mono_offset())
 		r = -EXDEV;
+	/* A copy of a live writer's segment (copied into an image, a volume
+	 * that copies): its lock word says the writer lives, but nothing will
+	 * ever change it, wake its sleepers or mark that writer's death.
+	 * Refused as a clock without a writer, never read as a live one. A
+	 * bind mount is the same file (the same st_dev and st_ino). */
+	if (!r) {
+		const struct shmclock_seg *seg = map;
+		uint64_t ino = atomic_load_explicit(&seg->writer_file_ino, memory_order_relaxed);
+		uint64_t dev = atomic_load_explicit(&seg->writer_file_dev, memory_order_relaxed);
+
+		if (ino && (ino != (uint64_t)st.st_ino || dev != (uint64_t)st.st_dev) &&
+		    shmclock__writer_alive(atomic_load_explicit(&seg->writer_lock.word,
+								memory_order_acquire)))
+			r = -ESTALE;
+	}
 	if (r) {
 		munmap(map, SHMCLOCK_SEG_SIZE);
 		return r;

@@ -77,7 +77,17 @@
  *                                    in a namespace of another offset
  *                                    refuses the clock (-EXDEV): its
  *                                    readings would be off by the difference
- *  0x120 32    reserved, zero
+ *  0x120  8    writer_file_dev       st_dev and st_ino of the file the
+ *  0x128  8    writer_file_ino       writer serves, as its fstat gives
+ *                                    them (0: a writer before these): a
+ *                                    reader whose file is another (a copy,
+ *                                    which no writer updates and no death
+ *                                    marks) while the lock word says its
+ *                                    writer lives refuses it (-ESTALE); a
+ *                                    bind mount is the same file
+ *  0x130 16    reserved, zero (readers of ABI 3 never checked 0x120..0x13f:
+ *                                    these two fields are read only where
+ *                                    they are known)
  *  ---- live line (written often, never read on the hot path) -------------
  *  0x140  4    change_futex          incremented after every commit; sleepers
  *                                    FUTEX_WAIT on it
@@ -243,7 +253,9 @@ struct shmclock_seg {
 	_Atomic uint32_t lockstep;
 	uint32_t reserved2a;
 	_Atomic int64_t writer_timens_mono_ns;
-	uint8_t reserved2[32];
+	_Atomic uint64_t writer_file_dev;
+	_Atomic uint64_t writer_file_ino;
+	uint8_t reserved2[16];
 
 	/* live line */
 	_Alignas(SHMCLOCK_CACHELINE) _Atomic uint32_t change_futex;
@@ -301,6 +313,9 @@ static_assert(offsetof(struct shmclock_seg, writer_pid) == 0x100, "layout");
 static_assert(offsetof(struct shmclock_seg, writer_start_unix_ns) == 0x108, "layout");
 static_assert(offsetof(struct shmclock_seg, lockstep) == 0x110, "layout");
 static_assert(offsetof(struct shmclock_seg, writer_timens_mono_ns) == 0x118, "layout");
+static_assert(offsetof(struct shmclock_seg, writer_file_dev) == 0x120, "layout");
+static_assert(offsetof(struct shmclock_seg, writer_file_ino) == 0x128, "layout");
+static_assert(offsetof(struct shmclock_seg, reserved2) == 0x130, "layout");
 static_assert(offsetof(struct shmclock_seg, change_futex) == 0x140, "layout");
 static_assert(offsetof(struct shmclock_seg, heartbeat_mono_ns) == 0x148, "layout");
 static_assert(offsetof(struct shmclock_seg, commits) == 0x150, "layout");

@@ -129,6 +129,20 @@ static void init_segment(struct shmclock_seg *s)
 	shmclock__robust_mutex_init(&s->writer_lock.mutex);
 }
 
+/* The file this writer serves, @fd's, named in the writer line: a reader
+ * of another file (a copy) then knows it is not this writer's (map_segment
+ * in reader.c). Before the segment is linked under its name (create), or
+ * once we hold it (take-over: the same file, so the same values). */
+static void mark_file(struct shmclock_seg *s, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return;
+	atomic_store_explicit(&s->writer_file_dev, (uint64_t)st.st_dev, memory_order_relaxed);
+	atomic_store_explicit(&s->writer_file_ino, (uint64_t)st.st_ino, memory_order_relaxed);
+}
+
 /* Take the robust mutex for the calling thread: 0, or -EBUSY while a live
  * thread holds it. A dead holder's mutex is taken over (EOWNERDEAD). */
 static int take_mutex(struct shmclock_seg *s)
@@ -227,6 +241,7 @@ static int create_segment(const char *name, unsigned mode, struct shmclock_write
 		goto fail;
 	}
 	init_segment(s);
+	mark_file(s, fd);
 	r = take_mutex(s);
 	if (r == 0 && link(tmp_path, final_path) < 0)
 		r = -errno;
@@ -325,6 +340,7 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 		munmap(s, SHMCLOCK_SEG_SIZE);
 		return r < 0 ? r : -EAGAIN;
 	}
+	mark_file(s, fd); /* a segment of a writer before these fields */
 	w->seg = s;
 	w->fd = fd;
 	return 0;

@@ -23,6 +23,7 @@
 #include <shmclock/time.h>
 
 #include "fuzz.h"
+#include "common.h"
 #include "segment.h"
 
 static char name[64], shm[80];
@@ -115,6 +116,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(size == SHMCLOCK_SEG_SIZE, "-EXDEV for a segment of %zu bytes", size);
 		memcpy(&off, before + offsetof(struct shmclock_seg, writer_timens_mono_ns), 8);
 		FUZZ_CHECK(off != 0, "-EXDEV for a writer in this time namespace");
+	} else if (r == -ESTALE) {
+		/* A copy claiming a live writer (issue 56): the writer line
+		 * names another file, and the lock word a live holder. */
+		uint64_t ino;
+		uint32_t lock;
+
+		FUZZ_CHECK(size == SHMCLOCK_SEG_SIZE, "-ESTALE for a segment of %zu bytes", size);
+		memcpy(&ino, before + offsetof(struct shmclock_seg, writer_file_ino), 8);
+		memcpy(&lock, before + offsetof(struct shmclock_seg, writer_lock), 4);
+		FUZZ_CHECK(ino != 0 && shmclock__writer_alive(lock),
+			   "-ESTALE at open for a segment that names no file or no live writer");
 	} else {
 		FUZZ_CHECK(r == -EPROTO, "shmclock_open returned %d, not -EPROTO", r);
 	}

@@ -85,6 +85,47 @@ Test(segment, a_copy_of_a_valid_segment_is_accepted)
 	shmclock_close(r);
 }
 
+/* Issue 56: a copy of a live writer's segment (copied into a container's
+ * image or a volume that copies) claims a live writer in its lock word,
+ * yet nothing will ever change it, wake its sleepers or mark the writer's
+ * death. It is refused as stale at open; the writer's own file under a
+ * second name (a hard link, as a bind mount is the same file) is not.
+ * Before: the copy opened and read 42 s for ever. */
+Test(segment, a_copy_of_a_live_writers_segment_is_stale_the_same_file_is_not)
+{
+	const char *name = test_clock_name();
+	uint8_t buf[SHMCLOCK_SEG_SIZE];
+	char path[128], linked[160];
+	shmclock_writer_t *w;
+	shmclock_t *r = NULL;
+	int64_t t;
+	int fd;
+
+	cr_assert_eq(shmclock_writer_open(name, &w), 0);
+	cr_assert_eq(shmclock_writer_pause(w), 0);
+	cr_assert_eq(shmclock_writer_set_time(w, 42000000000), 0);
+	path_of(path, sizeof(path), name);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(read(fd, buf, sizeof(buf)), SHMCLOCK_SEG_SIZE);
+	close(fd);
+	const char *copy = plant(buf, sizeof(buf));
+	cr_expect_eq(shmclock_open(copy, &r), -ESTALE, "a copy of a live writer's clock");
+	cr_expect_null(r);
+	snprintf(linked, sizeof(linked), "/dev/shm/shmclock.%s-same", name);
+	cr_assert_eq(link(path, linked), 0);
+	char same[96];
+	snprintf(same, sizeof(same), "%s-same", name);
+	cr_assert_eq(shmclock_open(same, &r), 0, "the writer's own file, another name");
+	cr_expect_eq(shmclock_now(r, &t), 0);
+	cr_expect_eq(t, 42000000000);
+	shmclock_close(r);
+	unlink(linked);
+	shmclock_unlink(copy);
+	shmclock_writer_unlink(w, name);
+	shmclock_writer_close(w);
+}
+
 Test(segment, empty_truncated_and_oversized_files_are_EPROTO)
 {
 	uint8_t buf[SHMCLOCK_SEG_SIZE + 1];
