@@ -123,7 +123,7 @@ def put(root, src, dest=None):
             shutil.copy2(os.path.realpath(lib), t)
 
 
-PY_PROBE = "import shmclock, json, sys, os, time, errno\n"
+PY_PROBE = "import shmclock, json, sys, os, time, errno, ctypes\n"
 
 
 def make_image():
@@ -284,6 +284,19 @@ def programs_phase(name, unix_name):
     check(r.returncode == 0 and r.stdout.strip() == "2030-01-01T00:00:00",
           "shmclock-run -- date (busybox, static: the supervisor) in a container prints the "
           "clock's paused UNIX time: %r %s" % (r.stdout.strip(), r.stderr.strip()[-200:]))
+    # The trap (seccomp, SIGSYS) under the container's own seccomp filter:
+    # a raw clock_gettime(CLOCK_REALTIME) system call (228 on x86-64, the
+    # trap's architecture), and libc's.
+    if os.uname().machine == "x86_64":
+        raw = ("import ctypes, time; b = ctypes.create_string_buffer(16); "
+               "ctypes.CDLL(None).syscall(228, 0, b); "
+               "print(int.from_bytes(b.raw[:8], 'little'), int(time.time()))")
+        r = podman(mount_clock(unix_name), "shmclock-run", "-n", unix_name, "--trap", "--",
+                   "python3", "-c", raw)
+        check(r.returncode == 0 and r.stdout.split() == ["1893456000", "1893456000"],
+              "shmclock-run --trap in a container: Python's raw clock_gettime system call and "
+              "its time.time() both read 2030-01-01: %r %s"
+              % (r.stdout.strip(), r.stderr.strip()[-200:]))
     prog = ("import shmclock; c = shmclock.Clock(%r); i = c.info(); "
             "print(i.sim_ns, i.paused)" % name)
     r = podman(mount_clock(name), "python3", "-c", prog)
