@@ -142,13 +142,14 @@ def make_image():
     with open(os.path.join(root, "etc/group"), "w") as f:
         f.write("root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n")
     for var in ("SHMCLOCK_CAT", "SHMCLOCK_WAIT", "SHMCLOCK_RUN", "SHMCLOCK_PRELOAD",
-                "SHMCLOCK_SENSOR", "SHMCLOCKCTL", "LS_PARTICIPANT"):
+                "SHMCLOCK_SENSOR", "SHMCLOCKCTL", "LS_PARTICIPANT", "SHMCLOCKD"):
         path = os.path.realpath(os.environ[var])
         put(root, path, os.path.join(OPT, os.path.relpath(path, BUILD)))
     for lib in glob.glob(os.path.join(BUILD, "libshmclock", "libshmclock.so*")):
         if os.path.isfile(lib):
             put(root, lib, os.path.join(OPT, "libshmclock", os.path.basename(lib)))
-    for var in ("SHMCLOCK_CAT", "SHMCLOCK_WAIT", "SHMCLOCK_RUN", "SHMCLOCK_SENSOR", "SHMCLOCKCTL"):
+    for var in ("SHMCLOCK_CAT", "SHMCLOCK_WAIT", "SHMCLOCK_RUN", "SHMCLOCK_SENSOR", "SHMCLOCKCTL",
+                "SHMCLOCKD"):
         path = os.path.realpath(os.environ[var])
         os.symlink(os.path.join(OPT, os.path.relpath(path, BUILD)),
                    os.path.join(root, "usr/bin", os.path.basename(path)))
@@ -493,6 +494,25 @@ def rootless_phase(name, root):
     check(r.returncode == 0 and r.stdout.split()[-1:] == [str(host_ns(name))],
           "rootless with --uidmap 0:0:65534 (doc/containers.md): believed with "
           "SHMCLOCK_TRUST=outside: %s %s" % (" ".join(r.stdout.split()), r.stderr.strip()[-200:]))
+    # The container's root forges a clock; its user 1000 reads as the
+    # documented set-up says (SHMCLOCK_TRUST=outside).
+    cname = "shmclock-rl-%s" % RUN
+    r = subprocess.run(as_user + ["run", "-d", "--name", cname, "--runtime", "runc", "--network",
+                                  "none"] + limits() +
+                       ["--uidmap", "0:0:65534", "--gidmap", "0:0:65534",
+                        "-v", "%s:/host/clock:ro" % seg(name), IMAGE, "sleep", "120"],
+                       capture_output=True, text=True, timeout=120)
+    ex = lambda *a: subprocess.run(as_user + ["exec"] + list(a), capture_output=True, text=True,
+                                   timeout=60)
+    r2 = ex(cname, "cp", "/host/clock", "/dev/shm/shmclock.forged")
+    r3 = ex("--user", "1000", "-e", "SHMCLOCK_TRUST=outside", cname, "shmclock-cat", "-n",
+            "forged")
+    check(r.returncode == 0 and r2.returncode == 0 and r3.returncode == 1 and
+          "not trusted" in r3.stderr,
+          "rootless: a clock its root forges in the container is refused to its user 1000 with "
+          "SHMCLOCK_TRUST=outside (%s %s %s)" % (r.stderr.strip()[-120:], r2.stderr.strip()[-120:],
+                                                 r3.stderr.strip()[-160:]))
+    subprocess.run(as_user + ["rm", "-f", "-t", "0", cname], capture_output=True, timeout=120)
 
 
 DOCKER = "/usr/bin/docker"  # Debian's docker.io (another client may come first in PATH)
@@ -563,13 +583,78 @@ def local(arg):
     return re.sub(r"\bsim\b", CLOCK[0], arg).replace("IMAGE", IMAGE)
 
 
+def daemon_phase(name):
+    """doc/containers.md's daemon in a container of its own (its podman
+    run -d line): the host's /dev/shm and socket directory shared; the host
+    and another container read and control its clock; podman stop ends it
+    with SIGTERM (as its pid namespace's init it gets the signal because it
+    blocks it: the kernel drops only an init's unblocked default-action
+    signals), the other container sees it gone, and the same line again
+    takes the same file over, which that container follows."""
+    text = open(os.path.join(SOURCE, "doc", "containers.md")).read()
+    line = [l for l in text.splitlines() if l.startswith("podman run -d ") and "shmclockd" in l]
+    check(len(line) == 1, "doc/containers.md gives the daemon's container (%d)" % len(line))
+    if not line:
+        return
+    argv = [local(a) for a in shlex.split(line[0])]
+    cname = argv[argv.index("--name") + 1]
+    boxed = argv[-1]
+    containers.append(cname)
+    clocks.append(boxed)
+    argv = argv[:2] + ["--runtime", "runc"] + limits() + argv[2:]
+    sock = os.path.join(rtdir, boxed + ".sock")
+
+    def serve(what):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        up = r.returncode == 0 and wait_for(lambda: os.path.exists(sock) and
+                                            ctl_at(sock, "status").get("ok"), 30, 0.1)
+        check(up, "the daemon in its container serves %s (%s): %s"
+              % (boxed, what, r.stderr.strip()[-200:]))
+        return up
+
+    def stop(what):
+        r = subprocess.run(["podman", "stop", "-t", "30", cname], capture_output=True, text=True,
+                           timeout=90)
+        check(r.returncode == 0 and "SIGKILL" not in r.stderr,
+              "podman stop ends it with SIGTERM (%s): %s" % (what, r.stderr.strip()[-200:]))
+
+    if not serve("started"):
+        return
+    check(ctl_at(sock, "pause").get("ok") and ctl_at(sock, "set", time="7s").get("ok") and
+          host_ns(boxed) == 7_000_000_000,
+          "the host controls it through the shared socket directory and reads 7 s")
+    reader = "shmclock-reader-%s" % RUN
+    containers.append(reader)
+    r = subprocess.run(PODMAN[:2] + ["-d", "--name", reader] + PODMAN[2:] + mount_clock(boxed) +
+                       [IMAGE, "sleep", "300"], capture_output=True, text=True, timeout=60)
+    cat = lambda: subprocess.run(["podman", "exec", reader, "shmclock-cat", "-n", boxed],
+                                 capture_output=True, text=True, timeout=60)
+    r = cat()
+    check(r.returncode == 0 and r.stdout.strip() == "7000000000",
+          "another container reads it: %s %s" % (r.stdout.strip(), r.stderr.strip()[-160:]))
+    stop("first")
+    r = cat()
+    check("stale" in r.stderr,
+          "that container sees its writer gone: %s" % r.stderr.strip()[-160:])
+    if not serve("again, the same line"):
+        return
+    check(ctl_at(sock, "set", time="9s").get("ok"), "host: set 9 s on the restarted daemon")
+    r = cat()
+    check(r.returncode == 0 and r.stdout.strip() == "9000000000",
+          "the container started before the restart follows it (the daemon took the same file "
+          "over): %s %s" % (r.stdout.strip(), r.stderr.strip()[-160:]))
+    stop("again")
+    subprocess.run(["podman", "rm", "-f", "-t", "0", reader], capture_output=True, timeout=60)
+
+
 def recipe_phase(name):
     """doc/containers.md's commands, each `podman run` line of its sh
     blocks, with its clock (sim) and image (IMAGE) this run's, /run/shmclock
     this run's directory, and the runtime options this machine needs."""
     text = open(os.path.join(SOURCE, "doc", "containers.md")).read()
     blocks = re.findall(r"^```sh\n(.*?)^```", text, re.M | re.S)
-    cmds = [l for b in blocks for l in b.splitlines() if l.startswith("podman run ")]
+    cmds = [l for b in blocks for l in b.splitlines()
+            if l.startswith("podman run ") and not l.startswith("podman run -d ")]
     check(len(cmds) >= 6, "doc/containers.md gives its commands (%d)" % len(cmds))
     for cmd in cmds:
         argv = [local(a) for a in shlex.split(cmd)]
@@ -606,6 +691,7 @@ def main():
     userns_phase(name)
     rootless_phase(name, root)
     docker_phase(name, root)
+    daemon_phase(name)
     recipe_phase(name)
 
 
