@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 		r = shmclock_lockstep_advance(p, t, shmclock_sec(30));
 		if (r) {
 			fprintf(stderr, "ls-participant %s: advance to %" PRId64 ": %s\n", argv[2], t,
-				shmclock_lockstep_strerror(p, r));
+				shmclock_strerror(r));
 			return 1;
 		}
 		if (work_us > 0) {
