@@ -54,7 +54,7 @@ struct follower {
 };
 
 /* Writers of answers and the identity each writes as (answer_from). */
-#define SPEAKERS 32
+#define SPEAKERS 128 /* 2 writers a follower: 64 followers before one is looked up again */
 struct speakers {
 	struct speaker {
 		dds_instance_handle_t h;
@@ -487,8 +487,16 @@ static const char *speaker_of(struct speakers *c, dds_entity_t reader,
 	snprintf(prefix, sizeof(prefix), "shmclock.%s.from.", clock);
 	if (ep->qos && dds_qget_partition(ep->qos, &n, &ps))
 		for (uint32_t i = 0; i < n; i++) {
-			if (!strncmp(ps[i], prefix, strlen(prefix)) && !k->who[0])
-				snprintf(k->who, sizeof(k->who), "%s", ps[i] + strlen(prefix));
+			const char *rest = ps[i] + strlen(prefix);
+
+			/* Only a name an identity can have (ros2_sec_identity):
+			 * an identity allowed "shmclock.*.from.EVIL" may write in
+			 * "shmclock.C.from.<V>X.from.EVIL", which cut to the
+			 * longest name, or read up to a ".from.", would be V's. */
+			if (!strncmp(ps[i], prefix, strlen(prefix)) && !k->who[0] &&
+			    strlen(rest) <= ROS2_IDENTITY_MAX && !strstr(rest, ".from.") &&
+			    !rest[strcspn(rest, "*?[]\\@#;:")])
+				snprintf(k->who, sizeof(k->who), "%s", rest);
 			dds_free(ps[i]);
 		}
 	dds_free(ps);

@@ -327,10 +327,10 @@ static int read_identity(struct ros2_sec *s, const char *path, char *err, size_t
 		return -EINVAL;
 	}
 	for (char *c = s->identity; *c; c++)
-		if (*c <= ' ' || *c > '~' || strchr("*?[]\\@#", *c)) {
+		if (*c <= ' ' || *c > '~' || strchr("*?[]\\@#;:", *c)) {
 			printable(s->identity);
 			snprintf(err, errlen, "Ros2.Security: %s: common name '%s' has '%c': a shmclock "
-				 "identity is printable, without spaces, '*?[]\\@#' (shmclock-pki(1))",
+				 "identity is printable, without spaces, '*?[]\\@#;:' (shmclock-pki(1))",
 				 path, s->identity, *c > ' ' && *c <= '~' ? *c : '?');
 			return -EINVAL;
 		}

@@ -29,13 +29,13 @@
 #define USERNS_INIT_INO 0xEFFFFFFDu
 
 /* Is this process in the initial user namespace, where uid 0 is root?
- * Without /proc (nothing to ask) it is taken to be, as before user
- * namespaces were asked about. */
+ * Without /proc (a sandbox that mounts none) nothing says so: taken not
+ * to be, so that uid 0 is believed there only if named. */
 static bool initial_userns(void)
 {
 	struct stat st;
 
-	return stat("/proc/self/ns/user", &st) < 0 || st.st_ino == USERNS_INIT_INO;
+	return stat("/proc/self/ns/user", &st) == 0 && st.st_ino == USERNS_INIT_INO;
 }
 
 /* The uid a file owned by a user this namespace does not map shows as
@@ -140,10 +140,16 @@ next:
  */
 static int trusted(uid_t owner, unsigned flags)
 {
-	if ((owner == 0 && initial_userns()) || owner == geteuid() || owner == getuid() ||
+	bool initial = initial_userns();
+	/* In a user namespace the overflow uid is every owner it does not
+	 * map: a reader running as that uid (--user nobody) is not their
+	 * owner. */
+	bool outsider = !initial && owner == overflow_uid();
+
+	if ((owner == 0 && initial) || (!outsider && (owner == geteuid() || owner == getuid())) ||
 	    (flags & SHMCLOCK_OPEN_TRUST_ANY_OWNER) || trusted_by_env(owner))
 		return 0;
-	return !initial_userns() && owner == overflow_uid() ? -EREMOTE : -EPERM;
+	return outsider ? -EREMOTE : -EPERM;
 }
 
 /* Maps the named segment read-only and checks its owner and header. */

@@ -322,6 +322,9 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 	/* Pairs with the readers' acquire fence after their lock-word load
 	 * (protocol.c, T0): who sees us alive sees the withdrawn anchor. */
 	atomic_thread_fence(memory_order_release);
+	/* Before we are seen alive: a reader that sees our lock sees the file
+	 * named ours (its own values: the same file whoever holds it). */
+	mark_file(s, fd);
 	r = take_mutex(s);
 	if (r) {
 		munmap(s, SHMCLOCK_SEG_SIZE);
@@ -340,7 +343,6 @@ static int attach_segment(const char *name, int fd, unsigned mode, struct shmclo
 		munmap(s, SHMCLOCK_SEG_SIZE);
 		return r < 0 ? r : -EAGAIN;
 	}
-	mark_file(s, fd); /* a segment of a writer before these fields */
 	w->seg = s;
 	w->fd = fd;
 	return 0;

@@ -309,6 +309,30 @@ def impersonation_phase(leader, followers, lc, fcs):
     check(r1.get("ok") and r2.get("ok") and
           all(wait_for(lambda: on_leader(lc, fc), 10, 0.01) for fc in fcs),
           "the leader's changes are not held for F1's forged lease; both followers take them")
+    # EVIL, a follower of any clock (its permissions: "shmclock.*.from.EVIL"),
+    # writes where the partition's tail, cut to an identity's 32
+    # characters, would be another identity's (V, 32 characters).
+    victim = "V" * 32
+    evil = dict(ENV, CYCLONEDDS_URI=rogue_uri(enclave("EVIL")),
+                ROGUE_FROM="shmclock.%s.from.%sX.from.EVIL" % (WIRE, victim))
+    rogue = subprocess.Popen([ROGUE, str(DOMAIN), WIRE], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=evil)
+    procs["evil"] = rogue
+    seen, peers = [], {}
+    t_end = time.monotonic() + 20
+    while time.monotonic() < t_end and not seen and \
+            peers.get("/CN=?", {}).get("count", 0) < 20:
+        say("ack %s@ghost/1/1 %s %d 0 0 0 60000000000 0 0 0" % (victim, lid, term))
+        seen = [m for m in member_ids() if m.startswith(victim)]
+        peers = {p["peer"]: p
+                 for p in status(leader).get("ros2", {}).get("security_refused_peers", [])}
+        time.sleep(0.05)
+    rogue.stdin.close()
+    rogue.wait(10)
+    check(not seen and peers.get("/CN=?", {}).get("count", 0) >= 10,
+          "EVIL (any clock), writing where the partition's tail cut to 32 characters would name V, "
+          "is not V: no member %s@..., its answers refused (%d): %s"
+          % (victim, peers.get("/CN=?", {}).get("count", 0), seen))
     env["ROGUE_FROM"] = "shmclock.%s.from.F1" % WIRE
     r = subprocess.run([ROGUE, str(DOMAIN), WIRE], input="", capture_output=True, text=True,
                        env=env, timeout=60)
@@ -493,6 +517,7 @@ def main():
     for role, name in [("leader", "L"), ("follower", "F1"), ("follower", "F2")]:
         pki(role, KS, name, "--clock", WIRE)
     pki("follower", KS, "F9", "--clock", WIRE, "--clock", WIRE + "-ls")
+    pki("follower", KS, "EVIL")
     pki("leader", KS, "elsewhere", "--clock", WIRE + "-other")
     check(all(os.path.exists(os.path.join(enclave(n), f)) for n in ("L", "F1", "F2")
               for f in ("cert.pem", "key.pem", "identity_ca.cert.pem", "permissions_ca.cert.pem",

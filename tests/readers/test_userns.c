@@ -12,7 +12,9 @@
  *   the same);
  * - a clock the container's root makes, read by the container's user 1000:
  *   refused (-EPERM: uid 0 in a user namespace is not root), also with
- *   SHMCLOCK_TRUST=outside; believed with SHMCLOCK_TRUST=0 (named).
+ *   SHMCLOCK_TRUST=outside; believed with SHMCLOCK_TRUST=0 (named);
+ * - a reader running as uid 65534 in the namespace (--user nobody): the
+ *   host's clock, shown as the overflow uid, is not its own.
  *
  * TAP. Needs root (to write another user's maps): exit 77 otherwise.
  */
@@ -147,7 +149,7 @@ int main(void)
 		shmclock_writer_close(w);
 		return 77;
 	}
-	printf("1..7\n");
+	printf("1..8\n");
 	check(r == -EREMOTE, "a rootless container's root: the host root's clock is outside, refused", r);
 	r = in_userns("0 100000 1\n", 0, "outside", host, NULL);
 	check(r == 0, "... believed with SHMCLOCK_TRUST=outside (the overflow uid unmapped there)", r);
@@ -161,6 +163,9 @@ int main(void)
 	check(r == -EPERM, "... refused with SHMCLOCK_TRUST=outside too", r);
 	r = in_userns("0 100000 1\n1000 101000 1\n", 1000, "0", forged, forged);
 	check(r == 0, "... believed when the user names it (SHMCLOCK_TRUST=0)", r);
+	r = in_userns("0 100000 1\n65534 165534 1\n", 65534, NULL, host, NULL);
+	check(r == -EREMOTE, "a reader running as the namespace's own nobody (65534) is not the "
+	      "owner of every file it does not map", r);
 	{
 		shmclock_t *clk;
 
