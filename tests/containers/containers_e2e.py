@@ -68,8 +68,6 @@ groups = []
 dockerd = []
 CLOCK = []  # the run's clock, for local()
 rootless = []
-rtdir = tempfile.mkdtemp(prefix="shmclock-ctr-")
-os.chmod(rtdir, 0o755)
 # Inside the image, the build's files keep their places relative to each
 # other (RUNPATH $ORIGIN/../libshmclock; shmclock-run finds its shim
 # beside itself).
@@ -82,6 +80,9 @@ for tool in ("podman", "runc"):
         skip("%s is not installed (apt-get install podman runc)" % tool)
 if not os.path.exists("/bin/busybox"):
     skip("busybox-static is not installed (apt-get install busybox-static)")
+
+rtdir = tempfile.mkdtemp(prefix="shmclock-ctr-")
+os.chmod(rtdir, 0o755)
 
 # What `podman run` needs on this kind of machine: runc (crun fails on a
 # hybrid cgroup hierarchy), and resource limits no higher than this
@@ -421,7 +422,7 @@ def userns_phase(name):
           "clock is not that clock (%s)" % (r.stdout + r.stderr).strip()[-160:])
     subprocess.run(["podman", "rm", "-f", "-t", "0", cname], capture_output=True, timeout=60)
     r = podman(narrow + ["-v", "%s:/run/shmclock" % rtdir], "shmclockctl", "--socket",
-               "/run/shmclock/%s.sock" % name, "pause")
+               "/run/shmclock/%s.sock" % name, "resume")
     check(r.returncode != 0 and "Permission denied" in r.stderr and status(name).get("paused"),
           "its root cannot use the control socket (0600, the host root's): %s"
           % (r.stdout + r.stderr).strip()[-200:])
@@ -473,7 +474,7 @@ def rootless_phase(name, root):
     as_user = ["runuser", "-u", ROOTLESS, "--", "env", "HOME=" + pw.pw_dir,
                "XDG_RUNTIME_DIR=" + dirs["xdg"], "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
                "podman", "--root", dirs["root"], "--runroot", dirs["run"]]
-    rootless.append(ROOTLESS)
+    rootless.append((as_user, dirs["xdg"]))
     tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
     r = subprocess.run(as_user + ["import", "-", IMAGE], stdin=tar.stdout,
                        capture_output=True, text=True, timeout=120)
@@ -534,7 +535,11 @@ def docker_phase(name, root):
     dockerd.append(subprocess.Popen(
         ["dockerd", "--host", "unix://" + sock, "--data-root", os.path.join(ddir, "root"),
          "--exec-root", os.path.join(ddir, "x"), "--pidfile", os.path.join(ddir, "pid"),
-         "--bridge=none", "--iptables=false", "--ip6tables=false"], stdout=log, stderr=log))
+         "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false",
+         # Its own containerd namespaces: not the system docker's, nor
+         # another run's, where a system containerd is running.
+         "--containerd-namespace", "shmclock-" + RUN,
+         "--containerd-plugins-namespace", "shmclock-p-" + RUN], stdout=log, stderr=log))
     docker = [DOCKER, "-H", "unix://" + sock]
     up = wait_for(lambda: subprocess.run(docker + ["version"], capture_output=True).returncode == 0,
                   60, 0.2)
@@ -664,7 +669,40 @@ def recipe_phase(name):
               % (cmd[:120], r.returncode, (r.stdout + r.stderr).strip()[-160:]))
 
 
+def sweep():
+    """What a run killed before its cleanup left (meson's timeout sends
+    SIGKILL half a second after SIGTERM): containers, images and groups
+    named after a test process that is gone."""
+    def gone(m):
+        try:
+            os.kill(int(m.group(1)), 0)
+            return False
+        except ProcessLookupError:
+            return True
+        except (PermissionError, ValueError):
+            return False
+    ours = re.compile(r"^(?:localhost/)?shmclock[a-z-]*?-(?:ctr-)?(\d+)-\d+(?:-[a-z]+)?$")
+    r = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                       text=True, timeout=60)
+    for c in r.stdout.split():
+        m = ours.match(c)
+        if m and gone(m):
+            subprocess.run(["podman", "rm", "-f", "-t", "0", c], capture_output=True, timeout=60)
+    r = subprocess.run(["podman", "images", "--format", "{{.Repository}}"], capture_output=True,
+                       text=True, timeout=60)
+    for i in r.stdout.split():
+        m = ours.match(i)
+        if m and gone(m):
+            subprocess.run(["podman", "rmi", "-f", i], capture_output=True, timeout=60)
+    with open("/etc/group") as f:
+        for g in [l.split(":")[0] for l in f]:
+            m = re.match(r"^shmclock-(\d+)$", g)
+            if m and gone(m):
+                subprocess.run(["groupdel", g], capture_output=True, timeout=60)
+
+
 def main():
+    sweep()
     root = make_image()
     env = dict(os.environ, SHMCLOCK_RUNTIME_DIR=rtdir)
     name = "ctr-%s" % RUN
@@ -706,10 +744,16 @@ def cleanup():
     for c in containers:
         subprocess.run(["podman", "rm", "-f", "-t", "0", c], capture_output=True, timeout=60)
     subprocess.run(["podman", "rmi", "-f", IMAGE], capture_output=True, timeout=60)
-    # Its storage goes with the run's directory; its pause process (the
-    # user namespace's keeper, catatonit) with everything of the user's.
-    for user in rootless:
-        subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True, timeout=60)
+    # Rootless: its containers (the run's own storage), then its pause
+    # process (the user namespace's keeper, catatonit); the storage goes
+    # with the run's directory.
+    for as_user, xdg in rootless:
+        subprocess.run(as_user + ["rm", "-af", "-t", "0"], capture_output=True, timeout=60)
+        try:
+            with open(os.path.join(xdg, "libpod", "tmp", "pause.pid")) as f:
+                os.kill(int(f.read().strip()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
     for g in groups:
         subprocess.run(["groupdel", g], capture_output=True, timeout=60)
     remove(list(procs.values()), clocks, rtdir)
