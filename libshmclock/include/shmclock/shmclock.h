@@ -168,6 +168,9 @@ enum shmclock_source {
  * a shmclock segment of this ABI version (wrong size, magic, version or
  * layout, or not a regular file); -EPERM the segment's owner is not trusted;
  * -EREMOTE its owner is outside this user namespace and not trusted;
+ * -EXDEV its writer is in a time namespace of another CLOCK_MONOTONIC
+ * offset; -ESTALE the file is a copy of a live clock's, not the one its
+ * writer serves;
  * -EACCES; -ENOMEM.
  */
 int shmclock_open(const char *name, shmclock_t **out);
