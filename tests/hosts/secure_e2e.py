@@ -361,7 +361,19 @@ def refused_phase():
     # Start-up errors: each one line, naming the file or the reason.
     faked = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
     if faked:
+        # libfaketime leaves a shared-memory pair per forking process
+        # (/dev/shm/faketime_shm_PID, sem.faketime_sem_PID): those of processes of
+        # this call that are gone are removed after it.
+        pattern = ["/dev/shm/faketime_shm_*", "/dev/shm/sem.faketime_sem_*"]
+        left = {f for p in pattern for f in glob.glob(p)}
         pki("follower", KS, "old", env={"LD_PRELOAD": faked[0], "FAKETIME": "-800d"})
+        for f in {f for p in pattern for f in glob.glob(p)} - left:
+            try:
+                os.kill(int(f.rsplit("_", 1)[1]), 0)
+            except ProcessLookupError:
+                os.unlink(f)
+            except (ValueError, OSError):
+                pass
         rc, lines, sock = refused_start("X", LEAD, enclave("old"))
         check(rc != 0 and not sock and len(lines) == 1 and "refused by DDS Security" in lines[0]
               and "expired" in lines[0].lower(),
