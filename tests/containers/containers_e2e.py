@@ -757,11 +757,6 @@ def cleanup():
     for g in groups:
         subprocess.run(["groupdel", g], capture_output=True, timeout=60)
     remove(list(procs.values()), clocks, rtdir)
-    for c in clocks:
-        try:
-            os.unlink("/dev/shm/shmclock-lockstep." + c)
-        except FileNotFoundError:
-            pass
 
 
 if __name__ == "__main__":

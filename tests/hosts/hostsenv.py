@@ -81,7 +81,8 @@ def starved(p, stopped=0.04, ran=0.01):
 
 
 def remove(procs, clocks, rtdir):
-    """Kills what still runs of @procs, removes the segments of @clocks and
+    """Kills what still runs of @procs, removes the segments of @clocks (and
+    their participant files) and
     the run's directory (kept with HOSTS_KEEP=1: the daemons' logs, for a
     failure's evidence; with HOSTS_LOG_LEVEL=debug they say every step)."""
     for p in procs:
@@ -89,10 +90,13 @@ def remove(procs, clocks, rtdir):
             p.kill()
             p.wait()
     for c in clocks:
-        try:
-            os.unlink("/dev/shm/shmclock." + c)
-        except FileNotFoundError:
-            pass
+        # A lockstep clock's participant file too: a daemon killed (the
+        # takeover phases) leaves it, and lockstep-hosts left three a run.
+        for path in ("/dev/shm/shmclock." + c, "/dev/shm/shmclock-lockstep." + c):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
     if os.environ.get("HOSTS_KEEP") == "1":
         print("# kept: %s" % rtdir, flush=True)
         return
