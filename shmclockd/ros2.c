@@ -449,6 +449,11 @@ static dds_qos_t *dist_qos(const struct ros2 *r, const char *clock, int depth, b
  * "shmclock.CLOCK.from.*" (@reader): the partition a sample came in names
  * the identity that wrote it, and the host's id it speaks for must begin
  * with that name (answer_from). Unsecured, dist_qos's. */
+static void answer_partition(char *buf, size_t len, const char *clock, const char *who)
+{
+	snprintf(buf, len, "shmclock.%s.from.%s", clock, who);
+}
+
 static dds_qos_t *answer_qos(const struct ros2 *r, const char *clock, int depth, bool reader)
 {
 	dds_qos_t *q = dist_qos(r, clock, depth, false);
@@ -456,8 +461,7 @@ static dds_qos_t *answer_qos(const struct ros2 *r, const char *clock, int depth,
 	if (r->sec) {
 		char part[ROS2_SEC_PARTITION_LEN];
 
-		snprintf(part, sizeof(part), "shmclock.%s.from.%s", clock,
-			 reader ? "*" : ros2_sec_identity(r->sec));
+		answer_partition(part, sizeof(part), clock, reader ? "*" : ros2_sec_identity(r->sec));
 		dds_qset_partition1(q, part);
 	}
 	return q;
@@ -484,19 +488,16 @@ static const char *speaker_of(struct speakers *c, dds_entity_t reader,
 	k = &c->e[c->next++ % SPEAKERS];
 	k->h = info->publication_handle;
 	k->who[0] = 0;
-	snprintf(prefix, sizeof(prefix), "shmclock.%s.from.", clock);
+	answer_partition(prefix, sizeof(prefix), clock, "");
 	if (ep->qos && dds_qget_partition(ep->qos, &n, &ps))
 		for (uint32_t i = 0; i < n; i++) {
-			const char *rest = ps[i] + strlen(prefix);
-
-			/* Only a name an identity can have (ros2_sec_identity):
-			 * an identity allowed "shmclock.*.from.EVIL" may write in
+			/* Only a name an identity can have: an identity allowed
+			 * "shmclock.*.from.EVIL" may write in
 			 * "shmclock.C.from.<V>X.from.EVIL", which cut to the
 			 * longest name, or read up to a ".from.", would be V's. */
-			if (!strncmp(ps[i], prefix, strlen(prefix)) && !k->who[0] &&
-			    strlen(rest) <= ROS2_IDENTITY_MAX && !strstr(rest, ".from.") &&
-			    !rest[strcspn(rest, "*?[]\\@#;:")])
-				snprintf(k->who, sizeof(k->who), "%s", rest);
+			if (!k->who[0] && !strncmp(ps[i], prefix, strlen(prefix)) &&
+			    ros2_sec_identity_ok(ps[i] + strlen(prefix), NULL, 0))
+				snprintf(k->who, sizeof(k->who), "%s", ps[i] + strlen(prefix));
 			dds_free(ps[i]);
 		}
 	dds_free(ps);

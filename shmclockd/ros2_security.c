@@ -283,7 +283,7 @@ static void on_message(void *ctx, const dds_log_data_t *d)
  * -errno with a one-line err. */
 static int read_identity(struct ros2_sec *s, const char *path, char *err, size_t errlen)
 {
-	char buf[16384], *subj, *end, *cn;
+	char buf[16384], *subj, *end, *cn, why[120];
 	FILE *f = fopen(path, "r");
 	size_t n, len;
 
@@ -318,23 +318,41 @@ static int read_identity(struct ros2_sec *s, const char *path, char *err, size_t
 	}
 	memcpy(s->identity, cn + 3, len);
 	s->identity[len] = 0;
-	/* "shmclock.C.from.NAME" names one identity only if no NAME holds
-	 * ".from." (another's, "x.from.NAME", would end like NAME's). */
-	if (strstr(s->identity, ".from.")) {
+	if (!ros2_sec_identity_ok(s->identity, why, sizeof(why))) {
 		printable(s->identity);
-		snprintf(err, errlen, "Ros2.Security: %s: common name '%s' holds '.from.', which "
-			 "shmclock's partitions reserve (shmclock-pki(1))", path, s->identity);
+		snprintf(err, errlen, "Ros2.Security: %s: common name '%s' %s (shmclock-pki(1))", path,
+			 s->identity, why);
 		return -EINVAL;
 	}
-	for (char *c = s->identity; *c; c++)
-		if (*c <= ' ' || *c > '~' || strchr("*?[]\\@#;:", *c)) {
-			printable(s->identity);
-			snprintf(err, errlen, "Ros2.Security: %s: common name '%s' has '%c': a shmclock "
-				 "identity is printable, without spaces, '*?[]\\@#;:' (shmclock-pki(1))",
-				 path, s->identity, *c > ' ' && *c <= '~' ? *c : '?');
-			return -EINVAL;
-		}
 	return 0;
+}
+
+bool ros2_sec_identity_ok(const char *name, char *why, size_t len)
+{
+	size_t n = strlen(name);
+	const char *c = name;
+
+	while (*c > ' ' && *c <= '~' && !strchr("*?[]\\@#;:", *c))
+		c++;
+	if (!n || n > ROS2_IDENTITY_MAX) {
+		if (why)
+			snprintf(why, len, "is not 1 to %d characters", ROS2_IDENTITY_MAX);
+		return false;
+	}
+	/* "shmclock.C.from.NAME" names one identity only if no NAME holds
+	 * ".from." (another's, "x.from.NAME", would end like NAME's). */
+	if (strstr(name, ".from.")) {
+		if (why)
+			snprintf(why, len, "holds '.from.', which shmclock's partitions reserve");
+		return false;
+	}
+	if (*c) {
+		if (why)
+			snprintf(why, len, "has '%c': a shmclock identity is printable, without "
+				 "spaces, '*?[]\\@#;:'", *c > ' ' && *c <= '~' ? *c : '?');
+		return false;
+	}
+	return true;
 }
 
 const char *ros2_sec_identity(const struct ros2_sec *s)

@@ -9,6 +9,7 @@
 #ifndef SHMCLOCKD_ROS2_SECURITY_H
 #define SHMCLOCKD_ROS2_SECURITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <dds/dds.h>
@@ -31,6 +32,11 @@ int ros2_sec_qos(struct ros2_sec *s, dds_qos_t *qos, char *err, size_t errlen);
  * ros2_sec_qos): at most ROS2_IDENTITY_MAX characters, no wildcard, '@'
  * or '#'. */
 const char *ros2_sec_identity(const struct ros2_sec *s);
+
+/* Can @name be an identity: 1 to ROS2_IDENTITY_MAX printable characters,
+ * no space, wildcard, '@' (ids), '#', ';' or ':' (lockstep's lists), nor
+ * ".from." (partitions)? Else false, and why in @why (NULL: not said). */
+bool ros2_sec_identity_ok(const char *name, char *why, size_t len);
 
 /* A sample of @peer (its identity) refused for @why: counted and logged
  * once per peer, as Cyclone's refusals (status ros2.security_refused). */
