@@ -278,7 +278,7 @@ def impersonation_phase(leader, followers, lc, fcs):
         return [m.get("id") for m in status(leader).get("distribute", {}).get("followers", [])]
 
     sent = 0
-    t_end = time.monotonic() + 20
+    t_end = time.monotonic() + 60
     while time.monotonic() < t_end and own not in member_ids():
         for host, lease in ((ids[0], 60_000_000_000), ("ghost/1/1", 60_000_000_000),
                             (own, 1_000_000_000)):
@@ -319,7 +319,7 @@ def impersonation_phase(leader, followers, lc, fcs):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=evil)
     procs["evil"] = rogue
     seen, peers = [], {}
-    t_end = time.monotonic() + 20
+    t_end = time.monotonic() + 60
     while time.monotonic() < t_end and not seen and \
             peers.get("/CN=?", {}).get("count", 0) < 20:
         say("ack %s@ghost/1/1 %s %d 0 0 0 60000000000 0 0 0" % (victim, lid, term))
