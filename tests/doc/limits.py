@@ -15,7 +15,9 @@ longer matches anything fails too, instead of checking nothing):
 - control clients, CONTROL_CLIENTS_MAX ("with 32 clients connected");
 - OnSlow's count of late changes, DIST_ON_SLOW_MAX ("OnSlow ... 1 to 32");
 - a follower's (and a lockstep host's) lease between hosts, DIST_LEASE_NS
-  ("a host's lease is 3.5 s", "host silent for 3.5 s").
+  ("a host's lease is 3.5 s", "host silent for 3.5 s");
+- a secured daemon's identity, ROS2_IDENTITY_MAX ("the common name its
+  permissions grant (at most 32 characters", "NAME (...; 32 at most").
 
 (The code's own messages format the constants in.) TAP, one line a limit.
 
@@ -72,6 +74,8 @@ CHECKS = [
      r"host's lease is (\d+(?:\.\d+)?) s|silent for its lease \((\d+(?:\.\d+)?) s"
      r"|a whole lease, (\d+(?:\.\d+)?) s|host silent for (\d+(?:\.\d+)?) s"
      r"|its lease, (\d+(?:\.\d+)?) s"),
+    ("an identity's length", ("identity_max",),
+     r"common name its permissions grant \(at most (\d+) characters|NAME_? \([^)]*?; (\d+) at most"),
 ]
 
 results = []

@@ -14,7 +14,7 @@
 #include <shmclock/shmclock.h>
 
 #include "config.h"  /* CONFIG_SCALE_MIN, CONFIG_SCALE_MAX, DIST_ON_SLOW_MAX */
-#include "ros2.h"    /* DIST_LEASE_NS */
+#include "ros2.h"    /* DIST_LEASE_NS, ROS2_IDENTITY_MAX */
 #include "control.h" /* CONTROL_LINE_MAX, CONTROL_CLIENTS_MAX */
 
 int main(void)
@@ -35,5 +35,6 @@ int main(void)
 	printf("limit\tcontrol_clients_max\t%d\n", CONTROL_CLIENTS_MAX);
 	printf("limit\ton_slow_max\t%d\n", DIST_ON_SLOW_MAX);
 	printf("limit\thost_lease_s\t%g\n", (double)DIST_LEASE_NS / 1e9);
+	printf("limit\tidentity_max\t%d\n", ROS2_IDENTITY_MAX);
 	return 0;
 }
