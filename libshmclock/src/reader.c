@@ -69,25 +69,16 @@ static bool uid_mapped(uid_t uid)
 	return mapped;
 }
 
-/*
- * A file's owner outside this user namespace: in a container with a user
- * namespace (Podman rootless, Docker's userns-remap) the host's root, whose
- * daemon made the clock, shows as the overflow uid. Believed with
- * SHMCLOCK_TRUST=outside, and only where this namespace maps no user to
- * that uid: then nobody in it, its root included, can make or chown a file
- * to it, so the file came from outside (a bind mount the container was
- * given). Where it maps that uid (the usual 65536 ids), the container's
- * own "nobody" looks the same: refused (doc/containers.md).
- */
-static bool outside_owner(uid_t owner)
-{
-	return !initial_userns() && owner == overflow_uid() && !uid_mapped(owner);
-}
-
 /* Whether $SHMCLOCK_TRUST (user names or uids, separated by commas or
- * spaces; "*" trusts every owner; "outside": an owner outside this user
- * namespace, outside_owner) names @owner. */
-static bool trusted_by_env(uid_t owner)
+ * spaces; "*" trusts every owner) names @owner. "outside" names an
+ * @outsider (an owner outside this user namespace: in a container with
+ * one, the host's root, whose daemon made the clock, shows as the overflow
+ * uid), and only where this namespace maps no user to that uid: then
+ * nobody in it, its root included, can make or chown a file to it, so the
+ * file came from outside (a bind mount the container was given). Where it
+ * maps that uid (the usual 65536 ids), the container's own "nobody" looks
+ * the same: not named (doc/containers.md). */
+static bool trusted_by_env(uid_t owner, bool outsider)
 {
 	const char *t = getenv("SHMCLOCK_TRUST");
 
@@ -104,7 +95,7 @@ static bool trusted_by_env(uid_t owner)
 			if (!strcmp(word, "*"))
 				return true;
 			if (!strcmp(word, "outside")) {
-				if (outside_owner(owner))
+				if (outsider && !uid_mapped(owner))
 					return true;
 				goto next;
 			}
@@ -147,7 +138,7 @@ static int trusted(uid_t owner, unsigned flags)
 	bool outsider = !initial && owner == overflow_uid();
 
 	if ((owner == 0 && initial) || (!outsider && (owner == geteuid() || owner == getuid())) ||
-	    (flags & SHMCLOCK_OPEN_TRUST_ANY_OWNER) || trusted_by_env(owner))
+	    (flags & SHMCLOCK_OPEN_TRUST_ANY_OWNER) || trusted_by_env(owner, outsider))
 		return 0;
 	return outsider ? -EREMOTE : -EPERM;
 }

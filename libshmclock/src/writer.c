@@ -132,7 +132,7 @@ static void init_segment(struct shmclock_seg *s)
 /* The file this writer serves, @fd's, named in the writer line: a reader
  * of another file (a copy) then knows it is not this writer's (map_segment
  * in reader.c). Before the segment is linked under its name (create), or
- * once we hold it (take-over: the same file, so the same values). */
+ * before its lock is taken (take-over: the same file, the same values). */
 static void mark_file(struct shmclock_seg *s, int fd)
 {
 	struct stat st;
