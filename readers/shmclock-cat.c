@@ -12,6 +12,9 @@
 #include <shmclock/time.h>
 
 #include "cli.h"
+#ifdef SHMCLOCK_HAVE_TIMELINE
+#include "timeline.h"
+#endif
 
 enum fmt { FMT_NS, FMT_S, FMT_ISO };
 
@@ -19,6 +22,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: shmclock-cat [-n NAME] [--follow HZ] [--count N] [--format ns|s|iso]\n"
 	      "                    [--fallback-system]\n"
+	      "       shmclock-cat --mcap FILE [--json] [--until TIME]\n"
 	      "\n"
 	      "Print the simulation time of clock NAME (default: $SHMCLOCK_NAME, else default).\n"
 	      "\n"
@@ -29,9 +33,16 @@ static void usage(FILE *f)
 	      "                       (simulated-world UTC date: needs UnixTimeAtZero,\n"
 	      "                       or a system-source clock)\n"
 	      "      --fallback-system  read system time if the clock does not exist\n"
+	      "      --mcap FILE      print the timeline of a recording (shmclockd's Record):\n"
+	      "                       each change of the time function and its cause, and\n"
+	      "                       lockstep's events, in order\n"
+	      "      --json           with --mcap: one JSON object a line, as recorded\n"
+	      "      --until TIME     with --mcap: only what happened up to simulated TIME\n"
 	      "  -h, --help           this help\n"
 	      "\n"
-	      "Exit status: 0 printed, 1 clock error, 2 bad arguments.\n",
+	      "Exit status: 0 printed, 1 clock error (or a file that is no recording),\n"
+	      "2 bad arguments. A recording cut short (a crash) prints what is whole\n"
+	      "and says where it stops.\n",
 	      f);
 }
 
@@ -81,6 +92,68 @@ static int print_one(shmclock_t *clk, enum fmt fmt)
 	return 0;
 }
 
+#ifdef SHMCLOCK_HAVE_TIMELINE
+/* The timeline of recording @path: changes and events in the order they
+ * happened (wall-clock time), up to simulated @until. */
+static int print_mcap(const char *path, bool json, int64_t until)
+{
+	struct tl_recording rec;
+	char err[256], when[48], sim[48], what[96], why[160], line[1024];
+	size_t i = 0, j = 0;
+
+	if (tl_load(path, &rec, err, sizeof(err))) {
+		fprintf(stderr, "shmclock-cat: %s\n", err);
+		return 1;
+	}
+	if (!json)
+		printf("clock '%s': %zu changes, %zu lockstep events\n%-20s %-24s %-28s %s\n",
+		       rec.clock, rec.nchanges, rec.nevents, "SIM TIME", "WALL (UTC)", "FUNCTION",
+		       "CAUSE");
+	while (i < rec.nchanges || j < rec.nevents) {
+		bool ev = j < rec.nevents &&
+			  (i == rec.nchanges || rec.events[j].wall_ns < rec.changes[i].wall_ns);
+
+		if (ev) {
+			const struct tl_lockstep *e = &rec.events[j++];
+
+			if (e->sim_ns > until)
+				continue;
+			if (json) {
+				tl_lockstep_json(e, line, sizeof(line));
+				printf("{\"lockstep\":%s}\n", line);
+				continue;
+			}
+			printf("%-20s %-24s lockstep %s %s (pid %lld)\n",
+			       duration_format(e->sim_ns, sim, sizeof(sim)),
+			       time_format_iso(e->wall_ns, when, sizeof(when)), e->event, e->who,
+			       (long long)e->pid);
+			continue;
+		}
+		{
+			const struct tl_change *c = &rec.changes[i];
+
+			i++;
+			if (c->sim_base > until)
+				continue;
+			if (json) {
+				tl_change_json(c, line, sizeof(line));
+				printf("{\"function\":%s}\n", line);
+				continue;
+			}
+			tl_describe(i > 1 ? c - 1 : NULL, c, what, sizeof(what));
+			tl_cause_text(&c->cause, why, sizeof(why));
+			printf("%-20s %-24s %-28s %s\n", duration_format(c->sim_base, sim, sizeof(sim)),
+			       time_format_iso(c->wall_ns, when, sizeof(when)), what, why);
+		}
+	}
+	fflush(stdout);
+	if (rec.truncated)
+		fprintf(stderr, "shmclock-cat: %s is cut short: %s\n", path, rec.note);
+	tl_free(&rec);
+	return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -89,6 +162,9 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "fallback-system", no_argument, NULL, 'S' },
+		{ "mcap", required_argument, NULL, 'M' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "until", required_argument, NULL, 'U' },
 		CLI_OPTION_HELP,
 		{ 0 }
 	};
@@ -97,6 +173,9 @@ int main(int argc, char **argv)
 	long count = -1;
 	enum fmt fmt = FMT_NS;
 	unsigned flags = 0;
+	const char *mcap = NULL;
+	bool json = false;
+	int64_t until = INT64_MAX;
 	shmclock_t *clk;
 	int c, r;
 
@@ -128,6 +207,21 @@ int main(int argc, char **argv)
 		case 'S':
 			flags |= SHMCLOCK_OPEN_FALLBACK_SYSTEM;
 			break;
+		case 'M':
+			mcap = optarg;
+			break;
+		case 'J':
+			json = true;
+			break;
+		case 'U': {
+			char why[160];
+
+			if (duration_parse(optarg, &until, why, sizeof(why))) {
+				fprintf(stderr, "shmclock-cat: --until: %s\n", why);
+				return 2;
+			}
+			break;
+		}
 		case 'h':
 		default:
 			return cli_help(usage, c);
@@ -135,6 +229,18 @@ int main(int argc, char **argv)
 	}
 	if (cli_no_args("shmclock-cat", argc, argv, optind))
 		return 2;
+	if (!mcap && (json || until != INT64_MAX)) {
+		fprintf(stderr, "shmclock-cat: --json and --until go with --mcap FILE\n");
+		return 2;
+	}
+	if (mcap) {
+#ifdef SHMCLOCK_HAVE_TIMELINE
+		return print_mcap(mcap, json, until);
+#else
+		fprintf(stderr, "shmclock-cat: --mcap: this build has no cJSON, so no recordings\n");
+		return 2;
+#endif
+	}
 	name = cli_clock_name(name);
 	r = shmclock_open_ex(name, flags, &clk);
 	if (r)

@@ -18,6 +18,8 @@
 #include "clockthread.h"
 #include "duration.h"
 #include "log.h"
+#include "record.h"
+#include "ros2.h"
 #include "source.h"
 #include "thread_sched.h"
 #include "tsan.h" /* libshmclock/common: the queue's ordering for ThreadSanitizer */
@@ -77,8 +79,92 @@ static void complete(shmclock_writer_t *w, int notify_fd, struct cmd *c, int rc)
 
 static int set_stale(struct clockthread *ct, bool stale, bool hold);
 
+void clock_env_cmd_cause(const struct cmd *c, struct tl_cause *k)
+{
+	const struct proto_cmd *pc = proto_cmd_of(c->req.kind);
+
+	*k = (struct tl_cause){ .kind = TL_CAUSE_MODE, .uid = -1, .pid = -1 };
+	if (c->from_client) {
+		k->kind = TL_CAUSE_CONTROL;
+		k->uid = c->uid;
+		k->pid = c->pid;
+		snprintf(k->command, sizeof(k->command), "%s", pc->name);
+		for (size_t i = 0; i < pc->nargs && i < 1; i++) {
+			const struct proto_value *v = &c->req.arg[i];
+
+			switch (pc->args[i].kind) {
+			case PARG_SCALE:
+				snprintf(k->arg, sizeof(k->arg), "%.17g", v->scale);
+				break;
+			case PARG_TIME:
+			case PARG_DURATION:
+				duration_format(v->ns, k->arg, sizeof(k->arg));
+				break;
+			case PARG_WHO:
+				snprintf(k->arg, sizeof(k->arg), "%.47s", v->who);
+				break;
+			case PARG_COUNT:
+				snprintf(k->arg, sizeof(k->arg), "%lld", (long long)v->count);
+				break;
+			default:
+				break;
+			}
+		}
+		return;
+	}
+	switch (c->req.kind) {
+	case CMD_INIT:
+		k->kind = TL_CAUSE_START;
+		break;
+	case CMD_RELOAD:
+		k->kind = TL_CAUSE_RELOAD;
+		break;
+	case CMD_STALE:
+		k->kind = TL_CAUSE_STALE;
+		break;
+	case CMD_FUNCTION:
+		k->kind = TL_CAUSE_LEADER;
+		k->term = c->arg_fn ? c->arg_fn->term : 0;
+		break;
+	default:
+		if (c->from_source)
+			k->kind = TL_CAUSE_SOURCE;
+		break;
+	}
+}
+
+/* Hands the recorder what was committed since it last looked, with its
+ * cause (@force: the function as it is, committed or not: the
+ * recording's start). */
+static void record(struct clockthread *ct, const struct tl_cause *why, bool force)
+{
+	shmclock_function_t fn;
+
+	if (!ct->rec)
+		return;
+	shmclock_writer_function(ct->w, &fn);
+	if ((fn.commits == ct->rec_commits && !force) || !fn.initialized)
+		return;
+	ct->rec_commits = fn.commits;
+	recorder_change(ct->rec, &fn, why);
+}
+
+static void record_cmd(struct clockthread *ct, const struct cmd *c)
+{
+	struct tl_cause k;
+
+	if (!ct->rec)
+		return;
+	clock_env_cmd_cause(c, &k);
+	record(ct, &k, c->req.kind == CMD_INIT);
+}
+
 void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc)
 {
+	struct clockthread *ct = (struct clockthread *)((char *)env - offsetof(struct clockthread, env));
+
+	/* A change the mode held commits just before it completes it. */
+	record_cmd(ct, c);
 	complete(env->w, env->notify_fd, c, rc);
 }
 
@@ -335,8 +421,10 @@ static bool drain(struct clockthread *ct)
 			if (ct->mode->ops->cancel)
 				ct->mode->ops->cancel(ct->mode, &ct->env);
 		}
-		if (rc != CLOCK_MODE_HELD)
+		if (rc != CLOCK_MODE_HELD) {
+			record_cmd(ct, c);
 			complete(ct->w, ct->notify_fd, c, rc);
+		}
 	}
 	return stop;
 }
@@ -369,6 +457,14 @@ static void *clock_main(void *arg)
 		/* Nothing is touched before CMD_INIT. */
 		if (ct->started) {
 			deadline = mo->tick(ct->mode, &ct->env, shmclock_steady_now().ns);
+			if (ct->rec) {
+				/* A tick's commit: the mode's word, else the
+				 * source's (a fixed source's frame). */
+				if (ct->cause.kind == TL_CAUSE_MODE && ct->cfg.source->ops->tick)
+					ct->cause.kind = TL_CAUSE_SOURCE;
+				record(ct, &ct->cause, false);
+				ct->cause = (struct tl_cause){ .kind = TL_CAUSE_MODE, .uid = -1, .pid = -1 };
+			}
 			if (deadline == CLOCK_MODE_AGAIN)
 				continue;
 		}
@@ -397,7 +493,10 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 		return -errno;
 	ct->env = (struct clock_env){ .w = w, .cfg = &ct->cfg, .ros2_pub = ct->ros2_pub,
 				      .ros2_api = ct->ros2_api, .stale = &ct->stale,
-				      .ticks = &ct->ticks, .notify_fd = ct->notify_fd };
+				      .ticks = &ct->ticks, .notify_fd = ct->notify_fd,
+				      .cause = &ct->cause };
+	ct->cause = (struct tl_cause){ .kind = TL_CAUSE_MODE, .uid = -1, .pid = -1 };
+	ct->rec_commits = 0;
 	ct->started = false;
 	r = pthread_create(&ct->thread, NULL, clock_main, ct);
 	if (r) {
@@ -467,6 +566,8 @@ void clockthread_status(struct clockthread *ct, cJSON *st, const struct shmclock
 	bool stale = atomic_load_explicit(&ct->stale, memory_order_relaxed);
 
 	tick_stats_status(&ct->ticks, st);
+	if (ct->rec)
+		recorder_status(ct->rec, st);
 	if (ct->mode->ops->status)
 		ct->mode->ops->status(ct->mode, st, cfg, in, stale);
 	cJSON_AddBoolToObject(st, "stale", stale);

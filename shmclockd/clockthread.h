@@ -19,6 +19,7 @@
 #include "command.h"
 #include "config.h"
 #include "mode.h"
+#include "timeline.h"
 #include "ticks.h"
 
 struct ros2;
@@ -44,6 +45,12 @@ struct clockthread {
 	_Atomic bool stale;
 	/* eventfd, readable once an async command (clockthread_post) is done. */
 	int notify_fd;
+	/* The recorder (record.h), set before clockthread_start; NULL: none.
+	 * The clock thread hands it each commit (rec_commits: the count it
+	 * saw last) with its cause. */
+	struct recorder *rec;
+	uint64_t rec_commits;
+	struct tl_cause cause;           /* a mode's word on its next commit (env.cause) */
 };
 
 /* Starts the thread, with @mode (the caller's: destroyed after

@@ -34,6 +34,9 @@ struct cmd {
 	const struct shmclockd_config *arg_config;
 	struct init_args arg_init;
 	bool from_source;                /* sent by the time source (ros2), not a client */
+	bool from_client;                /* sent by a control client: */
+	uint32_t uid;                    /* its uid and pid, for the recording's causes */
+	int32_t pid;
 	const struct dist_fn *arg_fn;    /* CMD_FUNCTION */
 	const struct dist_ack *arg_ack;  /* CMD_ACK */
 	bool arg_stale;                  /* CMD_STALE */

@@ -324,6 +324,28 @@ static int own_security(const struct config_ctx *x, const cJSON *v, struct shmcl
 	return 0;
 }
 
+/* Record and Replay: a file's path. */
+static int own_file(const struct config_ctx *x, const cJSON *v, char *out, size_t outlen)
+{
+	char b[64];
+
+	if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= outlen)
+		return key_error(x, v->string, "expected an MCAP file's path of 1 to %zu bytes, got %s",
+				 outlen - 1, shown(v, b, sizeof(b)));
+	strcpy(out, v->valuestring);
+	return 0;
+}
+
+static int own_record(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	return own_file(x, v, c->record, sizeof(c->record));
+}
+
+static int own_replay(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
+{
+	return own_file(x, v, c->replay, sizeof(c->replay));
+}
+
 static int own_mode(const struct config_ctx *x, const cJSON *v, struct shmclockd_config *c)
 {
 	char *end = NULL, b[64];
@@ -493,6 +515,11 @@ const struct config_key config_keys[] = {
 	  .option = "--name", .help = "the clock's name: /dev/shm/shmclock.NAME" },
 	{ NULL, "ControlSocket", KEY_OWN, STR(socket_path), .own = own_socket,
 	  .reload = RELOAD_RESTART, .option = "--socket", .help = "the control socket's path" },
+	{ NULL, "Record", KEY_OWN, STR(record), .own = own_record, .reload = RELOAD_RESTART,
+	  .option = "--record",
+	  .help = "record each change of the time function to this new MCAP file" },
+	{ NULL, "Replay", KEY_OWN, STR(replay), .own = own_replay, .reload = RELOAD_RESTART,
+	  .option = "--replay", .help = "the replay source's recording (an MCAP file)" },
 	{ NULL, "SegmentMode", KEY_OWN, FIELD(segment_mode), .own = own_mode,
 	  .reload = RELOAD_RESTART, .help = "mode of the clock's segment, \"0644\" or narrower" },
 	{ NULL, "ControlGroup", KEY_OWN, FIELD(group), .own = own_group,
@@ -878,6 +905,26 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	    c->ls_evict_ns) {
 		snprintf(err, errlen, "Lockstep.EvictAfter with OnStall wait would do nothing: "
 			 "OnStall evict or abort, or no EvictAfter");
+		return -EINVAL;
+	}
+	if (c->replay[0] && c->source->id != SHMCLOCK_SOURCE_REPLAY) {
+		snprintf(err, errlen, "Replay: a recording is replayed by the replay source "
+			 "(TimeSource is %s)", c->source->name);
+		return -EINVAL;
+	}
+	if (c->source->id == SHMCLOCK_SOURCE_REPLAY && !c->replay[0]) {
+		snprintf(err, errlen, "TimeSource replay needs Replay: the recording's file "
+			 "(--replay FILE)");
+		return -EINVAL;
+	}
+	if (c->source->id == SHMCLOCK_SOURCE_REPLAY &&
+	    (c->ls_participants || c->dist_publish || c->ros2_publish)) {
+		snprintf(err, errlen, "the replay source runs alone here: no Lockstep, "
+			 "Distribute.Publish or Ros2.Publish with it");
+		return -EINVAL;
+	}
+	if (c->record[0] && c->replay[0] && !strcmp(c->record, c->replay)) {
+		snprintf(err, errlen, "Record and Replay name the same file");
 		return -EINVAL;
 	}
 	if (c->source->stepped && !c->source->ops->scalable && c->scale != 1.0) {

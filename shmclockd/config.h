@@ -51,6 +51,8 @@ struct shmclockd_config {
 	int ros2_domain;                /* Ros2.Domain, 0..232; -1: $ROS_DOMAIN_ID, else 0 */
 	int64_t ros2_stale_ns;          /* Ros2.StaleAfter: ros2 source stale without samples */
 	char ros2_security[1024];       /* Ros2.Security: an enclave directory, "" = none */
+	char record[1024];              /* Record: the MCAP file to record to, "" = none */
+	char replay[1024];              /* Replay: the recording the replay source plays */
 	/* Lockstep (0 participants: no lockstep) */
 	int ls_participants;            /* Lockstep.Participants, 1..64: start once this many joined */
 	double ls_max_scale;            /* Lockstep.MaxScale, 0: as fast as the grants allow */

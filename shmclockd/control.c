@@ -340,6 +340,7 @@ static void accept_one(struct control *c)
 	}
 	slot->fd = fd;
 	slot->uid = cred.uid;
+	slot->pid = cred.pid;
 	slot->used = 0;
 	slot->last_ns = shmclock_steady_now().ns;
 }
@@ -431,6 +432,9 @@ static bool handle_line(struct control *c, struct client *cl, const char *line, 
 	log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
 		(unsigned)cl->uid);
 	cmd->req = req;
+	cmd->from_client = true;
+	cmd->uid = cl->uid;
+	cmd->pid = cl->pid;
 	cl->inflight[(cl->first + cl->count++) % CONTROL_INFLIGHT_MAX] = cmd;
 	clockthread_post(c->rq.ct, cmd);
 	return true;

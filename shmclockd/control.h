@@ -35,6 +35,7 @@ struct cmd;
 struct client {
 	int fd;
 	uid_t uid;
+	pid_t pid; /* when it connected (SO_PEERCRED) */
 	size_t used;
 	int64_t last_ns;
 	/* A complete line waits for the commands before it to be answered

@@ -41,6 +41,8 @@
 #include "ros2_glue.h"
 #include "source.h"
 #include "status_fields.h"
+#include "record.h"
+#include "mode_replay.h"
 
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
 struct overrides {
@@ -55,9 +57,12 @@ struct overrides {
 	double ls_max_scale;        /* --max-scale; NAN: as the config says */
 	const char *ls_stall, *ls_on_death;
 	const char *ls_evict, *ls_on_stall, *ls_max_ahead;
+	const char *record, *replay;
 };
 
 #define OPT_HELP_STATUS 0x100
+#define OPT_RECORD 0x101
+#define OPT_REPLAY 0x102
 
 /* The status table as --help-status prints it: a line per field (its path,
  * kind, unit, modes, metric), then its help. */
@@ -152,6 +157,10 @@ static void usage(FILE *f)
 		"                         + D (default 1 day)\n"
 		"      --socket PATH      control socket (default: $XDG_RUNTIME_DIR/shmclock/NAME.sock,\n"
 		"                         /run/shmclock/NAME.sock for root)\n"
+		"      --record FILE      record each change of the time function, with its\n"
+		"                         cause, to FILE, a new MCAP file (doc/record.md)\n"
+		"      --replay FILE      replay source: publish FILE's recorded function again\n"
+		"                         at its pace (implies --source replay)\n"
 		"      --reset            start from the config even if the clock exists\n"
 		"                         (default: continue an existing clock without a jump)\n"
 		"      --remove-on-exit   remove the clock when stopping\n"
@@ -278,6 +287,19 @@ static int apply_overrides(struct shmclockd_config *c, const struct overrides *o
 	}
 	if (o->socket)
 		snprintf(c->socket_path, sizeof(c->socket_path), "%s", o->socket);
+	if (o->record) {
+		if (!o->record[0] || strlen(o->record) >= sizeof(c->record))
+			return die_usage("--record takes a file's path of 1 to 1023 bytes", o->record);
+		snprintf(c->record, sizeof(c->record), "%s", o->record);
+	}
+	if (o->replay) {
+		if (!o->replay[0] || strlen(o->replay) >= sizeof(c->replay))
+			return die_usage("--replay takes a file's path of 1 to 1023 bytes", o->replay);
+		snprintf(c->replay, sizeof(c->replay), "%s", o->replay);
+		/* --replay FILE alone is the replay source. */
+		if (!o->source)
+			c->source = source_by_id(SHMCLOCK_SOURCE_REPLAY);
+	}
 	if (o->ls_participants)
 		c->ls_participants = o->ls_participants;
 	if (!isnan(o->ls_max_scale))
@@ -349,6 +371,8 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 		{ "on-stall", required_argument, NULL, 'O' },
 		{ "max-grant-ahead", required_argument, NULL, 'G' },
 		{ "socket", required_argument, NULL, 'S' },
+		{ "record", required_argument, NULL, OPT_RECORD },
+		{ "replay", required_argument, NULL, OPT_REPLAY },
 		{ "reset", no_argument, NULL, 'R' },
 		{ "remove-on-exit", no_argument, NULL, 'X' },
 		{ "notify-fd", required_argument, NULL, 'N' },
@@ -432,6 +456,12 @@ static int parse_args(int argc, char **argv, struct overrides *o, char ***comman
 			break;
 		case 'S':
 			o->socket = optarg;
+			break;
+		case OPT_RECORD:
+			o->record = optarg;
+			break;
+		case OPT_REPLAY:
+			o->replay = optarg;
 			break;
 		case 'R':
 			o->reset = true;
@@ -628,6 +658,7 @@ struct daemon {
 	struct clock_mode *mode;  /* the clock thread's: plain, lockstep or distribute */
 	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
 	bool created;             /* this start made the segment (it was not initialised) */
+	bool serving;             /* start() succeeded */
 	bool seg_lost;            /* the segment was removed under us (segment_gone) */
 	dev_t seg_dev;            /* the segment file we hold, to notice its removal */
 	ino_t seg_ino;
@@ -641,6 +672,8 @@ static int open_mode(struct daemon *d, char *err, size_t errlen)
 	const struct shmclockd_config *c = &d->cfg;
 	int r;
 
+	if (c->source->id == SHMCLOCK_SOURCE_REPLAY)
+		return 0; /* made before the clock was opened (start) */
 	if (c->ls_participants) {
 		if ((r = mode_lockstep_create(d->w, c, d->ros2, d->ros2_api, &d->mode, err, errlen)))
 			return r;
@@ -735,7 +768,22 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	/* The DDS module, before the clock is touched. */
 	if ((r = ros2_glue_load(&d->cfg, &d->ros2_api, err, errlen)))
 		return r;
+	/* A recording to replay is read whole before the clock is touched:
+	 * a bad one is refused with nothing served. */
+	if (d->cfg.source->id == SHMCLOCK_SOURCE_REPLAY &&
+	    (r = mode_replay_create(&d->cfg, &d->mode, err, errlen)))
+		return r;
+	/* Likewise a recording that would overwrite a file (recorder_open
+	 * checks again, O_EXCL). */
+	if (d->cfg.record[0] && (r = recorder_check(d->cfg.record, err, errlen)))
+		return r;
 	if ((r = open_writer(d, err, errlen)))
+		return r;
+	/* The recording once the clock is ours (a busy clock leaves no file);
+	 * a start that fails after this removes it again (stop). */
+	d->ct.rec = NULL;
+	if (d->cfg.record[0] &&
+	    (r = recorder_open(d->cfg.record, d->cfg.name, &d->ct.rec, err, errlen)))
 		return r;
 	/* Signals are read from a signalfd in the main loop; every thread
 	 * inherits the blocked mask. */
@@ -808,6 +856,13 @@ static void stop(struct daemon *d, bool remove)
 		control_close(&d->ctl);
 	if (d->ct_running)
 		clockthread_stop(&d->ct);
+	/* After the clock thread: it hands the recorder its last change. A
+	 * start that failed leaves no recording behind. */
+	if (d->serving)
+		recorder_close(d->ct.rec);
+	else
+		recorder_discard(d->ct.rec);
+	d->ct.rec = NULL;
 	clock_mode_destroy(d->mode);
 	d->mode = d->ls = NULL;
 	if (d->ros2)
@@ -857,12 +912,14 @@ int main(int argc, char **argv)
 		}
 		if (start(&d, err, sizeof(err))) {
 			fprintf(stderr, "shmclockd: %s\n", err);
+			d.serving = false;
 			/* A segment this start made goes with it: nothing
 			 * uninitialised is left for readers to open. */
 			stop(&d, d.created);
 			return 1;
 		}
 	}
+	d.serving = true;
 	log_msg(LOG_INFO, "serving clock '%s' (%s source, %d Hz) on %s", d.cfg.name,
 		d.cfg.source->name, d.cfg.hz, d.sock);
 	if (command) {

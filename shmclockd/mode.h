@@ -28,6 +28,7 @@
 #include "command.h"
 #include "config.h"
 #include "ticks.h"
+#include "timeline.h"
 
 struct cJSON;
 struct ros2;
@@ -42,6 +43,11 @@ struct clock_env {
 	const _Atomic bool *stale;          /* what the clock follows fell silent */
 	struct tick_stats *ticks;           /* a ticking mode's statistics (status "ticks") */
 	int notify_fd;                      /* eventfd: an async command completed */
+	/* Why the mode's next commit happens, for the recording: a mode that
+	 * knows (a lockstep grant and its holder, a leader's term) fills it
+	 * before it commits; the clock thread takes it with the commit and
+	 * resets it to TL_CAUSE_MODE. */
+	struct tl_cause *cause;
 };
 
 /* How the clock thread sleeps between passes of its loop. */
@@ -105,6 +111,12 @@ struct clock_mode_ops {
 /* Completes a command the mode held (CLOCK_MODE_HELD) with @rc (c->err
  * set when @rc < 0): its submitter gets the reply. Clock thread only. */
 void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc);
+
+/* The recording's cause of what command @c commits: a control request
+ * (its command, argument, uid and pid), the start, a reload, ... A mode
+ * that commits a command's change later (decided ahead) gives it as
+ * env->cause then. */
+void clock_env_cmd_cause(const struct cmd *c, struct tl_cause *k);
 
 /* Marks the clock stale (what it follows cannot be trusted now) or fresh
  * again, in the segment and in status; 0 or -errno. Clock thread only. */

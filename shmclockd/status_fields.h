@@ -103,6 +103,29 @@ enum sf_unit {
 	X("control", "fd_exhausted", SF_COUNT, SF_NONE, SF_ALL,                                   \
 	  "shmclock_control_fd_exhausted_total",                                                  \
 	  "Control connections the daemon could not accept: out of file descriptors.")            \
+	X("", "record", SF_OBJECT, SF_NONE, SF_ALL | SF_SOMETIMES, NULL,                          \
+	  "the recorder (with Record)")                                                           \
+	X("record", "file", SF_TEXT, SF_NONE, SF_ALL, NULL, "the MCAP file it writes")           \
+	X("record", "written", SF_COUNT, SF_NONE, SF_ALL, "shmclock_record_written_total",        \
+	  "Changes and events written to the recording.")                                         \
+	X("record", "dropped", SF_COUNT, SF_NONE, SF_ALL, "shmclock_record_dropped_total",        \
+	  "Changes and events lost to the recording (its queue full, or a write failed).")        \
+	X("record", "chunks", SF_COUNT, SF_NONE, SF_ALL, NULL, "chunks written")                  \
+	X("record", "bytes", SF_GAUGE, SF_NONE, SF_ALL, NULL, "the file's whole length")          \
+	X("record", "error", SF_TEXT, SF_NONE, SF_ALL, NULL,                                      \
+	  "the last failed write's error, \"\" if none")                                          \
+	X("", "replay", SF_OBJECT, SF_NONE, SF_PLAIN | SF_SOMETIMES, NULL,                        \
+	  "the replay (the replay source)")                                                       \
+	X("replay", "file", SF_TEXT, SF_NONE, SF_PLAIN, NULL, "the recording")                    \
+	X("replay", "changes", SF_GAUGE, SF_NONE, SF_PLAIN, NULL, "the changes in it")            \
+	X("replay", "applied", SF_GAUGE, SF_NONE, SF_PLAIN, NULL, "the changes published so far")  \
+	X("replay", "late", SF_COUNT, SF_NONE, SF_PLAIN, NULL,                                    \
+	  "changes published after their instant")                                                \
+	X("replay", "offset_ns", SF_TEXT, SF_NS, SF_PLAIN, NULL,                                  \
+	  "this host's instant minus the recording's")                                            \
+	X("replay", "paused", SF_BOOL, SF_NONE, SF_PLAIN, NULL, "paused by pause")                \
+	X("replay", "truncated", SF_BOOL, SF_NONE, SF_PLAIN, NULL,                                \
+	  "the recording is cut short")                                                           \
 	X("", "ros2", SF_OBJECT, SF_NONE, SF_ALL | SF_SOMETIMES, NULL,                            \
 	  "the ROS 2 side (when the config uses it)")                                             \
 	X("ros2", "domain", SF_GAUGE, SF_NONE, SF_ALL, NULL, "the DDS domain")                    \

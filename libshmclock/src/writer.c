@@ -992,6 +992,33 @@ SHMCLOCK_EXPORT int shmclock_writer_set_wake(shmclock_writer_t *w, bool wake)
 	return 0;
 }
 
+SHMCLOCK_EXPORT int shmclock_writer_function(shmclock_writer_t *w, shmclock_function_t *fn)
+{
+	/* While an update decided ahead waits for its instant, w->p is that
+	 * update's; the record still holds what w->before kept. */
+	const struct shmclock_params *p = w->staged ? &w->before : &w->p;
+
+	*fn = (shmclock_function_t){
+		.mono_base = p->mono_base,
+		.sim_base = p->sim_base,
+		.rate = p->mult,
+		.scale = (double)p->nominal_mult / 4294967296.0,
+		.nominal_mult = p->nominal_mult,
+		.flags = ((p->flags & SHMCLOCK_F_PAUSED) ? SHMCLOCK_FN_PAUSED : 0u) |
+			 ((p->flags & SHMCLOCK_F_STEPPED) ? SHMCLOCK_FN_STEPPED : 0u) |
+			 ((p->flags & SHMCLOCK_F_STALE) ? SHMCLOCK_FN_STALE : 0u),
+		.initialized = p->flags & SHMCLOCK_F_INIT,
+		.source = (int)((p->flags & SHMCLOCK_F_SOURCE_MASK) >> SHMCLOCK_F_SOURCE_SHIFT),
+		.jump_epoch = p->jump_epoch,
+		.last_jump_ns = p->last_jump_ns,
+		.jump_total_ns = p->jump_total_ns,
+		.has_unix_at_zero = p->flags & SHMCLOCK_F_UNIX_ZERO,
+		.unix_at_zero_ns = p->unix_at_zero_ns,
+		.commits = atomic_load_explicit(&w->seg->commits, memory_order_relaxed),
+	};
+	return 0;
+}
+
 SHMCLOCK_EXPORT int shmclock_writer_now(shmclock_writer_t *w, int64_t *sim_ns)
 {
 	return shmclock_writer_eval(w, shmclock__mono_ns(), sim_ns);

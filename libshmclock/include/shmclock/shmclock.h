@@ -142,7 +142,9 @@ typedef struct shmclock shmclock_t;
 	X(5, ROS2, ros2, NULL, SHMCLOCK_SOURCE_F_STEPPED,                                     \
 	  "ROS 2 /clock over DDS, each sample a step")                                        \
 	X(6, LEADER, leader, NULL, SHMCLOCK_SOURCE_F_CONTINUOUS | SHMCLOCK_SOURCE_F_OWN_SCALE, \
-	  "a leader on another host (Distribute)")
+	  "a leader on another host (Distribute)")                                           \
+	X(7, REPLAY, replay, NULL, SHMCLOCK_SOURCE_F_CONTINUOUS | SHMCLOCK_SOURCE_F_OWN_SCALE, \
+	  "a recording's time function (Replay), at its pace")
 
 /* Where the writer's time comes from: 0 or a value of SHMCLOCK_SOURCE_MAP. */
 enum shmclock_source {

@@ -269,6 +269,34 @@ int shmclock_writer_heartbeat(shmclock_writer_t *w);
  */
 int shmclock_writer_now(shmclock_writer_t *w, int64_t *sim_ns);
 
+/* The committed time function, whole (shmclock_writer_function()). */
+typedef struct shmclock_function {
+	int64_t mono_base;        /* CLOCK_MONOTONIC ns of the anchor */
+	int64_t sim_base;         /* simulation ns there */
+	uint64_t rate;            /* effective rate, 32.32 fixed point (0 paused or stepped) */
+	double scale;             /* the nominal rate: nominal_mult / 2^32, exactly */
+	uint64_t nominal_mult;    /* the nominal rate, 32.32 fixed point */
+	unsigned flags;           /* SHMCLOCK_FN_PAUSED, _STEPPED, _STALE */
+	bool initialized;
+	int source;               /* enum shmclock_source */
+	uint64_t jump_epoch;
+	int64_t last_jump_ns;
+	int64_t jump_total_ns;
+	bool has_unix_at_zero;
+	int64_t unix_at_zero_ns;
+	uint64_t commits;         /* changes published so far */
+} shmclock_function_t;
+
+/**
+ * shmclock_writer_function() - the function the last commit published:
+ * what a recorder writes down. A function decided ahead
+ * (SHMCLOCK_FN_AHEAD) shows once it is committed. Passing the same
+ * mono_base, sim_base, scale and flags to shmclock_writer_set_function()
+ * (at an instant freeze_at opened there) publishes the same function.
+ * Return: 0.
+ */
+int shmclock_writer_function(shmclock_writer_t *w, shmclock_function_t *fn);
+
 /** shmclock_writer_info() - as shmclock_info(), from the writer's side. */
 int shmclock_writer_info(shmclock_writer_t *w, shmclock_info_t *info);
 

@@ -11,6 +11,7 @@ namespace Shmclock
     public enum ClockSource
     {
         None = 0, Simulation = 1, System = 2, External = 3, Fixed = 4, Ros2 = 5, Leader = 6,
+        Replay = 7,
     }
 
     /// <summary>Which jumps happened (enum shmclock_jump_kind bits).</summary>

@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Recording a run's clock to MCAP and replaying it (issue 55), through the
+built shmclockd:
+
+- record: a clock under random pauses, resumes, scales, steps and sets
+  (forwards and back) from shmclockctl, recorded with --record; a reader
+  samples it every millisecond meanwhile. The file is read by a reader
+  somebody else wrote (npm's @mcap/core: every record, its CRCs, the data
+  section's CRC, the summary's statistics and chunk indexes, a seek by log
+  time; ajv: each message against its channel's JSON Schema); shmclock-cat
+  --mcap gives every change with its cause (the command, its argument, the
+  client's uid and pid); every sample the reader took equals the recorded
+  function at its instant, to the nanosecond;
+- replay: shmclockd --replay publishes the function again, itself
+  recorded: the same changes (base, rate, mode, jumps) at the same
+  instants relative to the start (one offset, the status'), and a reader's
+  samples equal the recorded function at the same relative instants;
+- pause, resume and set (a seek) act on a replay: held while paused, going
+  on from there, jumping to where the recording first shows the time;
+- a file cut at every byte of its last 4 KiB: shmclock's reader and
+  @mcap/core find the same whole changes; the replay of cut files takes
+  what is whole and says so;
+- a full disk (RLIMIT_FSIZE) while recording: an error in status and the
+  log, changes counted as dropped, the clock going on, the file whole up to
+  its last chunk;
+- bad input: a file that is not MCAP, an MCAP file of another profile, a
+  missing file, Record onto an existing file, Replay with another source:
+  one-line errors, nothing served.
+
+Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_CAT, RECORD_SAMPLER,
+RECORD_CUTS (meson); SHMCLOCK_NPM_DIR (the npm packages, .ci/setup's).
+Exit 0 when every check holds, 77 without Node.js or the npm packages.
+"""
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+D = os.environ["SHMCLOCKD"]
+CTL = os.environ["SHMCLOCKCTL"]
+CAT = os.environ["SHMCLOCK_CAT"]
+SAMPLER = os.environ["RECORD_SAMPLER"]
+CUTS = os.environ["RECORD_CUTS"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+NPM = os.environ.get("SHMCLOCK_NPM_DIR", "/var/cache/shmclock-npm/node_modules")
+NODE = shutil.which("node") or shutil.which("nodejs")
+failures = 0
+procs = []
+names = []
+
+
+def check(cond, what):
+    global failures
+    print(("ok - " if cond else "not ok - ") + what, flush=True)
+    if not cond:
+        failures += 1
+    return cond
+
+
+def name(tag):
+    n = "rec-e2e-%d-%s-%d" % (os.getpid(), tag, random.randrange(1 << 30))
+    names.append(n)
+    return n
+
+
+def ctl(tmp, clock, *args, check_rc=True):
+    r = subprocess.run([CTL, "-n", clock, "--socket", "%s/%s.sock" % (tmp, clock)] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    if check_rc and r.returncode:
+        raise RuntimeError("shmclockctl %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r
+
+
+def status(tmp, clock):
+    return json.loads(ctl(tmp, clock, "status", "--json").stdout)["status"]
+
+
+def daemon(tmp, clock, *args, preexec=None):
+    log = open("%s/%s.log" % (tmp, clock), "w")
+    p = subprocess.Popen([D, "-n", clock, "--socket", "%s/%s.sock" % (tmp, clock),
+                          "--log-level", "info"] + list(args),
+                         stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec)
+    procs.append(p)
+    for _ in range(1000):
+        if os.path.exists("%s/%s.sock" % (tmp, clock)) or p.poll() is not None:
+            break
+        time.sleep(0.01)
+    return p
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    return p.wait(timeout=60)
+
+
+def sampler(clock, secs, period_us=1000):
+    p = subprocess.Popen([SAMPLER, clock, str(secs), str(period_us)], stdout=subprocess.PIPE,
+                         text=True)
+    procs.append(p)
+    return p
+
+
+def samples(p):
+    out, _ = p.communicate(timeout=120)
+    return [tuple(int(x) for x in line.split()) for line in out.splitlines()]
+
+
+def timeline(path):
+    r = subprocess.run([CAT, "--mcap", path, "--json"], capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        raise RuntimeError("shmclock-cat --mcap %s: %s" % (path, r.stderr.strip()))
+    fns = [json.loads(line)["function"] for line in r.stdout.splitlines()
+           if line.startswith('{"function"')]
+    for f in fns:
+        for k in ("mono_ns", "sim_ns", "rate", "nominal_mult", "jump_epoch", "at_mono_ns"):
+            f[k] = int(f[k])
+    return fns, r.stderr
+
+
+def ev(f, mono):
+    """The function f at CLOCK_MONOTONIC mono, as a reader computes it."""
+    if mono <= f["mono_ns"] or f["rate"] == 0:
+        return f["sim_ns"]
+    return f["sim_ns"] + (((mono - f["mono_ns"]) * f["rate"]) >> 32)
+
+
+def piece(fns, mono):
+    """The change in force at mono: the last one anchored at or before it."""
+    best = None
+    for f in fns:
+        if f["mono_ns"] <= mono:
+            best = f
+        else:
+            break
+    return best
+
+
+def validate(path, *extra):
+    r = subprocess.run([NODE, os.path.join(HERE, "validate.mjs")] + list(extra) + [path],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, SHMCLOCK_NPM_DIR=NPM))
+    return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+
+def mismatches(fns, smp, offset=0):
+    """Samples that are not the recorded function at their instant."""
+    bad, n = [], 0
+    for mono, sim, held in smp:
+        m = mono - offset
+        f = piece(fns, m)
+        if f is None or held:
+            continue
+        n += 1
+        if sim != ev(f, m):
+            bad.append((mono, sim, ev(f, m)))
+    return n, bad
+
+
+def record_phase(tmp):
+    clock = name("rec")
+    path = "%s/run.mcap" % tmp
+    p = daemon(tmp, clock, "--record", path)
+    smp = sampler(clock, 5.0)
+    time.sleep(0.3)
+    rng = random.Random(os.getpid())
+    paused, issued = False, []
+    t_end = time.monotonic() + 3.5
+    while time.monotonic() < t_end:
+        choices = ["scale", "set"] + (["resume", "step"] if paused else ["pause"])
+        op = rng.choice(choices)
+        if op == "scale":
+            arg = ["%.3f" % rng.uniform(0.25, 4)]
+        elif op == "set":
+            arg = ["%dms" % rng.randrange(0, 200000)]
+        elif op == "step":
+            arg = ["%dms" % rng.randrange(1, 5000)]
+        else:
+            arg = []
+        ctl(tmp, clock, op, *arg)
+        paused = {"pause": True, "resume": False}.get(op, paused)
+        issued.append((op, arg[0] if arg else ""))
+        time.sleep(rng.uniform(0.06, 0.25))
+    st = status(tmp, clock)
+    check(st.get("record", {}).get("file") == path and st["record"]["error"] == "",
+          "record: status names the file, no error: %s" % st.get("record"))
+    smp_out = samples(smp)
+    rc = stop(p)
+    check(rc == 0, "record: shmclockd stopped cleanly (%d)" % rc)
+
+    rc, out, err = validate(path)
+    check(rc == 0, "record: @mcap/core reads the file whole, CRCs, summary, seek, schemas: %s%s"
+          % (out, err))
+    fns, _ = timeline(path)
+    check(len(fns) == len(issued) + 1,
+          "record: %d changes recorded for %d commands and the start" % (len(fns), len(issued)))
+    check(fns and fns[0]["cause"]["kind"] == "start", "record: the first change is the start")
+    causes = [(f["cause"].get("command"), f["cause"].get("uid")) for f in fns[1:]]
+    check(causes == [(op, os.getuid()) for op, _ in issued],
+          "record: each change's cause is its command and the client's uid")
+    check(all(f["cause"].get("pid", 0) > 0 for f in fns[1:]), "record: each names the client's pid")
+    scale_args = [f["cause"]["arg"] for f in fns[1:] if f["cause"]["command"] == "scale"]
+    check(all(float(a) == float(b) for a, (op, b) in
+              zip(scale_args, [x for x in issued if x[0] == "scale"])),
+          "record: a scale's argument is recorded")
+    n, bad = mismatches(fns, smp_out)
+    check(n > 2000 and not bad, "record: %d samples, each the recorded function at its instant%s"
+          % (n, "; first off: %s" % (bad[:3],) if bad else ""))
+    jumps = sum(1 for op, _ in issued if op == "set")
+    check(fns[-1]["jump_epoch"] - fns[0]["jump_epoch"] == jumps,
+          "record: %d sets, %d jumps recorded" % (jumps, fns[-1]["jump_epoch"]))
+    return path, fns
+
+
+def replay_phase(tmp, path, fns):
+    clock = name("replay")
+    again = "%s/replayed.mcap" % tmp
+    dur = (fns[-1]["mono_ns"] - fns[0]["mono_ns"]) / 1e9 + 1.0
+    p = daemon(tmp, clock, "--replay", path, "--record", again)
+    smp = sampler(clock, dur + 0.5)
+    time.sleep(0.2)
+    st = status(tmp, clock)
+    check(st["source"] == "replay" and st.get("replay", {}).get("changes") == len(fns),
+          "replay: source replay, %s changes" % st.get("replay", {}).get("changes"))
+    offset = int(st["replay"]["offset_ns"])
+    smp_out = samples(smp)
+    st = status(tmp, clock)
+    check(st["replay"]["applied"] == len(fns), "replay: every change applied (%d)"
+          % st["replay"]["applied"])
+    late = st["replay"]["late"]
+    rc = stop(p)
+    check(rc == 0, "replay: shmclockd stopped cleanly")
+    n, bad = mismatches(fns, smp_out, offset)
+    # A change the clock thread published after its instant (late: a
+    # loaded machine) shows the old function until then.
+    check(n > 2000 and (not bad if late == 0 else len(bad) < n // 100),
+          "replay: %d samples, each the recording's function at the same relative instant "
+          "(%d late changes)%s" % (n, late, "; first off: %s" % (bad[:3],) if bad else ""))
+    got, _ = timeline(again)
+    # The replay's own recording: its start hold, then the same changes.
+    rep = [f for f in got if f["cause"]["kind"] == "replay"]
+    same = len(rep) == len(fns)
+    for a, b in zip(fns, rep):
+        same = same and (a["sim_ns"], a["nominal_mult"], a["rate"], a["paused"], a["stepped"]) == \
+            (b["sim_ns"], b["nominal_mult"], b["rate"], b["paused"], b["stepped"])
+        same = same and (late or b["mono_ns"] - a["mono_ns"] == offset)
+    check(same, "replay: its own recording has the same %d changes, each at the recorded instant "
+          "+ the offset" % len(fns))
+    jumps = [f["jump_epoch"] for f in rep]
+    check(jumps[-1] - jumps[0] == fns[-1]["jump_epoch"] - fns[0]["jump_epoch"],
+          "replay: the same jumps")
+
+
+def near(fns, smp, offset, since):
+    """Samples from CLOCK_MONOTONIC since on that are not the recording's
+    function at their instant - offset within 1 ns: a replay resumed or
+    sought is the recorded line re-anchored there (as any change anchors
+    a clock), within the rounding of one product."""
+    bad, n = [], 0
+    for mono, sim, held in smp:
+        f = piece(fns, mono - offset)
+        if mono < since or f is None or held:
+            continue
+        n += 1
+        if abs(sim - ev(f, mono - offset)) > 1:
+            bad.append((mono, sim, ev(f, mono - offset)))
+    return n, bad
+
+
+def control_phase(tmp, path, fns):
+    clock = name("ctl")
+    own = "%s/ctl.mcap" % tmp
+    p = daemon(tmp, clock, "--replay", path, "--record", own)
+    time.sleep(0.4)
+    ctl(tmp, clock, "pause")
+    a = status(tmp, clock)
+    time.sleep(0.3)
+    b = status(tmp, clock)
+    check(a["paused"] and a["sim_ns"] == b["sim_ns"], "control: a paused replay holds")
+    ctl(tmp, clock, "resume")
+    offset1 = int(status(tmp, clock)["replay"]["offset_ns"])
+    out1 = samples(sampler(clock, 0.5))
+    # A seek: to a time the recording shows while running.
+    run = [f for f in fns if f["rate"]]
+    target = ev(run[len(run) // 2], run[len(run) // 2]["mono_ns"] + 1000)  # a value it shows
+    ctl(tmp, clock, "set", "%dns" % target)
+    offset2 = int(status(tmp, clock)["replay"]["offset_ns"])
+    out2 = samples(sampler(clock, 0.3))
+    r = ctl(tmp, clock, "scale", "2", check_rc=False)
+    check(r.returncode != 0 and "recording" in r.stderr,
+          "control: scale is refused on a replay: %s" % r.stderr.strip())
+    r = ctl(tmp, clock, "set", "-5000000s", check_rc=False)
+    check(r.returncode != 0 and "never shows" in r.stderr,
+          "control: a seek to a time the recording never shows is refused: %s" % r.stderr.strip())
+    check(stop(p) == 0, "control: stopped cleanly")
+
+    g, _ = timeline(own)
+    i = next((k for k, f in enumerate(g) if f["cause"].get("command") == "pause"), None)
+    if not check(i is not None and i + 2 < len(g), "control: the replay's own recording has the "
+                 "pause and what followed"):
+        return
+    held, resumed = g[i], g[i + 1]
+    check(resumed["sim_ns"] == held["sim_ns"] and resumed["jump_epoch"] == held["jump_epoch"],
+          "control: resumed from the value it held, no jump: %s"
+          % ([(f["sim_ns"], f["jump_epoch"], f["cause"]) for f in (held, resumed)],))
+    n, bad = near(fns, out1, offset1, resumed["mono_ns"])
+    check(n > 100 and not bad, "control: resumed, the recording goes on from where it stood "
+          "(%d samples%s)" % (n, "; off: %s" % (bad[:3],) if bad else ""))
+    j = next((k for k in range(i + 1, len(g)) if g[k]["cause"].get("command") == "set"), None)
+    if not check(j is not None and g[j]["sim_ns"] == target and
+                 g[j]["jump_epoch"] == g[j - 1]["jump_epoch"] + 1,
+                 "control: the seek is a jump to %d exactly, recorded with its cause (%s)"
+                 % (target, g[j]["sim_ns"] if j is not None else None)):
+        return
+    n, bad = near(fns, out2, offset2, g[j]["mono_ns"])
+    check(n > 50 and not bad, "control: after the seek the replay is the recording from there "
+          "(%d samples%s)" % (n, "; off: %s" % (bad[:3],) if bad else ""))
+
+
+def cut_phase(tmp, path, fns):
+    size = os.path.getsize(path)
+    start = max(0, size - 4096)
+    r = subprocess.run([CUTS, path, str(start)], capture_output=True, text=True, timeout=300)
+    ours = {}
+    for line in r.stdout.splitlines():
+        f = line.split(" ", 2)
+        ours[int(f[0])] = f[1:]
+    rc, out, err = validate(path, "--cuts", str(start))
+    theirs = json.loads(out) if rc == 0 else {}
+    diff = []
+    for n in range(start, size + 1):
+        o = ours.get(n)
+        t = theirs.get(str(n))
+        if o is None or t is None or o[0] == "error" or int(o[0]) != t:
+            diff.append((n, o, t))
+    check(r.returncode == 0 and rc == 0 and not diff,
+          "cut: at each of %d lengths shmclock's reader and @mcap/core find the same whole "
+          "changes%s" % (size + 1 - start, "; first: %s" % (diff[:3],) if diff else err))
+    whole = [n for n in range(start, size) if ours.get(n, ["x", "0"])[1].strip() == "0"]
+    check(not whole, "cut: every cut short of the whole file is said to be cut (%s)" % whole[:3])
+    # Replays of cut files: one cut in the data, one in the summary.
+    for cut_at in (start + 100, size - 20):
+        part = "%s/cut-%d.mcap" % (tmp, cut_at)
+        with open(path, "rb") as f, open(part, "wb") as g:
+            g.write(f.read(cut_at))
+        want = int(ours[cut_at][0])
+        clock = name("cut")
+        p = daemon(tmp, clock, "--replay", part)
+        time.sleep(0.3)
+        st = status(tmp, clock)
+        check(st["replay"]["truncated"] and st["replay"]["changes"] == want,
+              "cut: the replay of %d bytes takes its %d whole changes and says it is cut"
+              % (cut_at, want))
+        stop(p)
+        log = open("%s/%s.log" % (tmp, clock)).read()
+        check("cut short" in log, "cut: its log says where the file stops")
+
+
+def disk_full_phase(tmp):
+    clock = name("full")
+    path = "%s/full.mcap" % tmp
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (24000, 24000))
+
+    p = daemon(tmp, clock, "--record", path, preexec=limit)
+    for i in range(150):
+        ctl(tmp, clock, "scale", "%d" % (1 + i % 3))
+        if i % 10 == 0:
+            time.sleep(0.02)
+    time.sleep(0.2)
+    st = status(tmp, clock)
+    rec = st.get("record", {})
+    check(rec.get("error") and rec.get("dropped", 0) > 0,
+          "disk full: status has the error and the dropped changes: %s" % rec)
+    check(st["scale"] == 1 + 149 % 3, "disk full: the clock took every change anyway")
+    check(p.poll() is None, "disk full: shmclockd runs on")
+    stop(p)
+    log = open("%s/%s.log" % (tmp, clock)).read()
+    check("record: writing" in log and "changes lost" in log, "disk full: the log says so")
+    fns, err = timeline(path)
+    check(0 < len(fns) < 151 and "cut short" in err,
+          "disk full: the file is whole up to its last chunk (%d changes): %s"
+          % (len(fns), err.strip()))
+    rc, out, err = validate(path, "--cut")
+    v = json.loads(out) if rc == 0 else {}
+    # The changes lost between written chunks show as gaps; those after
+    # the last written chunk cannot.
+    check(v.get("messages") == len(fns) and 0 < v.get("gaps", 0) <= rec["dropped"],
+          "disk full: @mcap/core reads the same %d changes, and of the %d lost those between "
+          "chunks as gaps in their sequence: %s%s" % (len(fns), rec["dropped"], out, err))
+
+
+def bad_input_phase(tmp, path):
+    def refused(args, want, what):
+        clock = name("bad")
+        r = subprocess.run([D, "-n", clock, "--socket", "%s/%s.sock" % (tmp, clock)] + args,
+                           capture_output=True, text=True, timeout=60)
+        lines = [x for x in r.stderr.splitlines() if x.strip()]
+        check(r.returncode != 0 and len(lines) == 1 and want in lines[0]
+              and not os.path.exists("/dev/shm/shmclock." + clock),
+              "bad input: %s: %s" % (what, lines))
+
+    junk = "%s/junk.mcap" % tmp
+    open(junk, "w").write("not an mcap file at all\n")
+    other = "%s/other.mcap" % tmp
+    with open(path, "rb") as f:
+        b = bytearray(f.read())
+    b[8 + 9 + 4:8 + 9 + 4 + 8] = b"shmclocX"  # the Header's profile
+    open(other, "wb").write(bytes(b))
+    refused(["--replay", junk], "not an MCAP file", "not MCAP")
+    refused(["--replay", other], "profile", "another profile")
+    refused(["--replay", "%s/nonexistent.mcap" % tmp], "No such file", "a missing file")
+    refused(["--record", path], "never overwritten", "Record onto an existing file")
+    refused(["--source", "simulation", "--replay", path], "replay source", "Replay with another "
+            "source")
+
+
+def main():
+    if not NODE or not os.path.isdir(os.path.join(NPM, "@mcap", "core")) or \
+            not os.path.isdir(os.path.join(NPM, "ajv")):
+        print("1..0 # SKIP no Node.js or no @mcap/core and ajv in %s (.ci/setup installs them)"
+              % NPM)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="rec-e2e-")
+    try:
+        path, fns = record_phase(tmp)
+        replay_phase(tmp, path, fns)
+        control_phase(tmp, path, fns)
+        cut_phase(tmp, path, fns)
+        disk_full_phase(tmp)
+        bad_input_phase(tmp, path)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for n in names:
+            for f in ("/dev/shm/shmclock." + n,):
+                if os.path.exists(f):
+                    os.unlink(f)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
