@@ -149,6 +149,13 @@ static void record(struct clockthread *ct, const struct tl_cause *why, bool forc
 	recorder_change(ct->rec, &fn, why);
 }
 
+void clock_env_record(const struct clock_env *env, const struct tl_cause *why)
+{
+	struct clockthread *ct = (struct clockthread *)((char *)env - offsetof(struct clockthread, env));
+
+	record(ct, why, false);
+}
+
 static void record_cmd(struct clockthread *ct, const struct cmd *c)
 {
 	struct tl_cause k;
@@ -494,7 +501,7 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 	ct->env = (struct clock_env){ .w = w, .cfg = &ct->cfg, .ros2_pub = ct->ros2_pub,
 				      .ros2_api = ct->ros2_api, .stale = &ct->stale,
 				      .ticks = &ct->ticks, .notify_fd = ct->notify_fd,
-				      .cause = &ct->cause };
+				      .cause = &ct->cause, .rec = ct->rec };
 	ct->cause = (struct tl_cause){ .kind = TL_CAUSE_MODE, .uid = -1, .pid = -1 };
 	ct->rec_commits = 0;
 	ct->started = false;

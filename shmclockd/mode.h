@@ -31,6 +31,7 @@
 #include "timeline.h"
 
 struct cJSON;
+struct recorder;
 struct ros2;
 struct ros2_api;
 
@@ -48,6 +49,7 @@ struct clock_env {
 	 * before it commits; the clock thread takes it with the commit and
 	 * resets it to TL_CAUSE_MODE. */
 	struct tl_cause *cause;
+	struct recorder *rec;               /* the recorder (record.h), or NULL */
 };
 
 /* How the clock thread sleeps between passes of its loop. */
@@ -117,6 +119,11 @@ void clock_env_complete(const struct clock_env *env, struct cmd *c, int rc);
  * that commits a command's change later (decided ahead) gives it as
  * env->cause then. */
 void clock_env_cmd_cause(const struct cmd *c, struct tl_cause *k);
+
+/* Hands the recorder (if any) what was committed since it last looked,
+ * with @why: a mode that commits two changes of different causes in one
+ * call records the first before it makes the second. */
+void clock_env_record(const struct clock_env *env, const struct tl_cause *why);
 
 /* Marks the clock stale (what it follows cannot be trusted now) or fresh
  * again, in the segment and in status; 0 or -errno. Clock thread only. */

@@ -33,6 +33,7 @@
 #include "sat.h"
 #include "lockstep_hosts.h"
 #include "log.h"
+#include "record.h"
 #include "mode_lockstep.h"
 #include "ros2.h"
 #include "source.h"
@@ -46,6 +47,7 @@ struct mode_lockstep {
 	struct ls_hosts *hosts;          /* between hosts (lockstep_hosts.h), or NULL */
 	unsigned host_members;           /* a follower host's participants at its last pass */
 	int notify_fd;                   /* eventfd: written when OnDeath abort fires */
+	struct tl_cause holders;         /* recording: who holds the clock at its time */
 	_Atomic bool started;            /* Participants joined once: the clock runs
 					  * (status reads it: relaxed, information) */
 	int64_t step_target;             /* paused: `step` lets the clock run to here */
@@ -127,12 +129,60 @@ static void note_death(struct mode_lockstep *l, const struct clock_env *env, con
 	}
 }
 
+/* A lockstep event into the recording (record.h), if there is one. */
+static void record_event(const struct clock_env *env, const char *event, const char *who, pid_t pid,
+			 int64_t grant)
+{
+	struct tl_lockstep e = { .pid = pid, .grant_ns = grant };
+	shmclock_info_t in;
+
+	if (!env->rec)
+		return;
+	shmclock_writer_info(env->w, &in);
+	e.sim_ns = in.sim_ns;
+	snprintf(e.event, sizeof(e.event), "%s", event);
+	snprintf(e.who, sizeof(e.who), "%s", who);
+	recorder_lockstep(env->rec, &e);
+}
+
+/* The clock moves to @t (a recording is made): who will hold it there,
+ * the participants whose grant is @t (it cannot pass them), their names
+ * joined and the first's pid: the cause of the advance that releases it. */
+static void note_holders(struct mode_lockstep *l, int64_t t)
+{
+	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
+	unsigned n = shmclock_lockstep_host_list(l->host, p, SHMCLOCK_LOCKSTEP_SLOTS);
+	struct tl_cause *k = &l->holders;
+	size_t len = 0;
+
+	*k = (struct tl_cause){ .kind = TL_CAUSE_LOCKSTEP, .uid = -1, .pid = -1 };
+	for (unsigned i = 0; i < n && i < SHMCLOCK_LOCKSTEP_SLOTS; i++) {
+		if (p[i].grant_ns > t)
+			continue;
+		if (k->pid < 0)
+			k->pid = p[i].pid;
+		if (len < sizeof(k->who) - 1)
+			len += (size_t)snprintf(k->who + len, sizeof(k->who) - len, "%s%s",
+						len ? "," : "", p[i].who);
+	}
+	if (len >= sizeof(k->who))
+		memcpy(k->who + sizeof(k->who) - 4, "...", 4);
+}
+
 static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lockstep_participant *p,
 		     void *user)
 {
 	const struct scan *sc = user;
 	struct mode_lockstep *l = sc->l;
 	char g[64];
+
+	static const char *const names[] = {
+		[SHMCLOCK_LOCKSTEP_JOINED] = "join", [SHMCLOCK_LOCKSTEP_LEFT] = "leave",
+		[SHMCLOCK_LOCKSTEP_DIED] = "death", [SHMCLOCK_LOCKSTEP_INVALID] = "death",
+	};
+
+	if ((unsigned)ev < sizeof(names) / sizeof(names[0]) && names[ev])
+		record_event(sc->env, names[ev], p->who, p->pid, p->grant_ns);
 
 	duration_format(p->grant_ns, g, sizeof(g));
 	switch (ev) {
@@ -172,9 +222,10 @@ static void on_event(enum shmclock_lockstep_event ev, const struct shmclock_lock
  * the participant (as if dead, but its calls return -ECANCELED), abort
  * stops the clock. Only when the clock has waited EvictAfter since its
  * last advance (ls_commit_mono): nobody can have held it longer. */
-static void check_stalls(struct mode_lockstep *l, const struct shmclockd_config *c, int64_t sim,
+static void check_stalls(struct mode_lockstep *l, const struct clock_env *env, int64_t sim,
 			 int64_t now)
 {
+	const struct shmclockd_config *c = env->cfg;
 	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
 	enum on_stall policy = config_stall_policy(c);
 	int64_t after = c->ls_evict_ns;
@@ -206,13 +257,16 @@ static void check_stalls(struct mode_lockstep *l, const struct shmclockd_config 
 			abort_run(l, SHMCLOCKD_EXIT_LOCKSTEP_STALL, msg);
 			return;
 		}
-		if (shmclock_lockstep_host_evict_slot(l->host, p[i].slot) == 0)
+		if (shmclock_lockstep_host_evict_slot(l->host, p[i].slot) == 0) {
 			log_msg(LOG_WARN, "lockstep: %s; evicted (OnStall evict), the clock goes on", rec);
+			record_event(env, "evict", p[i].who, p[i].pid, p[i].grant_ns);
+		}
 	}
 }
 
 /* `shmclockctl evict WHO` (the clock thread). */
-static int evict(struct mode_lockstep *l, const char *who, char *err, size_t errlen)
+static int evict(struct mode_lockstep *l, const struct clock_env *env, const char *who, char *err,
+		 size_t errlen)
 {
 	char rec[sizeof(l->stalled)];
 	int r;
@@ -227,6 +281,7 @@ static int evict(struct mode_lockstep *l, const char *who, char *err, size_t err
 		return r;
 	}
 	snprintf(rec, sizeof(rec), "'%s' evicted by hand (shmclockctl evict)", who);
+	record_event(env, "evict", who, 0, -1);
 	log_msg(LOG_WARN, "lockstep: %s; the clock goes on", rec);
 	pthread_mutex_lock(&l->rec_lock);
 	memcpy(l->stalled, rec, sizeof(rec));
@@ -236,9 +291,10 @@ static int evict(struct mode_lockstep *l, const char *who, char *err, size_t err
 
 /* After StallAfter of real time at one time: name who holds the clock
  * (again every StallAfter while it lasts). */
-static void report_stall(struct mode_lockstep *l, const struct shmclockd_config *c, int64_t sim,
+static void report_stall(struct mode_lockstep *l, const struct clock_env *env, int64_t sim,
 			 int64_t now)
 {
+	const struct shmclockd_config *c = env->cfg;
 	struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
 	unsigned n = shmclock_lockstep_host_list(l->host, p, SHMCLOCK_LOCKSTEP_SLOTS);
 	char line[512], d[64], t[64];
@@ -256,6 +312,7 @@ static void report_stall(struct mode_lockstep *l, const struct shmclockd_config 
 			continue;
 		if (now - p[i].holding_since_ns > held)
 			held = now - p[i].holding_since_ns;
+		record_event(env, "stall", p[i].who, p[i].pid, p[i].grant_ns);
 		if (len < sizeof(line))
 			len += (size_t)snprintf(line + len, sizeof(line) - len, "%s'%s' (pid %d)",
 						len ? ", " : "", p[i].who, (int)p[i].pid);
@@ -412,8 +469,8 @@ static int64_t follower_tick(struct mode_lockstep *l, const struct clock_env *en
 	if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
 		return CLOCK_MODE_AGAIN; /* OnDeath abort, said to the leader above */
 	if (n && !f.silent) {
-		report_stall(l, c, in.sim_ns, now);
-		check_stalls(l, c, in.sim_ns, now);
+		report_stall(l, env, in.sim_ns, now);
+		check_stalls(l, env, in.sim_ns, now);
 	}
 	shmclock_writer_heartbeat(env->w);
 	return deadline;
@@ -484,6 +541,8 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 
 		started = true;
 		mark_running(l, now, in.sim_ns);
+		if (env->rec)
+			note_holders(l, in.sim_ns);
 		log_msg(LOG_INFO, "lockstep: %u participants joined; the clock runs from %s", n,
 			duration_format(in.sim_ns, t, sizeof(t)));
 	}
@@ -503,8 +562,18 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 		}
 	}
 	if (limit > in.sim_ns) {
-		int r = shmclock_writer_advance(env->w, limit);
+		int r;
 
+		/* Recording: the advance's cause is who held the clock here,
+		 * and for how long; who will hold it at limit is known now,
+		 * before they can see it (each waits for the clock to reach
+		 * its grant before it grants further). */
+		if (env->rec) {
+			*env->cause = l->holders;
+			env->cause->held_ns = now - l->commit_mono;
+			note_holders(l, limit);
+		}
+		r = shmclock_writer_advance(env->w, limit);
 		if (r) {
 			log_msg(LOG_ERROR, "lockstep: cannot advance the clock: %s", shmclock_strerror(r));
 		} else {
@@ -530,8 +599,8 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	if (in.paused)
 		l->commit_mono = now; /* a pause is nobody's stall */
 	if (started && n && !in.paused) {
-		report_stall(l, c, in.sim_ns, now);
-		check_stalls(l, c, in.sim_ns, now);
+		report_stall(l, env, in.sim_ns, now);
+		check_stalls(l, env, in.sim_ns, now);
 		if (atomic_load_explicit(&l->aborted, memory_order_relaxed))
 			return CLOCK_MODE_AGAIN; /* OnStall abort */
 	}
@@ -603,7 +672,7 @@ static int ls_change(struct clock_mode *m, const struct clock_env *env, struct c
 		l->ext_target = c->req.ns;
 		return 0;
 	case CMD_EVICT:
-		return evict(l, c->req.who, c->err, sizeof(c->err));
+		return evict(l, env, c->req.who, c->err, sizeof(c->err));
 	case CMD_PAUSE:
 	case CMD_RESUME:
 		/* A step's target ends with its pause (a pause of a paused

@@ -177,8 +177,11 @@ static void settle(struct mode_replay *r, const struct clock_env *env)
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		if (shmclock_writer_complete(env->w) != -EAGAIN)
+		if (shmclock_writer_complete(env->w) != -EAGAIN) {
 			r->staged_at = 0;
+			/* Recorded as what it is, before the command's change. */
+			clock_env_record(env, &r->staged_why);
+		}
 	}
 }
 
@@ -277,7 +280,10 @@ static int64_t replay_tick(struct clock_mode *m, const struct clock_env *env, in
 
 	if (r->staged_at && now >= r->staged_at && shmclock_writer_complete(env->w) != -EAGAIN) {
 		r->staged_at = 0;
-		*env->cause = r->staged_why; /* the commit's: taken after this pass */
+		/* The commit's cause, recorded after this pass: the next
+		 * change is scheduled in the next pass, with its own. */
+		*env->cause = r->staged_why;
+		return CLOCK_MODE_AGAIN;
 	}
 	while (!r->paused && !r->staged_at && r->next < r->rec.nchanges) {
 		const struct tl_change *c = &r->rec.changes[r->next];

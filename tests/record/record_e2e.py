@@ -21,6 +21,9 @@ built shmclockd:
 - a file cut at every byte of its last 4 KiB: shmclock's reader and
   @mcap/core find the same whole changes; the replay of cut files takes
   what is whole and says so;
+- lockstep: two participants, one stopped (SIGSTOP) past StallAfter: the
+  recording has their joins, the stall and their leaving, and each advance
+  names who held the clock and for how long;
 - a full disk (RLIMIT_FSIZE) while recording: an error in status and the
   log, changes counted as dropped, the clock going on, the file whole up to
   its last chunk;
@@ -29,7 +32,7 @@ built shmclockd:
   one-line errors, nothing served.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, SHMCLOCK_CAT, RECORD_SAMPLER,
-RECORD_CUTS (meson); SHMCLOCK_NPM_DIR (the npm packages, .ci/setup's).
+RECORD_CUTS, LS_PARTICIPANT (meson); SHMCLOCK_NPM_DIR (the npm packages, .ci/setup's).
 Exit 0 when every check holds, 77 without Node.js or the npm packages.
 """
 import json
@@ -48,6 +51,8 @@ CTL = os.environ["SHMCLOCKCTL"]
 CAT = os.environ["SHMCLOCK_CAT"]
 SAMPLER = os.environ["RECORD_SAMPLER"]
 CUTS = os.environ["RECORD_CUTS"]
+LSP = os.environ["LS_PARTICIPANT"]
+MS = 1000000
 HERE = os.path.dirname(os.path.abspath(__file__))
 NPM = os.environ.get("SHMCLOCK_NPM_DIR", "/var/cache/shmclock-npm/node_modules")
 NODE = shutil.which("node") or shutil.which("nodejs")
@@ -362,6 +367,44 @@ def cut_phase(tmp, path, fns):
         check("cut short" in log, "cut: its log says where the file stops")
 
 
+def lockstep_phase(tmp):
+    """A lockstep run recorded: who joined, held, stalled and left, and
+    each advance's holder."""
+    clock = name("ls")
+    path = "%s/ls.mcap" % tmp
+    p = daemon(tmp, clock, "--source", "fixed", "--lockstep", "2", "--stall-after", "200ms",
+               "--record", path)
+    a = subprocess.Popen([LSP, clock, "fast", str(10 * MS), str(400 * MS)])
+    b = subprocess.Popen([LSP, clock, "slow", str(33 * MS), str(400 * MS), "--work-us", "20000"])
+    procs.extend([a, b])
+    time.sleep(0.15)
+    b.send_signal(signal.SIGSTOP)
+    time.sleep(0.7)
+    b.send_signal(signal.SIGCONT)
+    ra, rb = a.wait(timeout=60), b.wait(timeout=60)
+    check(ra == 0 and rb == 0, "lockstep: both participants ran to the end (%d, %d)" % (ra, rb))
+    stop(p)
+    r = subprocess.run([CAT, "--mcap", path, "--json"], capture_output=True, text=True, timeout=60)
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    events = [(x["lockstep"]["event"], x["lockstep"]["who"]) for x in lines if "lockstep" in x]
+    fns = [x["function"] for x in lines if "function" in x]
+    for want in (("join", "fast"), ("join", "slow"), ("stall", "slow"), ("leave", "fast"),
+                 ("leave", "slow")):
+        check(want in events, "lockstep: the recording has %s %s" % want)
+    adv = [f for f in fns if f["cause"]["kind"] == "lockstep"]
+    check(len(adv) > 10 and all(f["cause"]["who"] in ("fast", "slow", "fast,slow", "slow,fast")
+                                for f in adv),
+          "lockstep: %d advances, each naming who held the clock %s"
+          % (len(adv), sorted(set(f["cause"]["who"] for f in adv))))
+    long_hold = [f for f in adv if int(f["cause"]["held_ns"]) >= 500 * MS]
+    check(long_hold and all("slow" in f["cause"]["who"] for f in long_hold),
+          "lockstep: the advance after the stop names slow, held %s ms"
+          % [int(f["cause"]["held_ns"]) // MS for f in long_hold])
+    text = subprocess.run([CAT, "--mcap", path], capture_output=True, text=True).stdout
+    check("lockstep stall slow" in text and "released by slow" in text,
+          "lockstep: shmclock-cat --mcap says who stalled and who released the clock")
+
+
 def disk_full_phase(tmp):
     clock = name("full")
     path = "%s/full.mcap" % tmp
@@ -435,6 +478,7 @@ def main():
         replay_phase(tmp, path, fns)
         control_phase(tmp, path, fns)
         cut_phase(tmp, path, fns)
+        lockstep_phase(tmp)
         disk_full_phase(tmp)
         bad_input_phase(tmp, path)
     finally:
