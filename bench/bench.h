@@ -129,6 +129,7 @@ int bench_daemon(const struct bench_opts *o, cJSON *out);
 int bench_lockstep(const struct bench_opts *o, cJSON *out);
 int bench_flood(const struct bench_opts *o, cJSON *out);
 int bench_panel(const struct bench_opts *o, cJSON *out);
+int bench_record(const struct bench_opts *o, cJSON *out);
 int bench_dds(const struct bench_opts *o, cJSON *out);
 int bench_hosts(const struct bench_opts *o, cJSON *out);
 /* hosts --secure (hosts_secure.c). */

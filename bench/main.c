@@ -42,6 +42,8 @@ static void usage(FILE *f)
 	      "             slow clients vs the same CPU load without sockets\n"
 	      "  panel      shmclockd's tick lateness and CPU with shmclock-panel serving 10\n"
 	      "             event streams vs no panel; the panel's own CPU and memory\n"
+	      "  record     shmclockd's tick lateness and CPU recording 10 000 changes a second\n"
+	      "             (--record) vs not recording; bytes per change in the file\n"
 	      "  waits      a waiter under the preload shim on a paused clock: wake-ups and\n"
 	      "             CPU per second (poll, select, epoll, semaphore, condvar, sleep)\n"
 	      "             vs the same epoll wait without the shim\n"
@@ -60,8 +62,9 @@ static void usage(FILE *f)
 	      "  all        all of the above, one JSON document\n"
 	      "  plot       read-latency CDFs of every contender on one chart, or lockstep\n"
 	      "             steps/s against participants (gnuplot)\n"
-	      "\n"
-	      "options:\n"
+	      "\n",
+	      f);
+	fputs("options:\n"
 	      "  -q, --quick          a run of seconds, for CI (default: a few minutes in all)\n"
 	      "  -j, --json FILE      also write the figures as JSON ('-': stdout, tables then\n"
 	      "                       go to stderr)\n"
@@ -69,8 +72,8 @@ static void usage(FILE *f)
 	      "                       per contender\n"
 	      "  -b, --batch N        reads per timed batch (default 50)\n"
 	      "  -p, --period MS      sleep: sleep length (default 2)\n"
-	      "  -d, --duration S     propagate, daemon, flood, panel, waits, csharp: seconds per\n"
-	      "                       measured run\n"
+	      "  -d, --duration S     propagate, daemon, flood, panel, record, waits, csharp:\n"
+	      "                       seconds per measured run\n"
 	      "  -S, --subscribers N  propagate: subscriber processes (default 4)\n"
 	      "  -F, --followers LIST hosts: fleets of these sizes, e.g. 1,2,4,8,16 (1 to 32)\n"
 	      "  -H, --hosts          lockstep: between two hosts (root)\n"
@@ -90,6 +93,7 @@ static const struct {
 	{ "daemon", bench_daemon },
 	{ "flood", bench_flood },
 	{ "panel", bench_panel },
+	{ "record", bench_record },
 	{ "waits", bench_waits },
 	{ "bypass", bench_bypass },
 	{ "lockstep", bench_lockstep },

@@ -877,9 +877,10 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	/* Lockstep between hosts: the leader's source is fixed or external,
 	 * a follower host's the leader (lockstep_hosts.h). */
 	if (c->ls_participants && c->source->id != SHMCLOCK_SOURCE_FIXED &&
-	    c->source->id != SHMCLOCK_SOURCE_EXTERNAL && c->source->ops->feed != FEED_LEADER) {
-		snprintf(err, errlen, "Lockstep needs the fixed or the external source, or the leader "
-			 "source on a follower host (TimeSource is %s)", c->source->name);
+	    c->source->id != SHMCLOCK_SOURCE_EXTERNAL && c->source->id != SHMCLOCK_SOURCE_REPLAY &&
+	    c->source->ops->feed != FEED_LEADER) {
+		snprintf(err, errlen, "Lockstep needs the fixed, external or replay source, or the "
+			 "leader source on a follower host (TimeSource is %s)", c->source->name);
 		return -EINVAL;
 	}
 	if (c->dist_publish && c->source->ops->feed == FEED_LEADER) {
@@ -917,10 +918,9 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 			 "(--replay FILE)");
 		return -EINVAL;
 	}
-	if (c->source->id == SHMCLOCK_SOURCE_REPLAY &&
-	    (c->ls_participants || c->dist_publish || c->ros2_publish)) {
-		snprintf(err, errlen, "the replay source runs alone here: no Lockstep, "
-			 "Distribute.Publish or Ros2.Publish with it");
+	if (c->source->id == SHMCLOCK_SOURCE_REPLAY && (c->dist_publish || c->ros2_publish)) {
+		snprintf(err, errlen, "the replay source runs alone here: no Distribute.Publish or "
+			 "Ros2.Publish with it");
 		return -EINVAL;
 	}
 	if (c->record[0] && c->replay[0] && !strcmp(c->record, c->replay)) {

@@ -42,6 +42,7 @@
 #include "source.h"
 #include "status_fields.h"
 #include "record.h"
+#include "timeline.h"
 #include "mode_replay.h"
 
 /* Command-line settings, kept to re-apply over the file on SIGHUP. */
@@ -140,7 +141,7 @@ static void usage(FILE *f)
 		"      --unix-zero TIME   UNIX time of simulation zero (OSI stamping)\n"
 		"      --step DURATION    fixed source: simulated time per tick\n"
 		"      --paused           start paused\n"
-		"      --lockstep N       lockstep (fixed or external source): the clock waits\n"
+		"      --lockstep N       lockstep (fixed, external or replay source): the clock waits\n"
 		"                         for its participants' grants and starts once N joined\n"
 		"      --max-scale X      lockstep: never faster than X times real time\n"
 		"                         (default: as fast as the grants allow)\n"
@@ -659,6 +660,8 @@ struct daemon {
 	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
 	bool created;             /* this start made the segment (it was not initialised) */
 	bool serving;             /* start() succeeded */
+	int64_t *due, due_start;  /* a replay in lockstep: its instants (replay_due) */
+	size_t ndue;
 	bool seg_lost;            /* the segment was removed under us (segment_gone) */
 	dev_t seg_dev;            /* the segment file we hold, to notice its removal */
 	ino_t seg_ino;
@@ -672,12 +675,16 @@ static int open_mode(struct daemon *d, char *err, size_t errlen)
 	const struct shmclockd_config *c = &d->cfg;
 	int r;
 
-	if (c->source->id == SHMCLOCK_SOURCE_REPLAY)
+	if (c->source->id == SHMCLOCK_SOURCE_REPLAY && !c->ls_participants)
 		return 0; /* made before the clock was opened (start) */
 	if (c->ls_participants) {
 		if ((r = mode_lockstep_create(d->w, c, d->ros2, d->ros2_api, &d->mode, err, errlen)))
 			return r;
 		d->ls = d->mode;
+		if (d->due) {
+			mode_lockstep_set_due(d->mode, d->due_start, d->due, d->ndue);
+			d->due = NULL;
+		}
 		return 0;
 	}
 	if (d->ros2 && (c->dist_publish || c->source->ops->feed == FEED_LEADER))
@@ -689,6 +696,29 @@ static int open_mode(struct daemon *d, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+/* A replay in lockstep: the recording's instants, read before the clock is
+ * touched (a bad file is refused with nothing served). */
+static int replay_due(struct daemon *d, char *err, size_t errlen)
+{
+	struct tl_recording rec;
+	char why[256];
+	int r;
+
+	if ((r = tl_load(d->cfg.replay, &rec, why, sizeof(why)))) {
+		snprintf(err, errlen, "replay: %.300s: %.190s", d->cfg.replay, why);
+		return r;
+	}
+	r = tl_due_times(&rec, &d->due_start, &d->due, &d->ndue, why, sizeof(why));
+	if (r)
+		snprintf(err, errlen, "replay: %.300s: %.190s", d->cfg.replay, why);
+	else
+		log_msg(LOG_INFO, "replay: %s in lockstep: %zu instants of clock '%s'%s%s",
+			d->cfg.replay, d->ndue, rec.clock, rec.truncated ? "; " : "",
+			rec.truncated ? rec.note : "");
+	tl_free(&rec);
+	return r;
 }
 
 /* The clock's existing writer, for the "already served" message. */
@@ -770,8 +800,11 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		return r;
 	/* A recording to replay is read whole before the clock is touched:
 	 * a bad one is refused with nothing served. */
-	if (d->cfg.source->id == SHMCLOCK_SOURCE_REPLAY &&
+	if (d->cfg.source->id == SHMCLOCK_SOURCE_REPLAY && !d->cfg.ls_participants &&
 	    (r = mode_replay_create(&d->cfg, &d->mode, err, errlen)))
+		return r;
+	if (d->cfg.source->id == SHMCLOCK_SOURCE_REPLAY && d->cfg.ls_participants &&
+	    (r = replay_due(d, err, errlen)))
 		return r;
 	/* Likewise a recording that would overwrite a file (recorder_open
 	 * checks again, O_EXCL). */
@@ -865,6 +898,8 @@ static void stop(struct daemon *d, bool remove)
 	d->ct.rec = NULL;
 	clock_mode_destroy(d->mode);
 	d->mode = d->ls = NULL;
+	free(d->due); /* a start that failed before the mode took them */
+	d->due = NULL;
 	if (d->ros2)
 		d->ros2_api->close(d->ros2);
 	if (d->sfd >= 0)

@@ -52,6 +52,9 @@ struct mode_lockstep {
 					  * (status reads it: relaxed, information) */
 	int64_t step_target;             /* paused: `step` lets the clock run to here */
 	int64_t ext_target;              /* external source: the last advance */
+	int64_t *due;                    /* a replay: the recording's instants, increasing */
+	size_t ndue, next_due;           /* ... how many, the next one ahead */
+	int64_t due_start;               /* ... where the clock starts */
 	int64_t commit_mono, commit_sim; /* the last advance (MaxScale pacing) */
 	_Atomic int64_t run_mono, run_sim; /* when and where the clock started
 					  * running (steps/s and the real-time
@@ -551,6 +554,11 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 		limit = l->step_target;
 	if (c->source->ops->feed == FEED_CLIENT && l->ext_target < limit)
 		limit = l->ext_target;
+	/* A replay: never past the recording's next instant. */
+	while (l->next_due < l->ndue && l->due[l->next_due] <= in.sim_ns)
+		l->next_due++;
+	if (l->next_due < l->ndue && l->due[l->next_due] < limit)
+		limit = l->due[l->next_due];
 	if (limit > in.sim_ns && c->ls_max_scale > 0) {
 		/* Not sooner than the scale allows since the last advance. */
 		double wait = (double)(limit - l->commit_sim) / c->ls_max_scale;
@@ -634,7 +642,9 @@ static int ls_start(struct clock_mode *m, const struct clock_env *env)
 	int r = 0;
 
 	shmclock_writer_info(env->w, &in);
-	if (!in.initialized)
+	if (l->due)
+		r = shmclock_writer_advance(env->w, l->due_start); /* a replay starts anew */
+	else if (!in.initialized)
 		r = shmclock_writer_advance(env->w, 0);
 	else if (!in.stepped)
 		r = shmclock_writer_set_stepped(env->w, true); /* a follower host's: the leader
@@ -841,6 +851,7 @@ static void ls_destroy(struct clock_mode *m)
 {
 	struct mode_lockstep *l = ls_of(m);
 
+	free(l->due);
 	/* Its participants learn it from the clock's writer going away (or
 	 * from a successor's new segment): -ESTALE. */
 	ls_hosts_close(l->hosts);
@@ -902,6 +913,17 @@ int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 	}
 	*out = &l->m;
 	return 0;
+}
+
+void mode_lockstep_set_due(struct clock_mode *m, int64_t start, int64_t *due, size_t n)
+{
+	struct mode_lockstep *l = ls_of(m);
+
+	free(l->due);
+	l->due = due;
+	l->ndue = n;
+	l->next_due = 0;
+	l->due_start = start;
 }
 
 int mode_lockstep_notify_fd(struct clock_mode *m)

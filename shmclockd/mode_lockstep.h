@@ -30,6 +30,13 @@ int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 			 struct ros2 *ros2, const struct ros2_api *api, struct clock_mode **out,
 			 char *err, size_t errlen);
 
+/* A replay in lockstep (the replay source with Lockstep): the clock starts
+ * at @start and stops at each of the @n increasing @due times (the
+ * recording's changes, tl_due_times; taken over, freed with the mode),
+ * whatever its participants grant: the run is paced by them, the
+ * recording's instants are barriers. Before the clock thread starts. */
+void mode_lockstep_set_due(struct clock_mode *m, int64_t start, int64_t *due, size_t n);
+
 /* An eventfd the clock thread writes when OnDeath or OnStall abort fired. */
 int mode_lockstep_notify_fd(struct clock_mode *m);
 

@@ -112,7 +112,7 @@ static int replay_start(struct clock_mode *m, const struct clock_env *env)
 	 * clock): from there the replay is exact to the nanosecond. Later,
 	 * the first function re-expressed there (a continued clock; within a
 	 * product's rounding, 1 ns). */
-	s = c0->at_mono_ns > c0->mono_base + 2000000000LL ? c0->at_mono_ns : c0->mono_base;
+	s = tl_start_mono(&r->rec);
 	r->offset = now + LEAD_NS - s;
 	/* Held at the start's value until the first instant. */
 	e = shmclock_writer_set_function(env->w, now, tl_eval(c0, s), scale_of(c0),

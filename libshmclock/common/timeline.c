@@ -632,3 +632,52 @@ void tl_cause_text(const struct tl_cause *k, char *buf, size_t len)
 		break;
 	}
 }
+
+int64_t tl_start_mono(const struct tl_recording *rec)
+{
+	const struct tl_change *c0 = &rec->changes[0];
+
+	return c0->at_mono_ns > c0->mono_base + 2000000000LL ? c0->at_mono_ns : c0->mono_base;
+}
+
+int tl_due_times(const struct tl_recording *rec, int64_t *start, int64_t **due, size_t *n,
+		 char *err, size_t errlen)
+{
+	int64_t *d, last;
+	size_t k = 0;
+
+	*due = NULL;
+	*n = 0;
+	if (!rec->nchanges) {
+		snprintf(err, errlen, "no change of the time function in it");
+		return -EINVAL;
+	}
+	last = *start = tl_eval(&rec->changes[0], tl_start_mono(rec));
+	if (!(d = malloc(2 * rec->nchanges * sizeof(*d)))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 1; i < rec->nchanges; i++) {
+		const struct tl_change *c = &rec->changes[i];
+		int64_t at = tl_eval(c - 1, c->mono_base), to = c->sim_base;
+
+		if (at < last || to < at) {
+			char a[48], b[48];
+
+			snprintf(err, errlen,
+				 "change %zu goes back (from %s to %s): a replay in lockstep only moves "
+				 "forward",
+				 i, duration_format(to < at ? at : last, a, sizeof(a)),
+				 duration_format(to < at ? to : at, b, sizeof(b)));
+			free(d);
+			return -EINVAL;
+		}
+		if (at > last)
+			d[k++] = last = at;
+		if (to > last)
+			d[k++] = last = to;
+	}
+	*due = d;
+	*n = k;
+	return 0;
+}

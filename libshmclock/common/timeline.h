@@ -138,6 +138,23 @@ void tl_describe(const struct tl_change *prev, const struct tl_change *c, char *
 /* Its cause in words: "control pause (uid 1000, pid 42)". */
 void tl_cause_text(const struct tl_cause *k, char *buf, size_t len);
 
+/*
+ * A replay in lockstep (mode_lockstep.c): where the recording starts
+ * (*start) and, in increasing order, the simulated instants its changes
+ * happened at and moved to (*due, malloc'd, *n of them): a lockstep clock
+ * stops at each, whatever its participants grant. 0, or -EINVAL with @err
+ * for a recording that jumps back (a lockstep replay only moves forward:
+ * its participants' grants are ahead), -ENOMEM.
+ */
+int tl_due_times(const struct tl_recording *rec, int64_t *start, int64_t **due, size_t *n,
+		 char *err, size_t errlen);
+
+/* Where a replay starts in the recording (its CLOCK_MONOTONIC): the
+ * recording's start, or its first function's anchor when that function was
+ * made then (a fresh clock; then the replay is exact from its first
+ * instant). */
+int64_t tl_start_mono(const struct tl_recording *rec);
+
 /* The function of @c at CLOCK_MONOTONIC @mono (of the recording host), as
  * a reader computes it. */
 int64_t tl_eval(const struct tl_change *c, int64_t mono);

@@ -19,7 +19,7 @@ build="$1"
 secs="${2:-20}"
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config control duration segment)
+[ ${#targets[@]} -gt 0 ] || targets=(config control duration segment mcap)
 case "$secs" in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2;; esac
 
 # The JSON targets' dictionary: the config's words (dict.json) and the

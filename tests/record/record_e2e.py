@@ -21,6 +21,10 @@ built shmclockd:
 - a file cut at every byte of its last 4 KiB: shmclock's reader and
   @mcap/core find the same whole changes; the replay of cut files takes
   what is whole and says so;
+- a replay in lockstep: a recording (pauses, scales, steps, sets forward)
+  replayed as a lockstep clock twice, its participant working 0.3 ms and
+  4 ms a step: the same sequence of times both runs, with a stop at every
+  recorded instant; a recording that jumps back is refused;
 - lockstep: two participants, one stopped (SIGSTOP) past StallAfter: the
   recording has their joins, the stall and their leaving, and each advance
   names who held the clock and for how long;
@@ -405,6 +409,56 @@ def lockstep_phase(tmp):
           "lockstep: shmclock-cat --mcap says who stalled and who released the clock")
 
 
+def lockstep_replay_phase(tmp):
+    """A recording replayed as a lockstep clock: paced by its participant,
+    stopping at each recorded instant, the same sequence of times whatever
+    the participant's pace."""
+    clock = name("fwd")
+    path = "%s/fwd.mcap" % tmp
+    p = daemon(tmp, clock, "--record", path)
+    for op in (["scale", "2"], ["pause"], ["step", "700ms"], ["resume"], ["set", "3s"],
+               ["scale", "0.5"], ["pause"], ["step", "1ms"], ["set", "3.1s"]):
+        time.sleep(0.03)
+        ctl(tmp, clock, *op)
+    stop(p)
+    fns, _ = timeline(path)
+    runs = []
+    for work in ("300", "4000"):
+        rc = name("lsr")
+        own = "%s/%s.mcap" % (tmp, rc)
+        p = daemon(tmp, rc, "--replay", path, "--lockstep", "1", "--record", own)
+        part = subprocess.run([LSP, rc, "p", str(7 * MS), str(3200 * MS), "--work-us", work],
+                              capture_output=True, text=True, timeout=120)
+        check(part.returncode == 0, "lockstep replay: the participant ran (work %s us): %s"
+              % (work, part.stderr.strip()))
+        stop(p)
+        g, _ = timeline(own)
+        runs.append([f["sim_ns"] for f in g])
+    check(runs[0] == runs[1] and len(runs[0]) > 100,
+          "lockstep replay: the same %d times in both runs, whatever the participant's pace"
+          % len(runs[0]))
+    due = set()
+    for a, b in zip(fns, fns[1:]):
+        due.add(ev(a, b["mono_ns"]))
+        due.add(b["sim_ns"])
+    missing = sorted(t for t in due if t > fns[0]["sim_ns"] and t not in runs[0])
+    check(not missing, "lockstep replay: the clock stopped at each recorded instant (%d; missing "
+          "%s)" % (len(due), missing[:3]))
+    # A recording that jumps back cannot pace a lockstep clock.
+    clock = name("bk")
+    backwards = "%s/back.mcap" % tmp
+    p = daemon(tmp, clock, "--record", backwards)
+    ctl(tmp, clock, "set", "10s")
+    ctl(tmp, clock, "set", "5s")
+    stop(p)
+    clock = name("back")
+    r = subprocess.run([D, "-n", clock, "--socket", "%s/%s.sock" % (tmp, clock), "--replay",
+                        backwards, "--lockstep", "1"], capture_output=True, text=True, timeout=60)
+    check(r.returncode != 0 and "only moves forward" in r.stderr
+          and not os.path.exists("/dev/shm/shmclock." + clock),
+          "lockstep replay: a recording that jumps back is refused: %s" % r.stderr.strip())
+
+
 def disk_full_phase(tmp):
     clock = name("full")
     path = "%s/full.mcap" % tmp
@@ -479,6 +533,7 @@ def main():
         control_phase(tmp, path, fns)
         cut_phase(tmp, path, fns)
         lockstep_phase(tmp)
+        lockstep_replay_phase(tmp)
         disk_full_phase(tmp)
         bad_input_phase(tmp, path)
     finally:
