@@ -93,6 +93,16 @@ static int print_one(shmclock_t *clk, enum fmt fmt)
 }
 
 #ifdef SHMCLOCK_HAVE_TIMELINE
+/* @s in place with its control characters as '?': a file's strings (a
+ * participant's name, a command's argument) never drive the terminal. */
+static char *printable(char *s)
+{
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return s;
+}
+
 /* The timeline of recording @path: changes and events in the order they
  * happened (wall-clock time), up to simulated @until. */
 static int print_mcap(const char *path, bool json, int64_t until)
@@ -107,14 +117,14 @@ static int print_mcap(const char *path, bool json, int64_t until)
 	}
 	if (!json)
 		printf("clock '%s': %zu changes, %zu lockstep events\n%-20s %-24s %-28s %s\n",
-		       rec.clock, rec.nchanges, rec.nevents, "SIM TIME", "WALL (UTC)", "FUNCTION",
+		       printable(rec.clock), rec.nchanges, rec.nevents, "SIM TIME", "WALL (UTC)", "FUNCTION",
 		       "CAUSE");
 	while (i < rec.nchanges || j < rec.nevents) {
 		bool ev = j < rec.nevents &&
 			  (i == rec.nchanges || rec.events[j].wall_ns < rec.changes[i].wall_ns);
 
 		if (ev) {
-			const struct tl_lockstep *e = &rec.events[j++];
+			struct tl_lockstep *e = &rec.events[j++];
 
 			if (e->sim_ns > until)
 				continue;
@@ -125,7 +135,8 @@ static int print_mcap(const char *path, bool json, int64_t until)
 			}
 			printf("%-20s %-24s lockstep %s %s (pid %lld)\n",
 			       duration_format(e->sim_ns, sim, sizeof(sim)),
-			       time_format_iso(e->wall_ns, when, sizeof(when)), e->event, e->who,
+			       time_format_iso(e->wall_ns, when, sizeof(when)), printable(e->event),
+			       printable(e->who),
 			       (long long)e->pid);
 			continue;
 		}
@@ -142,6 +153,7 @@ static int print_mcap(const char *path, bool json, int64_t until)
 			}
 			tl_describe(i > 1 ? c - 1 : NULL, c, what, sizeof(what));
 			tl_cause_text(&c->cause, why, sizeof(why));
+			printable(why);
 			printf("%-20s %-24s %-28s %s\n", duration_format(c->sim_base, sim, sizeof(sim)),
 			       time_format_iso(c->wall_ns, when, sizeof(when)), what, why);
 		}

@@ -146,12 +146,15 @@ static int find(const struct mode_replay *r, int64_t t, size_t *k, int64_t *m)
 			continue;
 		{
 			/* The first instant at which the piece reaches t. */
-			u128 d = (u128)(uint64_t)(t - c->sim_base) << 32;
+			u128 d = (u128)((uint64_t)t - (uint64_t)c->sim_base) << 32;
 			u128 q = (d + c->rate - 1) / c->rate;
 			int64_t at;
 
-			if (q > (u128)INT64_MAX ||
-			    (int64_t)q > INT64_MAX - c->mono_base)
+			/* Instants stay within 2^62 (the loader bounds a
+			 * recording's within 2^61): the offsets made from
+			 * them cannot overflow. */
+			if (q > (u128)(INT64_C(1) << 62) ||
+			    c->mono_base + (int64_t)q > (INT64_C(1) << 62))
 				continue;
 			at = c->mono_base + (int64_t)q;
 			if (at < end && tl_eval(c, at) == t) {
@@ -195,7 +198,8 @@ static int replay_change(struct clock_mode *m, const struct clock_env *env, stru
 	(void)in;
 	/* A command that moves the replay comes after the change decided
 	 * ahead: its instant may be 20 ms off. */
-	if (c->req.kind == CMD_PAUSE || c->req.kind == CMD_RESUME || c->req.kind == CMD_SET)
+	if (c->req.kind == CMD_PAUSE || c->req.kind == CMD_RESUME || c->req.kind == CMD_SET ||
+	    c->req.kind == CMD_RELOAD || c->req.kind == CMD_STALE)
 		settle(r, env);
 	now = shmclock_steady_now().ns;
 	switch (c->req.kind) {
@@ -295,6 +299,9 @@ static int64_t replay_tick(struct clock_mode *m, const struct clock_env *env, in
 		}
 		if (publish(r, env, r->next, at, JUMP_RECORDED, now))
 			log_msg(LOG_WARN, "replay: change %zu could not be published", r->next);
+		/* A change published late is committed already: recorded
+		 * before the next one (one pass may publish several). */
+		clock_env_record(env, env->cause);
 		r->next++;
 		publish_status(r);
 		now = shmclock_steady_now().ns;

@@ -66,8 +66,9 @@ struct recorder {
 	uint64_t pos;              /* the file's length: every byte before it is whole */
 	uint32_t data_crc;         /* of every byte before pos */
 	uint32_t ch_seq[TL_NCHANNELS + 1];
-	uint64_t ch_count[TL_NCHANNELS + 1];
-	uint64_t msg_start, msg_end, nmsg;
+	uint64_t ch_count[TL_NCHANNELS + 1];  /* messages in the chunks written */
+	uint64_t cc[TL_NCHANNELS + 1];        /* ... in the open chunk */
+	uint64_t msg_start, msg_end, nmsg;    /* log times and messages written */
 	struct chunk_ix *ix;
 	size_t nix, ixcap;
 	struct mcap_buf chunk, out;
@@ -226,16 +227,11 @@ static void add(struct recorder *r, const struct entry *e, uint64_t *cs, uint64_
 	mcap_put_message(&r->chunk, (uint16_t)e->ch, r->ch_seq[e->ch]++, log_time, pub, json, n);
 	mcap_put_u64(&r->mi[e->ch], log_time);
 	mcap_put_u64(&r->mi[e->ch], off);
-	if (!r->nmsg || log_time < r->msg_start)
-		r->msg_start = log_time;
-	if (!r->nmsg || log_time > r->msg_end)
-		r->msg_end = log_time;
 	if (log_time < *cs)
 		*cs = log_time;
 	if (log_time > *ce)
 		*ce = log_time;
-	r->nmsg++;
-	r->ch_count[e->ch]++;
+	r->cc[e->ch]++;
 }
 
 /* Writes the open chunk and its message indexes (one write). */
@@ -273,19 +269,40 @@ static void flush(struct recorder *r, uint64_t start, uint64_t end, uint64_t n)
 	}
 	ci.mi_length = o->len - ci.length;
 	r->chunk.len = 0;
-	if (r->chunk.oom) {
+	{
+		bool oom = r->chunk.oom;
+
+		for (int ch = 1; ch <= TL_NCHANNELS; ch++) {
+			oom |= r->mi[ch].oom;
+			r->mi[ch].oom = false;
+		}
 		r->chunk.oom = false;
-		report(r, ENOMEM, n);
-		return;
+		if (oom) {
+			memset(r->cc, 0, sizeof(r->cc));
+			report(r, ENOMEM, n);
+			return;
+		}
 	}
 	{
 		int e = append(r, o);
 
+		/* The summary counts what the file holds: a chunk cut off
+		 * again is not in it. */
 		if (e) {
+			memset(r->cc, 0, sizeof(r->cc));
 			report(r, -e, n);
 			return;
 		}
 	}
+	for (int ch = 1; ch <= TL_NCHANNELS; ch++) {
+		r->ch_count[ch] += r->cc[ch];
+		r->cc[ch] = 0;
+	}
+	if (!r->nmsg || start < r->msg_start)
+		r->msg_start = start;
+	if (!r->nmsg || end > r->msg_end)
+		r->msg_end = end;
+	r->nmsg += n;
 	if (r->nix == r->ixcap) {
 		size_t cap = r->ixcap ? r->ixcap * 2 : 256;
 		struct chunk_ix *q = realloc(r->ix, cap * sizeof(*q));
@@ -588,7 +605,11 @@ static void join(struct recorder *r)
 	/* Release: pairs with the thread's acquire load; it drains what is
 	 * queued, then ends. */
 	atomic_store_explicit(&r->stop, true, memory_order_release);
-	atomic_fetch_add_explicit(&r->wake, 1, memory_order_relaxed);
+	/* Release: the stop above before the new wake value. The thread
+	 * loads wake, then (after its fence) stop: if it sees this value it
+	 * sees stop, and if not its futex wait returns at once (the value
+	 * changed). */
+	atomic_fetch_add_explicit(&r->wake, 1, memory_order_release);
 	futex_wake(&r->wake);
 	pthread_join(r->thread, NULL);
 }

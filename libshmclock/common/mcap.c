@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,28 +14,30 @@
 
 const uint8_t mcap_magic[MCAP_MAGIC_LEN] = { 0x89, 'M', 'C', 'A', 'P', '0', '\r', '\n' };
 
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
 uint32_t mcap_crc32(uint32_t crc, const void *p, size_t n)
 {
-	static uint32_t table[256];
-	static _Atomic int ready; /* 0, or 1 once table holds the values */
 	const uint8_t *b = p;
 
-	/* Acquire: pairs with the release store below; a thread that sees 1
-	 * sees the table. Two threads may fill it at once: with the same
-	 * values. */
-	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-		for (uint32_t i = 0; i < 256; i++) {
-			uint32_t c = i;
-
-			for (int k = 0; k < 8; k++)
-				c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-			__atomic_store_n(&table[i], c, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-	}
+	/* The table once, by whichever thread comes first; pthread_once
+	 * orders its stores before every caller's loads. */
+	pthread_once(&crc_once, crc_init);
 	crc = ~crc;
 	while (n--)
-		crc = __atomic_load_n(&table[(crc ^ *b++) & 0xff], __ATOMIC_RELAXED) ^ (crc >> 8);
+		crc = crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
 	return ~crc;
 }
 
@@ -315,6 +318,9 @@ void mcap_reader_free(struct mcap_reader *r)
 }
 
 static int fail(struct mcap_reader *r, int rc, uint64_t at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(struct mcap_reader *r, int rc, uint64_t at, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -405,7 +411,7 @@ static int open_chunk(struct mcap_reader *r, const uint8_t *body, uint64_t len, 
 			    at, (int)(comp.len > 16 ? 16 : comp.len), comp.p);
 	if (usize != rlen)
 		return fail(r, -EBADMSG, at, "byte %" PRIu64 ": a chunk whose sizes disagree", at);
-	if (crc && mcap_crc32(0, c.p, (size_t)rlen) != crc)
+	if (crc && !r->no_crc && mcap_crc32(0, c.p, (size_t)rlen) != crc)
 		return fail(r, -EBADMSG, at, "byte %" PRIu64 ": a chunk whose CRC does not match", at);
 	r->chunk = c.p;
 	r->chunk_len = rlen;

@@ -183,6 +183,8 @@ size_t tl_lockstep_json(const struct tl_lockstep *e, char *buf, size_t len)
 
 /* --- parsing --- */
 
+static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 static int bad(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -303,8 +305,18 @@ int tl_change_parse(const void *json, size_t len, struct tl_change *c, char *err
 		bad(err, errlen, "unknown source '%s'", src);
 		goto out;
 	}
-	if (!c->nominal_mult) {
-		bad(err, errlen, "'nominal_mult' is 0");
+	/* What a writer can publish (set_function's 32.32 rate below 2^63),
+	 * and instants a replay can shift without overflow: CLOCK_MONOTONIC
+	 * within +-2^61 ns (73 years), simulated times within +-2^62. */
+	if (!c->nominal_mult || c->nominal_mult >= (UINT64_C(1) << 63)) {
+		bad(err, errlen, "'nominal_mult' %" PRIu64 " is not a rate a clock can have",
+		    c->nominal_mult);
+		goto out;
+	}
+	if (c->mono_base < -(INT64_C(1) << 61) || c->mono_base > (INT64_C(1) << 61) ||
+	    c->at_mono_ns < -(INT64_C(1) << 61) || c->at_mono_ns > (INT64_C(1) << 61) ||
+	    c->sim_base < -(INT64_C(1) << 62) || c->sim_base > (INT64_C(1) << 62)) {
+		bad(err, errlen, "an instant or a time out of range");
 		goto out;
 	}
 	if (c->rate && c->rate != c->nominal_mult) {
@@ -452,7 +464,7 @@ static int load(struct mcap_reader *rd, struct tl_recording *rec, char *err, siz
 		}
 		if (r.op == MCAP_OP_CHANNEL && !data_end) {
 			struct mcap_channel ch;
-			char v[16];
+			char v[16] = "";
 
 			if (mcap_parse_channel(&r, &ch)) {
 				snprintf(err, errlen, "byte %" PRIu64 ": a malformed Channel record",
@@ -546,10 +558,17 @@ static int load(struct mcap_reader *rd, struct tl_recording *rec, char *err, siz
 
 int tl_load_mem(const void *mem, size_t size, struct tl_recording *rec, char *err, size_t errlen)
 {
+	return tl_load_mem_flags(mem, size, 0, rec, err, errlen);
+}
+
+int tl_load_mem_flags(const void *mem, size_t size, unsigned flags, struct tl_recording *rec,
+		      char *err, size_t errlen)
+{
 	struct mcap_reader rd;
 	int r;
 
 	mcap_reader_init_mem(&rd, mem, size);
+	rd.no_crc = flags & TL_NO_CRC;
 	r = load(&rd, rec, err, errlen);
 	mcap_reader_free(&rd);
 	if (r)
@@ -561,7 +580,9 @@ int tl_load(const char *path, struct tl_recording *rec, char *err, size_t errlen
 {
 	struct mcap_reader rd;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given for a recording must not hang the open
+	 * (it is refused below); reads of a regular file ignore the flag. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	int r;
 
 	memset(rec, 0, sizeof(*rec));
@@ -570,11 +591,16 @@ int tl_load(const char *path, struct tl_recording *rec, char *err, size_t errlen
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		r = S_ISREG(st.st_mode) ? -errno : -EINVAL;
-		snprintf(err, errlen, "%s: not a regular file", path);
+	if (fstat(fd, &st)) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		close(fd);
+		return -EINVAL;
 	}
 	mcap_reader_init_fd(&rd, fd, (uint64_t)st.st_size);
 	r = load(&rd, rec, err, errlen);
@@ -603,7 +629,12 @@ void tl_describe(const struct tl_change *prev, const struct tl_change *c, char *
 	else
 		n = (size_t)snprintf(buf, len, "running x%g", x);
 	if (prev && c->jump_epoch != prev->jump_epoch && n < len) {
-		duration_format(c->last_jump_ns < 0 ? -c->last_jump_ns : c->last_jump_ns, d, sizeof(d));
+		/* Its magnitude as unsigned: INT64_MIN (a saturated jump) has
+		 * no int64_t negation. */
+		uint64_t m = c->last_jump_ns < 0 ? 0 - (uint64_t)c->last_jump_ns
+						 : (uint64_t)c->last_jump_ns;
+
+		duration_format(m > INT64_MAX ? INT64_MAX : (int64_t)m, d, sizeof(d));
 		n += (size_t)snprintf(buf + n, len - n, ", jumped %c%s", c->last_jump_ns < 0 ? '-' : '+',
 				      d);
 	}

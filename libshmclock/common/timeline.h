@@ -130,6 +130,11 @@ struct tl_recording {
 int tl_load(const char *path, struct tl_recording *rec, char *err, size_t errlen);
 int tl_load_mem(const void *mem, size_t size, struct tl_recording *rec, char *err,
 		size_t errlen);
+/* As tl_load_mem(), with TL_NO_CRC: chunks' CRCs not checked, so that a
+ * fuzzer's mutations reach the messages. */
+#define TL_NO_CRC 1u
+int tl_load_mem_flags(const void *mem, size_t size, unsigned flags, struct tl_recording *rec,
+		      char *err, size_t errlen);
 void tl_free(struct tl_recording *rec);
 
 /* What change @c made after @prev (NULL: the first), in words: "running

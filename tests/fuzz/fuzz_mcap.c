@@ -7,7 +7,9 @@
  *   - a recording accepted has changes with a valid rate (0, or the nominal
  *     one), in increasing order, and a cut said to be within the input;
  *   - reading a prefix never gives more changes than the whole, when both
- *     are accepted (what is whole before a cut is the same records).
+ *     are accepted (what is whole before a cut is the same records);
+ *   - and once more without the chunks' CRCs, so that mutations reach the
+ *     messages' JSON and its checks.
  */
 #include <errno.h>
 
@@ -44,6 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(!i || c->seq > rec.changes[i - 1].seq, "change %zu out of order", i);
 			(void)tl_eval(c, c->mono_base + 1000000000);
 		}
+	}
+	/* Again without the chunks' CRCs: mutations inside a chunk reach
+	 * the messages and their JSON. */
+	if (tl_load_mem_flags(data, size, TL_NO_CRC, &pre, err, sizeof(err)) == 0) {
+		for (size_t i = 0; i < pre.nchanges; i++)
+			FUZZ_CHECK(pre.changes[i].nominal_mult, "change %zu: nominal 0", i);
+		tl_free(&pre);
 	}
 	rp = tl_load_mem(data, size / 2, &pre, err, sizeof(err));
 	if (rc == 0 && rp == 0)

@@ -13,6 +13,8 @@
 //   node validate.mjs --cut FILE   a file cut short: the stream reader's
 //                                  complete messages, counted, and the
 //                                  gaps in their sequences (changes lost)
+//   node validate.mjs --lossy FILE as FILE, with gaps in the sequences
+//                                  allowed and counted (a disk was full)
 //   node validate.mjs --cuts START FILE  the file cut at every length from
 //                                  START: each cut's whole function changes
 //
@@ -58,7 +60,8 @@ if (args[0] === "--cuts") {
   process.exit(0);
 }
 const cut = args[0] === "--cut";
-const file = cut ? args[1] : args[0];
+const lossy = args[0] === "--lossy"; // whole, but with changes lost (a disk was full)
+const file = cut || lossy ? args[1] : args[0];
 if (!file) fail("usage: validate.mjs [--cut | --cuts START] FILE");
 const bytes = new Uint8Array(readFileSync(file));
 
@@ -109,7 +112,7 @@ for (;;) {
       // Sequences without gaps, but in a file cut short by a full disk:
       // there a gap is the changes lost, counted.
       const want = seqs.get(rec.channelId) ?? 0;
-      if (rec.sequence !== want && !(cut && rec.sequence > want))
+      if (rec.sequence !== want && !((cut || lossy) && rec.sequence > want))
         fail(`${ch.topic}: sequence ${rec.sequence}, expected ${want}`);
       if (rec.sequence !== want) gaps += rec.sequence - want;
       seqs.set(rec.channelId, rec.sequence + 1);
@@ -123,7 +126,7 @@ for (;;) {
       if (!v(msg)) fail(`${ch.topic} #${rec.sequence}: ${ajv.errorsText(v.errors)}`);
       if (ch.topic === "/shmclock/function") {
         const s = BigInt(msg.seq);
-        if (s !== lastFunctionSeq + 1n && !(cut && s > lastFunctionSeq))
+        if (s !== lastFunctionSeq + 1n && !((cut || lossy) && s > lastFunctionSeq))
           fail(`function change ${s} after ${lastFunctionSeq}`);
         lastFunctionSeq = s;
         const sim = BigInt(msg.sim_ns);
@@ -182,6 +185,7 @@ if (all.length && after !== all.filter((t) => t >= mid).length) fail("seek: a co
 
 console.log(JSON.stringify({
   messages: streamed.length,
+  gaps,
   function: Number(lastFunctionSeq + 1n),
   lockstep: seqs.get(2) ?? 0,
   chunks: indexed.chunkIndexes.length,
