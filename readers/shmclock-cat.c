@@ -109,20 +109,43 @@ static int print_mcap(const char *path, bool json, int64_t until)
 {
 	struct tl_recording rec;
 	char err[256], when[48], sim[48], what[96], why[160], line[1024];
-	size_t i = 0, j = 0;
+	size_t i = 0, j = 0, k = 0;
 
 	if (tl_load(path, &rec, err, sizeof(err))) {
 		fprintf(stderr, "shmclock-cat: %s\n", err);
 		return 1;
 	}
 	if (!json)
-		printf("clock '%s': %zu changes, %zu lockstep events\n%-20s %-24s %-28s %s\n",
-		       printable(rec.clock), rec.nchanges, rec.nevents, "SIM TIME", "WALL (UTC)", "FUNCTION",
-		       "CAUSE");
-	while (i < rec.nchanges || j < rec.nevents) {
-		bool ev = j < rec.nevents &&
-			  (i == rec.nchanges || rec.events[j].wall_ns < rec.changes[i].wall_ns);
+		printf("clock '%s': %zu changes, %zu lockstep events, %zu hosts events\n"
+		       "%-20s %-24s %-28s %s\n",
+		       printable(rec.clock), rec.nchanges, rec.nevents, rec.nhosts, "SIM TIME",
+		       "WALL (UTC)", "FUNCTION", "CAUSE");
+	while (i < rec.nchanges || j < rec.nevents || k < rec.nhosts) {
+		/* The three in the order they happened (wall-clock time). */
+		int64_t wc = i < rec.nchanges ? rec.changes[i].wall_ns : INT64_MAX;
+		int64_t we = j < rec.nevents ? rec.events[j].wall_ns : INT64_MAX;
+		int64_t wh = k < rec.nhosts ? rec.hosts[k].wall_ns : INT64_MAX;
+		bool ev = j < rec.nevents && we < wc && we <= wh;
 
+		if (k < rec.nhosts && wh < wc && wh < we) {
+			struct tl_hosts *h = &rec.hosts[k++];
+
+			if (h->sim_ns > until)
+				continue;
+			if (json) {
+				tl_hosts_json(h, line, sizeof(line));
+				printf("{\"hosts\":%s}\n", line);
+				continue;
+			}
+			printf("%-20s %-24s hosts %s %s%s%s%s\n", duration_format(h->sim_ns, sim, sizeof(sim)),
+			       time_format_iso(h->wall_ns, when, sizeof(when)), printable(h->event),
+			       printable(h->host), h->term ? " term " : "",
+			       h->term ? (snprintf(what, sizeof(what), "%llu",
+						   (unsigned long long)h->term), what) : "",
+			       h->detail[0] ? (snprintf(why, sizeof(why), " (%s)", printable(h->detail)), why)
+					    : "");
+			continue;
+		}
 		if (ev) {
 			struct tl_lockstep *e = &rec.events[j++];
 

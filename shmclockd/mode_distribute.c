@@ -79,6 +79,7 @@
 
 #include "log.h"
 #include "mode_distribute.h"
+#include "record.h"
 #include "hosts/dist.h"
 #include "hosts/id.h"
 
@@ -131,6 +132,22 @@ static void dist_destroy(struct clock_mode *m)
 	free(d);
 }
 
+void dist_event(struct dist *d, const char *event, const char *host, uint64_t term,
+		const char *detail)
+{
+	struct tl_hosts e = { .term = term };
+	shmclock_info_t in;
+
+	if (!d->rec)
+		return;
+	shmclock_writer_info(d->w, &in);
+	e.sim_ns = in.sim_ns;
+	snprintf(e.event, sizeof(e.event), "%s", event);
+	snprintf(e.host, sizeof(e.host), "%s", host);
+	snprintf(e.detail, sizeof(e.detail), "%s", detail);
+	recorder_hosts(d->rec, &e);
+}
+
 /* CMD_INIT: ticks as plain; a leader publishes its first function. */
 static int dist_start(struct clock_mode *m, const struct clock_env *env)
 {
@@ -138,6 +155,8 @@ static int dist_start(struct clock_mode *m, const struct clock_env *env)
 	int64_t now;
 	int r = mode_plain_ops.start(m, env);
 
+	d->rec = env->rec;
+	d->w = env->w;
 	if (r)
 		return r;
 	/* A follower is stale until it follows (follower_fresh): a clock

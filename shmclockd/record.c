@@ -32,6 +32,7 @@ struct entry {
 	union {
 		struct tl_change c;
 		struct tl_lockstep e;
+		struct tl_hosts h;
 	} u;
 };
 
@@ -160,6 +161,16 @@ void recorder_lockstep(struct recorder *r, const struct tl_lockstep *ev)
 	push(r, &e);
 }
 
+void recorder_hosts(struct recorder *r, const struct tl_hosts *h)
+{
+	struct entry e = { .ch = TL_CH_HOSTS };
+
+	e.u.h = *h;
+	if (!e.u.h.wall_ns)
+		e.u.h.wall_ns = wall_now();
+	push(r, &e);
+}
+
 /* --- the recorder's thread --- */
 
 /* @b whole at the file's end: 0, or -errno with the file cut back to
@@ -216,6 +227,10 @@ static void add(struct recorder *r, const struct entry *e, uint64_t *cs, uint64_
 		n = tl_change_json(&e->u.c, json, sizeof(json));
 		t = e->u.c.sim_base;
 		pub = (uint64_t)(e->u.c.wall_ns > 0 ? e->u.c.wall_ns : 0);
+	} else if (e->ch == TL_CH_HOSTS) {
+		n = tl_hosts_json(&e->u.h, json, sizeof(json));
+		t = e->u.h.sim_ns;
+		pub = (uint64_t)(e->u.h.wall_ns > 0 ? e->u.h.wall_ns : 0);
 	} else {
 		n = tl_lockstep_json(&e->u.e, json, sizeof(json));
 		t = e->u.e.sim_ns;

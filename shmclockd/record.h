@@ -45,6 +45,9 @@ void recorder_change(struct recorder *r, const shmclock_function_t *fn, const st
 /* A lockstep event; the clock thread's too. */
 void recorder_lockstep(struct recorder *r, const struct tl_lockstep *e);
 
+/* An event between hosts (hosts/, on the clock thread too). */
+void recorder_hosts(struct recorder *r, const struct tl_hosts *h);
+
 /* Status "record": the file, what was written and dropped, the error. */
 void recorder_status(struct recorder *r, struct cJSON *st);
 

@@ -72,6 +72,19 @@ static const char lockstep_schema[] =
 	"\"who\":" STR ",\"pid\":" INT ",\"sim_ns\":" I64 ",\"grant_ns\":" I64 ",\"wall_ns\":" I64
 	"}}";
 
+static const char hosts_schema[] =
+	"{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
+	"\"title\":\"shmclock.HostsEvent\","
+	"\"description\":\"Between hosts: a follower joined, left or was lost (on the leader); a "
+	"leader followed, lost, or in conflict with another (on a follower).\","
+	"\"type\":\"object\","
+	"\"required\":[\"event\",\"host\",\"detail\",\"term\",\"sim_ns\",\"wall_ns\"],"
+	"\"properties\":{"
+	"\"event\":{\"enum\":[\"joined\",\"left\",\"lost\",\"following\",\"leader-lost\","
+	"\"conflict\"]},"
+	"\"host\":" STR ",\"detail\":" STR ",\"term\":" U64 ",\"sim_ns\":" I64
+	",\"wall_ns\":" I64 "}}";
+
 struct tl_channel {
 	int id;
 	const char *topic, *schema_name, *schema;
@@ -95,7 +108,10 @@ const char *tl_schema_name(int ch)
 
 const char *tl_schema(int ch)
 {
-	return ch == TL_CH_FUNCTION ? function_schema : ch == TL_CH_LOCKSTEP ? lockstep_schema : NULL;
+	return ch == TL_CH_FUNCTION   ? function_schema
+	       : ch == TL_CH_LOCKSTEP ? lockstep_schema
+	       : ch == TL_CH_HOSTS    ? hosts_schema
+				      : NULL;
 }
 
 /* @s as a JSON string's contents (quotes not included) into @out. */
@@ -178,6 +194,21 @@ size_t tl_lockstep_json(const struct tl_lockstep *e, char *buf, size_t len)
 		     "{\"event\":\"%s\",\"who\":\"%s\",\"pid\":%" PRId64 ",\"sim_ns\":\"%" PRId64
 		     "\",\"grant_ns\":\"%" PRId64 "\",\"wall_ns\":\"%" PRId64 "\"}",
 		     ev, who, e->pid, e->sim_ns, e->grant_ns, e->wall_ns);
+	return n < 0 ? len : (size_t)n;
+}
+
+size_t tl_hosts_json(const struct tl_hosts *e, char *buf, size_t len)
+{
+	char ev[40], host[210], detail[330];
+	int n;
+
+	json_escape(e->event, ev, sizeof(ev));
+	json_escape(e->host, host, sizeof(host));
+	json_escape(e->detail, detail, sizeof(detail));
+	n = snprintf(buf, len,
+		     "{\"event\":\"%s\",\"host\":\"%s\",\"detail\":\"%s\",\"term\":\"%" PRIu64
+		     "\",\"sim_ns\":\"%" PRId64 "\",\"wall_ns\":\"%" PRId64 "\"}",
+		     ev, host, detail, e->term, e->sim_ns, e->wall_ns);
 	return n < 0 ? len : (size_t)n;
 }
 
@@ -394,6 +425,31 @@ out:
 	return r;
 }
 
+int tl_hosts_parse(const void *json, size_t len, struct tl_hosts *e, char *err, size_t errlen)
+{
+	cJSON *o = cJSON_ParseWithLength(json, len);
+	int64_t v;
+	int r = -EBADMSG;
+
+	memset(e, 0, sizeof(*e));
+	if (!cJSON_IsObject(o)) {
+		bad(err, errlen, "not a JSON object");
+		goto out;
+	}
+	if (get_str(o, "event", e->event, sizeof(e->event), true, err, errlen) ||
+	    get_str(o, "host", e->host, sizeof(e->host), true, err, errlen) ||
+	    get_str(o, "detail", e->detail, sizeof(e->detail), false, err, errlen) ||
+	    get_i64(o, "term", &v, true, err, errlen) ||
+	    get_i64(o, "sim_ns", &e->sim_ns, false, err, errlen) ||
+	    get_i64(o, "wall_ns", &e->wall_ns, false, err, errlen))
+		goto out;
+	e->term = (uint64_t)v;
+	r = 0;
+out:
+	cJSON_Delete(o);
+	return r;
+}
+
 /* --- writing the start --- */
 
 void tl_put_channels(struct mcap_buf *b, const char *clock)
@@ -419,6 +475,7 @@ void tl_free(struct tl_recording *rec)
 {
 	free(rec->changes);
 	free(rec->events);
+	free(rec->hosts);
 	memset(rec, 0, sizeof(*rec));
 }
 
@@ -440,7 +497,7 @@ static int load(struct mcap_reader *rd, struct tl_recording *rec, char *err, siz
 	struct mcap_record r;
 	bool known[TL_NCHANNELS + 1] = { false };
 	bool header = false, data_end = false;
-	size_t ccap = 0, ecap = 0;
+	size_t ccap = 0, ecap = 0, hcap = 0;
 	uint64_t last_seq = 0;
 	int e;
 
@@ -520,6 +577,17 @@ static int load(struct mcap_reader *rd, struct tl_recording *rec, char *err, siz
 				if (grow((void **)&rec->changes, &ccap, rec->nchanges, sizeof(c)))
 					return -ENOMEM;
 				rec->changes[rec->nchanges++] = c;
+			} else if (m.channel == TL_CH_HOSTS) {
+				struct tl_hosts h;
+
+				if (tl_hosts_parse(m.data, m.len, &h, why, sizeof(why))) {
+					snprintf(err, errlen, "byte %" PRIu64 ": hosts event: %s", r.offset,
+						 why);
+					return -EBADMSG;
+				}
+				if (grow((void **)&rec->hosts, &hcap, rec->nhosts, sizeof(h)))
+					return -ENOMEM;
+				rec->hosts[rec->nhosts++] = h;
 			} else {
 				struct tl_lockstep ev;
 

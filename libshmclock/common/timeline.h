@@ -11,6 +11,9 @@
  *                        negative), publish_time its wall-clock time
  *   /shmclock/lockstep   participants joining, leaving, dying, stalling,
  *                        evicted, and who held the clock before a release
+ *   /shmclock/hosts      between hosts: a follower joined, left or was lost
+ *                        (on its leader); a leader followed, lost (with its
+ *                        reason), in conflict with another (on a follower)
  */
 #ifndef SHMCLOCK_COMMON_TIMELINE_H
 #define SHMCLOCK_COMMON_TIMELINE_H
@@ -30,9 +33,10 @@
 /* X(id, topic, schema name): channel and schema ids are the same. */
 #define TL_CHANNELS(X)                                            \
 	X(1, "/shmclock/function", "shmclock.FunctionChange")     \
-	X(2, "/shmclock/lockstep", "shmclock.LockstepEvent")
+	X(2, "/shmclock/lockstep", "shmclock.LockstepEvent")     \
+	X(3, "/shmclock/hosts", "shmclock.HostsEvent")
 
-enum { TL_CH_FUNCTION = 1, TL_CH_LOCKSTEP = 2, TL_NCHANNELS = 2 };
+enum { TL_CH_FUNCTION = 1, TL_CH_LOCKSTEP = 2, TL_CH_HOSTS = 3, TL_NCHANNELS = 3 };
 
 const char *tl_topic(int channel);
 const char *tl_schema_name(int channel);
@@ -104,6 +108,19 @@ size_t tl_lockstep_json(const struct tl_lockstep *e, char *buf, size_t len);
 int tl_lockstep_parse(const void *json, size_t len, struct tl_lockstep *e, char *err,
 		      size_t errlen);
 
+/* An event between hosts. */
+struct tl_hosts {
+	char event[16];     /* joined, left, lost, following, leader-lost, conflict */
+	char host[100];     /* the follower's or the leader's id */
+	char detail[160];   /* why (a loss's reason), or "" */
+	uint64_t term;      /* the leader's term, 0 unknown */
+	int64_t sim_ns;     /* the clock when it happened */
+	int64_t wall_ns;
+};
+
+size_t tl_hosts_json(const struct tl_hosts *e, char *buf, size_t len);
+int tl_hosts_parse(const void *json, size_t len, struct tl_hosts *e, char *err, size_t errlen);
+
 /* Writes the start of a recording into @b: the magic, the Header, every
  * channel's Schema and Channel record. */
 void tl_put_start(struct mcap_buf *b, const char *clock, const char *library);
@@ -122,6 +139,8 @@ struct tl_recording {
 	size_t nchanges;
 	struct tl_lockstep *events;
 	size_t nevents;
+	struct tl_hosts *hosts;
+	size_t nhosts;
 	bool truncated;
 	uint64_t stopped_at;  /* the byte where reading stopped */
 	char note[200];       /* why, when truncated */

@@ -402,7 +402,17 @@ struct dist {
 	struct dist_leader ldr;
 	struct dist_follower flw;
 	struct dist_shown st;
+	/* The recording (record.h), or NULL; the clock, for its events'
+	 * time. Set at start, on the clock thread. */
+	struct recorder *rec;
+	shmclock_writer_t *w;
 };
+
+/* An event between hosts into the recording, if there is one: @event
+ * (joined, left, lost, following, leader-lost, conflict), @host, @term (0:
+ * unknown), @detail ("" none). Clock thread. */
+void dist_event(struct dist *d, const char *event, const char *host, uint64_t term,
+		const char *detail);
 
 
 static inline int64_t mono_ns(void)

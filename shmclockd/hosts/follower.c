@@ -56,6 +56,7 @@ void dist_follower_fresh(struct dist *d, const struct clock_env *env, const stru
 	 * further than one would take them. */
 	d->flw.lease_until = now + DIST_LEASE_NS - DIST_LEASE_MARGIN_NS;
 	d->flw.next_lease = now;
+	dist_event(d, "following", f->leader, f->term, jump ? "a jump for readers" : "");
 	log_msg(LOG_INFO, "distribute: following leader %s for clock '%s'%s%s", f->leader, f->clock,
 		jump ? " (a jump for readers)" : "",
 		d->flw.admit_wait ? ": stale until the leader echoes its lease (it counts this follower)"

@@ -394,6 +394,14 @@ void dist_leader_postpone(struct dist *d, const struct clock_env *env, unsigned 
 				  "within %.3f s; the clock goes on without it (it marks itself "
 				  "stale, and is a member again once it hears this leader)",
 			m->id, (unsigned long long)p->fn.change, (double)(now - p->first_announced) / 1e9);
+		{
+			char why[96];
+
+			snprintf(why, sizeof(why), "did not acknowledge change %llu within %.3f s",
+				 (unsigned long long)p->fn.change,
+				 (double)(now - p->first_announced) / 1e9);
+			dist_event(d, "lost", m->id, d->fn.term, why);
+		}
 		m->used = false;
 		pthread_mutex_lock(&d->st.mu);
 		d->st.lost_members++;

@@ -342,6 +342,15 @@ void dist_lost_leader(struct dist *d, const struct clock_env *env, enum dist_los
 	log_msg(LOG_WARN, "distribute: leader %s lost (%s): %s; the clock is stale until it hears "
 			  "the leader", d->fn.leader[0] ? d->fn.leader : "(none yet)",
 		loss_names[why], detail);
+	{
+		char what[160];
+
+		snprintf(what, sizeof(what), "%s: %.130s", loss_names[why], detail);
+		dist_event(d, "leader-lost", d->fn.leader[0] ? d->fn.leader : "(none yet)", d->fn.term,
+			   what);
+		/* The stale mark this commits is the loss's. */
+		env->cause->kind = TL_CAUSE_STALE;
+	}
 	stop_readers(d, env);
 	if (why == LOSS_SILENCE || why == LOSS_LEASE || why == LOSS_ASIDE)
 		dist_q_clear(d, env, why == LOSS_SILENCE ? "the leader is silent"

@@ -268,6 +268,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 				d->api->dist_echo_forget(d->r, a->follower);
 				log_msg(LOG_INFO, "distribute: follower %s left clock '%s' (stale, or "
 						  "stopping): not waited for", a->follower, d->clock);
+				dist_event(d, "left", a->follower, d->fn.term, "stale, or stopping");
 			}
 		return 0;
 	}
@@ -320,6 +321,7 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		m->used = true;
 		m->serial = ++d->ldr.serials;
 		log_msg(LOG_INFO, "distribute: follower %s joined clock '%s'", a->follower, d->clock);
+		dist_event(d, "joined", a->follower, d->fn.term, "");
 		joined = true;
 	}
 	m->seen = now;

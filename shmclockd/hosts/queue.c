@@ -282,6 +282,13 @@ int64_t dist_run_queue(struct dist *d, const struct clock_env *env, int64_t now)
 			dist_leader_own(d, p, now); /* applied: said committed now if not yet */
 			d->ldr.next_hb = now + d->hb_ns;
 		} else {
+			/* Recorded as the leader's (term), before whatever this
+			 * pass commits next. */
+			struct tl_cause why = { .kind = TL_CAUSE_LEADER, .uid = -1, .pid = -1,
+						.term = p->fn.term };
+
+			if (!r)
+				clock_env_record(env, &why);
 			d->flw.cur = p->fn;
 			d->flw.cur_off = p->fn.effective_ns - p->e_mono;
 			d->flw.have_cur = true;

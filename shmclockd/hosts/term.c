@@ -54,6 +54,7 @@ void dist_note_conflict(struct dist *d, const struct dist_fn *f, uint64_t own_te
 	pthread_mutex_unlock(&d->st.mu);
 	if (strcmp(d->conflict_logged, f->leader)) {
 		snprintf(d->conflict_logged, sizeof(d->conflict_logged), "%s", f->leader);
+		dist_event(d, "conflict", f->leader, f->term, what);
 		log_msg(LOG_WARN, "distribute: conflict: two live leaders of clock '%s': %s (term %llu) "
 				  "and %s (term %llu); %s. Run one leader per clock",
 			d->clock, f->leader, (unsigned long long)f->term, own_id,
