@@ -9,7 +9,8 @@ own), each recording (--record):
   killed (SIGKILL): its file, cut, is read up to its last whole chunk;
 - the follower's file has the leader it follows with its term, each change
   of the leader's function with cause "leader" and that term, at the
-  leader's simulated times, and the leader's loss with its reason (the
+  leader's simulated times (within 1 us: the hosts' timebase), and the
+  leader's loss with its reason (the
   silence) and the stale mark that followed it;
 - both read by npm's @mcap/core (the follower's whole; the leader's cut).
 
