@@ -402,16 +402,27 @@ out:
 	return r;
 }
 
-int tl_lockstep_parse(const void *json, size_t len, struct tl_lockstep *e, char *err, size_t errlen)
+/* A message's JSON object, or NULL with @err. */
+static cJSON *parse_object(const void *json, size_t len, char *err, size_t errlen)
 {
 	cJSON *o = cJSON_ParseWithLength(json, len);
+
+	if (!cJSON_IsObject(o)) {
+		bad(err, errlen, "not a JSON object");
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+int tl_lockstep_parse(const void *json, size_t len, struct tl_lockstep *e, char *err, size_t errlen)
+{
+	cJSON *o;
 	int r = -EBADMSG;
 
 	memset(e, 0, sizeof(*e));
-	if (!cJSON_IsObject(o)) {
-		bad(err, errlen, "not a JSON object");
-		goto out;
-	}
+	if (!(o = parse_object(json, len, err, errlen)))
+		return r;
 	if (get_str(o, "event", e->event, sizeof(e->event), true, err, errlen) ||
 	    get_str(o, "who", e->who, sizeof(e->who), true, err, errlen) ||
 	    get_i64(o, "sim_ns", &e->sim_ns, false, err, errlen) ||
@@ -427,15 +438,13 @@ out:
 
 int tl_hosts_parse(const void *json, size_t len, struct tl_hosts *e, char *err, size_t errlen)
 {
-	cJSON *o = cJSON_ParseWithLength(json, len);
+	cJSON *o;
 	int64_t v;
 	int r = -EBADMSG;
 
 	memset(e, 0, sizeof(*e));
-	if (!cJSON_IsObject(o)) {
-		bad(err, errlen, "not a JSON object");
-		goto out;
-	}
+	if (!(o = parse_object(json, len, err, errlen)))
+		return r;
 	if (get_str(o, "event", e->event, sizeof(e->event), true, err, errlen) ||
 	    get_str(o, "host", e->host, sizeof(e->host), true, err, errlen) ||
 	    get_str(o, "detail", e->detail, sizeof(e->detail), false, err, errlen) ||

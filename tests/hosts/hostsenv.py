@@ -16,6 +16,15 @@ import time
 
 failures = 0
 
+# Cyclone DDS on loopback only, unicast discovery: the one-host tests
+# (panel_hosts.py, record_hosts.py) pass it as CYCLONEDDS_URI.
+LOOPBACK_URI = ('<CycloneDDS><Domain id="any"><General><Interfaces>'
+                '<NetworkInterface address="127.0.0.1"/></Interfaces>'
+                '<AllowMulticast>false</AllowMulticast></General><Discovery>'
+                '<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>20'
+                '</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
+                '</Domain></CycloneDDS>')
+
 
 def skip(why):
     """A capability missing: said, exit 77 (meson's skip)."""

@@ -30,11 +30,7 @@ SHMCLOCKD = os.environ["SHMCLOCKD"]
 PANEL = os.environ["SHMCLOCK_PANEL"]
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
 DOMAIN = 150 + random.randrange(80)
-URI = ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
-       '</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>'
-       '<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>20'
-       '</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
-       '</Domain></CycloneDDS>')
+URI = hostsenv.LOOPBACK_URI
 procs = []
 clocks = []
 rtdir = tempfile.mkdtemp(prefix="shmclock-panel-hosts-")

@@ -29,6 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hosts"))
 from hostsenv import check, ctl_at, remove, run, skip, start_daemon, wait_for  # noqa: E402
+import hostsenv  # noqa: E402
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 CAT = os.environ["SHMCLOCK_CAT"]
@@ -36,11 +37,7 @@ NPM = os.environ.get("SHMCLOCK_NPM_DIR", "/var/cache/shmclock-npm/node_modules")
 NODE = shutil.which("node") or shutil.which("nodejs")
 RUN = "%d-%d" % (os.getpid(), random.randrange(1 << 20))
 DOMAIN = 150 + random.randrange(80)
-URI = ('<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
-       '</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>'
-       '<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>20'
-       '</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
-       '</Domain></CycloneDDS>')
+URI = hostsenv.LOOPBACK_URI
 rtdir = tempfile.mkdtemp(prefix="shmclock-record-hosts-")
 ENV = dict(os.environ, CYCLONEDDS_URI=URI, SHMCLOCK_RUNTIME_DIR=rtdir)
 procs = {}
