@@ -303,6 +303,27 @@ static enum proto_mode mode_of(const struct shmclockd_config *c)
 	return PMODE_PLAIN;
 }
 
+/* Room to let one more recorder go (clock thread). */
+static bool retire_room(struct clockthread *ct)
+{
+	bool room;
+
+	pthread_mutex_lock(&ct->retired_mu);
+	room = ct->nretired < sizeof(ct->retired) / sizeof(ct->retired[0]);
+	pthread_mutex_unlock(&ct->retired_mu);
+	return room;
+}
+
+/* Lets @r go, for the main thread to close (clock thread; retire_room()
+ * said there is room). */
+static void retire(struct clockthread *ct, struct recorder *r)
+{
+	atomic_store_explicit(&ct->rec_shown, NULL, memory_order_relaxed);
+	pthread_mutex_lock(&ct->retired_mu);
+	ct->retired[ct->nretired++] = r;
+	pthread_mutex_unlock(&ct->retired_mu);
+}
+
 /* Applies one command; on the clock thread only. What the mode refuses
  * whatever the argument (protocol.h) first, then the source's rules, then
  * the mode's, then the clock thread's own. */
@@ -395,6 +416,38 @@ static int apply(struct clockthread *ct, struct cmd *c)
 	case CMD_RELOAD:
 		r = apply_reload(ct, c);
 		break;
+	case CMD_RECORD:
+		if (ct->rec) {
+			snprintf(c->err, sizeof(c->err), "already recording to %s (record-stop first)",
+				 recorder_path(ct->rec));
+			return -EBUSY;
+		}
+		if (!retire_room(ct))
+			return cmd_fail(c, -EAGAIN, "recordings stopped are still being closed: "
+						    "try again");
+		ct->rec = c->arg_rec;
+		c->arg_rec = NULL; /* the clock thread's now */
+		ct->env.rec = ct->rec;
+		/* Release: the recorder is whole before status sees it. */
+		atomic_store_explicit(&ct->rec_shown, ct->rec, memory_order_release);
+		{
+			struct tl_cause k;
+
+			/* The function as it is: the recording's start. */
+			clock_env_cmd_cause(c, &k);
+			record(ct, &k, true);
+		}
+		break;
+	case CMD_RECORD_STOP:
+		if (!ct->rec)
+			return cmd_fail(c, -ENOENT, "not recording");
+		if (!retire_room(ct))
+			return cmd_fail(c, -EAGAIN, "recordings stopped are still being closed: "
+						    "try again");
+		retire(ct, ct->rec);
+		ct->rec = NULL;
+		ct->env.rec = NULL;
+		break;
 	case CMD_FUNCTION:
 	case CMD_EVICT:
 	case CMD_ACK:
@@ -408,6 +461,20 @@ out:
 	if (r && !c->err[0])
 		cmd_fail(c, r, shmclock_strerror(r));
 	return r;
+}
+
+void clockthread_reap(struct clockthread *ct)
+{
+	struct recorder *r[sizeof(ct->retired) / sizeof(ct->retired[0])];
+	unsigned n;
+
+	pthread_mutex_lock(&ct->retired_mu);
+	n = ct->nretired;
+	memcpy(r, ct->retired, n * sizeof(r[0]));
+	ct->nretired = 0;
+	pthread_mutex_unlock(&ct->retired_mu);
+	for (unsigned i = 0; i < n; i++)
+		recorder_close(r[i]);
 }
 
 /* Applies every queued command; true after CMD_STOP. */
@@ -430,6 +497,16 @@ static bool drain(struct clockthread *ct)
 		}
 		if (rc != CLOCK_MODE_HELD) {
 			record_cmd(ct, c);
+			/* A record command refused: its recorder goes back to
+			 * the main thread, closed there (its client is told, and
+			 * removes the file it made). */
+			if (c->arg_rec) {
+				if (retire_room(ct))
+					retire(ct, c->arg_rec);
+				else
+					recorder_close(c->arg_rec); /* 32 waiting: never, in practice */
+				c->arg_rec = NULL;
+			}
 			complete(ct->w, ct->notify_fd, c, rc);
 		}
 	}
@@ -504,6 +581,9 @@ int clockthread_start(struct clockthread *ct, shmclock_writer_t *w,
 				      .cause = &ct->cause, .rec = ct->rec };
 	ct->cause = (struct tl_cause){ .kind = TL_CAUSE_MODE, .uid = -1, .pid = -1 };
 	ct->rec_commits = 0;
+	atomic_init(&ct->rec_shown, ct->rec);
+	pthread_mutex_init(&ct->retired_mu, NULL);
+	ct->nretired = 0;
 	ct->started = false;
 	r = pthread_create(&ct->thread, NULL, clock_main, ct);
 	if (r) {
@@ -556,6 +636,8 @@ void clockthread_stop(struct clockthread *ct)
 
 	clockthread_submit(ct, &c);
 	pthread_join(ct->thread, NULL);
+	clockthread_reap(ct);
+	pthread_mutex_destroy(&ct->retired_mu);
 	if (ct->notify_fd >= 0)
 		close(ct->notify_fd);
 	ct->notify_fd = -1;
@@ -573,8 +655,13 @@ void clockthread_status(struct clockthread *ct, cJSON *st, const struct shmclock
 	bool stale = atomic_load_explicit(&ct->stale, memory_order_relaxed);
 
 	tick_stats_status(&ct->ticks, st);
-	if (ct->rec)
-		recorder_status(ct->rec, st);
+	/* Acquire: pairs with the clock thread's release when it took the
+	 * recorder. Only this (main) thread closes recorders (reap, stop), so
+	 * one shown here is alive. */
+	struct recorder *rec = atomic_load_explicit(&ct->rec_shown, memory_order_acquire);
+
+	if (rec)
+		recorder_status(rec, st);
 	if (ct->mode->ops->status)
 		ct->mode->ops->status(ct->mode, st, cfg, in, stale);
 	cJSON_AddBoolToObject(st, "stale", stale);

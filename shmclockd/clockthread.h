@@ -50,6 +50,14 @@ struct clockthread {
 	 * saw last) with its cause. */
 	struct recorder *rec;
 	uint64_t rec_commits;
+	/* The recorder status shows (the main thread reads it; the clock
+	 * thread sets it), and those record-stop let go of, for the main
+	 * thread to close (clockthread_reap): closing writes the summary,
+	 * which the clock thread never waits for. */
+	_Atomic(struct recorder *) rec_shown;
+	pthread_mutex_t retired_mu;
+	struct recorder *retired[32];
+	unsigned nretired;
 	struct tl_cause cause;           /* a mode's word on its next commit (env.cause) */
 };
 
@@ -85,5 +93,9 @@ double clockthread_scale_achieved(const struct clockthread *ct);
 
 /* Stops and joins the thread. */
 void clockthread_stop(struct clockthread *ct);
+
+/* Closes the recorders record-stop let go of (main thread): each writes its
+ * summary. */
+void clockthread_reap(struct clockthread *ct);
 
 #endif

@@ -19,6 +19,7 @@
 #include "protocol.h"
 
 struct dist_fn;
+struct recorder;
 struct dist_ack;
 
 /* How CMD_INIT treats an existing clock. */
@@ -40,6 +41,8 @@ struct cmd {
 	const struct dist_fn *arg_fn;    /* CMD_FUNCTION */
 	const struct dist_ack *arg_ack;  /* CMD_ACK */
 	bool arg_stale;                  /* CMD_STALE */
+	struct recorder *arg_rec;        /* CMD_RECORD: the recorder to take (the clock
+					  * thread's once the command is applied) */
 	/* Queued by clockthread_post: nobody waits on done; the clock
 	 * thread signals its notify descriptor instead. */
 	bool async;

@@ -25,6 +25,7 @@
 
 #include "clockthread.h"
 #include "control.h"
+#include "record.h"
 #include "log.h"
 
 
@@ -105,8 +106,10 @@ int control_open(struct control *c, const char *path, const struct shmclockd_con
 	c->spare_fd = -1;
 	c->cfg = cfg;
 	c->rq = (struct request_ctx){ .ct = ct, .cfg = cfg, .server_status = server_status, .server = c };
-	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++)
+	for (int i = 0; i < CONTROL_CLIENTS_MAX; i++) {
 		c->clients[i].fd = -1;
+		c->clients[i].passed_fd = -1;
+	}
 	if (strlen(path) >= sizeof(a.sun_path)) {
 		snprintf(err, errlen, "control socket path too long: %s", path);
 		return -ENAMETOOLONG;
@@ -219,6 +222,9 @@ static void drop(struct control *c, struct client *cl, const char *why)
 	}
 	close(cl->fd);
 	cl->fd = -1;
+	if (cl->passed_fd >= 0)
+		close(cl->passed_fd);
+	cl->passed_fd = -1;
 	cl->used = 0;
 	cl->blocked = false;
 	cl->eof = false;
@@ -359,6 +365,10 @@ static bool answer_done(struct control *c, struct client *cl)
 			break;
 		cl->first = (cl->first + 1) % CONTROL_INFLIGHT_MAX;
 		cl->count--;
+		/* record-stop is answered once the file is whole (its summary
+		 * written); a record refused, once its recorder is closed. */
+		if (c->rq.ct && (cmd->req.kind == CMD_RECORD_STOP || cmd->req.kind == CMD_RECORD))
+			clockthread_reap(c->rq.ct);
 		if (cmd->rc) {
 			c->errors++;
 			reply = request_reply_error(cmd->err);
@@ -431,6 +441,22 @@ static bool handle_line(struct control *c, struct client *cl, const char *line, 
 	}
 	log_msg(LOG_INFO, "control: %.*s (uid %u)", (int)(len > 200 ? 200 : len), line,
 		(unsigned)cl->uid);
+	if (req.kind == CMD_RECORD) {
+		/* The file is the client's: made by it, with its rights, and
+		 * passed open. This daemon opens no path a client names. */
+		int fd = cl->passed_fd;
+
+		cl->passed_fd = -1;
+		if (fd < 0) {
+			push_error(cl, cmd, "record needs its file passed open with the request "
+					    "(SCM_RIGHTS): shmclockctl record FILE makes and passes it");
+			return true;
+		}
+		if (recorder_open_fd(fd, c->cfg->name, &cmd->arg_rec, err, sizeof(err))) {
+			push_error(cl, cmd, err);
+			return true;
+		}
+	}
 	cmd->req = req;
 	cmd->from_client = true;
 	cmd->uid = cl->uid;
@@ -465,6 +491,41 @@ static void run_lines(struct control *c, struct client *cl)
 	answer_done(c, cl);
 }
 
+/* Reads what the client sent, and a descriptor it passed with it
+ * (SCM_RIGHTS: record's file): the last one kept, any other closed at
+ * once. The kernel closes those the buffer had no room for (MSG_CTRUNC),
+ * so no client can fill this daemon's table. */
+static ssize_t recv_passing(struct client *cl)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { cl->buf + cl->used, CONTROL_LINE_MAX - cl->used };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	ssize_t n = recvmsg(cl->fd, &mh, MSG_CMSG_CLOEXEC);
+
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t k;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (cl->passed_fd >= 0)
+				close(cl->passed_fd);
+			cl->passed_fd = fd;
+		}
+	}
+	return n;
+}
+
 static void read_client(struct control *c, struct client *cl, short revents)
 {
 	ssize_t n;
@@ -475,7 +536,7 @@ static void read_client(struct control *c, struct client *cl, short revents)
 			drop(c, cl, NULL);
 		return;
 	}
-	n = recv(cl->fd, cl->buf + cl->used, CONTROL_LINE_MAX - cl->used, 0);
+	n = recv_passing(cl);
 	if (n == 0 && cl->count) {
 		/* It shut its side after its last line (printf ... | socat):
 		 * its commands in flight are answered first, then it is
@@ -542,6 +603,9 @@ void control_handle(struct control *c, const struct pollfd *fds, int n)
 		if (c->clients[i].fd >= 0 && !c->clients[i].count &&
 		    now - c->clients[i].last_ns > c->cfg->control_idle_ns)
 			drop(c, &c->clients[i], "idle");
+	/* Recorders a record-stop let go of whose client went away. */
+	if (c->rq.ct)
+		clockthread_reap(c->rq.ct);
 }
 
 int control_poll_ms(const struct control *c)

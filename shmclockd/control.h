@@ -36,6 +36,7 @@ struct client {
 	int fd;
 	uid_t uid;
 	pid_t pid; /* when it connected (SO_PEERCRED) */
+	int passed_fd; /* the last descriptor it passed (SCM_RIGHTS), for record; -1 none */
 	size_t used;
 	int64_t last_ns;
 	/* A complete line waits for the commands before it to be answered

@@ -138,14 +138,14 @@ void dist_event(struct dist *d, const char *event, const char *host, uint64_t te
 	struct tl_hosts e = { .term = term };
 	shmclock_info_t in;
 
-	if (!d->rec)
+	if (!d->env || !d->env->rec)
 		return;
-	shmclock_writer_info(d->w, &in);
+	shmclock_writer_info(d->env->w, &in);
 	e.sim_ns = in.sim_ns;
 	snprintf(e.event, sizeof(e.event), "%s", event);
 	snprintf(e.host, sizeof(e.host), "%s", host);
 	snprintf(e.detail, sizeof(e.detail), "%s", detail);
-	recorder_hosts(d->rec, &e);
+	recorder_hosts(d->env->rec, &e);
 }
 
 /* CMD_INIT: ticks as plain; a leader publishes its first function. */
@@ -155,8 +155,7 @@ static int dist_start(struct clock_mode *m, const struct clock_env *env)
 	int64_t now;
 	int r = mode_plain_ops.start(m, env);
 
-	d->rec = env->rec;
-	d->w = env->w;
+	d->env = env;
 	if (r)
 		return r;
 	/* A follower is stale until it follows (follower_fresh): a clock

@@ -145,7 +145,11 @@ struct proto_arg {
 	  PROTO_MODES("evict is for a lockstep clock (shmclockd --lockstep N)", PROTO_OK,          \
 		      "evict is for a lockstep clock (shmclockd --lockstep N)",                    \
 		      "evict is for a lockstep clock (shmclockd --lockstep N)"),                   \
-	  true, "", "lockstep: drop the participant named WHO (it no longer holds the clock)")
+	  true, "", "lockstep: drop the participant named WHO (it no longer holds the clock)")      \
+	X("record", CMD_RECORD, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "FILE",               \
+	  "record each change of the time function to FILE, a new MCAP file (passed open)")        \
+	X("record-stop", CMD_RECORD_STOP, PROTO_NOARGS, false, PROTO_ALL_MODES, false, "",         \
+	  "stop recording: the summary written, the file closed")
 
 /* The daemon's own commands, never on the wire: the same columns (the
  * name is for the tests). */

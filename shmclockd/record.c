@@ -47,6 +47,7 @@ struct chunk_ix {
 struct recorder {
 	char *path;
 	int fd;
+	bool owned;                /* this daemon made the file (Record, --record) */
 	char clock[72];
 	pthread_t thread;
 
@@ -537,8 +538,11 @@ int recorder_check(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-int recorder_open(const char *path, const char *clock, struct recorder **out, char *err,
-		  size_t errlen)
+/* The recorder on @fd (taken over: closed on failure), its file @path
+ * (for status and messages; @owned: this daemon made it, and removes it
+ * when it cannot start). */
+static int start(int fd, const char *path, bool owned, const char *clock, struct recorder **out,
+		 char *err, size_t errlen)
 {
 	struct recorder *r = calloc(1, sizeof(*r));
 	struct mcap_buf b = { 0 };
@@ -549,24 +553,19 @@ int recorder_open(const char *path, const char *clock, struct recorder **out, ch
 			free(r->path);
 			free(r);
 		}
+		close(fd);
 		snprintf(err, errlen, "record: out of memory");
 		return -ENOMEM;
 	}
+	r->fd = fd;
+	r->owned = owned;
 	snprintf(r->clock, sizeof(r->clock), "%s", clock);
-	r->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (r->fd < 0) {
-		e = errno;
-		say_open_error(path, e, err, errlen);
-		goto fail;
-	}
 	tl_put_start(&b, clock, "shmclockd " SHMCLOCK_VERSION_STRING);
 	e = append(r, &b);
 	mcap_buf_free(&b);
 	if (e) {
 		e = -e;
 		snprintf(err, errlen, "record: writing %s: %s", path, strerror(e));
-		unlink(path);
-		close(r->fd);
 		goto fail;
 	}
 	/* The thread takes no signal: the daemon reads them from a signalfd
@@ -582,17 +581,69 @@ int recorder_open(const char *path, const char *clock, struct recorder **out, ch
 	}
 	if (e) {
 		snprintf(err, errlen, "record: a thread: %s", strerror(e));
-		unlink(path);
-		close(r->fd);
 		goto fail;
 	}
 	*out = r;
 	return 0;
 fail:
+	if (owned)
+		unlink(path);
+	close(fd);
 	free(r->ring);
 	free(r->path);
 	free(r);
 	return -e;
+}
+
+int recorder_open(const char *path, const char *clock, struct recorder **out, char *err,
+		  size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		int e = errno;
+
+		say_open_error(path, e, err, errlen);
+		return -e;
+	}
+	return start(fd, path, true, clock, out, err, errlen);
+}
+
+int recorder_open_fd(int fd, const char *clock, struct recorder **out, char *err, size_t errlen)
+{
+	char link[64], path[1024];
+	struct stat st;
+	ssize_t n;
+	int fl = fcntl(fd, F_GETFL);
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		snprintf(path, sizeof(path), "(a passed file)");
+	else
+		path[n] = 0;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "record: the file passed is not a regular file");
+		close(fd);
+		return -EINVAL;
+	}
+	if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
+		snprintf(err, errlen, "record: the file passed is not open for writing");
+		close(fd);
+		return -EBADF;
+	}
+	if (st.st_size) {
+		snprintf(err, errlen, "record: the file passed is not empty (%lld bytes): a "
+			 "recording is never written over another file", (long long)st.st_size);
+		close(fd);
+		return -EEXIST;
+	}
+	return start(fd, path, false, clock, out, err, errlen);
+}
+
+const char *recorder_path(const struct recorder *r)
+{
+	return r->path;
 }
 
 void recorder_status(struct recorder *r, cJSON *st)
@@ -647,7 +698,8 @@ void recorder_discard(struct recorder *r)
 	if (!r)
 		return;
 	join(r);
-	unlink(r->path);
+	if (r->owned)
+		unlink(r->path);
 	release(r);
 }
 

@@ -31,11 +31,20 @@ struct recorder;
 int recorder_open(const char *path, const char *clock, struct recorder **out, char *err,
 		  size_t errlen);
 
+/* As recorder_open(), on a file a control client made and passed (fd
+ * taken over, closed on failure): it must be a regular, empty file open
+ * for writing. */
+int recorder_open_fd(int fd, const char *clock, struct recorder **out, char *err, size_t errlen);
+
+/* Its file's path, as opened or as /proc names the descriptor passed. */
+const char *recorder_path(const struct recorder *r);
+
 /* Whether recorder_open() could create @path (it does not exist, its
  * directory does): 0, or -errno with a one-line @err. Nothing is made. */
 int recorder_check(const char *path, char *err, size_t errlen);
 
-/* As recorder_close(), for a start that failed: the file is removed. */
+/* As recorder_close(), for a start that failed: the file is removed if
+ * this daemon made it. */
 void recorder_discard(struct recorder *r);
 
 /* A change the clock committed: @fn as shmclock_writer_function() gave it,

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -77,12 +78,12 @@ static int timeout_ms = 5000;
 
 /* One request, one reply line. Returns the parsed reply or NULL (message
  * printed; *rc is the exit status). */
-static cJSON *request(const char *sock, const char *line, int *rc)
+static cJSON *request_fd(const char *sock, const char *line, int pass, int *rc)
 {
 	/* Lockstep status with 64 participants and their figures. */
 	static char buf[65536];
 	cJSON *reply;
-	int r = control_client_request(sock, line, buf, sizeof(buf), timeout_ms);
+	int r = control_client_request_fd(sock, line, pass, buf, sizeof(buf), timeout_ms);
 
 	*rc = 1;
 	if (r == -ETIMEDOUT) {
@@ -106,6 +107,11 @@ static cJSON *request(const char *sock, const char *line, int *rc)
 	if (!reply)
 		fprintf(stderr, "shmclockctl: the daemon sent no valid reply\n");
 	return reply;
+}
+
+static cJSON *request(const char *sock, const char *line, int *rc)
+{
+	return request_fd(sock, line, -1, rc);
 }
 
 static void print_status(const cJSON *st)
@@ -138,6 +144,16 @@ static void print_status(const cJSON *st)
 		       duration_format((int64_t)num_of(t, "late_p99_ns"), p99, sizeof(p99)),
 		       duration_format((int64_t)num_of(t, "late_max_ns"), mx, sizeof(mx)));
 	}
+	t = cJSON_GetObjectItemCaseSensitive(st, "record");
+	if (t)
+		printf("record      %s: %.0f changes and events written, %.0f dropped%s%s\n",
+		       str_of(t, "file"), num_of(t, "written"), num_of(t, "dropped"),
+		       *str_of(t, "error") ? "  ERROR: " : "", str_of(t, "error"));
+	t = cJSON_GetObjectItemCaseSensitive(st, "replay");
+	if (t)
+		printf("replay      %s: %.0f of %.0f changes%s%s\n", str_of(t, "file"),
+		       num_of(t, "applied"), num_of(t, "changes"), bool_of(t, "paused") ? ", paused" : "",
+		       bool_of(t, "truncated") ? " (the file is cut short)" : "");
 	t = cJSON_GetObjectItemCaseSensitive(st, "ros2");
 	if (t && bool_of(t, "following")) {
 		char age[32] = "no sample yet";
@@ -447,8 +463,8 @@ int main(int argc, char **argv)
 	cJSON *req, *reply;
 	const cJSON *ok;
 	bool json = false;
-	const char *cmd;
-	int c, rc;
+	const char *cmd, *rec_file = NULL;
+	int c, rc, pass = -1;
 
 	while ((c = getopt_long(argc, argv, "+n:t:h", opts, NULL)) != -1) {
 		double t;
@@ -503,10 +519,35 @@ int main(int argc, char **argv)
 
 	if (!strcmp(cmd, "top"))
 		return top(sock, argc, argv);
+	/* record start FILE, record stop: the issue's words for record FILE
+	 * and record-stop. */
+	if (!strcmp(cmd, "record") && argc == 3 && !strcmp(argv[1], "start")) {
+		argv[1] = argv[2];
+		argc = 2;
+	} else if (!strcmp(cmd, "record") && argc == 2 && !strcmp(argv[1], "stop")) {
+		cmd = "record-stop";
+		argc = 1;
+	}
 	pc = proto_find(cmd);
 	if (!pc) {
 		fprintf(stderr, "shmclockctl: unknown command '%s' (see --help)\n", cmd);
 		return 2;
+	}
+	if (pc->kind == CMD_RECORD) {
+		if (argc != 2) {
+			fprintf(stderr, "shmclockctl: record needs exactly one FILE (see record --help)\n");
+			return 2;
+		}
+		/* Made here, with this user's rights, and passed open: the
+		 * daemon opens no path a client names. Never over a file. */
+		rec_file = argv[1];
+		pass = open(rec_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (pass < 0) {
+			fprintf(stderr, "shmclockctl: record: %s: %s%s\n", rec_file, strerror(errno),
+				errno == EEXIST ? " (a recording is never written over a file)" : "");
+			return 1;
+		}
+		argc = 1;
 	}
 	req = cJSON_CreateObject();
 	cJSON_AddNumberToObject(req, "v", CONTROL_PROTOCOL);
@@ -548,8 +589,14 @@ int main(int argc, char **argv)
 		line[n] = '\n';
 		line[n + 1] = 0;
 	}
-	reply = request(sock, line, &rc);
+	reply = request_fd(sock, line, pass, &rc);
 	free(line);
+	if (pass >= 0)
+		close(pass);
+	/* Not recording: the file made for it goes (the daemon closed its
+	 * copy, or never had it). */
+	if (rec_file && (!reply || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok"))))
+		unlink(rec_file);
 	if (!reply)
 		return rc;
 	ok = cJSON_GetObjectItemCaseSensitive(reply, "ok");

@@ -101,16 +101,36 @@ static inline size_t control_client_read_line(int fd, char *buf, size_t len, int
 /* One request on a fresh connection; the reply line in @buf. Returns 0
  * with a whole line, -ETIMEDOUT when none came within @timeout_ms, -EPROTO
  * when the connection ended without one, or -errno (no daemon, say). */
-static inline int control_client_request(const char *path, const char *req, char *buf,
-					 size_t len, int timeout_ms)
+/* As control_client_request(), passing descriptor @pass (SCM_RIGHTS) with
+ * the request when it is >= 0 (record's file). */
+static inline int control_client_request_fd(const char *path, const char *req, int pass,
+					    char *buf, size_t len, int timeout_ms)
 {
 	int64_t t0 = control_client_ms();
 	int fd = control_client_connect_within(path, timeout_ms), e;
+	union {
+		char c[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { (void *)req, strlen(req) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	buf[0] = 0;
 	if (fd < 0)
 		return fd;
-	if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+	if (pass >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.c;
+		mh.msg_controllen = sizeof(u.c);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass, sizeof(int));
+	}
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
 		e = errno;
 		close(fd);
 		return -e;
@@ -127,6 +147,12 @@ static inline int control_client_request(const char *path, const char *req, char
 			return 0;
 		return timeout_ms >= 0 && control_client_ms() - t0 >= timeout_ms ? -ETIMEDOUT : -EPROTO;
 	}
+}
+
+static inline int control_client_request(const char *path, const char *req, char *buf,
+					 size_t len, int timeout_ms)
+{
+	return control_client_request_fd(path, req, -1, buf, len, timeout_ms);
 }
 
 #endif

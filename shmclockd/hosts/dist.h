@@ -402,10 +402,9 @@ struct dist {
 	struct dist_leader ldr;
 	struct dist_follower flw;
 	struct dist_shown st;
-	/* The recording (record.h), or NULL; the clock, for its events'
-	 * time. Set at start, on the clock thread. */
-	struct recorder *rec;
-	shmclock_writer_t *w;
+	/* What the clock thread lends (its recorder, record.h, may come and
+	 * go: record, record-stop). Set at start, on the clock thread. */
+	const struct clock_env *env;
 };
 
 /* An event between hosts into the recording, if there is one: @event

@@ -28,6 +28,10 @@ built shmclockd:
 - lockstep: two participants, one stopped (SIGSTOP) past StallAfter: the
   recording has their joins, the stall and their leaving, and each advance
   names who held the clock and for how long;
+- shmclockctl record FILE and record-stop on a running daemon: the file is
+  made by shmclockctl and passed open; the daemon refuses a request without
+  it, a pipe, a file open read-only or with data in it, a second record
+  while recording; descriptors passed with other requests are closed;
 - a full disk (RLIMIT_FSIZE) while recording: an error in status and the
   log, changes counted as dropped, the clock going on, the file whole up to
   its last chunk;
@@ -461,6 +465,101 @@ def lockstep_replay_phase(tmp):
           "lockstep replay: a recording that jumps back is refused: %s" % r.stderr.strip())
 
 
+def raw(sockpath, line, fds=()):
+    """One request line on the control socket, passing @fds; the reply."""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(sockpath)
+    if fds:
+        socket.send_fds(s, [line.encode()], list(fds))
+    else:
+        s.sendall(line.encode())
+    r = b""
+    while not r.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        r += chunk
+    s.close()
+    return json.loads(r) if r else {}
+
+
+def control_record_phase(tmp):
+    """shmclockctl record FILE and record-stop on a running daemon; the
+    file passed open, and what a client may pass refused."""
+    clock = name("ctlrec")
+    sock = "%s/%s.sock" % (tmp, clock)
+    p = daemon(tmp, clock)
+    pid = p.pid
+    r = ctl(tmp, clock, "record-stop", check_rc=False)
+    check(r.returncode == 1 and "not recording" in r.stderr, "record-stop: refused when not "
+          "recording: %s" % r.stderr.strip())
+    r = raw(sock, '{"v":1,"cmd":"record"}\n')
+    check(not r.get("ok") and "passed open" in r.get("error", ""),
+          "record: a request without its file is refused: %s" % r.get("error"))
+    rd, wr = os.pipe()
+    r = raw(sock, '{"v":1,"cmd":"record"}\n', [wr])
+    check(not r.get("ok") and "not a regular file" in r.get("error", ""),
+          "record: a pipe passed is refused: %s" % r.get("error"))
+    os.close(rd)
+    os.close(wr)
+    ro = "%s/ro.mcap" % tmp
+    open(ro, "w").close()
+    fd = os.open(ro, os.O_RDONLY)
+    r = raw(sock, '{"v":1,"cmd":"record"}\n', [fd])
+    os.close(fd)
+    check(not r.get("ok") and "not open for writing" in r.get("error", ""),
+          "record: a file passed read-only is refused: %s" % r.get("error"))
+    full = "%s/full.txt" % tmp
+    open(full, "w").write("somebody's data\n")
+    fd = os.open(full, os.O_WRONLY)
+    r = raw(sock, '{"v":1,"cmd":"record"}\n', [fd])
+    os.close(fd)
+    check(not r.get("ok") and "not empty" in r.get("error", "") and
+          open(full).read() == "somebody's data\n",
+          "record: a file passed with data in it is refused, untouched: %s" % r.get("error"))
+    # Descriptors passed with other requests: kept one at a time, the
+    # rest closed, so a client cannot fill the daemon's table.
+    before = len(os.listdir("/proc/%d/fd" % pid))
+    fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(4)]
+    for _ in range(200):
+        raw(sock, '{"v":1,"cmd":"status"}\n', fds)
+    for fd in fds:
+        os.close(fd)
+    after = len(os.listdir("/proc/%d/fd" % pid))
+    check(after <= before + 1, "record: 800 descriptors passed with status requests leave "
+          "the daemon's table as it was (%d, then %d)" % (before, after))
+    f1, f2 = "%s/ctl1.mcap" % tmp, "%s/ctl2.mcap" % tmp
+    r = ctl(tmp, clock, "record", f1, check_rc=False)
+    check(r.returncode == 0, "record FILE: recording (%s)" % r.stderr.strip())
+    st = status(tmp, clock)
+    check(st.get("record", {}).get("file") == f1, "status names the file: %s" % st.get("record"))
+    r = ctl(tmp, clock, "record", "start", f2, check_rc=False)
+    check(r.returncode == 1 and "already recording" in r.stderr and not os.path.exists(f2),
+          "record start FILE2: refused while recording, FILE2 removed: %s" % r.stderr.strip())
+    ctl(tmp, clock, "pause")
+    ctl(tmp, clock, "scale", "3")
+    r = ctl(tmp, clock, "record", "stop", check_rc=False)
+    check(r.returncode == 0 and "record" not in status(tmp, clock),
+          "record stop: stopped (%s)" % r.stderr.strip())
+    rc, out, err = validate(f1)
+    check(rc == 0, "record stop: the file is whole when it returns (@mcap/core: %s%s)"
+          % (out, err))
+    fns, _ = timeline(f1)
+    check([f["cause"].get("command") for f in fns] == ["record", "pause", "scale"],
+          "the recording starts with the function as it was, then each change: %s"
+          % [f["cause"].get("command") for f in fns])
+    r = ctl(tmp, clock, "record", f1, check_rc=False)
+    check(r.returncode == 1 and "never written over" in r.stderr and validate(f1)[0] == 0,
+          "record onto an existing file: refused, the file untouched: %s" % r.stderr.strip())
+    r = ctl(tmp, clock, "record", f2, check_rc=False)
+    check(r.returncode == 0 and status(tmp, clock).get("record", {}).get("file") == f2,
+          "record again to another file")
+    stop(p)
+    check(validate(f2)[0] == 0, "a recording the daemon's exit ends is whole")
+
+
 def disk_full_phase(tmp):
     clock = name("full")
     path = "%s/full.mcap" % tmp
@@ -639,6 +738,7 @@ def main():
         cut_phase(tmp, path, fns)
         lockstep_phase(tmp)
         lockstep_replay_phase(tmp)
+        control_record_phase(tmp)
         disk_full_phase(tmp)
         disk_recovers_phase(tmp)
         bad_input_phase(tmp, path, fns)
