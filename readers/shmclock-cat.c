@@ -121,13 +121,16 @@ static int print_mcap(const char *path, bool json, int64_t until)
 		       printable(rec.clock), rec.nchanges, rec.nevents, rec.nhosts, "SIM TIME",
 		       "WALL (UTC)", "FUNCTION", "CAUSE");
 	while (i < rec.nchanges || j < rec.nevents || k < rec.nhosts) {
-		/* The three in the order they happened (wall-clock time). */
-		int64_t wc = i < rec.nchanges ? rec.changes[i].wall_ns : INT64_MAX;
-		int64_t we = j < rec.nevents ? rec.events[j].wall_ns : INT64_MAX;
-		int64_t wh = k < rec.nhosts ? rec.hosts[k].wall_ns : INT64_MAX;
-		bool ev = j < rec.nevents && we < wc && we <= wh;
+		/* The three in the order they happened (wall-clock time),
+		 * each taken only while it has entries left: a file's times
+		 * may be anything. */
+		bool hc = i < rec.nchanges, he = j < rec.nevents, hh = k < rec.nhosts;
+		int64_t wc = hc ? rec.changes[i].wall_ns : 0;
+		int64_t we = he ? rec.events[j].wall_ns : 0;
+		int64_t wh = hh ? rec.hosts[k].wall_ns : 0;
+		bool ev = he && (!hc || we < wc) && (!hh || we <= wh);
 
-		if (k < rec.nhosts && wh < wc && wh < we) {
+		if (hh && (!hc || wh < wc) && (!he || wh < we)) {
 			struct tl_hosts *h = &rec.hosts[k++];
 
 			if (h->sim_ns > until)

@@ -270,6 +270,8 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	if (next == CLOCK_MODE_AGAIN)
 		return next;
 	now = mono_ns();
+	if (d->leader)
+		dist_note_gone(d, now);
 	if (d->leader && d->ldr.announce_at != INT64_MAX) {
 		if (now >= d->ldr.announce_at)
 			dist_announce(d, env, now);

@@ -579,6 +579,12 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 		if (env->rec) {
 			*env->cause = l->holders;
 			env->cause->held_ns = now - l->commit_mono;
+			/* Nobody's grant held it there: a replay's instant,
+			 * or an external source's value. */
+			if (!l->holders.who[0])
+				env->cause->kind = l->ndue ? TL_CAUSE_REPLAY
+					: c->source->ops->feed == FEED_CLIENT ? TL_CAUSE_SOURCE
+									     : TL_CAUSE_MODE;
 			note_holders(l, limit);
 		}
 		r = shmclock_writer_advance(env->w, limit);
@@ -888,6 +894,7 @@ int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 	}
 	l->m.ops = &mode_lockstep_ops;
 	l->notify_fd = -1;
+	l->holders = (struct tl_cause){ .kind = TL_CAUSE_MODE, .uid = -1, .pid = -1 };
 	l->pub_sim = INT64_MIN;
 	pthread_mutex_init(&l->rec_lock, NULL);
 	r = shmclock_lockstep_host_create(w, c->name, c->has_group ? 0660 : 0600,

@@ -189,6 +189,7 @@ struct dist_member {
 	uint64_t late_change;
 	bool asked_aside;
 	bool used;
+	bool gone;              /* its lease ran out, said (recording); back: joined again */
 	/* It left (a lease of 0), at left_at, written at left_written (its
 	 * clock): the slot keeps its id until reused (not by another for
 	 * DIST_LEAVE_ORDER_NS), and an acknowledgement it wrote before the
@@ -406,6 +407,10 @@ struct dist {
 	 * go: record, record-stop). Set at start, on the clock thread. */
 	const struct clock_env *env;
 };
+
+/* Leader: members whose lease ran out since the last pass, said once
+ * each to the recording ("lost"; one heard again is "joined" again). */
+void dist_note_gone(struct dist *d, int64_t now);
 
 /* An event between hosts into the recording, if there is one: @event
  * (joined, left, lost, following, leader-lost, conflict), @host, @term (0:

@@ -348,10 +348,15 @@ void dist_lost_leader(struct dist *d, const struct clock_env *env, enum dist_los
 		snprintf(what, sizeof(what), "%s: %.130s", loss_names[why], detail);
 		dist_event(d, "leader-lost", d->fn.leader[0] ? d->fn.leader : "(none yet)", d->fn.term,
 			   what);
-		/* The stale mark this commits is the loss's. */
-		env->cause->kind = TL_CAUSE_STALE;
 	}
 	stop_readers(d, env);
+	{
+		/* The stale mark stop_readers committed is the loss's, whatever
+		 * command or pass found it. */
+		const struct tl_cause stale = { .kind = TL_CAUSE_STALE, .uid = -1, .pid = -1 };
+
+		clock_env_record(env, &stale);
+	}
 	if (why == LOSS_SILENCE || why == LOSS_LEASE || why == LOSS_ASIDE)
 		dist_q_clear(d, env, why == LOSS_SILENCE ? "the leader is silent"
 				     : why == LOSS_LEASE ? "this follower's lease ran out"

@@ -300,6 +300,10 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 				m->late_change = 0;
 				m->asked_aside = false;
 			}
+			if (m->gone) {
+				m->gone = false;
+				dist_event(d, "joined", m->id, d->fn.term, "back after its lease ran out");
+			}
 		}
 		else if (!free_slot && !member_live(x, now) &&
 			 !(x->left && now - x->left_at < DIST_LEAVE_ORDER_NS))
@@ -354,4 +358,18 @@ int dist_leader_ack(struct dist *d, const struct dist_ack *a, int64_t now)
 		echo_to(d, a->follower, a->written_ns, m->asked_aside ? DIST_ASIDE_NS : 0);
 	}
 	return 0;
+}
+
+void dist_note_gone(struct dist *d, int64_t now)
+{
+	if (!d->env || !d->env->rec)
+		return;
+	for (unsigned i = 0; i < DIST_MEMBERS_MAX; i++) {
+		struct dist_member *m = &d->ldr.members[i];
+
+		if (m->used && !m->gone && !member_live(m, now)) {
+			m->gone = true;
+			dist_event(d, "lost", m->id, d->fn.term, "its lease ran out (silent)");
+		}
+	}
 }

@@ -4,7 +4,8 @@
 clock on loopback (Cyclone DDS bound to 127.0.0.1, a domain of the run's
 own), each recording (--record):
 
-- the leader's file has each follower joining and the one stopped leaving,
+- the leader's file has each follower joining, one stopped (SIGSTOP) past
+  its lease lost and back, the one stopped (SIGTERM) leaving,
   and the control requests that changed the clock; the leader is then
   killed (SIGKILL): its file, cut, is read up to its last whole chunk;
 - the follower's file has the leader it follows with its term, each change
@@ -100,12 +101,29 @@ def main():
         check(r.get("ok") is True, "leader: %s (%s)" % (cmd, r.get("error", "ok")))
         time.sleep(0.2)
     check(wait_for(lambda: status(f1)["jump_epoch"] >= 1, 20, 0.1), "f1 took the leader's set")
+    # f1 stopped past its lease, then on again: lost, and back.
+    f1_id = [m["id"] for m in status(lead)["distribute"]["followers"]
+             if m["id"].split("/")[1] == str(procs["f1"].pid)]
+    procs["f1"].send_signal(signal.SIGSTOP)
+    gone = lambda: any(h["event"] == "lost" for h in timeline(files[lead])[0]["hosts"])  # noqa
+    check(wait_for(gone, 30, 0.2), "the leader records f1 lost once its lease ran out")
+    procs["f1"].send_signal(signal.SIGCONT)
+    back = lambda: sum(1 for h in timeline(files[lead])[0]["hosts"]  # noqa
+                       if h["event"] == "joined") >= 3
+    check(wait_for(back, 30, 0.2), "the leader records f1 back")
+    check(wait_for(following, 30, 0.2), "f1 follows again")
     procs["f2"].send_signal(signal.SIGTERM)
     check(procs["f2"].wait(timeout=60) == 0, "f2 stopped cleanly")
     # The leader hears the leave: its status no longer counts f2.
     check(wait_for(lambda: len(status(lead)["distribute"].get("followers", [])) == 1, 20, 0.1),
           "the leader counts one follower after f2's leave")
-    time.sleep(0.1)  # its chunk: written within ~10 ms
+    # The leave recorded and written before the leader is killed: its
+    # recorder counts it (status), not a time.
+    written = status(lead)["record"]["written"]
+    check(wait_for(lambda: status(lead)["record"]["written"] > written - 1 and
+                   status(lead)["record"]["chunks"] >= 1, 10, 0.05), "the leader's recorder runs")
+    left = lambda: any(h["event"] == "left" for h in timeline(files[lead])[0]["hosts"])  # noqa
+    check(wait_for(left, 20, 0.1), "the leader's file has f2's leave before the leader dies")
     procs["leader"].send_signal(signal.SIGKILL)
     procs["leader"].wait(timeout=60)
     check(wait_for(lambda: status(f1).get("stale", False), 30, 0.1),
@@ -117,8 +135,15 @@ def main():
     # The leader's file, cut by its SIGKILL.
     t, err = timeline(files[lead])
     ev = [(h["event"], h["host"]) for h in t["hosts"]]
-    check(sum(1 for e, _ in ev if e == "joined") >= 2 and any(e == "left" for e, _ in ev),
+    check(sum(1 for e, _ in ev if e == "joined") >= 3 and any(e == "left" for e, _ in ev),
           "leader's file: both followers joined, one left: %s" % ev)
+    # Back: in its slot ("back after its lease ran out"), or, when it
+    # said it left first (stale once it runs again), as a new member.
+    me = f1_id[0] if f1_id else "?"
+    lost_at = ev.index(("lost", me)) if ("lost", me) in ev else len(ev)
+    check(lost_at < len(ev) and ("joined", me) in ev[lost_at:],
+          "leader's file: f1 lost (its lease ran out), then joined again: %s"
+          % [(h["event"], h["detail"]) for h in t["hosts"]])
     cmds = [f["cause"].get("command") for f in t["function"] if f["cause"]["kind"] == "control"]
     check(cmds == ["pause", "scale", "resume", "set"],
           "leader's file: the changes and their control requests: %s" % cmds)
@@ -133,8 +158,9 @@ def main():
     hv = [(h["event"], h["host"], int(h["term"])) for h in g["hosts"]]
     check(any(e == "following" and tm == term for e, _, tm in hv),
           "f1's file: the leader it follows, term %d: %s" % (term, hv))
+    # The silence, or, under load, the lease that runs out just after it.
     lost = [h for h in g["hosts"] if h["event"] == "leader-lost"]
-    check(lost and "silence" in lost[0]["detail"],
+    check(lost and ("silence" in lost[0]["detail"] or "lease" in lost[0]["detail"]),
           "f1's file: the leader's loss and its reason: %s" % [h["detail"] for h in lost])
     led = [f for f in g["function"] if f["cause"]["kind"] == "leader"]
     check(led and all(int(f["cause"]["term"]) == term for f in led),
