@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,11 @@ struct mode_replay {
 	struct tl_recording rec;
 	char file[1024];
 	size_t next;               /* the next change to publish */
-	int64_t offset;            /* this host's instant = recorded instant + offset */
+	/* This host's instant t of recorded instant m: t = A + (m - B) / speed
+	 * (speed 1: t = m + A - B, exactly). A, B: where the last start,
+	 * resume, seek or scale anchored it. */
+	int64_t a, b;
+	double speed;
 	int64_t staged_at;         /* a change decided ahead for this instant; 0 none */
 	struct tl_cause staged_why; /* its cause: the recording's, or a command's */
 	bool paused;               /* by pause: the recording waits */
@@ -35,7 +40,8 @@ struct mode_replay {
 	uint64_t late, seeks;
 	/* Status (main thread) reads these: relaxed atomics. */
 	_Atomic uint64_t st_applied, st_late;
-	_Atomic int64_t st_offset;
+	_Atomic int64_t st_offset, st_anchor;
+	_Atomic double st_speed;
 	_Atomic bool st_paused;
 };
 
@@ -59,8 +65,28 @@ static void publish_status(struct mode_replay *r)
 {
 	atomic_store_explicit(&r->st_applied, r->next, memory_order_relaxed);
 	atomic_store_explicit(&r->st_late, r->late, memory_order_relaxed);
-	atomic_store_explicit(&r->st_offset, r->offset, memory_order_relaxed);
+	atomic_store_explicit(&r->st_offset, r->a - r->b, memory_order_relaxed);
+	atomic_store_explicit(&r->st_anchor, r->a, memory_order_relaxed);
+	atomic_store_explicit(&r->st_speed, r->speed, memory_order_relaxed);
 	atomic_store_explicit(&r->st_paused, r->paused, memory_order_relaxed);
+}
+
+/* This host's instant of recorded instant @m, and back. */
+static int64_t to_host(const struct mode_replay *r, int64_t m)
+{
+	return r->speed == 1.0 ? m + (r->a - r->b) : r->a + llround((double)(m - r->b) / r->speed);
+}
+
+static int64_t to_rec(const struct mode_replay *r, int64_t t)
+{
+	return r->speed == 1.0 ? t - (r->a - r->b) : r->b + llround((double)(t - r->a) * r->speed);
+}
+
+/* The replay's new anchor: this host's @a is recorded instant @b. */
+static void anchor(struct mode_replay *r, int64_t a, int64_t b)
+{
+	r->a = a;
+	r->b = b;
 }
 
 /* Publishes change @k of the recording at this host's instant @at, decided
@@ -82,8 +108,8 @@ static int publish(struct mode_replay *r, const struct clock_env *env, size_t k,
 	if (env->cause->kind != TL_CAUSE_CONTROL)
 		env->cause->kind = TL_CAUSE_REPLAY;
 	if (at > now + 50000 && !shmclock_writer_freeze_at(env->w, at)) {
-		e = shmclock_writer_set_function(env->w, c->mono_base + r->offset, c->sim_base,
-						 scale_of(c), fl | SHMCLOCK_FN_AHEAD);
+		e = shmclock_writer_set_function(env->w, to_host(r, c->mono_base), c->sim_base,
+						 scale_of(c) * r->speed, fl | SHMCLOCK_FN_AHEAD);
 		if (!e) {
 			r->staged_at = at;
 			r->staged_why = *env->cause;
@@ -93,8 +119,8 @@ static int publish(struct mode_replay *r, const struct clock_env *env, size_t k,
 	}
 	/* Its instant has come: committed now, re-expressed there. */
 	r->late++;
-	return shmclock_writer_set_function(env->w, c->mono_base + r->offset, c->sim_base, scale_of(c),
-					    fl);
+	return shmclock_writer_set_function(env->w, to_host(r, c->mono_base), c->sim_base,
+					    scale_of(c) * r->speed, fl);
 }
 
 static int replay_start(struct clock_mode *m, const struct clock_env *env)
@@ -113,14 +139,15 @@ static int replay_start(struct clock_mode *m, const struct clock_env *env)
 	 * the first function re-expressed there (a continued clock; within a
 	 * product's rounding, 1 ns). */
 	s = tl_start_mono(&r->rec);
-	r->offset = now + LEAD_NS - s;
+	r->speed = 1.0;
+	anchor(r, now + LEAD_NS, s);
 	/* Held at the start's value until the first instant. */
 	e = shmclock_writer_set_function(env->w, now, tl_eval(c0, s), scale_of(c0),
 					 SHMCLOCK_FN_PAUSED | (in.initialized ? SHMCLOCK_FN_JUMP : 0u));
 	if (e)
 		return e;
 	r->next = 1;
-	e = publish(r, env, 0, s + r->offset, JUMP_NEVER, shmclock_steady_now().ns);
+	e = publish(r, env, 0, to_host(r, s), JUMP_NEVER, shmclock_steady_now().ns);
 	publish_status(r);
 	log_msg(LOG_INFO, "replay: %s: %zu changes of clock '%s'%s%s", r->file, r->rec.nchanges,
 		r->rec.clock, r->rec.truncated ? "; " : "", r->rec.truncated ? r->rec.note : "");
@@ -199,14 +226,46 @@ static int replay_change(struct clock_mode *m, const struct clock_env *env, stru
 	/* A command that moves the replay comes after the change decided
 	 * ahead: its instant may be 20 ms off. */
 	if (c->req.kind == CMD_PAUSE || c->req.kind == CMD_RESUME || c->req.kind == CMD_SET ||
-	    c->req.kind == CMD_RELOAD || c->req.kind == CMD_STALE)
+	    c->req.kind == CMD_SCALE || c->req.kind == CMD_RELOAD || c->req.kind == CMD_STALE)
 		settle(r, env);
 	now = shmclock_steady_now().ns;
 	switch (c->req.kind) {
-	case CMD_SCALE:
 	case CMD_STEP:
-		return cmd_fail(c, -EINVAL, "a replay runs at its recording's rates and steps (pause, "
-					    "resume and set, a seek, act on it)");
+		return cmd_fail(c, -EINVAL, "a replay takes its recording's steps (pause, resume, "
+					    "scale and set, a seek, act on it)");
+	case CMD_SCALE: {
+		/* The replay's speed: its recording at X times its pace, every
+		 * rate times X, from an instant just ahead where the function
+		 * in force is continued (no jump). */
+		double x = c->req.scale;
+		const struct tl_change *p = &r->rec.changes[r->next - 1];
+		int64_t at = now + LEAD_NS, v;
+
+		if (!(x > 0) || !isfinite(x))
+			return cmd_fail(c, -EINVAL, "scale must be a finite number > 0");
+		if (r->paused) {
+			r->speed = x; /* resume goes on at it */
+			publish_status(r);
+			return 0;
+		}
+		if ((e = shmclock_writer_eval(env->w, at, &v)))
+			return e;
+		anchor(r, at, to_rec(r, at));
+		r->speed = x;
+		clock_env_cmd_cause(c, env->cause);
+		if ((e = shmclock_writer_freeze_at(env->w, at)))
+			return e;
+		e = shmclock_writer_set_function(env->w, at, v, scale_of(p) * x,
+						 fn_flags(p) | SHMCLOCK_FN_AHEAD);
+		if (e) {
+			shmclock_writer_withdraw(env->w);
+			return cmd_fail(c, e, "this scale gives a rate no clock can have");
+		}
+		r->staged_at = at;
+		r->staged_why = *env->cause;
+		publish_status(r);
+		return 0;
+	}
 	case CMD_PAUSE:
 		if (r->paused)
 			return 0;
@@ -217,7 +276,7 @@ static int replay_change(struct clock_mode *m, const struct clock_env *env, stru
 			shmclock_function_t fn;
 
 			shmclock_writer_function(env->w, &fn);
-			r->resume_m = fn.mono_base - r->offset;
+			r->resume_m = to_rec(r, fn.mono_base);
 		}
 		r->staged_at = 0;
 		r->paused = true;
@@ -227,7 +286,7 @@ static int replay_change(struct clock_mode *m, const struct clock_env *env, stru
 		if (!r->paused)
 			return 0;
 		r->paused = false;
-		r->offset = now + LEAD_NS - r->resume_m;
+		anchor(r, now + LEAD_NS, r->resume_m);
 		clock_env_cmd_cause(c, env->cause);
 		/* The piece the replay stood in, from where it stood. */
 		e = publish(r, env, r->next - 1, now + LEAD_NS, JUMP_NEVER, now);
@@ -257,7 +316,7 @@ static int replay_change(struct clock_mode *m, const struct clock_env *env, stru
 							 scale_of(&r->rec.changes[k]),
 							 SHMCLOCK_FN_PAUSED | SHMCLOCK_FN_JUMP);
 		} else {
-			r->offset = now + LEAD_NS - at;
+			anchor(r, now + LEAD_NS, at);
 			clock_env_cmd_cause(c, env->cause);
 			e = publish(r, env, k, now + LEAD_NS, JUMP_ALWAYS, now);
 		}
@@ -291,7 +350,7 @@ static int64_t replay_tick(struct clock_mode *m, const struct clock_env *env, in
 	}
 	while (!r->paused && !r->staged_at && r->next < r->rec.nchanges) {
 		const struct tl_change *c = &r->rec.changes[r->next];
-		int64_t at = c->mono_base + r->offset;
+		int64_t at = to_host(r, c->mono_base);
 
 		if (at - now > HORIZON_NS) {
 			due = at - HORIZON_NS;
@@ -337,7 +396,11 @@ static void replay_status(struct clock_mode *m, cJSON *st, const struct shmclock
 		snprintf(b, sizeof(b), "%" PRId64,
 			 atomic_load_explicit(&r->st_offset, memory_order_relaxed));
 		cJSON_AddStringToObject(o, "offset_ns", b);
+		snprintf(b, sizeof(b), "%" PRId64,
+			 atomic_load_explicit(&r->st_anchor, memory_order_relaxed));
+		cJSON_AddStringToObject(o, "anchor_ns", b);
 	}
+	cJSON_AddNumberToObject(o, "speed", atomic_load_explicit(&r->st_speed, memory_order_relaxed));
 	cJSON_AddBoolToObject(o, "paused", atomic_load_explicit(&r->st_paused, memory_order_relaxed));
 	cJSON_AddBoolToObject(o, "truncated", r->rec.truncated);
 }

@@ -519,8 +519,11 @@ int main(int argc, char **argv)
 
 	if (!strcmp(cmd, "top"))
 		return top(sock, argc, argv);
-	/* record start FILE, record stop: the issue's words for record FILE
-	 * and record-stop. */
+	/* seek T: set T (on a replay, a seek). */
+	if (!strcmp(cmd, "seek"))
+		cmd = "set";
+	/* record start FILE, record stop: other words for record FILE and
+	 * record-stop. */
 	if (!strcmp(cmd, "record") && argc == 3 && !strcmp(argv[1], "start")) {
 		argv[1] = argv[2];
 		argc = 2;

@@ -122,7 +122,11 @@ enum sf_unit {
 	X("replay", "late", SF_COUNT, SF_NONE, SF_PLAIN, NULL,                                    \
 	  "changes published after their instant")                                                \
 	X("replay", "offset_ns", SF_TEXT, SF_NS, SF_PLAIN, NULL,                                  \
-	  "this host's instant minus the recording's")                                            \
+	  "at the anchor: this host's instant minus the recording's")                             \
+	X("replay", "anchor_ns", SF_TEXT, SF_NS, SF_PLAIN, NULL,                                  \
+	  "this host's instant the replay was last anchored at (start, resume, seek, scale)")     \
+	X("replay", "speed", SF_GAUGE, SF_NONE, SF_PLAIN, NULL,                                   \
+	  "the recording's pace times this (scale), 1 as recorded")                               \
 	X("replay", "paused", SF_BOOL, SF_NONE, SF_PLAIN, NULL, "paused by pause")                \
 	X("replay", "truncated", SF_BOOL, SF_NONE, SF_PLAIN, NULL,                                \
 	  "the recording is cut short")                                                           \

@@ -16,8 +16,9 @@ built shmclockd:
   recorded: the same changes (base, rate, mode, jumps) at the same
   instants relative to the start (one offset, the status'), and a reader's
   samples equal the recorded function at the same relative instants;
-- pause, resume and set (a seek) act on a replay: held while paused, going
-  on from there, jumping to where the recording first shows the time;
+- pause, resume, set (a seek) and scale act on a replay: held while
+  paused, going on from there, jumping to where the recording first shows
+  the time, the recording at twice its pace;
 - a file cut at every byte of its last 4 KiB: shmclock's reader and
   @mcap/core find the same whole changes; the replay of cut files takes
   what is whole and says so;
@@ -305,12 +306,30 @@ def control_phase(tmp, path, fns):
     # A seek: to a time the recording shows while running.
     run = [f for f in fns if f["rate"]]
     target = ev(run[len(run) // 2], run[len(run) // 2]["mono_ns"] + 1000)  # a value it shows
-    ctl(tmp, clock, "set", "%dns" % target)
+    ctl(tmp, clock, "seek", "%dns" % target)  # set's other name
     offset2 = int(status(tmp, clock)["replay"]["offset_ns"])
     out2 = samples(sampler(clock, 0.3))
-    r = ctl(tmp, clock, "scale", "2", check_rc=False)
+    # Scale: the recording at twice its pace, every rate doubled, from an
+    # instant just ahead (no jump).
+    ctl(tmp, clock, "scale", "2")
+    st = status(tmp, clock)["replay"]
+    a, off, speed = int(st["anchor_ns"]), int(st["offset_ns"]), st["speed"]
+    out3 = samples(sampler(clock, 0.3))
+    n3, bad3 = 0, []
+    for mono, sim, held in out3:
+        m = (a - off) + round((mono - a) * speed)
+        f = piece(fns, m)
+        if mono < a or f is None or held:
+            continue
+        n3 += 1
+        if abs(sim - ev(f, m)) > 1000:
+            bad3.append((mono, sim, ev(f, m)))
+    check(speed == 2 and n3 > 50 and not bad3,
+          "control: scale 2 replays the recording at twice its pace (%d samples within 1 us%s)"
+          % (n3, "; off: %s" % (bad3[:3],) if bad3 else ""))
+    r = ctl(tmp, clock, "step", "1s", check_rc=False)
     check(r.returncode != 0 and "recording" in r.stderr,
-          "control: scale is refused on a replay: %s" % r.stderr.strip())
+          "control: step is refused on a replay: %s" % r.stderr.strip())
     r = ctl(tmp, clock, "set", "-5000000s", check_rc=False)
     check(r.returncode != 0 and "never shows" in r.stderr,
           "control: a seek to a time the recording never shows is refused: %s" % r.stderr.strip())
