@@ -6,8 +6,8 @@ shmclockd@.service filters system calls to @system-service (refused with
 EPERM) and sets ProtectClock=. A call outside that set works when the daemon
 is started by hand and fails only under systemd, silently: the leader's TAI
 check once used adjtimex() (@clock), so every hardened leader published UTC.
-This runs the daemon under strace through a start, every control command, a
-reload and a stop, with the ROS 2 module (/clock out, leading other hosts)
+This runs the daemon under strace through a start, every control command (a
+recording started and stopped among them), a reload and a stop, with the ROS 2 module (/clock out, leading other hosts)
 when it is built, and checks each call against the unit's filter, expanded by
 systemd-analyze. TAP.
 
@@ -101,8 +101,11 @@ try:
         print("not ok 1 - shmclockd did not start under strace")
         sys.exit(1)
     pid = json.loads(r.stdout)["status"]["writer_pid"]
-    for cmd in (["pause"], ["step", "10ms"], ["resume"], ["scale", "2"], ["set", "5"],
-                ["status"], ["nonsense"]):
+    # A recording too (doc/record.md): its thread, its file passed open
+    # (recvmsg), written, summarised and closed (record-stop).
+    for cmd in (["record", os.path.join(tmp, "r.mcap")], ["pause"], ["step", "10ms"],
+                ["resume"], ["scale", "2"], ["set", "5"], ["status"], ["record-stop"],
+                ["nonsense"]):
         run_ctl(*cmd)
     os.kill(pid, signal.SIGHUP)
     time.sleep(0.3)
