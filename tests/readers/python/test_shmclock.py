@@ -388,7 +388,9 @@ class ClockTest(unittest.TestCase):
 
         ended, ticks, elapsed, sim = asyncio.run(main())
         self.assertEqual(ended, [False, False, False], "a sleep ended on a paused clock")
-        self.assertGreater(ticks, 15, "the event loop was blocked")
+        # A blocked loop ticks once at most; a running one about 30 times
+        # in the 0.3 s, fewer on a loaded machine: no pace is asserted.
+        self.assertGreater(ticks, 2, "the event loop was blocked")
         self.assertGreaterEqual(sim, 300 * MS)
         self.assertGreaterEqual(elapsed, 0.3)  # 0.3 s simulated after the resume
 
