@@ -16,7 +16,8 @@ so that every UDP datagram the kernel counts there is this run's:
   so, once, when its eighth follower joins (starved, it would drop their
   datagrams within a second);
 - one follower of the eight starved (SIGSTOPped 40 ms of every 50): the
-  leader names it (status "slowest", one log line), every change is still
+  leader names it (status "slowest", one log line; changes are made until
+  it names one, 200 at most), every change is still
   made and is fresh on the seven others, none of them is lost; the Lead
   follows the acknowledgements' p90, not their slowest; stopped for longer
   than its lease (5 s), it alone is lost (stale), the changes go on without
@@ -176,16 +177,26 @@ def starve_phase(leader):
     others = [n for t, (n, p) in fleet.items() if t != slow_tag]
     sid = None
     lost0 = dist(leader).get("lost_followers", 0)
+    # Changes until the leader names a straggler (at most 200), not a
+    # fixed count: starved 40 ms of 50, the follower is the last to hold
+    # 65-85 % of the changes, and the leader names one that held up 24 of
+    # the last 32: after 60 changes it had not, now and then, on a loaded
+    # machine.
+    took, ok = [], True
     with starved(sp):
-        took, ok = changes(leader, 60)
+        while len(took) < 200 and not dist(leader).get("slowest"):
+            t, k = changes(leader, 2)
+            took += t
+            ok = ok and k
     st = dist(leader)
     for f in st.get("followers", []):
         if f.get("slowest", 0) >= 12:
             sid = f["id"]
     took.sort()
-    print("# starved follower: 60 changes answered in %.1f ms (p50), %.1f ms (max); Lead %.1f ms; "
-          "its share of the changes it held up last: %s" % (
-              took[len(took) // 2] * 1e3, took[-1] * 1e3, st.get("lead_current_ns", 0) / 1e6,
+    print("# starved follower: named after %d changes, answered in %.1f ms (p50), %.1f ms (max); "
+          "Lead %.1f ms; its share of the changes it held up last: %s" % (
+              len(took), took[len(took) // 2] * 1e3, took[-1] * 1e3,
+              st.get("lead_current_ns", 0) / 1e6,
               [(f["id"].split("/")[1], f.get("slowest")) for f in st.get("followers", [])]),
           flush=True)
     check(ok, "every change was made with one follower starved")
