@@ -37,6 +37,11 @@ static void wait_until(_Atomic uint32_t *word, uint32_t val, int64_t deadline)
 		deadline == INT64_MAX ? NULL : &ts, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
+void clock_env_wait(const struct clock_wake *wk, int64_t deadline)
+{
+	wait_until(wk->kick, wk->kick_val, deadline);
+}
+
 static void wake(_Atomic uint32_t *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
@@ -334,7 +339,8 @@ static int apply(struct clockthread *ct, struct cmd *c)
 
 	/* A follower host in lockstep (lockstep_hosts.h) evicts its own
 	 * participants; the rest belongs to its leader, as any follower's. */
-	if (c->req.kind == CMD_EVICT && ct->cfg.ls_participants)
+	if (c->req.kind == CMD_EVICT &&
+	    (ct->cfg.ls_participants || (ct->mode->ops->lockstep && ct->mode->ops->lockstep(ct->mode))))
 		refused = NULL;
 	shmclock_writer_t *w = ct->w;
 	shmclock_info_t in;

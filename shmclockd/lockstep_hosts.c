@@ -52,7 +52,11 @@ struct ls_remote {
 struct ls_hosts {
 	const struct ros2_api *api;
 	struct ros2 *r;
+	/* What a time heard kicks: the lockstep host (under mu: a probe has
+	 * none until ls_hosts_attach), else wake(wake_ctx). */
 	shmclock_lockstep_host_t *host;
+	void (*wake)(void *ctx);
+	void *wake_ctx;
 	bool leader;
 	int64_t hb_ns, lease_ns;
 	char id[97];            /* leader: its id; follower: without its incarnation */
@@ -428,6 +432,7 @@ static uint64_t named_in(const char *list, const char *id)
 static void on_time(void *ctx, const struct ls_time *t)
 {
 	struct ls_hosts *h = ctx;
+	shmclock_lockstep_host_t *host;
 	int64_t now = mono();
 
 	pthread_mutex_lock(&h->mu);
@@ -487,8 +492,31 @@ static void on_time(void *ctx, const struct ls_time *t)
 	h->echo_mono = now;
 	if (t->heartbeat_ns >= DIST_HB_MIN_NS && t->heartbeat_ns <= DIST_HB_MAX_NS)
 		h->hb_leader = t->heartbeat_ns;
+	host = h->host;
 	pthread_mutex_unlock(&h->mu);
-	shmclock_lockstep_host_kick(h->host);
+	if (host)
+		shmclock_lockstep_host_kick(host);
+	else if (h->wake)
+		h->wake(h->wake_ctx);
+}
+
+bool ls_hosts_heard_leader(struct ls_hosts *h, char *leader, size_t len)
+{
+	bool heard;
+
+	pthread_mutex_lock(&h->mu);
+	heard = h->heard_mono != 0;
+	snprintf(leader, len, "%s", h->leader_id);
+	pthread_mutex_unlock(&h->mu);
+	return heard;
+}
+
+void ls_hosts_attach(struct ls_hosts *h, shmclock_lockstep_host_t *host)
+{
+	pthread_mutex_lock(&h->mu);
+	h->host = host;
+	h->listen_from = mono();
+	pthread_mutex_unlock(&h->mu);
 }
 
 void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
@@ -606,8 +634,10 @@ int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t
 
 /* ------------------------------------------------------------ both */
 
-int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const struct ros2_api *api,
-		  shmclock_lockstep_host_t *host, struct ls_hosts **out, char *err, size_t errlen)
+static int open_hosts(const struct shmclockd_config *cfg, struct ros2 *r,
+		      const struct ros2_api *api, shmclock_lockstep_host_t *host,
+		      void (*wake)(void *ctx), void *wake_ctx, struct ls_hosts **out, char *err,
+		      size_t errlen)
 {
 	struct ls_hosts *h = calloc(1, sizeof(*h));
 	int rc;
@@ -620,6 +650,8 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 	h->api = api;
 	h->r = r;
 	h->host = host;
+	h->wake = wake;
+	h->wake_ctx = wake_ctx;
 	h->leader = cfg->dist_publish;
 	h->hb_ns = cfg->dist_hb_ns;
 	h->lease_ns = LS_LEASE_NS;
@@ -641,10 +673,24 @@ int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const stru
 		ls_hosts_close(h);
 		return rc;
 	}
-	log_msg(LOG_INFO, "lockstep: between hosts, as %s %s", h->leader ? "the leader" : "host",
-		h->leader ? h->id : h->self);
+	if (host)
+		log_msg(LOG_INFO, "lockstep: between hosts, as %s %s", h->leader ? "the leader" : "host",
+			h->leader ? h->id : h->self);
 	*out = h;
 	return 0;
+}
+
+int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const struct ros2_api *api,
+		  shmclock_lockstep_host_t *host, struct ls_hosts **out, char *err, size_t errlen)
+{
+	return open_hosts(cfg, r, api, host, NULL, NULL, out, err, errlen);
+}
+
+int ls_hosts_probe(const struct shmclockd_config *cfg, struct ros2 *r, const struct ros2_api *api,
+		   void (*wake)(void *ctx), void *ctx, struct ls_hosts **out, char *err,
+		   size_t errlen)
+{
+	return open_hosts(cfg, r, api, NULL, wake, ctx, out, err, errlen);
 }
 
 void ls_hosts_close(struct ls_hosts *h)

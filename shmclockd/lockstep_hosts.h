@@ -45,6 +45,18 @@ struct ls_hosts;
  * started. 0, or -errno with a one-line message in err. */
 int ls_hosts_open(const struct shmclockd_config *cfg, struct ros2 *r, const struct ros2_api *api,
 		  shmclock_lockstep_host_t *host, struct ls_hosts **out, char *err, size_t errlen);
+/* A follower's link before it knows whether its leader is in lockstep
+ * (mode_follow.c): the same endpoints, no lockstep host yet; a time heard
+ * calls @wake(@ctx) (on the DDS thread). ls_hosts_heard_leader says when
+ * one came; ls_hosts_attach gives it the host it then serves. */
+int ls_hosts_probe(const struct shmclockd_config *cfg, struct ros2 *r, const struct ros2_api *api,
+		   void (*wake)(void *ctx), void *ctx, struct ls_hosts **out, char *err,
+		   size_t errlen);
+/* True once a lockstep leader's time was heard; @leader: its id. */
+bool ls_hosts_heard_leader(struct ls_hosts *h, char *leader, size_t len);
+/* From now on a time heard kicks @host (clock thread, before the mode
+ * that serves @host first runs). */
+void ls_hosts_attach(struct ls_hosts *h, shmclock_lockstep_host_t *host);
 /* After the DDS thread stopped (ros2_api.stop). */
 void ls_hosts_close(struct ls_hosts *h);
 bool ls_hosts_leader(const struct ls_hosts *h);

@@ -33,6 +33,7 @@
 #include "duration.h"
 #include "log.h"
 #include "mode_distribute.h"
+#include "mode_follow.h"
 #include "mode_lockstep.h"
 #include "mode_plain.h"
 #include "paths.h"
@@ -656,8 +657,9 @@ struct daemon {
 	int sfd;
 	sigset_t old_mask;
 	char sock[108];
-	struct clock_mode *mode;  /* the clock thread's: plain, lockstep or distribute */
+	struct clock_mode *mode;  /* the clock thread's: plain, lockstep, distribute or follow */
 	struct clock_mode *ls;    /* the same when it is lockstep, else NULL */
+	struct clock_mode *follow; /* the same when it is follow, else NULL */
 	bool created;             /* this start made the segment (it was not initialised) */
 	bool serving;             /* start() succeeded */
 	int64_t *due, due_start;  /* a replay in lockstep: its instants (replay_due) */
@@ -687,7 +689,14 @@ static int open_mode(struct daemon *d, char *err, size_t errlen)
 		}
 		return 0;
 	}
-	if (d->ros2 && (c->dist_publish || c->source->ops->feed == FEED_LEADER))
+	/* A follower without Lockstep follows either kind of leader. */
+	if (d->ros2 && c->source->ops->feed == FEED_LEADER) {
+		if ((r = mode_follow_create(d->w, c, d->ros2, d->ros2_api, &d->mode, err, errlen)))
+			return r;
+		d->follow = d->mode;
+		return 0;
+	}
+	if (d->ros2 && c->dist_publish)
 		d->mode = mode_distribute_create(c, d->ros2, d->ros2_api);
 	else
 		d->mode = mode_plain_create();
@@ -873,7 +882,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	 * and any other live leader of its clock (mode_distribute.c). */
 	if (d->ros2 && !d->ls && (d->cfg.source->ops->feed == FEED_LEADER || d->cfg.dist_publish) &&
 	    (r = d->ros2_api->dist_follow(d->ros2, config_dist_clock(&d->cfg),
-					  mode_distribute_id(d->mode), d->cfg.dist_stale_ns, err,
+					  mode_distribute_id(d->follow ? mode_follow_distribute(d->follow)
+								       : d->mode),
+					  d->cfg.dist_stale_ns, err,
 					  errlen)))
 		return r;
 	return 0;
@@ -897,7 +908,7 @@ static void stop(struct daemon *d, bool remove)
 		recorder_discard(d->ct.rec);
 	d->ct.rec = NULL;
 	clock_mode_destroy(d->mode);
-	d->mode = d->ls = NULL;
+	d->mode = d->ls = d->follow = NULL;
 	free(d->due); /* a start that failed before the mode took them */
 	d->due = NULL;
 	if (d->ros2)
@@ -975,7 +986,9 @@ int main(int argc, char **argv)
 		int poll_ms = control_poll_ms(&d.ctl);
 
 		fds[n] = (struct pollfd){ .fd = d.sfd, .events = POLLIN };
-		fds[n + 1] = (struct pollfd){ .fd = d.ls ? mode_lockstep_notify_fd(d.ls) : -1,
+		fds[n + 1] = (struct pollfd){ .fd = d.ls	   ? mode_lockstep_notify_fd(d.ls)
+						    : d.follow ? mode_follow_notify_fd(d.follow)
+							       : -1,
 					      .events = POLLIN }; /* -1: ignored */
 		if (poll(fds, (nfds_t)n + 2, poll_ms) < 0 && errno != EINTR)
 			break;
@@ -989,10 +1002,12 @@ int main(int argc, char **argv)
 		}
 		if (fds[n + 1].revents) {
 			char msg[MODE_LOCKSTEP_ABORT_MAX];
+			/* A follower host's, once it became one. */
+			struct clock_mode *ls = d.ls ? d.ls : mode_follow_lockstep(d.follow);
 
 			/* OnDeath or OnStall abort: the clock thread stopped the
 			 * clock. */
-			if (!mode_lockstep_aborted(d.ls, &status, msg, sizeof(msg)))
+			if (!ls || !mode_lockstep_aborted(ls, &status, msg, sizeof(msg)))
 				continue;
 			fprintf(stderr, "shmclockd: lockstep %s; exiting with status %d\n", msg, status);
 			if (child > 0)

@@ -8,6 +8,8 @@
  *   lockstep    mode_lockstep.c    to the participants' smallest grant
  *   distribute  mode_distribute.c  a leader or follower between hosts,
  *                                  ticking as plain
+ *   follow      mode_follow.c      a follower of either kind of leader:
+ *                                  distribute, or lockstep once it hears one
  *
  * main.c picks one at start; the clock thread (clockthread.c) calls it,
  * never the other way round: what a mode may use of the clock thread comes
@@ -108,6 +110,10 @@ struct clock_mode_ops {
 	void (*cancel)(struct clock_mode *m, const struct clock_env *env);
 	/* Releases the mode, after the clock thread stopped. */
 	void (*destroy)(struct clock_mode *m);
+	/* True when it serves a lockstep clock without the config's Lockstep
+	 * (a follower that became a lockstep host, mode_follow.c): its own
+	 * participants are evicted here. Clock thread. */
+	bool (*lockstep)(struct clock_mode *m);
 };
 
 /* Completes a command the mode held (CLOCK_MODE_HELD) with @rc (c->err
@@ -124,6 +130,10 @@ void clock_env_cmd_cause(const struct cmd *c, struct tl_cause *k);
  * with @why: a mode that commits two changes of different causes in one
  * call records the first before it makes the second. */
 void clock_env_record(const struct clock_env *env, const struct tl_cause *why);
+
+/* The clock thread's sleep for a mode without a wait of its own: until
+ * @deadline or until the kick word moves. */
+void clock_env_wait(const struct clock_wake *wk, int64_t deadline);
 
 /* Marks the clock stale (what it follows cannot be trusted now) or fresh
  * again, in the segment and in status; 0 or -errno. Clock thread only. */

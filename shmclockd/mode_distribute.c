@@ -124,6 +124,11 @@ const char *mode_distribute_id(const struct clock_mode *m)
 	return d->leader ? d->st.leader_id : d->flw.self_id;
 }
 
+bool mode_distribute_following(const struct clock_mode *m)
+{
+	return dist_of((struct clock_mode *)m)->have;
+}
+
 static void dist_destroy(struct clock_mode *m)
 {
 	struct dist *d = dist_of(m);
@@ -309,11 +314,10 @@ static int64_t dist_tick(struct clock_mode *m, const struct clock_env *env, int6
 	if (!d->leader && !d->have && !d->flw.none_said) {
 		if (now - d->flw.created >= DIST_NONE_HINT_NS) {
 			d->flw.none_said = true;
-			log_msg(LOG_WARN, "distribute: no leader of clock '%s' heard for %.0f s: a "
-					  "leader in lockstep is followed only with Lockstep too "
-					  "(doc/lockstep.md); else check its Distribute.Clock, Ros2.Domain, "
-					  "CYCLONEDDS_URI and Ros2.Security (hosts with and without it do "
-					  "not see each other, nor enclaves of two CAs)", d->clock,
+			log_msg(LOG_WARN, "distribute: no leader of clock '%s' heard for %.0f s: "
+					  "check its Distribute.Clock, Ros2.Domain, CYCLONEDDS_URI and "
+					  "Ros2.Security (hosts with and without it do not see each other, "
+					  "nor enclaves of two CAs)", d->clock,
 				DIST_NONE_HINT_NS / 1e9);
 		} else if (d->flw.created + DIST_NONE_HINT_NS < next) {
 			next = d->flw.created + DIST_NONE_HINT_NS;

@@ -7,6 +7,8 @@
 #ifndef SHMCLOCKD_MODE_DISTRIBUTE_H
 #define SHMCLOCKD_MODE_DISTRIBUTE_H
 
+#include <stdbool.h>
+
 #include "config.h"
 #include "mode.h"
 
@@ -20,5 +22,7 @@ struct clock_mode *mode_distribute_create(const struct shmclockd_config *cfg, st
 /* Its id on the wire, unique per run (host/pid/start): a follower's names
  * the partition of its echoes (ros2_api.dist_follow). */
 const char *mode_distribute_id(const struct clock_mode *m);
+/* A follower's: it has heard a leader's function (clock thread). */
+bool mode_distribute_following(const struct clock_mode *m);
 
 #endif

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -881,8 +882,12 @@ static const struct clock_mode_ops mode_lockstep_ops = {
 	.destroy = ls_destroy,
 };
 
-int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
-			 struct ros2 *ros2, const struct ros2_api *api, struct clock_mode **out, char *err, size_t errlen)
+/* mode_lockstep_create, or with @hosts (taken over) a follower host's
+ * link already open and @notify_fd the eventfd its aborts are told on
+ * (duplicated; -1: one of its own). */
+static int create(shmclock_writer_t *w, const struct shmclockd_config *c, struct ros2 *ros2,
+		  const struct ros2_api *api, struct ls_hosts *hosts, int notify_fd,
+		  struct clock_mode **out, char *err, size_t errlen)
 {
 	struct mode_lockstep *l = calloc(1, sizeof(*l));
 	int r;
@@ -905,7 +910,8 @@ int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 		ls_destroy(&l->m);
 		return r;
 	}
-	l->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	l->notify_fd = notify_fd >= 0 ? fcntl(notify_fd, F_DUPFD_CLOEXEC, 0)
+				      : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (l->notify_fd < 0) {
 		r = -errno;
 		snprintf(err, errlen, "eventfd: %s", strerror(errno));
@@ -913,13 +919,29 @@ int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 		return r;
 	}
 	shmclock_lockstep_host_set_max_ahead(l->host, c->ls_max_ahead_ns);
-	if (ros2 && (c->dist_publish || c->source->ops->feed == FEED_LEADER) &&
-	    (r = ls_hosts_open(c, ros2, api, l->host, &l->hosts, err, errlen)) != 0) {
+	if (hosts) {
+		l->hosts = hosts;
+		ls_hosts_attach(hosts, l->host);
+	} else if (ros2 && (c->dist_publish || c->source->ops->feed == FEED_LEADER) &&
+		 (r = ls_hosts_open(c, ros2, api, l->host, &l->hosts, err, errlen)) != 0) {
 		ls_destroy(&l->m);
 		return r;
 	}
 	*out = &l->m;
 	return 0;
+}
+
+int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
+			 struct ros2 *ros2, const struct ros2_api *api, struct clock_mode **out, char *err, size_t errlen)
+{
+	return create(w, c, ros2, api, NULL, -1, out, err, errlen);
+}
+
+int mode_lockstep_adopt(shmclock_writer_t *w, const struct shmclockd_config *c,
+			struct ls_hosts *hosts, int notify_fd, struct clock_mode **out, char *err,
+			size_t errlen)
+{
+	return create(w, c, NULL, NULL, hosts, notify_fd, out, err, errlen);
 }
 
 void mode_lockstep_set_due(struct clock_mode *m, int64_t start, int64_t *due, size_t n)

@@ -20,6 +20,7 @@
 
 struct ros2;
 struct ros2_api;
+struct ls_hosts;
 
 /* Creates the participants' segment, with the control socket's access
  * rule (the owner, and ControlGroup when set), and the mode over it;
@@ -29,6 +30,14 @@ struct ros2_api;
 int mode_lockstep_create(shmclock_writer_t *w, const struct shmclockd_config *c,
 			 struct ros2 *ros2, const struct ros2_api *api, struct clock_mode **out,
 			 char *err, size_t errlen);
+
+/* A follower host made at run time (mode_follow.c), once its leader was
+ * heard to be in lockstep: as mode_lockstep_create, over @hosts (the link
+ * ls_hosts_probe opened; the mode owns it once this returns 0, the caller
+ * still does after an error) and telling aborts on @notify_fd (duplicated). Clock thread. */
+int mode_lockstep_adopt(shmclock_writer_t *w, const struct shmclockd_config *c,
+			struct ls_hosts *hosts, int notify_fd, struct clock_mode **out, char *err,
+			size_t errlen);
 
 /* A replay in lockstep (the replay source with Lockstep): the clock starts
  * at @start and stops at each of the @n increasing @due times (the

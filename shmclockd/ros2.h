@@ -128,8 +128,9 @@ static inline int64_t dist_silence_ns(int64_t stale_after_ns, int64_t heartbeat_
 	return stale_after_ns > 0 ? stale_after_ns : 3 * heartbeat_ns;
 }
 /* A follower that has heard no leader this long says what to check, once:
- * a leader in lockstep is followed only with Lockstep, one without only
- * without (their topics differ: TimeFunction, LockstepTime). */
+ * a follower host with Lockstep follows only a leader in lockstep (their
+ * topics differ: TimeFunction, LockstepTime); one without follows either
+ * (mode_follow.c). */
 #define DIST_NONE_HINT_NS INT64_C(5000000000)
 /* How often a follower acknowledges at rest, and its lease: three of those
  * and a half second (hosts/dist.h); a lockstep host's lease too

@@ -176,8 +176,13 @@ static void print_status(const cJSON *st)
 		const cJSON *m, *ms = cJSON_GetObjectItemCaseSensitive(t, "members");
 		int n = cJSON_GetArraySize(ms);
 
-		printf("lockstep    %d of %.0f participants%s, %.0f advances, %.0f deaths (on death: %s)%s\n",
-		       n, num_of(t, "participants_required"), bool_of(t, "running") ? "" : ", waiting for joins",
+		char req[32] = "";
+
+		/* A follower host may require none of its own. */
+		if (num_of(t, "participants_required") > 0)
+			snprintf(req, sizeof(req), " of %.0f", num_of(t, "participants_required"));
+		printf("lockstep    %d%s participants%s, %.0f advances, %.0f deaths (on death: %s)%s\n",
+		       n, req, bool_of(t, "running") ? "" : ", waiting for joins",
 		       num_of(t, "advances"), num_of(t, "deaths"), str_of(t, "on_death"),
 		       bool_of(t, "aborted") ? "  ABORTED" : "");
 		if (cJSON_GetObjectItemCaseSensitive(t, "last_death"))
@@ -191,17 +196,20 @@ static void print_status(const cJSON *st)
 			       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? "; last to grant most often: " : "",
 			       cJSON_GetObjectItemCaseSensitive(t, "last_to_grant_most") ? str_of(t, "last_to_grant_most") : "");
 		if (cJSON_GetObjectItemCaseSensitive(t, "leader"))
-			printf("            a host of leader %s (%s): heard %s ns, promised %s ns, "
+			printf("            a host of leader %s (%s): heard %s%s, promised %s%s, "
 			       "%.0f promises repeated, lost by it %.0f times\n", str_of(t, "leader"),
 			       bool_of(t, "counted") ? "counted" : "not counted yet",
 			       cJSON_GetObjectItemCaseSensitive(t, "heard_ns") ? str_of(t, "heard_ns")
 									    : "nothing",
-			       str_of(t, "promised_ns"), num_of(t, "promise_repeats"),
+			       cJSON_GetObjectItemCaseSensitive(t, "heard_ns") ? " ns" : "",
+			       str_of(t, "promised_ns"), strcmp(str_of(t, "promised_ns"), "none") ? " ns" : "",
+			       num_of(t, "promise_repeats"),
 			       num_of(t, "host_evictions"));
 		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(t, "hosts"))
-			printf("  host %s: %.0f participants, promise %s ns, heard %.3fs ago, "
+			printf("  host %s: %.0f participants, promise %s%s, heard %.3fs ago, "
 			       "round trip %.0f us, %.0f deaths\n", str_of(m, "host"),
-			       num_of(m, "participants"), str_of(m, "promise_ns"), num_of(m, "heard_s"),
+			       num_of(m, "participants"), str_of(m, "promise_ns"),
+			       strcmp(str_of(m, "promise_ns"), "none") ? " ns" : "", num_of(m, "heard_s"),
 			       num_of(m, "rtt_us"), num_of(m, "deaths"));
 		cJSON_ArrayForEach(m, ms) {
 			printf("  %-20s pid %-7.0f grant %-18s", str_of(m, "name"), num_of(m, "pid"),

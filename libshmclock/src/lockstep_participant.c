@@ -376,7 +376,8 @@ SHMCLOCK_EXPORT const char *shmclock_lockstep_strerror(const shmclock_lockstep_t
 	case -ENOENT:
 		return "no such clock";
 	case -EOPNOTSUPP:
-		return "the clock is not in lockstep mode (shmclockd --lockstep N)";
+		return "the clock is not in lockstep mode (shmclockd --lockstep N; a follower, --source "
+		       "leader, becomes a lockstep host once it hears a leader in lockstep)";
 	case -ENXIO:
 		return "the clock is in lockstep mode, but its participant file "
 		       "(/dev/shm/shmclock-lockstep.NAME) is not here: in a container, mount it beside "

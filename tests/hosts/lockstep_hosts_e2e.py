@@ -24,8 +24,10 @@ granting T has arrived before any participant anywhere steps at T.
 - the leader SIGKILLed mid-run and another started: it listens a lease
   (a takeover), goes on from the hosts' clocks, and the run's log is the
   one predicted, as if nothing had happened;
-- a follower without Lockstep of a lockstep leader, and the other way
-  round: each says what to check after 5 s without a leader.
+- a follower host without Lockstep in its config, started first: a
+  participant is refused until it hears the leader, then it is a host
+  of the lockstep leader and the log is the one predicted; a follower
+  host in lockstep of a leader without it says what to check after 5 s.
 
 Environment: SHMCLOCKD, SHMCLOCKCTL, LS_PARTICIPANT, SHMCLOCK_SENSOR (set by
 meson). With LSH_ONLY=csharp (and MONO, LS_PARTICIPANT_CS): C# participants
@@ -159,19 +161,39 @@ def wait_all(ps, timeout):
     return out
 
 
-def scenario(layout, end, impaired=None, partition=None, work_us=0):
+def scenario(layout, end, impaired=None, partition=None, work_us=0, auto=False):
     """One run: @layout maps each host to its participants (who, period,
-    and "cs" for the C# one); the leader is host L. Their logs (None on a
+    and "cs" for the C# one); the leader is host L. With @auto, the
+    follower hosts have no Lockstep in their config: started first, they
+    become hosts of the leader once they hear it. Their logs (None on a
     failure, with why)."""
     w = wire()
     periods = [x[:2] for role in layout for x in layout[role]]
     peers = [x[0] for x in periods]
     msgdir = tempfile.mkdtemp(dir=rtdir)
     tags = ["%s-%d" % (role, serial[0]) for role in layout]
-    names = {"L": start("L", tags[0], leader_cfg(w, len(periods)))}
+    names = {}
     for role, tag in zip(layout, tags):
         if role != "L":
-            names[role] = start(role, tag, follower_cfg(w, len(layout[role])))
+            names[role] = start(role, tag, {"TimeSource": "leader", "Distribute": {"Clock": w}}
+                                if auto else follower_cfg(w, len(layout[role])))
+    if auto:
+        # Before it heard its leader a follower is not in lockstep: a
+        # participant is told so, at once.
+        early = participant("F1", names["F1"], "early", MS, 10 * MS)
+        names["L"] = start("L", tags[0], leader_cfg(w, len(periods)))
+        res = wait_all([early], 20)[0]
+        check(res[0] not in (0, None) and "not in lockstep mode" in res[1],
+              "before it heard its leader, a follower without Lockstep refuses a participant, "
+              "saying why (exit %s: %s)" % (res[0], res[1][-120:]))
+        became = wait_for(lambda: all("lockstep" in status(names[r]) for r in layout if r != "L"),
+                          20, 0.05)
+        check(became and all("runs lockstep: this host is one of its hosts" in daemon_log(t)
+                             for r, t in zip(layout, tags) if r != "L"),
+              "followers without Lockstep in their config become hosts of the lockstep leader "
+              "once they hear it (status and log)")
+    else:
+        names["L"] = start("L", tags[0], leader_cfg(w, len(periods)))
     how = net.impair(True, **impaired) if impaired else None
     try:
         t0 = time.monotonic()
@@ -218,6 +240,20 @@ def test_determinism():
                "(every message sent before T seen at T on every host)")
     if not ok:
         print("# " + first_difference(logs[0], want))
+
+
+def test_auto():
+    """The determinism scenario with a follower host that has no Lockstep
+    in its config (TimeSource leader alone), started before the leader:
+    it becomes a host of the lockstep leader once it hears it, and the
+    log is the one the guarantee predicts."""
+    layout = {"L": [("a", 1 * MS)], "F1": [("b", 10 * MS), ("c", 33 * MS)]}
+    want = expected_log([x for r in layout for x in layout[r]], END)
+    log, why, took, _, st = scenario(layout, END, auto=True)
+    ok = check(log == want, "a follower host without Lockstep in its config: the log the "
+               "guarantee predicts (%.1f s%s)" % (took, "; " + why if why else ""))
+    if not ok and log:
+        print("# " + first_difference(log, want))
 
 
 def test_sensor():
@@ -518,9 +554,11 @@ def test_takeover(cut=1.0):
 
 
 def mismatched_start():
-    """A follower without Lockstep of a lockstep leader, and a follower host
-    in lockstep of a leader without it: neither has a leader to follow (the
-    topics differ); each says what to check, once, after 5 s."""
+    """A follower host in lockstep of a leader without it has no leader to
+    follow (the topics differ): it says what to check, once, after 5 s. A
+    follower without Lockstep of a lockstep leader becomes one of its
+    hosts (test_auto); here, beside a second lockstep leader of the same
+    clock, it follows one of them."""
     w1, w2 = wire(), wire()
     start("L", "mis-L1", leader_cfg(w1, 1))
     start("F2", "mis-F2", {"TimeSource": "leader", "Distribute": {"Clock": w1}})
@@ -528,24 +566,36 @@ def mismatched_start():
     start("F1", "mis-L1b", leader_cfg(w1, 1))
     start("L", "mis-L2", {"TimeSource": "simulation", "Distribute": {"Publish": True, "Clock": w2}})
     start("F1", "mis-F1", follower_cfg(w2, 1))
-    return time.monotonic()
+    return time.monotonic(), w1
 
 
-def mismatched_check(t0):
+def mismatched_check(t0, w1):
+    # A leader without lockstep of the same clock, once mis-F2 is a
+    # lockstep host: not followed, said once (its functions, every
+    # heartbeat, are refused without a word more).
+    start("L", "mis-P1", {"TimeSource": "simulation",
+                          "Distribute": {"Publish": True, "Clock": w1}})
     wait_for(lambda: time.monotonic() - t0 > 6, 10, 0.1)
+    wait_for(lambda: "runs without lockstep" in daemon_log("mis-F2"), 10, 0.1)
+    time.sleep(1)
     plain, ls = daemon_log("mis-F2"), daemon_log("mis-F1")
-    check("followed only with Lockstep too" in plain and
-          "followed without Lockstep" in ls,
-          "a follower without Lockstep of a lockstep leader, and a host in lockstep of a leader "
-          "without it, each say what to check after 5 s without a leader (%s / %s)"
-          % (re.findall(r"no leader.*", plain)[:1], re.findall(r"no lockstep leader.*", ls)[:1]))
+    check(plain.count("runs without lockstep: not followed") == 1 and
+          "lockstep" in status("lsh-%s-mis-F2" % RUN),
+          "a leader without lockstep of its clock, heard after: the lockstep host does not "
+          "follow it, and says so once (%d lines)" % plain.count("runs without lockstep"))
+    check("followed without Lockstep" in ls,
+          "a host in lockstep of a leader without it says what to check after 5 s without a "
+          "leader (%s)" % re.findall(r"no lockstep leader.*", ls)[:1])
+    check("runs lockstep: this host is one of its hosts" in plain and "no leader" not in plain,
+          "a follower without Lockstep of a lockstep leader becomes one of its hosts, and says "
+          "nothing of a missing leader (%s)" % re.findall(r"follow: .*", plain)[:1])
     st = status("lsh-%s-mis-L1" % RUN)["lockstep"]
     check("another leader of this clock is live" in daemon_log("mis-L1") and
           "another leader of this clock is live" in daemon_log("mis-L1b") and
           bool(st.get("conflict_with")),
           "two lockstep leaders of one clock: each says the other is live (%s)"
           % st.get("conflict_with"))
-    for tag in ("mis-L1", "mis-L1b", "mis-F2", "mis-L2", "mis-F1"):
+    for tag in ("mis-L1", "mis-L1b", "mis-F2", "mis-L2", "mis-F1", "mis-P1"):
         stop(tag)
 
 
@@ -554,8 +604,9 @@ def main():
     if os.environ.get("LSH_ONLY") == "csharp":
         test_csharp()  # the csharp suite's part (csharp-lockstep-hosts)
         return
-    t0 = mismatched_start()
+    t0, w1 = mismatched_start()
     test_determinism()
+    test_auto()
     test_partition()
     test_sensor()
     test_trace()
@@ -566,7 +617,7 @@ def main():
     test_follower_host_stopped()
     test_takeover()
     test_takeover(cut=4.5)
-    mismatched_check(t0)
+    mismatched_check(t0, w1)
     bad = {t: rc for t, rc in stopped.items() if rc != 0}
     check(stopped and not bad, "every daemon stopped by SIGTERM exited with 0 (%d; %s)"
           % (len(stopped), bad or "none otherwise"))
