@@ -57,7 +57,7 @@ int main()
 	const std::string name = "cxx-" + std::to_string(getpid());
 	const std::string other = name + "-none";
 	setenv("SHMCLOCK_NAME", name.c_str(), 1);
-	std::printf("1..18\n");
+	std::printf("1..19\n");
 
 	shmclock::writer w{ name };
 	w.set_time(sim_clock::time_point(1s));
@@ -422,6 +422,109 @@ int main()
 		for (auto &t : ts)
 			t.join();
 		CHECK(reads > 200);
+	});
+
+	// Lockstep: a host in this process (what shmclockd --lockstep does:
+	// accept joins, advance to the smallest grant) and participants on
+	// threads of their own.
+	run("lockstep participants hold the clock; errors say why", [&] {
+		const std::string ls = name + "-ls";
+		shmclock::writer lw{ ls };
+		shmclock_lockstep_host_t *host = nullptr;
+		CHECK(shmclock_writer_set_stepped(lw.native_handle(), true) == 0);
+		lw.advance(sim_clock::time_point(0ns));
+		CHECK(shmclock_lockstep_host_create(lw.native_handle(), ls.c_str(), 0600, (gid_t)-1,
+						    &host) == 0);
+		if (!host)
+			return;
+		std::atomic<bool> stop{ false };
+		std::thread h([&] {
+			std::int64_t now = 0;
+			while (!stop) {
+				std::uint32_t tok = shmclock_lockstep_host_token(host);
+				std::int64_t min = 0;
+				unsigned n = 0;
+				shmclock_lockstep_host_scan(host, now, nullptr, nullptr, &min, &n);
+				// Two members at least, as Participants 2.
+				if (n >= 2 && min != INT64_MAX && min > now) {
+					lw.advance(sim_clock::time_point(sim_clock::duration(min)));
+					now = min;
+				}
+				shmclock_lockstep_host_committed(host, now);
+				shmclock_lockstep_host_wait(host, tok, nullptr, 0,
+							    shmclock_steady_now().ns + 5000000);
+			}
+		});
+		// Each records a grant before it makes it: when one returns
+		// from advance(t), every other that is still a member has
+		// granted t or more, and the clock reads t or later.
+		std::atomic<std::int64_t> granted[2] = { { 0 }, { 0 } };
+		std::atomic<int> bad{ 0 }, done{ 0 };
+		auto part = [&](int i, std::chrono::milliseconds period) {
+			shmclock::clock rc{ ls };
+			shmclock::lockstep p{ i ? "b" : "a", ls };
+			for (auto t = p.joined_at() + period; t <= sim_clock::time_point(60ms); t += period) {
+				granted[i] = t.time_since_epoch().count();
+				p.advance(t);
+				if (rc.now() < t)
+					bad++;
+				if (granted[1 - i] < t.time_since_epoch().count())
+					bad++;
+			}
+			granted[i] = INT64_MAX; // holds nothing from here
+			done++;
+		};
+		std::thread a(part, 0, 1ms), b(part, 1, 3ms);
+		a.join();
+		b.join();
+		CHECK(bad == 0 && done == 2);
+		CHECK(shmclock::clock{ ls }.now() >= sim_clock::time_point(60ms));
+
+		shmclock::lockstep x{ "x", ls };
+		int err = 0;
+		try {
+			shmclock::lockstep twin{ "x", ls };
+		} catch (const std::system_error &e) {
+			err = e.code().value();
+		}
+		CHECK(err == EEXIST);
+		shmclock::lockstep y{ "y", ls };
+		auto t0 = y.joined_at();
+		x.grant(t0 + 5ms);
+		try {
+			err = 0;
+			x.grant(t0 + 4ms); // behind its last grant
+		} catch (const std::system_error &e) {
+			err = e.code().value();
+		}
+		CHECK(err == EINVAL);
+		CHECK(!x.advance(t0 + 5ms, 50ms)); // y holds the clock at t0
+		CHECK(y.advance(t0 + 5ms, 10s));
+		CHECK(x.advance(t0 + 5ms, 10s));
+		CHECK(x.max_ahead() > 0ns);
+		shmclock::lockstep moved = std::move(x);
+		CHECK(!x.joined() && moved.joined());
+		moved.leave();
+		moved.leave(); // idempotent
+		try {
+			err = 0;
+			moved.grant(t0 + 6ms);
+		} catch (const std::logic_error &) {
+			err = -1;
+		}
+		CHECK(err == -1);
+		try {
+			err = 0;
+			shmclock::lockstep none{ "z", name }; // a clock not in lockstep
+		} catch (const std::system_error &e) {
+			err = e.code().value();
+		}
+		CHECK(err == EOPNOTSUPP);
+		y.leave();
+		stop = true;
+		h.join();
+		shmclock_lockstep_host_destroy(host);
+		shmclock_unlink(ls.c_str());
 	});
 
 	shmclock_unlink(name.c_str());

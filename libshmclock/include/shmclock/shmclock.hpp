@@ -3,6 +3,7 @@
 // <shmclock/shmclock.hpp> — shmclock for C++17, header-only over libshmclock.
 //
 //   shmclock::clock c{"sim"};                  // or $SHMCLOCK_NAME, else "default"
+//   shmclock::lockstep p{"lidar", "sim"};      // a participant: p.advance(t) holds the clock
 //   auto t = c.now();                          // shmclock::sim_clock::time_point
 //   c.sleep_for(std::chrono::milliseconds(10)); // 10 ms of simulated time
 //
@@ -48,6 +49,7 @@
 #include <system_error>
 #include <utility>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
 #include <shmclock/writer.h>
@@ -523,6 +525,107 @@ private:
 			throw_error(r, std::string("shmclock: writer ") + what);
 	}
 	shmclock_writer_t *w_ = nullptr;
+};
+
+// A participant of a clock in lockstep (<shmclock/lockstep.h>): it holds
+// the clock until it grants. Joined by the constructor, left by the
+// destructor (or leave()); the library's participant belongs to the thread
+// that joined, so make, call and destroy it there. Errors are
+// std::system_error (ENOENT no such clock, EOPNOTSUPP not in lockstep
+// mode, EEXIST the name is taken, ECANCELED evicted, ESTALE the writer went
+// away; EINVAL a grant behind the last one or past the horizon), with
+// lockstep's own message.
+//
+//   shmclock::lockstep p{"lidar", "sim"};
+//   for (auto t = p.joined_at() + 10ms;; t += 10ms) {
+//           p.advance(t);   // the clock is at t: everyone before t is done
+//           scan(t);        // then grant the next step
+//   }
+class lockstep {
+public:
+	explicit lockstep(const std::string &who, const std::string &name = default_name())
+	{
+		int r = shmclock_lockstep_join(name.c_str(), who.c_str(), &p_);
+		if (r)
+			throw_lockstep(r, nullptr, "join '" + who + "' to clock '" + name + "'");
+	}
+	lockstep(const lockstep &) = delete;
+	lockstep &operator=(const lockstep &) = delete;
+	lockstep(lockstep &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+	lockstep &operator=(lockstep &&o) noexcept
+	{
+		if (this != &o) {
+			shmclock_lockstep_leave(p_);
+			p_ = std::exchange(o.p_, nullptr);
+		}
+		return *this;
+	}
+	~lockstep() { shmclock_lockstep_leave(p_); }
+
+	// Everything before t is done: the clock may move up to t.
+	void grant(sim_clock::time_point t)
+	{
+		int r = shmclock_lockstep_grant(h("grant"), t.time_since_epoch().count());
+		if (r)
+			throw_lockstep(r, p_, "grant");
+	}
+	// Grants t and waits until the clock reaches it.
+	void advance(sim_clock::time_point t)
+	{
+		int r = shmclock_lockstep_advance(h("advance"), t.time_since_epoch().count(),
+						  SHMCLOCK_DURATION_INFINITE);
+		if (r)
+			throw_lockstep(r, p_, "advance");
+	}
+	// ... at most @timeout of real time: false when it passed first (the
+	// grant stands).
+	template <class Rep, class Period>
+	bool advance(sim_clock::time_point t, std::chrono::duration<Rep, Period> timeout)
+	{
+		std::int64_t ns = detail::saturated_ns(timeout);
+		int r = shmclock_lockstep_advance(h("advance"), t.time_since_epoch().count(),
+						  ns == INT64_MAX ? SHMCLOCK_DURATION_INFINITE
+								  : shmclock_nsec(ns < 0 ? 0 : ns));
+		if (r == -ETIMEDOUT)
+			return false;
+		if (r)
+			throw_lockstep(r, p_, "advance");
+		return true;
+	}
+	// The clock's time when this participant was accepted: its first grant
+	// comes after it.
+	sim_clock::time_point joined_at() const
+	{
+		return sim_clock::time_point(
+			sim_clock::duration(shmclock_lockstep_joined_at(h("joined_at"))));
+	}
+	// How far past the clock's time a grant may go (MaxGrantAhead).
+	std::chrono::nanoseconds max_ahead() const
+	{
+		return std::chrono::nanoseconds(shmclock_lockstep_max_ahead(h("max_ahead")));
+	}
+	// No longer hold the clock (then as moved-from). Idempotent.
+	void leave() noexcept { shmclock_lockstep_leave(std::exchange(p_, nullptr)); }
+	bool joined() const noexcept { return p_ != nullptr; }
+	// nullptr once left or moved from.
+	shmclock_lockstep_t *native_handle() const noexcept { return p_; }
+
+private:
+	shmclock_lockstep_t *h(const char *what) const
+	{
+		if (!p_)
+			throw std::logic_error(std::string("shmclock: lockstep ") + what +
+					       " after leave() or a move");
+		return p_;
+	}
+	[[noreturn]] static void throw_lockstep(int r, const shmclock_lockstep_t *p,
+						const std::string &what)
+	{
+		throw std::system_error(-r, std::generic_category(),
+					"shmclock: lockstep " + what + ": " +
+						shmclock_lockstep_strerror(p, r));
+	}
+	shmclock_lockstep_t *p_ = nullptr;
 };
 
 } // namespace shmclock

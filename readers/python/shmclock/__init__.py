@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import datetime
+import errno
 import os
 import threading
 import time
@@ -45,7 +46,7 @@ import weakref
 from . import _shmclock
 from ._shmclock import ClockInfo, Jump, StaleClockError
 
-__all__ = ["Clock", "Writer", "Rate", "JumpHandle", "ClockInfo", "Jump", "StaleClockError",
+__all__ = ["Clock", "Writer", "Lockstep", "Rate", "JumpHandle", "ClockInfo", "Jump", "StaleClockError",
            "to_ns", "LIBRARY_VERSION"]
 
 LIBRARY_VERSION = _shmclock.LIBRARY_VERSION
@@ -383,6 +384,58 @@ class Writer(_shmclock.Writer):
     def step(self, d) -> None:
         """Move time forward by a duration without changing the mode."""
         self._step(to_ns(d))
+
+
+class Lockstep(_shmclock.Lockstep):
+    """Hold the clock until you are done: ``Lockstep(who, name=None)`` joins
+    a clock in lockstep (shmclockd --lockstep N, or a host of one between
+    hosts) as participant ``who`` (unique per clock).
+
+    The clock never passes the smallest grant of its live participants:
+    ``advance(t)`` grants t (everything before simulation time t is done)
+    and returns once the clock has reached it. What a participant did
+    before granting t happens before any participant returns from an
+    advance to t or later. The participant belongs to the thread that
+    joined (calls from another raise RuntimeError); a process or thread
+    that dies without leave() is seen by the daemon as a death.
+
+    Errors: OSError (errno and the library's message: ENOENT no such clock,
+    EOPNOTSUPP not in lockstep mode, ECANCELED evicted, ESTALE the daemon
+    went away), ValueError for a grant behind the last one or too far
+    ahead, TimeoutError from advance(timeout=...).
+    """
+
+    def __init__(self, who: str, name=None):
+        super().__init__(_default_name(name), who)
+
+    def __repr__(self):
+        return f"<shmclock.Lockstep {self.name!r}{'' if self.joined else ' (left)'}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.leave()
+
+    def grant(self, t: int) -> None:
+        """Grant t (int ns) without waiting: the clock may move up to t."""
+        self._grant(int(t))
+
+    def advance(self, t: int, timeout=None) -> None:
+        """Grant t (int ns) and wait until the clock reaches it. timeout (real
+        time, a duration; None: for ever) raises TimeoutError when it passes
+        first; the grant stands. Ctrl-C interrupts the wait."""
+        t = int(t)
+        left = None if timeout is None else to_ns(timeout)
+        while True:
+            step = _SLICE_NS if left is None else min(_SLICE_NS, max(left, 0))
+            if self._advance(t, step):
+                return
+            if left is not None:
+                left -= step
+                if left <= 0:
+                    raise TimeoutError(errno.ETIMEDOUT, "the clock did not reach %d ns in "
+                                       "time" % t, self.name)
 
 
 def _close_all():

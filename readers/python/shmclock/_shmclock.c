@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <shmclock/lockstep.h>
 #include <shmclock/shmclock.h>
 #include <shmclock/time.h>
 #include <shmclock/writer.h>
@@ -1107,6 +1108,195 @@ static PyTypeObject WriterType = {
 	.tp_getset = Writer_getset,
 };
 
+/* ------------------------------------------------------------- Lockstep */
+
+/* A participant (<shmclock/lockstep.h>). The library's handle belongs to
+ * the thread that joined: every call is refused on another (RuntimeError),
+ * so no two calls ever meet on it and it needs no lock. A participant
+ * freed on another thread is not left (leave() there would be refused):
+ * it stays a member until the joining thread exits, which the daemon sees
+ * as a death. */
+typedef struct {
+	PyObject_HEAD
+	shmclock_lockstep_t *p;
+	pthread_t owner;
+	bool joined;
+	char name[SHMCLOCK_NAME_MAX + 1];
+} LockstepObject;
+
+/* Raises for -errno @r of participant @p (its own message when it has
+ * one: a refused grant names its limit); NULL. */
+static PyObject *raise_lockstep(int r, const shmclock_lockstep_t *p, const char *name)
+{
+	const char *msg = shmclock_lockstep_strerror(p, r);
+	PyObject *e;
+
+	if (r == -EINVAL)
+		return PyErr_Format(PyExc_ValueError, "clock '%s': %s", name, msg);
+	e = PyObject_CallFunction(PyExc_OSError, "(is)", -r, msg);
+	if (!e)
+		return NULL;
+	if (name) {
+		PyObject *f = PyUnicode_FromString(name);
+
+		if (f)
+			PyObject_SetAttrString(e, "filename", f);
+		Py_XDECREF(f);
+	}
+	PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+	Py_DECREF(e);
+	return NULL;
+}
+
+/* The handle, for a call on the joining thread; NULL with the error set. */
+static shmclock_lockstep_t *participant(LockstepObject *self)
+{
+	if (!self->joined) {
+		PyErr_SetString(PyExc_ValueError, "not a member: the participant left (or never "
+						  "joined)");
+		return NULL;
+	}
+	if (!pthread_equal(self->owner, pthread_self())) {
+		PyErr_SetString(PyExc_RuntimeError, "a Lockstep participant belongs to the thread "
+						    "that joined: call it from there");
+		return NULL;
+	}
+	return self->p;
+}
+
+static int Lockstep_init(LockstepObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "name", "who", NULL };
+	const char *name, *who;
+	shmclock_lockstep_t *p = NULL;
+	int r;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "ss", kwlist, &name, &who))
+		return -1;
+	if (self->joined) {
+		PyErr_SetString(PyExc_RuntimeError, "Lockstep.__init__ called twice");
+		return -1;
+	}
+	snprintf(self->name, sizeof(self->name), "%s", name);
+	/* The join waits for the daemon to accept it (a few ms). */
+	Py_BEGIN_ALLOW_THREADS
+	r = shmclock_lockstep_join(name, who, &p);
+	Py_END_ALLOW_THREADS
+	if (r) {
+		raise_lockstep(r, NULL, name);
+		return -1;
+	}
+	self->p = p;
+	self->owner = pthread_self();
+	self->joined = true;
+	return 0;
+}
+
+static void Lockstep_dealloc(LockstepObject *self)
+{
+	if (self->joined && pthread_equal(self->owner, pthread_self()))
+		shmclock_lockstep_leave(self->p);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Lockstep_grant(LockstepObject *self, PyObject *args)
+{
+	shmclock_lockstep_t *p = participant(self);
+	long long t;
+	int r;
+
+	if (!p || !PyArg_ParseTuple(args, "L", &t))
+		return NULL;
+	r = shmclock_lockstep_grant(p, t);
+	return r ? raise_lockstep(r, p, self->name) : (Py_INCREF(Py_None), Py_None);
+}
+
+/* _advance(t, slice_ns): grants t and waits for the clock to reach it, at
+ * most slice_ns (the Python layer loops, checking for signals): True once
+ * there, False after the slice. */
+static PyObject *Lockstep_advance(LockstepObject *self, PyObject *args)
+{
+	shmclock_lockstep_t *p = participant(self);
+	long long t, slice;
+	int r;
+
+	if (!p || !PyArg_ParseTuple(args, "LL", &t, &slice))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = shmclock_lockstep_advance(p, t, shmclock_nsec(slice));
+	Py_END_ALLOW_THREADS
+	if (r == -ETIMEDOUT)
+		Py_RETURN_FALSE;
+	return r ? raise_lockstep(r, p, self->name) : (Py_INCREF(Py_True), Py_True);
+}
+
+static PyObject *Lockstep_leave(LockstepObject *self, PyObject *unused)
+{
+	if (!self->joined)
+		Py_RETURN_NONE;
+	if (!participant(self))
+		return NULL;
+	self->joined = false;
+	shmclock_lockstep_leave(self->p);
+	self->p = NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *Lockstep_get_joined_at(LockstepObject *self, void *unused)
+{
+	shmclock_lockstep_t *p = participant(self);
+
+	return p ? PyLong_FromLongLong(shmclock_lockstep_joined_at(p)) : NULL;
+}
+
+static PyObject *Lockstep_get_max_ahead(LockstepObject *self, void *unused)
+{
+	shmclock_lockstep_t *p = participant(self);
+
+	return p ? PyLong_FromLongLong(shmclock_lockstep_max_ahead(p)) : NULL;
+}
+
+static PyObject *Lockstep_get_name(LockstepObject *self, void *unused)
+{
+	return PyUnicode_FromString(self->name);
+}
+
+static PyObject *Lockstep_get_joined(LockstepObject *self, void *unused)
+{
+	return PyBool_FromLong(self->joined);
+}
+
+static PyMethodDef Lockstep_methods[] = {
+	{ "_grant", (PyCFunction)Lockstep_grant, METH_VARARGS, NULL },
+	{ "_advance", (PyCFunction)Lockstep_advance, METH_VARARGS, NULL },
+	{ "leave", (PyCFunction)Lockstep_leave, METH_NOARGS,
+	  "leave()\n\nNo longer hold the clock. Idempotent; from the joining thread." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Lockstep_getset[] = {
+	{ "name", (getter)Lockstep_get_name, NULL, "the clock's name", NULL },
+	{ "joined", (getter)Lockstep_get_joined, NULL, "a member (joined, not left)", NULL },
+	{ "joined_at", (getter)Lockstep_get_joined_at, NULL,
+	  "the clock's time when it joined, ns: the first grant is after it", NULL },
+	{ "max_ahead", (getter)Lockstep_get_max_ahead, NULL,
+	  "how far past the clock's time a grant may go, ns (Lockstep.MaxGrantAhead)", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject LockstepType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "shmclock._shmclock.Lockstep",
+	.tp_basicsize = sizeof(LockstepObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "The C core of shmclock.Lockstep (use that).",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Lockstep_init,
+	.tp_dealloc = (destructor)Lockstep_dealloc,
+	.tp_methods = Lockstep_methods,
+	.tp_getset = Lockstep_getset,
+};
+
 /* ------------------------------------------------------------- module */
 
 static PyObject *mod_strerror(PyObject *m, PyObject *arg)
@@ -1165,7 +1355,8 @@ PyMODINIT_FUNC PyInit__shmclock(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&ClockType) < 0 || PyType_Ready(&WriterType) < 0)
+	if (PyType_Ready(&ClockType) < 0 || PyType_Ready(&WriterType) < 0 ||
+	    PyType_Ready(&LockstepType) < 0)
 		return NULL;
 	if (!InfoType.tp_name && PyStructSequence_InitType2(&InfoType, &info_desc) < 0)
 		return NULL;
@@ -1182,6 +1373,7 @@ PyMODINIT_FUNC PyInit__shmclock(void)
 	if (!StaleClockError || PyModule_AddObjectRef(m, "StaleClockError", StaleClockError) < 0 ||
 	    PyModule_AddObjectRef(m, "Clock", (PyObject *)&ClockType) < 0 ||
 	    PyModule_AddObjectRef(m, "Writer", (PyObject *)&WriterType) < 0 ||
+	    PyModule_AddObjectRef(m, "Lockstep", (PyObject *)&LockstepType) < 0 ||
 	    PyModule_AddObjectRef(m, "ClockInfo", (PyObject *)&InfoType) < 0 ||
 	    PyModule_AddObjectRef(m, "Jump", (PyObject *)&JumpType) < 0 ||
 	    PyModule_AddIntConstant(m, "OPEN_FALLBACK_SYSTEM", SHMCLOCK_OPEN_FALLBACK_SYSTEM) < 0 ||

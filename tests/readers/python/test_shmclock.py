@@ -7,6 +7,7 @@ are removed even when a case fails.
 
 import asyncio
 import datetime
+import errno
 import gc
 import os
 import signal
@@ -418,6 +419,97 @@ class ClockTest(unittest.TestCase):
                 w.set_scale(-1)
         with self.assertRaises(ValueError):
             w.pause()
+
+    # ------------------------------------------------------------ lockstep
+
+    def test_lockstep_holds_the_clock_for_each_participant(self):
+        """Three threads, each a participant (periods 1, 3 and 7 ms): when
+        any returns from advance(T), every other has granted T or more
+        (its record of that grant, made before the grant, is there), and
+        the clock reads T or later."""
+        self.daemon("--source", "fixed", "--lockstep", "3")
+        grants = {w: [] for w in ("a", "b", "c")}
+        bad, ends = [], {}
+        ready = threading.Barrier(3, timeout=10.0)
+
+        def run(who, period):
+            with shmclock.Clock(self.name) as clk, shmclock.Lockstep(who, self.name) as p:
+                self.assertTrue(p.joined)
+                ready.wait()
+                t = (p.joined_at // period + 1) * period
+                while t <= 60 * MS:
+                    grants[who].append(t)  # before the grant: the guarantee
+                    p.advance(t, timeout=10.0)
+                    now = clk.now()
+                    if now < t:
+                        bad.append(f"{who}: the clock read {now} after advance({t})")
+                    for q, g in grants.items():
+                        if q != who and max(g, default=-1) < t and ends.get(q) is None:
+                            bad.append(f"{who} at {t}: {q} granted only {g[-1:]}")
+                    t += period
+                ends[who] = t
+                grants[who].append(1 << 62)  # left: holds nothing any more
+
+        threads = [threading.Thread(target=run, args=(w, k * MS))
+                   for w, k in (("a", 1), ("b", 3), ("c", 7))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(bad, [])
+        self.assertEqual(sorted(ends), ["a", "b", "c"])
+
+    def test_lockstep_errors(self):
+        self.daemon("--source", "fixed")
+        with self.assertRaises(OSError) as e:
+            shmclock.Lockstep("a", self.name)
+        self.assertEqual(e.exception.errno, errno.EOPNOTSUPP)
+        self.assertIn("not in lockstep mode", e.exception.strerror)
+        self.assertEqual(e.exception.filename, self.name)
+        with self.assertRaises(FileNotFoundError):
+            shmclock.Lockstep("a", self.name + "-2")
+
+    def test_lockstep_misuse(self):
+        """A name taken, a grant behind, another thread, a timeout, an
+        eviction, after leave: each its error; the clock stays where the
+        grants hold it."""
+        self.daemon("--source", "fixed", "--lockstep", "2")
+        a = shmclock.Lockstep("a", self.name)
+        with self.assertRaises(FileExistsError):
+            shmclock.Lockstep("a", self.name)
+        b = shmclock.Lockstep("b", self.name)
+        a.grant(5 * MS)
+        with self.assertRaises(ValueError):
+            a.grant(4 * MS)  # behind its last grant
+        with self.assertRaises(TimeoutError):
+            a.advance(5 * MS, timeout=0.05)  # b holds the clock at 0
+        err = []
+
+        def elsewhere():
+            try:
+                a.grant(6 * MS)
+            except Exception as x:  # noqa: BLE001 - the type is what is checked
+                err.append(type(x))
+
+        th = threading.Thread(target=elsewhere)
+        th.start()
+        th.join()
+        self.assertEqual(err, [RuntimeError])  # a participant is its joining thread's
+        b.advance(5 * MS, timeout=10.0)
+        a.advance(5 * MS, timeout=10.0)
+        with shmclock.Clock(self.name) as clk:
+            self.assertEqual(clk.now(), 5 * MS)
+        self.ctl("evict", "b")
+        with self.assertRaises(OSError) as e:
+            b.advance(10 * MS, timeout=10.0)
+        self.assertEqual(e.exception.errno, errno.ECANCELED)
+        a.leave()
+        a.leave()  # idempotent
+        self.assertFalse(a.joined)
+        with self.assertRaises(ValueError):
+            a.grant(20 * MS)
+        self.assertIn("(left)", repr(a))
+        b.leave()
 
     # ------------------------------------------------------------ leaks
 
