@@ -79,10 +79,12 @@ struct ls_hosts {
 	int64_t rival_mono;
 	uint64_t tseq;
 	int64_t sent_sim, next_hb;
+	bool sent_running;      /* the last time sent said the run has started */
 	/* follower (under mu: what the DDS thread took) */
 	char leader_id[97];
 	int64_t heard, heard_mono, echo_ns, echo_mono;
 	bool named, evicted, jump;
+	bool leader_running;    /* its leader's run has started */
 	int64_t hb_leader;      /* the leader's heartbeat */
 	char roster[LS_ROSTER_LEN]; /* the leader's last roster, when it came */
 	int64_t roster_mono;
@@ -347,7 +349,7 @@ static void roster(struct ls_hosts *h, char *buf, size_t len)
 	}
 }
 
-int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
+int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now, bool running)
 {
 	struct ls_time t;
 	size_t len = 0;
@@ -356,13 +358,14 @@ int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
 	pthread_mutex_lock(&h->mu);
 	changed = h->changed;
 	pthread_mutex_unlock(&h->mu);
-	if (sim == h->sent_sim && !changed && now < h->next_hb)
+	if (sim == h->sent_sim && !changed && running == h->sent_running && now < h->next_hb)
 		return h->next_hb;
 	memset(&t, 0, sizeof(t));
 	snprintf(t.leader, sizeof(t.leader), "%s", h->id);
 	t.seq = ++h->tseq;
 	t.time_ns = sim;
 	t.heartbeat_ns = h->hb_ns;
+	t.running = running;
 	pthread_mutex_lock(&h->mu);
 	h->changed = false;
 	for (unsigned i = 0; i < LS_HOSTS_MAX; i++)
@@ -381,6 +384,7 @@ int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now)
 	if (h->api->ls_time(h->r, &t))
 		log_msg(LOG_DEBUG, "lockstep: a LockstepTime write failed");
 	h->sent_sim = sim;
+	h->sent_running = running;
 	h->next_hb = now + h->hb_ns;
 	return h->next_hb;
 }
@@ -457,6 +461,7 @@ static void on_time(void *ctx, const struct ls_time *t)
 	}
 	if (t->time_ns > h->heard)
 		h->heard = t->time_ns;
+	h->leader_running = t->running;
 	{
 		uint64_t seq = named_in(t->hosts, h->self);
 		bool past = h->promised != LS_NO_GRANT && t->time_ns > h->promised;
@@ -575,13 +580,16 @@ int64_t ls_hosts_promise(struct ls_hosts *h, int64_t now, int64_t shown, int64_t
 	struct ls_grant *g = &h->last;
 	int64_t p = n ? min : LS_NO_GRANT, next;
 
-	if (n >= needed)
+	pthread_mutex_lock(&h->mu);
+	/* Until its participants have all joined once (Participants here),
+	 * or, requiring none, until its leader's run has started (all of
+	 * every host joined), the host holds the clock where it is: a
+	 * participant that joins meanwhile joins where the others start,
+	 * not at a promise made before it came. */
+	if (needed ? n >= needed : h->leader_running)
 		h->gate_met = true;
-	/* Until its participants have all joined once, the host holds the
-	 * clock where it is. */
 	if (!h->gate_met && shown < p)
 		p = shown;
-	pthread_mutex_lock(&h->mu);
 	if (p != h->promised || n != h->promised_n || deaths != h->deaths_sent || !h->gseq) {
 		/* A new promise. */
 		memset(g, 0, sizeof(*g));

@@ -83,10 +83,10 @@ int64_t ls_hosts_listen_until(struct ls_hosts *h);
  * and their participants, after losing those silent for their lease. */
 void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, void *user,
 		       int64_t *min, unsigned *members);
-/* Leader: the clock is at @sim: said to every host when it moved, when
- * the hosts counted changed, and every heartbeat. The next heartbeat's
- * CLOCK_MONOTONIC. */
-int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now);
+/* Leader: the clock is at @sim, and the run has started (@running): said
+ * to every host when either changed, when the hosts counted changed, and
+ * every heartbeat. The next heartbeat's CLOCK_MONOTONIC. */
+int64_t ls_hosts_decided(struct ls_hosts *h, int64_t sim, int64_t now, bool running);
 /* Leader: the remote participants holding the clock at @sim, for a stall
  * report ("'name' (pid N) on HOST, ..."); 0 when none. */
 size_t ls_hosts_holding(struct ls_hosts *h, int64_t sim, char *buf, size_t len);

@@ -598,7 +598,7 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 			shmclock_lockstep_host_committed(h, limit);
 			publish_clock(l, env, limit, now, NULL);
 			if (l->hosts)
-				ls_hosts_decided(l->hosts, limit, now);
+				ls_hosts_decided(l->hosts, limit, now, started);
 			l->stall_logged = 0;
 			return CLOCK_MODE_AGAIN; /* more grants may be waiting */
 		}
@@ -606,7 +606,7 @@ static int64_t ls_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	shmclock_lockstep_host_committed(h, in.sim_ns);
 	publish_clock(l, env, in.sim_ns, now, &deadline);
 	if (l->hosts) {
-		int64_t hb = ls_hosts_decided(l->hosts, in.sim_ns, now);
+		int64_t hb = ls_hosts_decided(l->hosts, in.sim_ns, now, started);
 
 		if (hb < deadline)
 			deadline = hb;

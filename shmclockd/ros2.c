@@ -1119,6 +1119,7 @@ static void ls_take(struct ros2 *r, dds_entity_t reader, bool grants)
 			t.time_ns = m->time_ns;
 			t.sent_ns = m->sent_ns;
 			t.heartbeat_ns = m->heartbeat_ns;
+			t.running = m->running;
 			snprintf(t.hosts, sizeof(t.hosts), "%s", m->hosts);
 			snprintf(t.roster, sizeof(t.roster), "%s", m->roster);
 			r->ls_time_cb(r->ls_ctx, &t);
@@ -1233,6 +1234,7 @@ static int ls_time(struct ros2 *r, const struct ls_time *t)
 	m.time_ns = t->time_ns;
 	m.sent_ns = t->sent_ns;
 	m.heartbeat_ns = t->heartbeat_ns;
+	m.running = t->running;
 	snprintf(m.hosts, sizeof(m.hosts), "%s", t->hosts);
 	snprintf(m.roster, sizeof(m.roster), "%s", t->roster);
 	return dds_write(r->ls_writer, &m) < 0 ? -EIO : 0;

@@ -96,6 +96,7 @@ struct ls_time {
 	int64_t time_ns, sent_ns, heartbeat_ns;
 	char hosts[LS_HOSTS_LEN];
 	char roster[LS_ROSTER_LEN];
+	bool running; /* the run has started */
 };
 
 #define DIST_F_PAUSED 0x1u
