@@ -73,6 +73,21 @@ def to_ns(d) -> int:
     raise TypeError(f"a duration is int ns, float seconds or datetime.timedelta, not {type(d).__name__}")
 
 
+def _sliced(wait, timeout) -> bool:
+    """wait(slice_ns) until it returns True, a slice of real time at a time
+    (Python runs its signal handlers in between: Ctrl-C), at most timeout
+    (a duration; None: for ever): False when it passed first."""
+    left = None if timeout is None else to_ns(timeout)
+    while True:
+        step = _SLICE_NS if left is None else min(_SLICE_NS, max(left, 0))
+        if wait(step):
+            return True
+        if left is not None:
+            left -= step
+            if left <= 0:
+                return False
+
+
 def _default_name(name):
     if name is None:
         name = os.environ.get("SHMCLOCK_NAME") or "default"
@@ -289,15 +304,7 @@ class Clock(_shmclock.Clock):
         a scale, a pause, a jump). Returns False if timeout (real time) passed
         first."""
         token = self._change_token()
-        left = None if timeout is None else to_ns(timeout)
-        while True:
-            step = _SLICE_NS if left is None else min(_SLICE_NS, max(left, 0))
-            if self._wait_change(token, step):
-                return True
-            if left is not None:
-                left -= step
-                if left <= 0:
-                    return False
+        return _sliced(lambda step: self._wait_change(token, step), timeout)
 
     def on_jump(self, callback, *, min_forward=None, min_backward=None,
                 on_clock_change=None) -> JumpHandle:
@@ -426,16 +433,9 @@ class Lockstep(_shmclock.Lockstep):
         time, a duration; None: for ever) raises TimeoutError when it passes
         first; the grant stands. Ctrl-C interrupts the wait."""
         t = int(t)
-        left = None if timeout is None else to_ns(timeout)
-        while True:
-            step = _SLICE_NS if left is None else min(_SLICE_NS, max(left, 0))
-            if self._advance(t, step):
-                return
-            if left is not None:
-                left -= step
-                if left <= 0:
-                    raise TimeoutError(errno.ETIMEDOUT, "the clock did not reach %d ns in "
-                                       "time" % t, self.name)
+        if not _sliced(lambda step: self._advance(t, step), timeout):
+            raise TimeoutError(errno.ETIMEDOUT, "the clock did not reach %d ns in time" % t,
+                               self.name)
 
 
 def _close_all():

@@ -52,16 +52,17 @@ static PyTypeObject InfoType, JumpType;
 
 /* ------------------------------------------------------------- errors */
 
-/* Raises the exception for -errno @r about clock @name; returns NULL. */
-static PyObject *raise_errno(int r, const char *name)
+/* Raises the exception for -errno @r about clock @name, saying @msg;
+ * returns NULL. */
+static PyObject *raise_msg(int r, const char *msg, const char *name)
 {
 	PyObject *e;
 
 	if (r == -EINVAL || r == -ERANGE)
-		return PyErr_Format(PyExc_ValueError, "clock '%s': %s", name, shmclock_strerror(r));
+		return PyErr_Format(PyExc_ValueError, "clock '%s': %s", name, msg);
 	/* OSError(errno, msg) picks its subclass: FileNotFoundError,
 	 * PermissionError, TimeoutError, ... */
-	e = PyObject_CallFunction(PyExc_OSError, "(is)", -r, shmclock_strerror(r));
+	e = PyObject_CallFunction(PyExc_OSError, "(is)", -r, msg);
 	if (!e)
 		return NULL;
 	if (name) {
@@ -74,6 +75,12 @@ static PyObject *raise_errno(int r, const char *name)
 	PyErr_SetObject((PyObject *)Py_TYPE(e), e);
 	Py_DECREF(e);
 	return NULL;
+}
+
+/* ... with the library's message. */
+static PyObject *raise_errno(int r, const char *name)
+{
+	return raise_msg(r, shmclock_strerror(r), name);
 }
 
 /* StaleClockError, with the value computed from the last committed state. */
@@ -1124,28 +1131,11 @@ typedef struct {
 	char name[SHMCLOCK_NAME_MAX + 1];
 } LockstepObject;
 
-/* Raises for -errno @r of participant @p (its own message when it has
- * one: a refused grant names its limit); NULL. */
+/* Raises for -errno @r of participant @p, in lockstep's terms (a refused
+ * grant names its limit); NULL. */
 static PyObject *raise_lockstep(int r, const shmclock_lockstep_t *p, const char *name)
 {
-	const char *msg = shmclock_lockstep_strerror(p, r);
-	PyObject *e;
-
-	if (r == -EINVAL)
-		return PyErr_Format(PyExc_ValueError, "clock '%s': %s", name, msg);
-	e = PyObject_CallFunction(PyExc_OSError, "(is)", -r, msg);
-	if (!e)
-		return NULL;
-	if (name) {
-		PyObject *f = PyUnicode_FromString(name);
-
-		if (f)
-			PyObject_SetAttrString(e, "filename", f);
-		Py_XDECREF(f);
-	}
-	PyErr_SetObject((PyObject *)Py_TYPE(e), e);
-	Py_DECREF(e);
-	return NULL;
+	return raise_msg(r, shmclock_lockstep_strerror(p, r), name);
 }
 
 /* The handle, for a call on the joining thread; NULL with the error set. */
