@@ -35,6 +35,10 @@ struct mode_follow {
 	bool failed; /* the lockstep mode could not be made: said once (clock
 		      * thread) */
 	bool other_said; /* a leader without lockstep heard after: said once */
+	/* Whether it may still become a lockstep host: a time heard wakes the
+	 * clock thread only while it may (once it follows a plain leader, or
+	 * could not switch, a leader's every advance would be a futile pass). */
+	atomic_bool deciding;
 	/* The clock thread's kick word (from its first arm): what a time
 	 * heard bumps, so the switch is not left for the next tick. */
 	_Atomic(_Atomic uint32_t *) kick;
@@ -60,7 +64,7 @@ static void on_heard(void *ctx)
 	/* Acquire: pairs with arm's release store of the word. */
 	_Atomic uint32_t *k = atomic_load_explicit(&f->kick, memory_order_acquire);
 
-	if (!k)
+	if (!k || !atomic_load_explicit(&f->deciding, memory_order_relaxed))
 		return; /* before the first pass: it looks anyway */
 	/* Release, as clockthread_submit's increment: the clock thread's
 	 * acquire load of the word before it sleeps sees it, or the wake
@@ -132,11 +136,19 @@ static void fw_wait(struct clock_mode *m, const struct clock_wake *wk, int64_t d
 
 static void fw_kick(struct clock_mode *m)
 {
-	/* Any thread: the mode made last, or the one before it (either's
-	 * kick is harmless to the other's wait, which also watches the
-	 * kick word). Acquire: pairs with the release that published it. */
+	/* Any thread, after the kick word's increment (enqueue). Either this
+	 * load sees the lockstep mode, whose kick wakes its wait (on Linux
+	 * before 5.16 it sleeps on the participants' word alone), or the
+	 * clock thread, publishing it, then reads the kick word as
+	 * incremented and drains the command before it waits: the fences
+	 * (seq_cst, this one and become_lockstep's) forbid both missing the
+	 * other's store. Acquire: the mode whole, as the release that
+	 * published it. */
 	struct mode_follow *f = fw_of(m);
-	struct clock_mode *a = atomic_load_explicit(&f->ls, memory_order_acquire);
+	struct clock_mode *a;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	a = atomic_load_explicit(&f->ls, memory_order_acquire);
 
 	if (!a)
 		a = f->dist;
@@ -158,14 +170,18 @@ static bool become_lockstep(struct mode_follow *f, const struct clock_env *env)
 	if (r) {
 		/* The probe is still ours: it is released with the mode. */
 		f->failed = true;
+		atomic_store_explicit(&f->deciding, false, memory_order_relaxed);
 		log_msg(LOG_ERROR, "follow: leader %s runs lockstep, but this host cannot be one of "
 				   "its hosts: %s", leader, err);
 		return false;
 	}
 	f->probe = NULL;
 	/* Release: the mode whole before the main thread (status, aborts)
-	 * or a kick uses it. */
+	 * or a kick uses it. The fence: pairs with fw_kick's (before the
+	 * clock thread's next load of the kick word, at the loop's top). */
 	atomic_store_explicit(&f->ls, ls, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	atomic_store_explicit(&f->deciding, false, memory_order_relaxed);
 	/* Its start, as CMD_INIT's for a follower host: the clock stepped,
 	 * held until the leader's time and its own participants move it. */
 	if (ls->ops->start && (r = ls->ops->start(ls, env)))
@@ -182,7 +198,9 @@ static int64_t fw_tick(struct clock_mode *m, const struct clock_env *env, int64_
 	struct mode_follow *f = fw_of(m);
 	struct clock_mode *ls = atomic_load_explicit(&f->ls, memory_order_relaxed);
 
-	if (!ls && !f->failed && !mode_distribute_following(f->dist) && become_lockstep(f, env))
+	if (!ls && !f->failed && mode_distribute_following(f->dist))
+		atomic_store_explicit(&f->deciding, false, memory_order_relaxed); /* a plain leader's */
+	else if (!ls && !f->failed && become_lockstep(f, env))
 		return CLOCK_MODE_AGAIN; /* armed anew for the lockstep wait */
 	ls = active(f);
 	return ls->ops->tick(ls, env, now);
@@ -259,6 +277,7 @@ int mode_follow_create(shmclock_writer_t *w, const struct shmclockd_config *c, s
 	}
 	f->m.ops = &mode_follow_ops;
 	f->w = w;
+	atomic_init(&f->deciding, true);
 	f->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	f->dist = mode_distribute_create(c, r, api);
 	if (f->notify_fd < 0 || !f->dist) {

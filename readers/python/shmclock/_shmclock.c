@@ -1119,10 +1119,10 @@ static PyTypeObject WriterType = {
 
 /* A participant (<shmclock/lockstep.h>). The library's handle belongs to
  * the thread that joined: every call is refused on another (RuntimeError),
- * so no two calls ever meet on it and it needs no lock. A participant
- * freed on another thread is not left (leave() there would be refused):
- * it stays a member until the joining thread exits, which the daemon sees
- * as a death. */
+ * so no two calls ever meet on it and it needs no lock. Freed on another
+ * thread (nobody can be calling it then), it is left all the same: the
+ * clock stops waiting for it at once, and its slot comes free when the
+ * joining thread ends (the library's leave() from another thread). */
 typedef struct {
 	PyObject_HEAD
 	shmclock_lockstep_t *p;
@@ -1184,7 +1184,7 @@ static int Lockstep_init(LockstepObject *self, PyObject *args, PyObject *kw)
 
 static void Lockstep_dealloc(LockstepObject *self)
 {
-	if (self->joined && pthread_equal(self->owner, pthread_self()))
+	if (self->joined)
 		shmclock_lockstep_leave(self->p);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }

@@ -511,6 +511,28 @@ class ClockTest(unittest.TestCase):
         self.assertIn("(left)", repr(a))
         b.leave()
 
+    def test_lockstep_freed_on_another_thread_is_left(self):
+        """A participant joined on a worker thread (still alive) and dropped
+        on this one: the clock no longer waits for it."""
+        self.daemon("--source", "fixed", "--lockstep", "2")
+        a = shmclock.Lockstep("a", self.name)
+        box, hold = [], threading.Event()
+
+        def worker():
+            box.append(shmclock.Lockstep("b", self.name))
+            hold.wait(30)  # alive: its slot stays its own until it ends
+
+        th = threading.Thread(target=worker)
+        th.start()
+        self.addCleanup(th.join)
+        self.addCleanup(hold.set)
+        while not box:
+            time.sleep(0.01)
+        del box[0]
+        gc.collect()
+        a.advance(a.joined_at + 5 * MS, timeout=10.0)  # b held it at joined_at
+        a.leave()
+
     # ------------------------------------------------------------ leaks
 
     @unittest.skipIf("libasan" in os.environ.get("LD_PRELOAD", ""),
