@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """What the between-hosts tests share (hosts_e2e.py, guard_e2e.py,
-fleet_e2e.py, lockstep_hosts_e2e.py): TAP lines with a failure count, a
-skip, a control request, a bounded wait, the removal of what a run made
+fleet_e2e.py, lockstep_hosts_e2e.py; record_e2e.py its control request):
+TAP lines with a failure count, a skip, a control request (with descriptors
+passed), a bounded wait, the removal of what a run made
 (also on SIGTERM), and the run of a test's main."""
 import contextlib
 import json
@@ -40,12 +41,16 @@ def check(cond, what):
     return cond
 
 
-def ctl_at(sock, cmd, **kw):
-    """One request on the control socket @sock; the reply."""
+def request(sock, line, fds=()):
+    """One request @line as it is on the control socket @sock, passing the
+    descriptors @fds with it (SCM_RIGHTS); the reply ({} when none)."""
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(30)
     s.connect(sock)
-    s.sendall((json.dumps(dict(v=1, cmd=cmd, **kw)) + "\n").encode())
+    if fds:
+        socket.send_fds(s, [line.encode()], list(fds))
+    else:
+        s.sendall(line.encode())
     r = b""
     while not r.endswith(b"\n"):
         chunk = s.recv(65536)
@@ -53,7 +58,12 @@ def ctl_at(sock, cmd, **kw):
             break
         r += chunk
     s.close()
-    return json.loads(r)
+    return json.loads(r) if r else {}
+
+
+def ctl_at(sock, cmd, **kw):
+    """One request on the control socket @sock; the reply."""
+    return request(sock, json.dumps(dict(v=1, cmd=cmd, **kw)) + "\n")
 
 
 def wait_for(pred, timeout, step=0.01):

@@ -65,6 +65,8 @@ CUTS = os.environ["RECORD_CUTS"]
 LSP = os.environ["LS_PARTICIPANT"]
 MS = 1000000
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "hosts"))
+from hostsenv import request  # noqa: E402  (one control-socket request, fds passed)
 NPM = os.environ.get("SHMCLOCK_NPM_DIR", "/var/cache/shmclock-npm/node_modules")
 NODE = shutil.which("node") or shutil.which("nodejs")
 failures = 0
@@ -492,26 +494,6 @@ def lockstep_replay_phase(tmp):
           "lockstep replay: a recording that jumps back is refused: %s" % r.stderr.strip())
 
 
-def raw(sockpath, line, fds=()):
-    """One request line on the control socket, passing @fds; the reply."""
-    import socket
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(30)
-    s.connect(sockpath)
-    if fds:
-        socket.send_fds(s, [line.encode()], list(fds))
-    else:
-        s.sendall(line.encode())
-    r = b""
-    while not r.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        r += chunk
-    s.close()
-    return json.loads(r) if r else {}
-
-
 def control_record_phase(tmp):
     """shmclockctl record FILE and record-stop on a running daemon; the
     file passed open, and what a client may pass refused."""
@@ -522,11 +504,11 @@ def control_record_phase(tmp):
     r = ctl(tmp, clock, "record-stop", check_rc=False)
     check(r.returncode == 1 and "not recording" in r.stderr, "record-stop: refused when not "
           "recording: %s" % r.stderr.strip())
-    r = raw(sock, '{"v":1,"cmd":"record"}\n')
+    r = request(sock, '{"v":1,"cmd":"record"}\n')
     check(not r.get("ok") and "passed open" in r.get("error", ""),
           "record: a request without its file is refused: %s" % r.get("error"))
     rd, wr = os.pipe()
-    r = raw(sock, '{"v":1,"cmd":"record"}\n', [wr])
+    r = request(sock, '{"v":1,"cmd":"record"}\n', [wr])
     check(not r.get("ok") and "not a regular file" in r.get("error", ""),
           "record: a pipe passed is refused: %s" % r.get("error"))
     os.close(rd)
@@ -534,14 +516,14 @@ def control_record_phase(tmp):
     ro = "%s/ro.mcap" % tmp
     open(ro, "w").close()
     fd = os.open(ro, os.O_RDONLY)
-    r = raw(sock, '{"v":1,"cmd":"record"}\n', [fd])
+    r = request(sock, '{"v":1,"cmd":"record"}\n', [fd])
     os.close(fd)
     check(not r.get("ok") and "not open for writing" in r.get("error", ""),
           "record: a file passed read-only is refused: %s" % r.get("error"))
     full = "%s/full.txt" % tmp
     open(full, "w").write("somebody's data\n")
     fd = os.open(full, os.O_WRONLY)
-    r = raw(sock, '{"v":1,"cmd":"record"}\n', [fd])
+    r = request(sock, '{"v":1,"cmd":"record"}\n', [fd])
     os.close(fd)
     check(not r.get("ok") and "not empty" in r.get("error", "") and
           open(full).read() == "somebody's data\n",
@@ -551,7 +533,7 @@ def control_record_phase(tmp):
     before = len(os.listdir("/proc/%d/fd" % pid))
     fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(4)]
     for _ in range(200):
-        raw(sock, '{"v":1,"cmd":"status"}\n', fds)
+        request(sock, '{"v":1,"cmd":"status"}\n', fds)
     for fd in fds:
         os.close(fd)
     # The last connection's close may still be on its way (its socket and
