@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -236,10 +237,25 @@ static int lh_up(struct lh *h)
 	return 0;
 }
 
+/* CYCLONEDDS_URI for a DDS participant in host @i: its end of the veth
+ * pair, both hosts as unicast peers. */
+static void lh_dds_env(int i)
+{
+	char uri[1024];
+
+	snprintf(uri, sizeof(uri),
+		 "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface address=\"%s\"/>"
+		 "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>"
+		 "<ParticipantIndex>auto</ParticipantIndex><Peers><Peer address=\"" LH_ADDR_A "\"/>"
+		 "<Peer address=\"" LH_ADDR_B "\"/></Peers></Discovery></Domain></CycloneDDS>",
+		 i ? LH_ADDR_B : LH_ADDR_A);
+	setenv("CYCLONEDDS_URI", uri, 1);
+}
+
 /* A shmclockd in host @i with the config @json (its clock @name). */
 static pid_t lh_daemon(struct lh *h, int i, const char *tag, const char *json)
 {
-	char cfg[256], uri[1024];
+	char cfg[256];
 	char *argv[] = { "ip", "netns", "exec", h->ns[i], (char *)h->daemon, "--notify-fd", "-c",
 			 cfg, "--remove-on-exit", "--reset", "--log-level=warn", NULL };
 	FILE *f;
@@ -250,14 +266,91 @@ static pid_t lh_daemon(struct lh *h, int i, const char *tag, const char *json)
 		return -1;
 	fputs(json, f);
 	fclose(f);
-	snprintf(uri, sizeof(uri),
-		 "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface address=\"%s\"/>"
-		 "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery>"
-		 "<ParticipantIndex>auto</ParticipantIndex><Peers><Peer address=\"" LH_ADDR_A "\"/>"
-		 "<Peer address=\"" LH_ADDR_B "\"/></Peers></Discovery></Domain></CycloneDDS>",
-		 i ? LH_ADDR_B : LH_ADDR_A);
-	setenv("CYCLONEDDS_URI", uri, 1);
+	lh_dds_env(i);
 	return bench_spawn(argv, true);
+}
+
+/* @argv with its output to @out (-1: nowhere), ended with this process. */
+static pid_t lh_run(char **argv, int out)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (dup2(out >= 0 ? out : null, 1) < 0)
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "shmclock-bench: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * The floor under any step between hosts: a bare DDS round trip across the
+ * same veth pair, no shmclock in it (Cyclone's own ddsperf, best effort as
+ * the lockstep topics, answered on the receiving thread as they are: ping
+ * in A, pong in B). A step needs at least one (a grant to the leader, its
+ * decision back: issue 53's "one message each way per host"), plus the
+ * participants' wake-ups on both hosts. ddsperf prints once a second the
+ * round trips done ("cnt") and half their time ("50%"); the first second
+ * (discovery) is left out. *rate round trips/s, *p50 the median round trip
+ * (ns): 0, or -1 (said).
+ */
+static int lh_dds_floor(struct lh *h, int secs, double *rate, double *p50)
+{
+	char dur[16], line[512];
+	char *pong[] = { "ip", "netns", "exec", h->ns[1], "ddsperf", "-u", "-D", dur, "pong", NULL };
+	char *ping[] = { "ip", "netns", "exec", h->ns[0], "ddsperf", "-u", "-D", dur, "ping",
+			 "listener", NULL };
+	pid_t pp, pi;
+	int p[2], n = 0, st;
+	double cnt = 0, lat = 0;
+	FILE *f;
+
+	snprintf(dur, sizeof(dur), "%d", secs + 3);
+	lh_dds_env(1);
+	pp = lh_run(pong, -1);
+	snprintf(dur, sizeof(dur), "%d", secs + 1);
+	lh_dds_env(0);
+	if (pp <= 0 || pipe(p) < 0) {
+		fprintf(stderr, "shmclock-bench: cannot run ddsperf (cyclonedds-tools)\n");
+		if (pp > 0)
+			kill(pp, SIGTERM), waitpid(pp, NULL, 0);
+		return -1;
+	}
+	pi = lh_run(ping, p[1]);
+	close(p[1]);
+	f = fdopen(p[0], "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *c = strstr(line, " cnt "), *m = strstr(line, " 50% ");
+		double v;
+
+		/* "[pid] 2.000  vm:6132 size 12 mean 33.1us min ... 50% 28.5us ... cnt 15021" */
+		if (!c || !m || sscanf(c, " cnt %lf", &v) != 1 || v <= 0)
+			continue;
+		if (n++ == 0)
+			continue; /* discovery's second */
+		cnt += v;
+		lat += strtod(m + 5, NULL) * v;
+	}
+	if (f)
+		fclose(f);
+	else
+		close(p[0]);
+	waitpid(pi, &st, 0);
+	kill(pp, SIGTERM);
+	waitpid(pp, NULL, 0);
+	if (n < 2) {
+		fprintf(stderr, "shmclock-bench: ddsperf ping across the veth pair printed no round "
+				"trips\n");
+		return -1;
+	}
+	*rate = cnt / (n - 1);
+	*p50 = 2e3 * lat / cnt; /* half a round trip, in us: a whole one, in ns */
+	return 0;
 }
 
 static int lh_wait_kids(pid_t *kids, int n)
@@ -420,6 +513,7 @@ struct compare {
 	int (*run)(const struct compare *c, int v, int n, long steps, struct shared *sh);
 	const char *daemon;
 	struct lh *hosts;
+	double (*rates)[2]; /* each row's steps/s, baseline and shmclock (or NULL) */
 };
 
 /* The table, a row per count, the baseline first in each: 0, or 1 (said). */
@@ -456,6 +550,8 @@ static int compare_rows(const struct compare *c, const int *counts, size_t nc, l
 			printf("\n");
 		}
 		cJSON_AddNumberToObject(j, "speedup", rate[1] / rate[0]);
+		if (c->rates)
+			c->rates[k][0] = rate[0], c->rates[k][1] = rate[1];
 	}
 	return 0;
 }
@@ -470,13 +566,57 @@ static int run_hosts(const struct compare *c, int v, int n, long steps, struct s
 	return v ? lh_shmclock(c->hosts, n, steps, sh) : lh_tcp(c->hosts, n, steps, sh);
 }
 
+/*
+ * What bounds a step between hosts from below, measured here: one bare DDS
+ * round trip (@floor round trips/s, p50 @rtt ns: lh_dds_floor), and, in
+ * sequence with it, one host's own lockstep step with n participants (one
+ * shmclockd here, no network): on the follower host, its participants'
+ * last grant wakes its daemon, which then promises; the leader's time back
+ * wakes them. A step between hosts can be no faster than 1 / (1 / floor +
+ * 1 / local). @rates: the table's steps/s, TCP and shmclock, for @counts
+ * 1, 2, 4. 0, or 1 (said).
+ */
+static int lh_bound(struct lh *h, long steps, struct shared *sh, const int *counts,
+		    double (*rates)[2], double floor, double rtt, cJSON *f)
+{
+	printf("floor: a bare DDS round trip across the same veth pair (Cyclone's ddsperf, best "
+	       "effort, no shmclock):\n  %.0f round trips/s, p50 %.2f us\n", floor, rtt / 1e3);
+	cJSON_AddNumberToObject(f, "dds_round_trips_per_s", floor);
+	cJSON_AddNumberToObject(f, "dds_p50_us", rtt / 1e3);
+	printf("  %-13s %14s %14s %14s %14s\n", "per host", "one host", "bound", "goal", "shmclock");
+	for (int k = 0; k < 3; k += 2) {
+		int n = counts[k];
+		double local, bound, goal = (k ? 2 : 1) * rates[k][0];
+		cJSON *j;
+
+		if (run_shmclock(h->daemon, n, steps, sh)) {
+			fprintf(stderr, "shmclock-bench: lockstep with %d participants on one host "
+					"failed\n", n);
+			return 1;
+		}
+		local = (double)(steps - 1) / ((double)(sh->t1 - sh->t0) / 1e9);
+		bound = 1 / (1 / floor + 1 / local);
+		printf("  %-13d %14.0f %14.0f %14.0f %14.0f\n", n, local, bound, goal, rates[k][1]);
+		j = cJSON_AddObjectToObject(f, k ? "per_host_4" : "per_host_1");
+		cJSON_AddNumberToObject(j, "one_host_steps_per_s", local);
+		cJSON_AddNumberToObject(j, "bound_steps_per_s", bound);
+		cJSON_AddNumberToObject(j, "goal_steps_per_s", goal);
+		cJSON_AddNumberToObject(j, "shmclock_steps_per_s", rates[k][1]);
+	}
+	printf("  (steps/s. one host: lockstep with n participants and one shmclockd, no network;\n"
+	       "  bound: one DDS round trip and one host's step in sequence; goal: issue 53's, 1x "
+	       "TCP at 1 per host, 2x at 4)\n");
+	return 0;
+}
+
 static int bench_lockstep_hosts(const struct bench_opts *o, cJSON *out, const char *daemon,
 				const char *rt, struct shared *sh, long steps)
 {
 	static const int counts[] = { 1, 2, 4 };
 	struct lh h = { .daemon = daemon, .rt = rt, .nsfd = { -1, -1 } };
+	double rates[3][2], floor, rtt;
 	const struct compare c = { "TCP", "tcp", "per host", "participants_per_host", run_hosts,
-				   daemon, &h };
+				   daemon, &h, rates };
 	int rc = 1;
 
 	if (geteuid()) {
@@ -490,6 +630,11 @@ static int bench_lockstep_hosts(const struct bench_opts *o, cJSON *out, const ch
 		rc = compare_rows(&c, counts, sizeof(counts) / sizeof(counts[0]), steps, sh,
 				  cJSON_AddArrayToObject(out, "hosts"));
 	}
+	/* The goal (issue 53): 1x TCP at 1 per host, 2x at 4 per host, against
+	 * the fastest a step between hosts can be here. */
+	if (!rc && !(rc = lh_dds_floor(&h, o->quick ? 2 : 5, &floor, &rtt)))
+		rc = lh_bound(&h, steps, sh, counts, rates, floor, rtt,
+			      cJSON_AddObjectToObject(out, "hosts_floor"));
 	lh_down(&h);
 	unsetenv("CYCLONEDDS_URI"); /* each daemon's own (lh_daemon) */
 	return rc;
@@ -504,7 +649,7 @@ int bench_lockstep(const struct bench_opts *o, cJSON *out)
 					sizeof(path));
 	struct shared *sh = bench_shared(sizeof(*sh) + (size_t)steps * sizeof(double));
 	const struct compare c = { "sockets", "sockets", "participants", "participants", run_local,
-				   daemon, NULL };
+				   daemon, NULL, NULL };
 	char rt[64];
 	int r;
 
