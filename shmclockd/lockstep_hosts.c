@@ -40,6 +40,9 @@ struct ls_remote {
 	bool lost;       /* silent for its lease: never counted again (it comes
 			  * back as a new host, under a new id) */
 	bool joined_said;
+	bool renewed;    /* lost because a later incarnation of it spoke: it
+			  * evicted its participants first (not a death) */
+	char renewed_as[97];
 	uint64_t seq;
 	int64_t grant, shown, lease, heard; /* heard: CLOCK_MONOTONIC */
 	uint32_t members;
@@ -84,6 +87,8 @@ struct ls_hosts {
 	char leader_id[97];
 	int64_t heard, heard_mono, echo_ns, echo_mono;
 	bool named, evicted, jump;
+	/* evicted by the past-promise rule: the time, the promise it passed */
+	int64_t passed_at, passed_promise;
 	bool leader_running;    /* its leader's run has started */
 	int64_t hb_leader;      /* the leader's heartbeat */
 	char roster[LS_ROSTER_LEN]; /* the leader's last roster, when it came */
@@ -162,6 +167,49 @@ static struct ls_remote *remote_of(struct ls_hosts *h, const char *id)
 	return free_slot;
 }
 
+/* A follower's id is ID#INCARNATION: the length of ID in @id, and the
+ * incarnation in *inc (-1: none). */
+static size_t id_base(const char *id, long *inc)
+{
+	const char *hash = strrchr(id, '#');
+	char *end;
+
+	*inc = -1;
+	if (!hash)
+		return strlen(id);
+	*inc = strtol(hash + 1, &end, 10);
+	if (*end || end == hash + 1 || *inc < 0)
+		*inc = -1;
+	return (size_t)(hash - id);
+}
+
+/* Under mu: @x, just heard for the first time, is a later incarnation of
+ * hosts still counted: each took a new id only after it evicted all its
+ * participants (lockstep_hosts.h: the past-promise rule, or named no
+ * more), so nothing of theirs is live; they are lost now, not at the end
+ * of their lease, and not as a death (OnDeath is for participants that
+ * died, not for those their host evicted). */
+static void renewed(struct ls_hosts *h, const struct ls_remote *x)
+{
+	long inc, old;
+	size_t n = id_base(x->id, &inc);
+
+	if (inc < 0)
+		return;
+	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
+		struct ls_remote *y = &h->hosts[i];
+
+		if (!y->used || y->lost || y == x || id_base(y->id, &old) != n ||
+		    strncmp(y->id, x->id, n) || old < 0 || old >= inc)
+			continue;
+		y->lost = true;
+		y->renewed = true;
+		snprintf(y->renewed_as, sizeof(y->renewed_as), "%s", x->id);
+		h->changed = true;
+		h->hosts_seen++;
+	}
+}
+
 /* The DDS thread: a host's promise. */
 static void on_grant(void *ctx, const struct ls_grant *g)
 {
@@ -198,6 +246,8 @@ static void on_grant(void *ctx, const struct ls_grant *g)
 		h->changed = true;
 	}
 	if (x && !x->lost && g->seq > x->seq) {
+		if (!x->seq)
+			renewed(h, x);
 		if (!x->seq || x->members != g->members)
 			h->hosts_seen++;
 		x->seq = g->seq;
@@ -226,6 +276,11 @@ void ls_hosts_promises(struct ls_hosts *h, int64_t now, ls_hosts_event_cb cb, vo
 	for (unsigned i = 0; i < LS_HOSTS_MAX; i++) {
 		struct ls_remote *x = &h->hosts[i];
 
+		if (x->used && x->renewed) {
+			/* said once, on the clock thread */
+			x->renewed = false;
+			cb(LS_HOST_RENEWED, x->id, x->renewed_as, user);
+		}
 		if (!x->used || x->lost)
 			continue;
 		if (!x->joined_said) {
@@ -485,8 +540,13 @@ static void on_time(void *ctx, const struct ls_time *t)
 		if (seq && seq >= h->bound_seq && h->promised != LS_NO_GRANT && !h->bound_by[0])
 			snprintf(h->bound_by, sizeof(h->bound_by), "%s", t->leader);
 		if (past && ((seq && seq >= h->bound_seq) ||
-			     (h->bound_by[0] && strcmp(h->bound_by, t->leader))))
+			     (h->bound_by[0] && strcmp(h->bound_by, t->leader)))) {
+			if (!h->evicted) {
+				h->passed_at = t->time_ns;
+				h->passed_promise = h->promised;
+			}
 			h->evicted = true;
+		}
 	}
 	if (t->roster[0]) {
 		snprintf(h->roster, sizeof(h->roster), "%s", t->roster);
@@ -529,6 +589,8 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 	pthread_mutex_lock(&h->mu);
 	f->heard = h->heard;
 	f->evicted = h->evicted;
+	f->passed_at = h->evicted ? h->passed_at : INT64_MIN;
+	f->passed_promise = h->passed_promise;
 	f->jump = h->jump;
 	h->jump = false;
 	if (!h->heard_mono && !h->none_said && now - h->listen_from >= DIST_NONE_HINT_NS) {
@@ -555,6 +617,7 @@ void ls_hosts_follow(struct ls_hosts *h, int64_t now, struct ls_follow *f)
 		h->acked = 0;
 		h->bound_seq = 0;
 		h->bound_by[0] = 0;
+		h->passed_at = INT64_MIN;
 	}
 	if (f->silent != h->silent) {
 		h->silent = f->silent;
@@ -665,6 +728,7 @@ static int open_hosts(const struct shmclockd_config *cfg, struct ros2 *r,
 	h->lease_ns = LS_LEASE_NS;
 	h->hb_leader = cfg->dist_hb_ns;
 	h->heard = INT64_MIN;
+	h->passed_at = INT64_MIN;
 	h->promised = LS_NO_GRANT;
 	h->sent_sim = INT64_MIN;
 	pthread_mutex_init(&h->mu, NULL);

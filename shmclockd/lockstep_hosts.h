@@ -66,6 +66,8 @@ enum ls_hosts_event {
 	LS_HOST_JOINED,  /* a host heard for the first time */
 	LS_HOST_LOST,    /* silent for its lease: its participants count as dead */
 	LS_HOST_DEATH,   /* a host found one of its participants dead */
+	LS_HOST_RENEWED, /* a host evicted its participants and speaks under a
+			  * new id (@what): not a death */
 };
 typedef void (*ls_hosts_event_cb)(enum ls_hosts_event ev, const char *host, const char *what,
 				  void *user);
@@ -97,6 +99,9 @@ struct ls_follow {
 	int64_t join_at; /* where a participant joins: the promise, or heard */
 	bool evicted;   /* the leader stopped counting this host: tell the
 			 * participants (once; the host is a new one after) */
+	int64_t passed_at; /* ... because its time passed this host's promise
+			    * (passed_promise): else INT64_MIN (named no more) */
+	int64_t passed_promise;
 	bool silent;    /* no time from the leader for three heartbeats */
 	bool jump;      /* a new leader, behind this clock: a jump back */
 };

@@ -391,6 +391,11 @@ static void on_host_event(enum ls_hosts_event ev, const char *host, const char *
 			*what ? what : "none yet");
 		return;
 	}
+	if (ev == LS_HOST_RENEWED) {
+		log_msg(LOG_INFO, "lockstep: host %s evicted its participants and is counted anew "
+				  "as %s (not a death)", host, what);
+		return;
+	}
 	if (ev == LS_HOST_DEATH)
 		snprintf(rec, sizeof(rec), "on host %s: %s", host, what);
 	else
@@ -421,8 +426,18 @@ static int64_t follower_tick(struct mode_lockstep *l, const struct clock_env *en
 		struct shmclock_lockstep_participant p[SHMCLOCK_LOCKSTEP_SLOTS];
 		unsigned np = shmclock_lockstep_host_list(h, p, SHMCLOCK_LOCKSTEP_SLOTS);
 
-		log_msg(LOG_WARN, "lockstep: the leader no longer counts this host (its lease ran out): "
-				  "its %u participants are evicted; it joins again as a new host", np);
+		char a[64], b[64];
+
+		if (f.passed_at != INT64_MIN)
+			log_msg(LOG_WARN, "lockstep: the leader's time (%s) passed this host's promise "
+					  "(%s): its %u participants joined behind the run and are "
+					  "evicted; it joins again as a new host",
+				duration_format(f.passed_at, a, sizeof(a)),
+				duration_format(f.passed_promise, b, sizeof(b)), np);
+		else
+			log_msg(LOG_WARN, "lockstep: the leader no longer counts this host (its lease "
+					  "ran out): its %u participants are evicted; it joins again "
+					  "as a new host", np);
 		for (unsigned i = 0; i < np && i < SHMCLOCK_LOCKSTEP_SLOTS; i++)
 			shmclock_lockstep_host_evict_slot(h, p[i].slot);
 	}

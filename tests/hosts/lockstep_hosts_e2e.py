@@ -24,6 +24,10 @@ granting T has arrived before any participant anywhere steps at T.
 - the leader SIGKILLed mid-run and another started: it listens a lease
   (a takeover), goes on from the hosts' clocks, and the run's log is the
   one predicted, as if nothing had happened;
+- a follower host cut off at its start, its participant joined there, the
+  leader's run ahead (OnDeath abort): the participant is evicted once the
+  host hears the leader, the host counted anew at once (not a death), and
+  the next participant there steps with the leader;
 - a follower host without Lockstep in its config, started first: a
   participant is refused until it hears the leader, then it is a host
   of the lockstep leader and the log is the one predicted; a follower
@@ -540,7 +544,7 @@ def test_takeover(cut=1.0):
     if cut > 3.5:
         f2 = daemon_log(tags[2])
         check(stale and res[0][0] == 0 and res[1][0] == 1 and "cancel" in res[1][1] and
-              "no longer counts this host" in f2,
+              "passed this host's promise" in f2,
               "the leader SIGKILLed, one host cut off from its successor for %.1f s (more than "
               "a lease): the run goes on without it (b exits %s), and that host evicts its "
               "participant on hearing a time past its promise (c: %s)"
@@ -556,6 +560,57 @@ def test_takeover(cut=1.0):
         ok = check(log == want, "with the log the guarantee predicts, as if nothing had happened")
         if not ok:
             print("# " + first_difference(log, want))
+
+
+def test_takeover_cut():
+    test_takeover(cut=4.5)
+
+
+def test_joined_behind():
+    """A follower host cut off at its start, its participant 'b' joined
+    there (at 0) while the leader's run is far ahead, OnDeath abort: once
+    the link is back the leader's time passes b's promise, so b is
+    evicted there (its advance fails, the host's log says why), and the
+    leader counts that host anew at once, not a death: before, it waited
+    the old host's lease and then aborted the run for b. A participant
+    joining there after runs with the leader."""
+    w = wire()
+    lead = start("L", "behind-L", leader_cfg(w, 1, on_death="abort"))
+    a = participant("L", lead, "a", MS, 600000 * MS, work_us=200)
+    net.link("F1", False)
+    try:
+        host = start("F1", "behind-F1", follower_cfg(w, 1))
+        b = participant("F1", host, "b", 10 * MS, 600000 * MS)
+        joined = wait_for(lambda: "'b' (pid" in daemon_log("behind-F1"), 20, 0.05)
+        # the leader's run well ahead of b's first grant
+        ahead = wait_for(lambda: int(status(lead)["sim_ns"]) > 200 * MS, 60, 0.05)
+    finally:
+        net.link("F1", True)
+    rb = wait_all([b], 60)[0]
+    check(joined and ahead and rb[0] == 1 and "cancelled" in rb[1],
+          "a participant that joined its host before the host heard the leader, the run "
+          "ahead: evicted once the host hears it (exit %s: %s)" % (rb[0], rb[1][-100:]))
+    check("passed this host's promise" in daemon_log("behind-F1"),
+          "its host's log says the leader's time passed its promise")
+    renewed = wait_for(lambda: "counted anew" in daemon_log("behind-L"), 10, 0.05)
+    c = participant("F1", host, "c", 10 * MS, 600000 * MS)
+    got = wait_for(lambda: "'c' (pid" in daemon_log("behind-F1"), 20, 0.05)
+    joined_at = None
+    if got:
+        m = re.search(r"'c' \(pid \d+\) joined at (\d+)\.(\d+)s", daemon_log("behind-F1"))
+        joined_at = int(m.group(1)) * 1000 * MS + int(m.group(2)) if m else None
+    # c steps with the leader: the clock passes c's join by 100 ms, which
+    # the leader does only counting c's grants on the host counted anew
+    on = joined_at is not None and wait_for(
+        lambda: int(status(lead)["sim_ns"]) >= joined_at + 100 * MS, 60, 0.05)
+    log = daemon_log("behind-L")
+    check(renewed and on and procs["behind-L"].poll() is None and "lost" not in log,
+          "the leader counts that host anew at once (not a death: OnDeath abort did not end "
+          "the run), and a participant joined there after steps with it (joined at %s)"
+          % joined_at)
+    stop("behind-F1")
+    stop("behind-L")
+    wait_all([a, c], 10)
 
 
 def mismatched_start():
@@ -623,7 +678,8 @@ def main():
     test_follower_host_killed()
     test_follower_host_stopped()
     test_takeover()
-    test_takeover(cut=4.5)
+    test_takeover_cut()
+    test_joined_behind()
     mismatched_check(t0, w1)
     bad = {t: rc for t, rc in stopped.items() if rc != 0}
     check(stopped and not bad, "every daemon stopped by SIGTERM exited with 0 (%d; %s)"
