@@ -632,9 +632,11 @@ static int bench_lockstep_hosts(const struct bench_opts *o, cJSON *out, const ch
 	}
 	/* The goal (issue 53): 1x TCP at 1 per host, 2x at 4 per host, against
 	 * the fastest a step between hosts can be here. */
-	if (!rc && !(rc = lh_dds_floor(&h, o->quick ? 2 : 5, &floor, &rtt)))
-		rc = lh_bound(&h, steps, sh, counts, rates, floor, rtt,
-			      cJSON_AddObjectToObject(out, "hosts_floor"));
+	if (!rc)
+		rc = lh_dds_floor(&h, o->quick ? 2 : 5, &floor, &rtt)
+			     ? 1
+			     : lh_bound(&h, steps, sh, counts, rates, floor, rtt,
+					cJSON_AddObjectToObject(out, "hosts_floor"));
 	lh_down(&h);
 	unsetenv("CYCLONEDDS_URI"); /* each daemon's own (lh_daemon) */
 	return rc;
