@@ -547,7 +547,9 @@ const struct config_key config_keys[] = {
 	 * Every key applies on a live clock, Participants until it started
 	 * (mode_lockstep.c). */
 	{ "Lockstep", "Participants", KEY_INT, FIELD(ls_participants), .min = 1,
-	  .max = CONFIG_LOCKSTEP_MAX, .required = true, .expect = "a whole number from 1 to " SHMCLOCK__XSTR(CONFIG_LOCKSTEP_MAX),
+	  .max = CONFIG_LOCKSTEP_HOSTS_MAX, .required = true,
+	  .expect = "a whole number from 1 to " SHMCLOCK__XSTR(CONFIG_LOCKSTEP_MAX) " (" SHMCLOCK__XSTR(
+		  CONFIG_LOCKSTEP_HOSTS_MAX) " on a leader between hosts)",
 	  .reload = RELOAD_UNTIL_START, .option = "--lockstep",
 	  .help = "the clock starts once this many participants joined" },
 	{ "Lockstep", "MaxScale", KEY_SCALE, FIELD(ls_max_scale), .expect = SCALE_EXPECT,
@@ -881,6 +883,13 @@ int config_validate(const struct shmclockd_config *c, char *err, size_t errlen)
 	    c->source->ops->feed != FEED_LEADER) {
 		snprintf(err, errlen, "Lockstep needs the fixed, external or replay source, or the "
 			 "leader source on a follower host (TimeSource is %s)", c->source->name);
+		return -EINVAL;
+	}
+	if (c->ls_participants > CONFIG_LOCKSTEP_MAX && !c->dist_publish) {
+		snprintf(err, errlen, "Lockstep.Participants: %d, but one host has "
+			 SHMCLOCK__XSTR(CONFIG_LOCKSTEP_MAX) " participant slots; more only on a "
+			 "leader between hosts (Distribute.Publish), where it counts every host's",
+			 c->ls_participants);
 		return -EINVAL;
 	}
 	if (c->dist_publish && c->source->ops->feed == FEED_LEADER) {

@@ -84,8 +84,11 @@ static inline const char *config_dist_clock(const struct shmclockd_config *c)
 /* ... and when one held the clock for EvictAfter with OnStall abort. */
 #define SHMCLOCKD_EXIT_LOCKSTEP_STALL 87
 
-/* Lockstep.Participants, at most: one slot each. */
+/* Lockstep.Participants, at most: one slot each on one host; on a leader
+ * between hosts (Distribute.Publish), which counts every host's, the slots
+ * of its own and of the 32 hosts it counts (LS_HOSTS_MAX, ros2.h). */
 #define CONFIG_LOCKSTEP_MAX SHMCLOCK_LOCKSTEP_SLOTS
+#define CONFIG_LOCKSTEP_HOSTS_MAX 2112
 
 void config_defaults(struct shmclockd_config *c);
 

@@ -2,6 +2,7 @@
 /* Lockstep between hosts: the leader's hosts and a follower's promise
  * (lockstep_hosts.h). */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +20,9 @@
 #include "hosts/id.h"
 #include "lockstep_hosts.h"
 #include "log.h"
+
+static_assert(CONFIG_LOCKSTEP_HOSTS_MAX == SHMCLOCK_LOCKSTEP_SLOTS * (LS_HOSTS_MAX + 1),
+	      "a leader's Lockstep.Participants: its slots and those of every host it counts");
 
 /* A host is lost this long after its last word (it writes one every
  * Distribute.Heartbeat): a follower's lease between hosts (ros2.h),

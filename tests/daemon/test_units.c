@@ -265,6 +265,35 @@ Test(units, distribute_config_reads_and_refuses_with_one_line)
 }
 #endif
 
+/* Issue 53: a leader between hosts counts every host's participants, more
+ * than one host's 64 slots; any other clock is refused more than those. */
+Test(units, lockstep_participants_beyond_one_host)
+{
+	static const char *const leader = "{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":%d},"
+					  "\"Distribute\":{\"Publish\":true,\"Clock\":\"w\"}}";
+	static const char *const others[] = {
+		"{\"TimeSource\":\"fixed\",\"Lockstep\":{\"Participants\":65}}",
+		"{\"TimeSource\":\"leader\",\"Lockstep\":{\"Participants\":65},\"Distribute\":{\"Clock\":\"w\"}}",
+	};
+	struct shmclockd_config c;
+	char err[512] = "", text[256];
+
+	snprintf(text, sizeof(text), leader, 200);
+	cr_assert_eq(load(text, &c, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.ls_participants, 200);
+	cr_expect_eq(config_validate(&c, err, sizeof(err)), 0, "a leader of 200: %s", err);
+	snprintf(text, sizeof(text), leader, CONFIG_LOCKSTEP_HOSTS_MAX + 1);
+	cr_expect_neq(load(text, &c, err, sizeof(err)), 0, "accepted: %s", text);
+	cr_expect(strstr(err, "2112") != NULL, "'%s'", err);
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		err[0] = 0;
+		cr_assert_eq(load(others[i], &c, err, sizeof(err)), 0, "%s", err);
+		cr_expect_neq(config_validate(&c, err, sizeof(err)), 0, "valid: %s", others[i]);
+		cr_expect(strstr(err, "64 participant slots") != NULL && !strchr(err, '\n'), "'%s': '%s'",
+			  others[i], err);
+	}
+}
+
 /* Issue 30: the stall policy and the horizon, and what lockstep refuses. */
 Test(units, lockstep_stall_keys_and_their_refusals)
 {
