@@ -57,6 +57,7 @@ import status_schema  # noqa: E402
 
 SHMCLOCKD = os.environ["SHMCLOCKD"]
 P = os.environ["LS_PARTICIPANT"]
+CROWD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ls_crowd.py")
 SENSOR = os.environ["SHMCLOCK_SENSOR"]
 CTL = os.environ["SHMCLOCKCTL"]
 MS = 1_000_000
@@ -562,6 +563,43 @@ def test_takeover(cut=1.0):
             print("# " + first_difference(log, want))
 
 
+def test_switch_crowd():
+    """200 threads of one process hammer a follower without Lockstep with
+    joins while it switches to a lockstep host: refused (not in lockstep
+    mode) until it hears the leader, then 64 join (every slot), the rest
+    are told the slots are full (or join once those left), and those that
+    joined step with the leader's participant to the end; nothing else
+    happens to any of them."""
+    w = wire()
+    host = start("F1", "crowd-F1", {"TimeSource": "leader", "Distribute": {"Clock": w}})
+    crowd = subprocess.Popen(["ip", "netns", "exec", net.ns["F1"], sys.executable, CROWD, host,
+                              "200", str(10 * MS), str(200 * MS)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parts.append(crowd)
+    time.sleep(0.3)  # the crowd at it before the leader exists
+    lead = start("L", "crowd-L", leader_cfg(w, 65))  # the run starts with all
+    full = wait_for(lambda: len(status(host).get("lockstep", {}).get("members", [])) == 64,
+                    60, 0.05)
+    a = participant("L", lead, "a", 10 * MS, 200 * MS)
+    ra = wait_all([a], 60)[0]
+    rc = wait_all([crowd], 60)[0]
+    try:
+        got = json.loads(rc[2].strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        got = None
+    # (a thread whose next try came after the first 64 left joins then,
+    # past the end: it ends at once)
+    check(full and got is not None and got["joined"] >= 64 and got["ended"] == got["joined"]
+          and got["joined"] + got["full"] == 200 and not got["other"] and ra[0] == 0 and
+          procs["crowd-F1"].poll() is None,
+          "200 threads joining a follower without Lockstep as it switches: all 64 slots "
+          "taken, those that joined step to the end with the leader's participant, the others "
+          "are told the slots are full, nothing else (%s; a: %s %s; full %s, host %s)"
+          % (got or rc[1][-300:], ra[0], ra[1][-100:], full, procs["crowd-F1"].poll()))
+    stop("crowd-F1")
+    stop("crowd-L")
+
+
 def test_takeover_cut():
     test_takeover(cut=4.5)
 
@@ -669,6 +707,7 @@ def main():
     t0, w1 = mismatched_start()
     test_determinism()
     test_auto()
+    test_switch_crowd()
     test_partition()
     test_sensor()
     test_trace()
