@@ -35,6 +35,14 @@
  *    nothing more (MUTANT_FOLLOW_BLINDLY, a follower that shows whatever it
  *    is sent: an evicted host's participants run past their grants).
  *
+ *  - a host that evicted its participants itself (the past-promise rule:
+ *    a time past its promise, so its leader did not count them; or each
+ *    by hand, or EvictAfter) says so to its leader (the code: it speaks
+ *    under a new incarnation), which stops waiting for it at once, not at
+ *    the end of its lease and not as a death; it says so only once they
+ *    are evicted (MUTANT_RENEW_FIRST says it before: the leader goes past
+ *    their grants).
+ *
  * A successor learns the evictions of the leader before it from the
  * followers' grants (so a host evicted while cut off is told, once it hears
  * the successor); that is for the participants to know, not for safety: a
@@ -58,8 +66,10 @@ byte a[NF];             /* the smallest grant of its live participants */
 byte r[NF];             /* the last grant it sent: its promise */
 byte s[NF];             /* the time it shows */
 bool dead[NF];          /* died, its participants with it */
-bool out[NF];           /* told it was evicted: its participants are, too */
+bool out[NF];           /* its participants evicted (told by its leader, or by itself) */
 byte seen[NF];          /* the hosts it heard were evicted (a mask) */
+bool renewed;           /* host 0 evicted its own participants */
+bool told;              /* ... and said so to its leader */
 /* the live leader: 0 the first, 1 its successor (a higher term, once) */
 byte leading;
 byte k[NF];             /* its grant of each host; NONE: not heard */
@@ -120,6 +130,24 @@ end:	do
 #endif
 		m1 = 0; m2 = 0;
 		assert(SAFE(0) && SAFE(1)) }
+	/* evicts its participants itself (host 0, once: the state space;
+	 * the hosts are alike) ... */
+	:: atomic { i == 0 && !dead[i] && !out[i] && !renewed ->
+#ifdef MUTANT_RENEW_FIRST
+		/* ... says so first, evicts them after (a step of its own) */
+		if
+		:: nfull(toL) -> toL!leading, i, a[i], seen[i] | BIT(i)
+		:: skip
+		fi;
+		renewed = true }
+	:: atomic { i == 0 && renewed && !dead[i] && !out[i] -> out[i] = true }
+#else
+		out[i] = true; renewed = true }
+	/* ... and says so to the live leader, as a new host, once (or lost:
+	 * then its lease ends it) */
+	:: atomic { i == 0 && renewed && !told && !dead[i] && nfull(toL) ->
+		toL!leading, i, a[i], seen[i] | BIT(i); told = true }
+#endif
 	/* dies */
 	:: atomic { !dead[i] -> dead[i] = true }
 	od
