@@ -63,6 +63,9 @@ pid_t bench_spawn(char **argv, bool notify);
 /* Starts argv with its stdout on a pipe and reads what it prints first
  * (within 5 s) into @line (NUL-terminated). The pid, or -1 (reaped). */
 pid_t bench_spawn_line(char **argv, char *line, size_t len);
+/* Starts argv with its stdout on @out (the caller keeps and closes it).
+ * The pid, or -1. */
+pid_t bench_spawn_to(char **argv, int out);
 void bench_sleep_s(double s);
 /* A control request on a thread of its own, so that the caller can watch
  * the segments meanwhile: bench_req_start, then bench_req_join, whose

@@ -311,6 +311,11 @@ pid_t bench_spawn_line(char **argv, char *line, size_t len)
 	return await_first(pid, p[0], line, len);
 }
 
+pid_t bench_spawn_to(char **argv, int out)
+{
+	return spawn(argv, -1, out);
+}
+
 void bench_sleep_s(double s)
 {
 	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };

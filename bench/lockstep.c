@@ -21,7 +21,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,24 +269,6 @@ static pid_t lh_daemon(struct lh *h, int i, const char *tag, const char *json)
 	return bench_spawn(argv, true);
 }
 
-/* @argv with its output to @out (-1: nowhere), ended with this process. */
-static pid_t lh_run(char **argv, int out)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (dup2(out >= 0 ? out : null, 1) < 0)
-			_exit(127);
-		execvp(argv[0], argv);
-		fprintf(stderr, "shmclock-bench: %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	return pid;
-}
-
 /*
  * The floor under any step between hosts: a bare DDS round trip across the
  * same veth pair, no shmclock in it (Cyclone's own ddsperf, best effort as
@@ -305,23 +286,26 @@ static int lh_dds_floor(struct lh *h, int secs, double *rate, double *p50)
 	char *pong[] = { "ip", "netns", "exec", h->ns[1], "ddsperf", "-u", "-D", dur, "pong", NULL };
 	char *ping[] = { "ip", "netns", "exec", h->ns[0], "ddsperf", "-u", "-D", dur, "ping",
 			 "listener", NULL };
-	pid_t pp, pi;
-	int p[2], n = 0, st;
+	pid_t pp = -1, pi;
+	int p[2], n = 0, st, null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	double cnt = 0, lat = 0;
 	FILE *f;
 
 	snprintf(dur, sizeof(dur), "%d", secs + 3);
 	lh_dds_env(1);
-	pp = lh_run(pong, -1);
+	if (null >= 0)
+		pp = bench_spawn_to(pong, null);
 	snprintf(dur, sizeof(dur), "%d", secs + 1);
 	lh_dds_env(0);
-	if (pp <= 0 || pipe(p) < 0) {
+	if (null >= 0)
+		close(null);
+	if (pp <= 0 || pipe2(p, O_CLOEXEC) < 0) {
 		fprintf(stderr, "shmclock-bench: cannot run ddsperf (cyclonedds-tools)\n");
 		if (pp > 0)
 			kill(pp, SIGTERM), waitpid(pp, NULL, 0);
 		return -1;
 	}
-	pi = lh_run(ping, p[1]);
+	pi = bench_spawn_to(ping, p[1]);
 	close(p[1]);
 	f = fdopen(p[0], "r");
 	while (f && fgets(line, sizeof(line), f)) {
@@ -349,7 +333,9 @@ static int lh_dds_floor(struct lh *h, int secs, double *rate, double *p50)
 		return -1;
 	}
 	*rate = cnt / (n - 1);
-	*p50 = 2e3 * lat / cnt; /* half a round trip, in us: a whole one, in ns */
+	/* each second's median, weighted by its round trips: half a round
+	 * trip, in us; a whole one, in ns */
+	*p50 = 2e3 * lat / cnt;
 	return 0;
 }
 
@@ -587,6 +573,7 @@ static int lh_bound(struct lh *h, long steps, struct shared *sh, const int *coun
 	for (int k = 0; k < 3; k += 2) {
 		int n = counts[k];
 		double local, bound, goal = (k ? 2 : 1) * rates[k][0];
+		char key[32];
 		cJSON *j;
 
 		if (run_shmclock(h->daemon, n, steps, sh)) {
@@ -597,7 +584,8 @@ static int lh_bound(struct lh *h, long steps, struct shared *sh, const int *coun
 		local = (double)(steps - 1) / ((double)(sh->t1 - sh->t0) / 1e9);
 		bound = 1 / (1 / floor + 1 / local);
 		printf("  %-13d %14.0f %14.0f %14.0f %14.0f\n", n, local, bound, goal, rates[k][1]);
-		j = cJSON_AddObjectToObject(f, k ? "per_host_4" : "per_host_1");
+		snprintf(key, sizeof(key), "per_host_%d", n);
+		j = cJSON_AddObjectToObject(f, key);
 		cJSON_AddNumberToObject(j, "one_host_steps_per_s", local);
 		cJSON_AddNumberToObject(j, "bound_steps_per_s", bound);
 		cJSON_AddNumberToObject(j, "goal_steps_per_s", goal);
