@@ -576,7 +576,8 @@ def test_switch_crowd():
                               "200", str(10 * MS), str(200 * MS)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     parts.append(crowd)
-    time.sleep(0.3)  # the crowd at it before the leader exists
+    # the crowd refused before the leader exists (its first line)
+    early = crowd.stdout.readline().strip() == "refused"
     lead = start("L", "crowd-L", leader_cfg(w, 65))  # the run starts with all
     full = wait_for(lambda: len(status(host).get("lockstep", {}).get("members", [])) == 64,
                     60, 0.05)
@@ -589,11 +590,11 @@ def test_switch_crowd():
         got = None
     # (a thread whose next try came after the first 64 left joins then,
     # past the end: it ends at once)
-    check(full and got is not None and got["joined"] >= 64 and got["ended"] == got["joined"]
+    check(early and full and got is not None and got["refused"] > 0 and got["joined"] >= 64 and got["ended"] == got["joined"]
           and got["joined"] + got["full"] == 200 and not got["other"] and ra[0] == 0 and
           procs["crowd-F1"].poll() is None,
-          "200 threads joining a follower without Lockstep as it switches: all 64 slots "
-          "taken, those that joined step to the end with the leader's participant, the others "
+          "200 threads joining a follower without Lockstep as it switches: refused before "
+          "it hears the leader, then all 64 slots taken, those that joined step to the end with the leader's participant, the others "
           "are told the slots are full, nothing else (%s; a: %s %s; full %s, host %s)"
           % (got or rc[1][-300:], ra[0], ra[1][-100:], full, procs["crowd-F1"].poll()))
     stop("crowd-F1")

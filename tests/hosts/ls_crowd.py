@@ -8,8 +8,9 @@ THREADS threads each try to join CLOCK (shmclock.Lockstep) every
 millisecond for as long as the clock says it is not in lockstep mode
 (EOPNOTSUPP: a follower that has not heard its lockstep leader yet); one
 that joins steps every PERIOD ns from where it joined up to END, then
-leaves; one refused otherwise stops there. Prints one JSON line: how many
-joined, reached END, were refused for want of a slot (ENOSPC), and any
+leaves; one refused otherwise stops there. Prints "refused" at the first
+refusal, then, at the end, one JSON line: the refusals, how many joined,
+reached END, were refused for want of a slot (ENOSPC), and any
 other outcome with its message (which the test wants none of).
 """
 import errno
@@ -22,7 +23,7 @@ import shmclock
 
 clock, n, period, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 lock = threading.Lock()
-out = {"joined": 0, "ended": 0, "full": 0, "other": []}
+out = {"refused": 0, "joined": 0, "ended": 0, "full": 0, "other": []}
 
 
 def note(key, what=None):
@@ -40,6 +41,10 @@ def crowd(i):
             break
         except OSError as e:
             if e.errno == errno.EOPNOTSUPP:
+                with lock:
+                    out["refused"] += 1
+                    if out["refused"] == 1:
+                        print("refused", flush=True)  # the test starts the leader
                 time.sleep(0.001)
                 continue
             note("full" if e.errno == errno.ENOSPC else "other",
